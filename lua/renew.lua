@@ -1,0 +1,10 @@
+-- KEYS[1] <lock>:LOCKED   ARGV jid, lease ms
+-- Moves jid's lease to now + lease. Returns 0 when the entry is gone (the lock was lost).
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return 0 end
+local now = now_ms()
+local t, x, rest = string.match(current, '^{"t":(%d+),"x":(%d+),"l":%d+(.*)$')
+local renewed = '{"t":' .. t .. ',"x":' .. x .. ',"l":' .. string.format('%d', now + tonumber(ARGV[2])) .. rest
+redis.call('HSET', KEYS[1], ARGV[1], renewed)
+extend(KEYS[1], horizon(renewed), now, false)
+return 1

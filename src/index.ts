@@ -1,0 +1,30 @@
+/**
+ * effect-unique-jobs: unique-job locks for any job queue, on Effect and Redis.
+ *
+ * @since 0.1.0
+ */
+
+/**
+ * @since 0.1.0
+ */
+export * as Digest from "./Digest.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Lock from "./Lock.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Metrics from "./Metrics.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Redis from "./Redis.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Strategy from "./Strategy.js"

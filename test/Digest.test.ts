@@ -1,0 +1,111 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Digest from "../src/Digest.js"
+
+const job = { worker: "ChargeCustomerJob", queue: "default", args: [1] }
+
+describe("Digest", () => {
+  it.effect("matches the gem's legacy (MD5) digest", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(yield* Digest.make(job), "uniquejobs:ace64a5ce1899f22b3c3cb97985a733d")
+      assert.strictEqual(
+        yield* Digest.hashedText(job),
+        `[["class","ChargeCustomerJob"],["lock_args",[1]],["queue","default"]]`
+      )
+    }))
+
+  it.effect("modern is SHA3-256 of the same text", () =>
+    Effect.gen(function*() {
+      const modern = yield* Digest.make(job, { algorithm: "modern" })
+      assert.strictEqual(modern, "uniquejobs:627c4762aa7f0843255e250144af01f1f23f7efd6b770c7d9a2c033f7bc6ee21")
+      assert.strictEqual(modern, `uniquejobs:${Digest.hash(yield* Digest.hashedText(job), "modern")}`)
+    }))
+
+  it.effect("uniqueAcrossQueues drops queue, uniqueAcrossWorkers drops class", () =>
+    Effect.gen(function*() {
+      const acrossQueues = yield* Digest.hashedText(job, { uniqueAcrossQueues: true })
+      assert.strictEqual(acrossQueues, `[["class","ChargeCustomerJob"],["lock_args",[1]]]`)
+      const acrossWorkers = yield* Digest.hashedText(job, { uniqueAcrossWorkers: true })
+      assert.strictEqual(acrossWorkers, `[["lock_args",[1]],["queue","default"]]`)
+      assert.strictEqual(
+        yield* Digest.make(job, { uniqueAcrossQueues: true }),
+        `uniquejobs:${Digest.hash(acrossQueues, "legacy")}`
+      )
+      assert.strictEqual(
+        yield* Digest.make({ ...job, queue: "critical" }, { uniqueAcrossQueues: true }),
+        yield* Digest.make(job, { uniqueAcrossQueues: true })
+      )
+      assert.strictEqual(
+        yield* Digest.make({ ...job, worker: "RefundJob" }, { uniqueAcrossWorkers: true }),
+        yield* Digest.make(job, { uniqueAcrossWorkers: true })
+      )
+      assert.notStrictEqual(yield* Digest.make({ ...job, queue: "critical" }), yield* Digest.make(job))
+    }))
+
+  it.effect("nested object keys are sorted, so key order does not matter", () =>
+    Effect.gen(function*() {
+      const a = yield* Digest.make({ ...job, args: [{ a: 1, b: 2 }] })
+      const b = yield* Digest.make({ ...job, args: [{ b: 2, a: 1 }] })
+      assert.strictEqual(a, b)
+      const deep = yield* Digest.hashedText({ ...job, args: [{ z: { y: 1, x: [{ d: 1, c: 2 }] }, a: null }] })
+      assert.include(deep, `[{"a":null,"z":{"x":[{"c":2,"d":1}],"y":1}}]`)
+      assert.notStrictEqual(a, yield* Digest.make({ ...job, args: [{ a: 1, b: 3 }] }))
+    }))
+
+  it.effect("lockArgs selects what counts, and prefix is used", () =>
+    Effect.gen(function*() {
+      const lockArgs = (args: ReadonlyArray<unknown>) => [args[0]]
+      const one = yield* Digest.make({ ...job, args: [7, "2026-01-01T00:00:00Z"] }, { lockArgs, prefix: "app" })
+      const two = yield* Digest.make({ ...job, args: [7, "2026-02-02T00:00:00Z"] }, { lockArgs, prefix: "app" })
+      assert.strictEqual(one, two)
+      assert.isTrue(one.startsWith("app:"))
+    }))
+
+  it.effect("a BigInt fails with DigestError naming its path", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Digest.make({ ...job, args: [1, { amount: 10n }] }))
+      assert.strictEqual(error._tag, "DigestError")
+      assert.strictEqual(error.path, "lock_args[1].amount")
+      assert.include(error.message, "BigInt")
+    }))
+
+  it.effect("every value JSON would alter is refused with its path", () =>
+    Effect.gen(function*() {
+      const cyclic: Record<string, unknown> = {}
+      cyclic.self = cyclic
+      const cases: Array<[unknown, string]> = [
+        [undefined, "lock_args[0]"],
+        [() => 1, "lock_args[0]"],
+        [Symbol("s"), "lock_args[0]"],
+        [NaN, "lock_args[0]"],
+        [Infinity, "lock_args[0]"],
+        [{ when: new Date(0) }, "lock_args[0].when"],
+        [new Map(), "lock_args[0]"],
+        [cyclic, "lock_args[0].self"],
+        [[1, [2, undefined]], "lock_args[0][1][1]"]
+      ]
+      for (const [value, path] of cases) {
+        const error = yield* Effect.flip(Digest.make({ ...job, args: [value] }))
+        assert.strictEqual(error.path, path, String(path))
+      }
+    }))
+
+  it.effect("a throwing lockArgs is a DigestError", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(
+        Digest.make(job, {
+          lockArgs: () => {
+            throw new Error("boom")
+          }
+        })
+      )
+      assert.strictEqual(error.path, "lockArgs")
+    }))
+
+  it.effect("shared (non-cyclic) references are fine", () =>
+    Effect.gen(function*() {
+      const shared = { id: 1 }
+      const digest = yield* Digest.make({ ...job, args: [shared, shared] })
+      assert.strictEqual(digest, yield* Digest.make({ ...job, args: [{ id: 1 }, { id: 1 }] }))
+    }))
+})
