@@ -257,31 +257,29 @@ const defaultLease = Duration.seconds(30)
  */
 export const OptionsSchema = Schema.Struct({
   lock: LockTypeSchema,
-  lockTtl: Schema.optionalWith(PositiveDuration, { as: "Option", nullable: true }),
-  lockTimeout: Schema.optionalWith(NonNegativeDuration, { default: () => Duration.zero, nullable: true }),
+  lockTtl: Schema.optionalWith(PositiveDuration, { as: "Option" }),
+  lockTimeout: Schema.optionalWith(NonNegativeDuration, { default: () => Duration.zero }),
   lockLimit: Schema.optionalWith(
     Schema.Number.pipe(
       Schema.filter((n) => (Number.isSafeInteger(n) && n >= 1) || "expected a whole number >= 1")
     ),
-    { default: () => 1, nullable: true }
+    { default: () => 1 }
   ),
-  lockLease: Schema.optionalWith(PositiveDuration, { default: () => defaultLease, nullable: true }),
+  lockLease: Schema.optionalWith(PositiveDuration, { default: () => defaultLease }),
   onConflict: Schema.optionalWith(Strategy.OnConflictSchema, {
-    default: () => ({ client: "log", server: "log" }) as const,
-    nullable: true
+    default: () => ({ client: "log", server: "log" }) as const
   }),
   lockArgs: Schema.optionalWith(FunctionSchema<(args: ReadonlyArray<unknown>) => unknown>("lockArgs"), {
-    exact: true,
-    nullable: true
+    exact: true
   }),
-  uniqueAcrossQueues: Schema.optionalWith(Schema.Boolean, { default: () => false, nullable: true }),
-  uniqueAcrossWorkers: Schema.optionalWith(Schema.Boolean, { default: () => false, nullable: true }),
-  lockInfo: Schema.optionalWith(Schema.Boolean, { default: () => false, nullable: true }),
-  lockPrefix: Schema.optionalWith(PrefixSchema, { default: () => Digest.defaultPrefix, nullable: true }),
-  digestAlgorithm: Schema.optionalWith(Schema.Literal("legacy", "modern"), { default: () => "legacy", nullable: true }),
+  uniqueAcrossQueues: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  uniqueAcrossWorkers: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  lockInfo: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  lockPrefix: Schema.optionalWith(PrefixSchema, { default: () => Digest.defaultPrefix }),
+  digestAlgorithm: Schema.optionalWith(Schema.Literal("legacy", "modern"), { default: () => "legacy" }),
   afterUnlock: Schema.optionalWith(
     FunctionSchema<(unlocked: Unlocked) => Effect.Effect<unknown, unknown>>("afterUnlock"),
-    { exact: true, nullable: true }
+    { exact: true }
   )
 }).pipe(
   Schema.filter((o) => {
@@ -298,11 +296,15 @@ export const OptionsSchema = Schema.Struct({
   })
 )
 
-const formatIssues = (error: ParseResult.ParseError) =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
-    field: issue.path.length === 0 ? "options" : issue.path.map(String).join("."),
-    reason: issue.message
-  }))
+// One reason per field: an optional field is a union with undefined, whose "Expected undefined" adds nothing.
+const formatIssues = (error: ParseResult.ParseError) => {
+  const byField = new Map<string, string>()
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
+    const field = issue.path.length === 0 ? "options" : issue.path.map(String).join(".")
+    if (!byField.has(field) && !issue.message.startsWith("Expected undefined")) byField.set(field, issue.message)
+  }
+  return Array.from(byField, ([field, reason]) => ({ field, reason }))
+}
 
 const decodeOptions = Schema.decodeUnknownEither(OptionsSchema, { errors: "all", onExcessProperty: "error" })
 
@@ -319,14 +321,16 @@ const fromDecoded = (decoded: typeof OptionsSchema.Type): Definition => ({
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<Definition, InvalidLockOptions> =>
-  Either.match(decodeOptions(options), {
+export const make = (options: Options): Effect.Effect<Definition, InvalidLockOptions> => decode(options)
+
+const decode = (options: Options): Either.Either<Definition, InvalidLockOptions> =>
+  Either.mapBoth(decodeOptions(options), {
     onLeft: (error) => {
       const issues = formatIssues(error)
       const first = issues[0] ?? { field: "options", reason: "invalid" }
-      return Effect.fail(new InvalidLockOptions({ field: first.field, reason: first.reason, issues }))
+      return new InvalidLockOptions({ field: first.field, reason: first.reason, issues })
     },
-    onRight: (decoded) => Effect.succeed(fromDecoded(decoded))
+    onRight: fromDecoded
   })
 
 /**
@@ -335,7 +339,8 @@ export const make = (options: Options): Effect.Effect<Definition, InvalidLockOpt
  * @since 0.1.0
  * @category constructors
  */
-export const unsafeMake = (options: Options): Definition => Effect.runSync(Effect.orDieWith(make(options), (e) => e))
+export const unsafeMake = (options: Options): Definition =>
+  Either.getOrThrowWith(decode(options), (error) => error)
 
 /**
  * The digest of a job under a definition.

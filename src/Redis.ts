@@ -12,6 +12,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Memory from "./internal/memory.js"
@@ -297,8 +298,19 @@ export const make = (options: Options = {}): Effect.Effect<RedisService["Type"],
       : Redacted.isRedacted(options.url)
       ? Redacted.value(options.url)
       : options.url
+    const runtime = yield* Effect.runtime<never>()
     const client = yield* Effect.acquireRelease(
-      Effect.sync(() => (url === undefined ? new Redis(clientOptions) : new Redis(url, clientOptions))),
+      Effect.sync(() => {
+        const client = url === undefined ? new Redis(clientOptions) : new Redis(url, clientOptions)
+        // Connection errors surface as RedisError on the calls; the event itself is only worth a debug line.
+        client.on("error", (error: Error) =>
+          Runtime.runFork(runtime)(
+            Effect.logDebug("Redis connection error", error.message).pipe(
+              Effect.annotateLogs({ package: "effect-unique-jobs", module: "Redis" })
+            )
+          ))
+        return client
+      }),
       (client) =>
         Effect.promise(() => client.quit().catch(() => undefined)).pipe(
           Effect.timeoutOption(timeout),

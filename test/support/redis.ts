@@ -26,6 +26,7 @@ export const layerServer: Layer.Layer<TestRedis, RedisServer.RedisServerError> =
     const raw = yield* Effect.acquireRelease(
       Effect.promise(async () => {
         const client = new IORedis(source.url, { lazyConnect: true, maxRetriesPerRequest: 1 })
+        client.on("error", () => {}) // fault tests kill the server under it
         await client.connect()
         return client
       }),

@@ -1,0 +1,152 @@
+/**
+ * What the scripts leave in Redis: keys, TTLs, index scores. Checked with a separate raw connection.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import * as Lock from "../src/Lock.js"
+import * as Redis from "../src/Redis.js"
+import * as RedisTest from "./support/redis.js"
+
+const setup = (options: Lock.Options) =>
+  Effect.map(Lock.make({ ...options, lockPrefix: RedisTest.uniquePrefix("r") }), (definition) => ({
+    definition,
+    digest: `${definition.lockPrefix}:ace64a5ce1899f22b3c3cb97985a733d`,
+    index: `${definition.lockPrefix}:digests`
+  }))
+
+const keysUnder = (prefix: string) =>
+  Effect.flatMap(RedisTest.TestRedis, ({ raw }) => Effect.promise(() => raw.keys(`${prefix}:*`)))
+
+const redisTime = Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
+  Effect.promise(async () => {
+    const [s, us] = await raw.time()
+    return Number(s) * 1000 + Math.floor(Number(us) / 1000)
+  }))
+
+describe("Redis data model", () => {
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    it.effect("a held lock is two keys: <digest>:LOCKED (jid -> metadata) and <prefix>:digests", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { definition, digest, index } = yield* setup({ lock: "until_executed" })
+        const before = yield* redisTime
+        yield* Lock.lock(definition, { digest, jid: "jid-1" })
+        assert.deepStrictEqual((yield* keysUnder(definition.lockPrefix)).sort(), [`${digest}:LOCKED`, index].sort())
+        assert.strictEqual(yield* Effect.promise(() => raw.type(`${digest}:LOCKED`)), "hash")
+        const entry = JSON.parse((yield* Effect.promise(() => raw.hget(`${digest}:LOCKED`, "jid-1")))!)
+        assert.deepStrictEqual(Object.keys(entry), ["t", "x", "l"])
+        assert.isAtLeast(entry.t, before)
+        // No TTL asked for: the key has none, and the index score is the lock time in ms.
+        assert.strictEqual(yield* Effect.promise(() => raw.pttl(`${digest}:LOCKED`)), -1)
+        assert.strictEqual(Number(yield* Effect.promise(() => raw.zscore(index, digest))), entry.t)
+      }))
+
+    it.effect("after the last release no key of the digest remains and the index has no member for it", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { definition, digest, index } = yield* setup({ lock: "until_and_while_executing", lockLimit: 2 })
+        yield* Lock.lock(definition, { digest, jid: "a" })
+        yield* Lock.lock(definition, { digest, jid: "b" })
+        yield* Lock.handoff(definition, { digest, jid: "a" }, { keepQueueLock: true })
+        assert.strictEqual(yield* Effect.promise(() => raw.zcard(index)), 2)
+        yield* Lock.unlock(definition, { digest, jid: "b" })
+        yield* Lock.unlock(definition, { digest, jid: "a", phase: "run" })
+        assert.deepStrictEqual(yield* keysUnder(definition.lockPrefix), [])
+        assert.isNull(yield* Effect.promise(() => raw.zscore(index, digest)))
+        assert.isNull(yield* Effect.promise(() => raw.zscore(index, `${digest}:RUN`)))
+      }))
+
+    it.effect("lockTtl 1 s: PTTL at most 1000 ms, index score = expiry in ms, another jid locks after expiry", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { definition, digest, index } = yield* setup({ lock: "until_expired", lockTtl: "1 second" })
+        const before = yield* redisTime
+        yield* Lock.lock(definition, { digest, jid: "a" })
+        const after = yield* redisTime
+        const pttl = yield* Effect.promise(() => raw.pttl(`${digest}:LOCKED`))
+        assert.isAbove(pttl, 0)
+        assert.isAtMost(pttl, 1000)
+        const score = Number(yield* Effect.promise(() => raw.zscore(index, digest)))
+        const entry = JSON.parse((yield* Effect.promise(() => raw.hget(`${digest}:LOCKED`, "a")))!)
+        assert.strictEqual(score, entry.x)
+        assert.strictEqual(entry.x, entry.t + 1000)
+        assert.isAtLeast(score, before + 1000)
+        assert.isAtMost(score, after + 1000)
+        assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "b" }))))
+        yield* Effect.sleep(1100)
+        assert.strictEqual(yield* Effect.promise(() => raw.exists(`${digest}:LOCKED`)), 0)
+        yield* Lock.lock(definition, { digest, jid: "b" })
+        assert.deepStrictEqual(
+          Object.keys(yield* Effect.promise(() => raw.hgetall(`${digest}:LOCKED`))),
+          ["b"]
+        )
+      }))
+
+    it.effect("a run lock's key lives by its lease: PTTL at most the lease, renewed forward", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 2000 })
+        yield* Lock.lock(definition, { digest, jid: "a" })
+        const pttl = yield* Effect.promise(() => raw.pttl(`${digest}:RUN:LOCKED`))
+        assert.isAbove(pttl, 0)
+        assert.isAtMost(pttl, 2000)
+        yield* Effect.sleep(200)
+        yield* Lock.renew(definition, { digest, jid: "a" })
+        assert.isAbove(yield* Effect.promise(() => raw.pttl(`${digest}:RUN:LOCKED`)), pttl - 50)
+      }))
+
+    it.effect("a lock without expiry makes a shared key persistent; the TTL holder alone does not shorten it", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { definition: withTtl, digest } = yield* setup({ lock: "until_executed", lockLimit: 2, lockTtl: 5000 })
+        const forever = { ...withTtl, lockTtl: (yield* Lock.make({ lock: "until_executed" })).lockTtl }
+        yield* Lock.lock(withTtl, { digest, jid: "a" })
+        assert.isAbove(yield* Effect.promise(() => raw.pttl(`${digest}:LOCKED`)), 0)
+        yield* Lock.lock(forever, { digest, jid: "b" })
+        assert.strictEqual(yield* Effect.promise(() => raw.pttl(`${digest}:LOCKED`)), -1)
+      }))
+
+    it.effect("SCRIPT FLUSH: scripts reload transparently", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { definition, digest } = yield* setup({ lock: "until_executed" })
+        yield* Effect.promise(() => raw.script("FLUSH"))
+        yield* Lock.lock(definition, { digest, jid: "a" })
+        yield* Effect.promise(() => raw.script("FLUSH"))
+        assert.isTrue(yield* Lock.unlock(definition, { digest, jid: "a" }))
+      }))
+  })
+})
+
+describe("Redis failures", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.effect("a dead server fails calls with RedisError within the timeout, and they work after a restart", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const server = source.server
+        if (server === undefined) return // REDIS_URL fallback: the server is not ours to kill
+        const { definition, digest } = yield* setup({ lock: "until_executed" })
+        yield* Effect.gen(function*() {
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          yield* server.kill
+          const error = yield* Effect.flip(Lock.lock(definition, { digest, jid: "b" }))
+          assert.strictEqual(error._tag, "RedisError")
+          yield* server.restart
+          // ioredis reconnects on its own; the empty server takes the lock again.
+          yield* Effect.retry(Lock.lock(definition, { digest, jid: "b" }), { schedule: Schedule.spaced(100), times: 100 })
+        }).pipe(Effect.provide(Layer.fresh(Redis.layer({ url: source.url, timeout: 500 }))), Effect.timeout("20 seconds"))
+      }))
+
+    it.effect("a layer pointed at nothing fails to build with a RedisError", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(
+          Effect.scoped(Layer.build(Redis.layer({ url: "redis://127.0.0.1:1", timeout: 300 })))
+        )
+        assert.strictEqual(error._tag, "RedisError")
+        assert.strictEqual(error.operation, "connect")
+      }))
+  })
+})

@@ -1,0 +1,285 @@
+/**
+ * One suite, two stores: the Lua scripts on a private redis-server and the in-process memory store must agree.
+ * Time moves with TestClock on the memory store and with real sleeps (short TTLs) on Redis.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import type * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
+import * as TestClock from "effect/TestClock"
+import * as Lock from "../src/Lock.js"
+import * as Redis from "../src/Redis.js"
+import * as RedisTest from "./support/redis.js"
+
+interface Store {
+  readonly name: string
+  readonly layer: Layer.Layer<Redis.RedisService, unknown>
+  readonly live: boolean
+  readonly advance: (ms: number) => Effect.Effect<void>
+}
+
+const stores: ReadonlyArray<Store> = [
+  { name: "memory", layer: Redis.layerMemory, live: false, advance: (ms) => TestClock.adjust(ms) },
+  { name: "redis", layer: RedisTest.layer(), live: true, advance: (ms) => Effect.sleep(ms) }
+]
+
+const setup = (options: Lock.Options) =>
+  Effect.map(Lock.make({ ...options, lockPrefix: RedisTest.uniquePrefix() }), (definition) => ({
+    definition,
+    digest: `${definition.lockPrefix}:0123456789abcdef`
+  }))
+
+const holders = (definition: Lock.Definition, digest: string, phase: Lock.Phase) =>
+  Effect.flatMap(Redis.RedisService, (redis) => redis.holders(Lock.keyOf(definition, digest, phase)))
+
+/** The conflict a lock step failed with (any other failure fails the test). */
+const conflictOf = <A, R>(self: Effect.Effect<A, Lock.LockConflict | Redis.RedisError, R>) =>
+  Effect.flatMap(Effect.flip(self), (e) => (e._tag === "LockConflict" ? Effect.succeed(e) : Effect.die(e)))
+
+const jids = (definition: Lock.Definition, digest: string, phase: Lock.Phase) =>
+  Effect.map(holders(definition, digest, phase), (hs) => hs.map((h) => h.jid).sort())
+
+for (const store of stores) {
+  describe(`conformance: ${store.name}`, () => {
+    layer(store.layer, { excludeTestServices: store.live })((it) => {
+      const race = (limit: number) =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed", lockLimit: limit })
+          const results = yield* Effect.forEach(
+            Array.from({ length: 64 }, (_, i) => `jid-${i}`),
+            (jid) => Effect.either(Lock.lock(definition, { digest, jid })),
+            { concurrency: "unbounded" }
+          )
+          const won = results.filter(Either.isRight).map((r) => r.right.jid).sort()
+          const lost = results.filter(Either.isLeft).map((r) => r.left)
+            .flatMap((e) => (e._tag === "LockConflict" ? [e] : []))
+          assert.strictEqual(won.length, limit)
+          assert.strictEqual(lost.length, 64 - limit)
+          for (const conflict of lost) {
+            assert.strictEqual(conflict._tag, "LockConflict")
+            assert.strictEqual(conflict.holders.length, limit)
+          }
+          assert.deepStrictEqual(yield* jids(definition, digest, "queue"), won)
+        })
+
+      it.effect("64 concurrent attempts, lockLimit 1: exactly one holder", () => race(1))
+      it.effect("64 concurrent attempts, lockLimit 3: exactly three holders", () => race(3))
+
+      it.effect("the holder locking again succeeds and stays the one holder", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed" })
+          const first = yield* Lock.lock(definition, { digest, jid: "a" })
+          const again = yield* Lock.lock(definition, { digest, jid: "a" })
+          assert.isFalse(first.reentrant)
+          assert.isTrue(again.reentrant)
+          assert.deepStrictEqual(yield* jids(definition, digest, "queue"), ["a"])
+          const other = yield* conflictOf(Lock.lock(definition, { digest, jid: "b" }))
+          assert.deepStrictEqual(other.holders, ["a"])
+        }))
+
+      it.effect("releasing: only the holder's unlock counts, and the last one empties the lock", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed", lockLimit: 2 })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          yield* Lock.lock(definition, { digest, jid: "b" })
+          assert.isFalse(yield* Lock.unlock(definition, { digest, jid: "c" }))
+          assert.isTrue(yield* Lock.unlock(definition, { digest, jid: "a" }))
+          assert.deepStrictEqual(yield* jids(definition, digest, "queue"), ["b"])
+          assert.isTrue(yield* Lock.unlock(definition, { digest, jid: "b" }))
+          assert.isFalse(yield* Lock.unlock(definition, { digest, jid: "b" }))
+          assert.deepStrictEqual(yield* jids(definition, digest, "queue"), [])
+          yield* Lock.lock(definition, { digest, jid: "c" })
+          assert.deepStrictEqual(yield* jids(definition, digest, "queue"), ["c"])
+        }))
+
+      it.effect("with lockTtl the lock expires and another jid can lock", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_expired", lockTtl: 300 })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          const [holder] = yield* holders(definition, digest, "queue")
+          assert.strictEqual(holder!.expiresAt! - holder!.lockedAt, 300)
+          assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "b" }))))
+          yield* store.advance(400)
+          assert.isFalse((yield* Lock.lock(definition, { digest, jid: "b" })).reentrant)
+          assert.deepStrictEqual(yield* jids(definition, digest, "queue"), ["b"])
+        }))
+
+      it.effect("a scheduled job's TTL counts from its run time", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed", lockTtl: 200 })
+          yield* Lock.lock(definition, { digest, jid: "a", delay: 300 })
+          const [holder] = yield* holders(definition, digest, "queue")
+          assert.strictEqual(holder!.expiresAt! - holder!.lockedAt, 500)
+          yield* store.advance(350)
+          assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "b" }))))
+        }))
+
+      it.effect("with lockLimit > 1 each holder expires on its own", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed", lockLimit: 2, lockTtl: 400 })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          yield* store.advance(250)
+          yield* Lock.lock(definition, { digest, jid: "b" })
+          yield* store.advance(250)
+          // a's 400 ms have passed, b's have not: c takes a's place, not b's.
+          yield* Lock.lock(definition, { digest, jid: "c" })
+          assert.deepStrictEqual(yield* jids(definition, digest, "queue"), ["b", "c"])
+        }))
+
+      it.effect("a holder whose lease has passed is evicted by another jid's attempt", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 200 })
+          yield* Lock.lock(definition, { digest, jid: "crashed" })
+          const [holder] = yield* holders(definition, digest, "run")
+          assert.strictEqual(holder!.leaseUntil! - holder!.lockedAt, 200)
+          assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "next" }))))
+          yield* store.advance(300)
+          yield* Lock.lock(definition, { digest, jid: "next" })
+          assert.deepStrictEqual(yield* jids(definition, digest, "run"), ["next"])
+        }))
+
+      it.effect("renewal keeps a lease alive past its first expiry; a deleted entry is LockLost", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 300 })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          for (let i = 0; i < 3; i++) {
+            yield* store.advance(150)
+            yield* Lock.renew(definition, { digest, jid: "a" })
+          }
+          assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "b" }))))
+          yield* Lock.unlock(definition, { digest, jid: "a" })
+          const lost = yield* Effect.flip(Lock.renew(definition, { digest, jid: "a" }))
+          assert.strictEqual(lost._tag, "LockLost")
+        }))
+
+      it.effect("afterUnlock runs once per release", () =>
+        Effect.gen(function*() {
+          const calls = yield* Ref.make<Array<string>>([])
+          const { definition, digest } = yield* setup({
+            lock: "until_executed",
+            afterUnlock: (u) => Ref.update(calls, (cs) => [...cs, `${u.jid}:${u.phase}:${u.lockType}`])
+          })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          yield* Lock.unlock(definition, { digest, jid: "a" })
+          yield* Lock.unlock(definition, { digest, jid: "a" })
+          yield* Lock.unlock(definition, { digest, jid: "never-held" })
+          assert.deepStrictEqual(yield* Ref.get(calls), ["a:queue:until_executed"])
+        }))
+
+      it.effect("afterUnlock never runs for until_expired", () =>
+        Effect.gen(function*() {
+          const calls = yield* Ref.make(0)
+          const { definition, digest } = yield* setup({
+            lock: "until_expired",
+            lockTtl: 1000,
+            afterUnlock: () => Ref.update(calls, (n) => n + 1)
+          })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          assert.isTrue(yield* Lock.unlock(definition, { digest, jid: "a" }))
+          assert.strictEqual(yield* Ref.get(calls), 0)
+        }))
+
+      it.effect("a failing afterUnlock is logged, not raised", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed", afterUnlock: () => Effect.fail("boom") })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          assert.isTrue(yield* Lock.unlock(definition, { digest, jid: "a" }))
+        }))
+
+      it.effect("interrupting a fiber that holds a scoped lock releases it", () =>
+        Effect.gen(function*() {
+          const released = yield* Ref.make(0)
+          const { definition, digest } = yield* setup({
+            lock: "while_executing",
+            afterUnlock: () => Ref.update(released, (n) => n + 1)
+          })
+          const held = yield* Deferred.make<void>()
+          const fiber = yield* Effect.fork(
+            Lock.withLock(definition, { digest, jid: "a" })(Effect.zipRight(Deferred.succeed(held, undefined), Effect.never))
+          )
+          yield* Deferred.await(held)
+          assert.deepStrictEqual(yield* jids(definition, digest, "run"), ["a"])
+          yield* Fiber.interrupt(fiber)
+          assert.deepStrictEqual(yield* jids(definition, digest, "run"), [])
+          assert.strictEqual(yield* Ref.get(released), 1)
+        }))
+
+      it.effect("withLock releases after success and after failure, and refuses a held lock", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "while_executing" })
+          const result = yield* Lock.withLock(definition, { digest, jid: "a" })(
+            Effect.gen(function*() {
+              const inner = yield* Effect.flip(Lock.withLock(definition, { digest, jid: "b" })(Effect.succeed(1)))
+              assert.strictEqual(inner._tag, "LockConflict")
+              return 42
+            })
+          )
+          assert.strictEqual(result, 42)
+          const failed = yield* Effect.flip(Lock.withLock(definition, { digest, jid: "c" })(Effect.fail("nope" as const)))
+          assert.strictEqual(failed, "nope")
+          assert.deepStrictEqual(yield* jids(definition, digest, "run"), [])
+        }))
+
+      it.effect("withLock fails with LockLost when the lock is taken away while running", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 300 })
+          const held = yield* Deferred.make<void>()
+          const fiber = yield* Effect.fork(
+            Lock.withLock(definition, { digest, jid: "a" })(Effect.zipRight(Deferred.succeed(held, undefined), Effect.never))
+          )
+          yield* Deferred.await(held)
+          yield* Effect.flatMap(
+            Redis.RedisService,
+            (redis) => redis.unlock(Lock.keyOf(definition, digest, "run"), "a")
+          )
+          yield* store.advance(150)
+          const exit = yield* Fiber.await(fiber)
+          assert.isTrue(exit._tag === "Failure")
+          const error = yield* Effect.flip(Fiber.join(fiber))
+          assert.strictEqual(error._tag, "LockLost")
+        }))
+
+      it.effect("handoff takes :RUN and releases the queue lock in one step", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_and_while_executing" })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          const handed = yield* Lock.handoff(definition, { digest, jid: "a" }, { keepQueueLock: true })
+          assert.isTrue(handed.queueLockHeld)
+          assert.deepStrictEqual(yield* jids(definition, digest, "queue"), [])
+          assert.deepStrictEqual(yield* jids(definition, digest, "run"), ["a"])
+          // b is enqueued while a runs, then its handoff conflicts: its queue lock is kept for a reschedule.
+          yield* Lock.lock(definition, { digest, jid: "b" })
+          const conflict = yield* conflictOf(Lock.handoff(definition, { digest, jid: "b" }, { keepQueueLock: true }))
+          assert.deepStrictEqual(conflict.holders, ["a"])
+          assert.deepStrictEqual(yield* jids(definition, digest, "queue"), ["b"])
+          // Without keepQueueLock the loser's queue lock goes.
+          yield* Effect.flip(Lock.handoff(definition, { digest, jid: "b" }, { keepQueueLock: false }))
+          assert.deepStrictEqual(yield* jids(definition, digest, "queue"), [])
+          // A job whose queue lock vanished still gets :RUN, and says so.
+          yield* Lock.unlock(definition, { digest, jid: "a", phase: "run" })
+          const lapsed = yield* Lock.handoff(definition, { digest, jid: "c" }, { keepQueueLock: true })
+          assert.isFalse(lapsed.queueLockHeld)
+          assert.deepStrictEqual(yield* jids(definition, digest, "run"), ["c"])
+        }))
+
+      it.effect("lockInfo stores worker, queue, args and options with the holder", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed", lockInfo: true, lockTtl: 5000 })
+          yield* Lock.lock(definition, { digest, jid: "a", info: { worker: "W", queue: "q", args: [1, { k: "v" }] } })
+          const [holder] = yield* holders(definition, digest, "queue")
+          assert.deepStrictEqual(holder!.info, {
+            type: "until_executed",
+            limit: 1,
+            ttl: 5000,
+            timeout: 0,
+            worker: "W",
+            queue: "q",
+            args: [1, { k: "v" }]
+          })
+        }))
+    })
+  })
+}
