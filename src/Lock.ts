@@ -17,7 +17,7 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
 import * as Metrics from "./Metrics.js"
-import type { HolderRequest, LockKey, RedisError } from "./Redis.js"
+import type { HolderRequest, LockKey, LockResult, RedisError } from "./Redis.js"
 import { RedisService } from "./Redis.js"
 import * as Strategy from "./Strategy.js"
 
@@ -470,14 +470,39 @@ const requestOf = (definition: Definition, target: Target, phase: Phase): Holder
   info: infoOf(definition, target)
 })
 
-const labels = (definition: Definition, phase: Phase) =>
-  Metric.tagged(Metric.tagged(Metrics.acquired, "lock_type", definition.lock), "phase", phase)
+const counter = (family: Metrics.Family, lockType: LockType, phase: Phase) => family.of(lockType, phase)
 
-const annotate = <A, E, R>(self: Effect.Effect<A, E, R>, name: string, target: Target, phase: Phase) =>
-  self.pipe(
-    Effect.annotateLogs({ package: "effect-unique-jobs", module: "Lock", digest: target.digest, jid: target.jid }),
-    Effect.withSpan(`Lock.${name}`, { attributes: { digest: target.digest, jid: target.jid, phase } })
-  )
+// Lock steps carry no span of their own: a span costs more Node CPU than the Redis call (measured in bench/);
+// the middleware phases that call them carry one each.
+
+/** An acquire reply as the step's outcome: `Acquired`, or a `LockConflict` failure. */
+const settle = <Extra extends object>(
+  definition: Definition,
+  target: Target,
+  phase: Phase,
+  result: LockResult,
+  extra: Extra
+): Effect.Effect<Acquired & Extra, LockConflict> =>
+  result._tag === "Acquired"
+    ? Effect.as(Metric.increment(counter(Metrics.acquired, definition.lock, phase)), {
+      digest: target.digest,
+      jid: target.jid,
+      phase,
+      reentrant: result.reentrant,
+      ...extra
+    })
+    : Effect.zipRight(
+      Metric.increment(counter(Metrics.conflicts, definition.lock, phase)),
+      Effect.fail(
+        new LockConflict({
+          digest: target.digest,
+          jid: target.jid,
+          phase,
+          lockType: definition.lock,
+          holders: result.holders
+        })
+      )
+    )
 
 /**
  * Takes the lock for `target.jid` in one round trip, or fails with `LockConflict` naming the holders.
@@ -491,35 +516,11 @@ export const lock = (
   target: Target
 ): Effect.Effect<Acquired, LockConflict | RedisError, RedisService> => {
   const phase = phaseOf(definition, target)
-  return annotate(
-    Effect.flatMap(RedisService, (redis) =>
-      Effect.flatMap(
-        redis.lock(keyOf(definition, target.digest, phase), requestOf(definition, target, phase)),
-        (result) =>
-          result._tag === "Acquired"
-            ? Effect.as(Metric.increment(labels(definition, phase)), {
-              digest: target.digest,
-              jid: target.jid,
-              phase,
-              reentrant: result.reentrant
-            })
-            : Effect.zipRight(
-              Metric.increment(Metric.tagged(Metric.tagged(Metrics.conflicts, "lock_type", definition.lock), "phase", phase)),
-              Effect.fail(
-                new LockConflict({
-                  digest: target.digest,
-                  jid: target.jid,
-                  phase,
-                  lockType: definition.lock,
-                  holders: result.holders
-                })
-              )
-            )
-      )),
-    "lock",
-    target,
-    phase
-  )
+  return Effect.flatMap(RedisService, (redis) =>
+    Effect.flatMap(
+      redis.lock(keyOf(definition, target.digest, phase), requestOf(definition, target, phase)),
+      (result) => settle(definition, target, phase, result, {})
+    ))
 }
 
 const runAfterUnlock = (definition: Definition, unlocked: Unlocked): Effect.Effect<void> =>
@@ -527,6 +528,7 @@ const runAfterUnlock = (definition: Definition, unlocked: Unlocked): Effect.Effe
     ? Effect.void
     : Effect.suspend(() => definition.afterUnlock!(unlocked)).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("afterUnlock failed", cause)),
+      Effect.annotateLogs({ package: "effect-unique-jobs", module: "Lock", digest: unlocked.digest, jid: unlocked.jid }),
       Effect.asVoid
     )
 
@@ -539,19 +541,14 @@ const runAfterUnlock = (definition: Definition, unlocked: Unlocked): Effect.Effe
  */
 export const unlock = (definition: Definition, target: Target): Effect.Effect<boolean, RedisError, RedisService> => {
   const phase = phaseOf(definition, target)
-  return annotate(
-    Effect.flatMap(RedisService, (redis) =>
-      Effect.tap(redis.unlock(keyOf(definition, target.digest, phase), target.jid), (released) =>
-        released
-          ? Effect.zipRight(
-            Metric.increment(Metric.tagged(Metric.tagged(Metrics.released, "lock_type", definition.lock), "phase", phase)),
-            runAfterUnlock(definition, { digest: target.digest, jid: target.jid, lockType: definition.lock, phase })
-          )
-          : Effect.void)),
-    "unlock",
-    target,
-    phase
-  )
+  return Effect.flatMap(RedisService, (redis) =>
+    Effect.tap(redis.unlock(keyOf(definition, target.digest, phase), target.jid), (released) =>
+      released
+        ? Effect.zipRight(
+          Metric.increment(counter(Metrics.released, definition.lock, phase)),
+          runAfterUnlock(definition, { digest: target.digest, jid: target.jid, lockType: definition.lock, phase })
+        )
+        : Effect.void))
 }
 
 /**
@@ -566,38 +563,16 @@ export const handoff = (
   target: Target,
   options: { readonly keepQueueLock: boolean }
 ): Effect.Effect<Acquired & { readonly queueLockHeld: boolean }, LockConflict | RedisError, RedisService> =>
-  annotate(
-    Effect.flatMap(RedisService, (redis) =>
-      Effect.flatMap(
-        redis.handoff(
-          keyOf(definition, target.digest, "queue"),
-          keyOf(definition, target.digest, "run"),
-          requestOf(definition, target, "run"),
-          { keepOnConflict: options.keepQueueLock }
-        ),
-        (result) =>
-          result._tag === "Acquired"
-            ? Effect.as(Metric.increment(labels(definition, "run")), {
-              digest: target.digest,
-              jid: target.jid,
-              phase: "run" as const,
-              reentrant: result.reentrant,
-              queueLockHeld: result.queueLockHeld
-            })
-            : Effect.fail(
-              new LockConflict({
-                digest: target.digest,
-                jid: target.jid,
-                phase: "run",
-                lockType: definition.lock,
-                holders: result.holders
-              })
-            )
-      )),
-    "handoff",
-    target,
-    "run"
-  )
+  Effect.flatMap(RedisService, (redis) =>
+    Effect.flatMap(
+      redis.handoff(
+        keyOf(definition, target.digest, "queue"),
+        keyOf(definition, target.digest, "run"),
+        requestOf(definition, target, "run"),
+        { keepOnConflict: options.keepQueueLock }
+      ),
+      (result) => settle(definition, target, "run", result, { queueLockHeld: result.queueLockHeld })
+    ))
 
 /**
  * Moves the run lock's lease forward; fails with `LockLost` when the entry is gone.
@@ -647,7 +622,7 @@ export const keepAlive = (
       Effect.flatMap(loop)
     )
   return Effect.flatMap(Clock.currentTimeMillis, loop).pipe(
-    Effect.tapError(() => Metric.increment(Metric.tagged(Metrics.lost, "lock_type", definition.lock)))
+    Effect.tapError(() => Metric.increment(counter(Metrics.lost, definition.lock, "run")))
   )
 }
 

@@ -1,10 +1,49 @@
 /**
- * Every metric the library records, in one place. Labels are added where a metric is used.
+ * Every metric the library records, in one place.
+ *
+ * Labelled counters are built once per label set with the labels inside their key: `Metric.tagged` would
+ * merge labels and look the metric up again on every update, which costs more than the lock call it counts.
  *
  * @since 0.1.0
  */
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricKey from "effect/MetricKey"
+import * as MetricLabel from "effect/MetricLabel"
+
+/**
+ * A counter family: one counter per `(lock_type, phase)`, made on first use and kept.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Family {
+  readonly name: string
+  readonly of: (lockType: string, phase: string) => Metric.Metric.Counter<number>
+}
+
+const family = (name: string, description: string): Family => {
+  const made = new Map<string, Map<string, Metric.Metric.Counter<number>>>()
+  return {
+    name,
+    of: (lockType, phase) => {
+      let byPhase = made.get(lockType)
+      if (byPhase === undefined) {
+        byPhase = new Map()
+        made.set(lockType, byPhase)
+      }
+      let counter = byPhase.get(phase)
+      if (counter === undefined) {
+        const key = MetricKey.counter(name, { description, incremental: true }).pipe(
+          MetricKey.taggedWithLabels([MetricLabel.make("lock_type", lockType), MetricLabel.make("phase", phase)])
+        )
+        counter = Metric.fromMetricKey(key)
+        byPhase.set(phase, counter)
+      }
+      return counter
+    }
+  }
+}
 
 /**
  * Locks taken, labelled `lock_type` and `phase` (`queue` or `run`).
@@ -12,10 +51,7 @@ import * as MetricBoundaries from "effect/MetricBoundaries"
  * @since 0.1.0
  * @category metrics
  */
-export const acquired = Metric.counter("unique_jobs_locks_acquired_total", {
-  description: "Locks taken",
-  incremental: true
-})
+export const acquired = family("unique_jobs_locks_acquired_total", "Locks taken")
 
 /**
  * Attempts that found the lock held, labelled `lock_type` and `phase`.
@@ -23,10 +59,7 @@ export const acquired = Metric.counter("unique_jobs_locks_acquired_total", {
  * @since 0.1.0
  * @category metrics
  */
-export const conflicts = Metric.counter("unique_jobs_lock_conflicts_total", {
-  description: "Lock attempts that found the lock held by another job",
-  incremental: true
-})
+export const conflicts = family("unique_jobs_lock_conflicts_total", "Lock attempts that found the lock held")
 
 /**
  * Locks released by an unlock, labelled `lock_type` and `phase`.
@@ -34,32 +67,27 @@ export const conflicts = Metric.counter("unique_jobs_lock_conflicts_total", {
  * @since 0.1.0
  * @category metrics
  */
-export const released = Metric.counter("unique_jobs_locks_released_total", {
-  description: "Locks released",
-  incremental: true
-})
+export const released = family("unique_jobs_locks_released_total", "Locks released")
 
 /**
- * Held locks found gone by a lease renewal, labelled `lock_type`.
+ * Held execution locks found gone by a lease renewal, labelled `lock_type` and `phase`.
  *
  * @since 0.1.0
  * @category metrics
  */
-export const lost = Metric.counter("unique_jobs_locks_lost_total", {
-  description: "Execution locks lost while the job ran",
-  incremental: true
-})
+export const lost = family("unique_jobs_locks_lost_total", "Execution locks lost while the job ran")
 
 /**
- * Jobs whose queue lock had vanished (TTL, manual delete) when they started; they run anyway.
+ * Jobs whose queue lock had vanished (TTL, manual delete) when they started; they run anyway. Labelled
+ * `lock_type` and `phase`.
  *
  * @since 0.1.0
  * @category metrics
  */
-export const uniquenessLapsed = Metric.counter("unique_jobs_uniqueness_lapsed_total", {
-  description: "Jobs that started without the queue lock they were enqueued with",
-  incremental: true
-})
+export const uniquenessLapsed = family(
+  "unique_jobs_uniqueness_lapsed_total",
+  "Jobs that started without the queue lock they were enqueued with"
+)
 
 /**
  * How long a lock was held, in milliseconds, from acquire to release in one process.

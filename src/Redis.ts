@@ -192,22 +192,36 @@ export const makeFromClient = (
       catch: (cause) => new RedisError({ operation: "load scripts", reason: "cannot read the lua/ folder", cause })
     })
     const timeout = Duration.decode(options?.timeout ?? defaultTimeout)
+    const timeoutMs = Duration.toMillis(timeout)
+    // A plain timer and one callback rather than Effect.timeout and promise chains: this is the hot path, and a
+    // fiber per call costs several times the call itself.
     const call = <A>(operation: string, f: () => Promise<unknown>, decode: (reply: unknown) => A) =>
-      Effect.tryPromise({
-        try: () => f().then(decode),
-        catch: (cause) =>
-          new RedisError({ operation, reason: cause instanceof Error ? cause.message : String(cause), cause })
-      }).pipe(
-        Effect.timeoutFail({
-          duration: timeout,
-          onTimeout: () =>
-            new RedisError({ operation, reason: `no answer within ${Duration.format(timeout)} (the timeout option)` })
-        }),
-        Effect.withSpan(`RedisService.${operation}`, {
-          kind: "client",
-          attributes: { "db.system.name": "redis" }
-        })
-      )
+      Effect.async<A, RedisError>((resume) => {
+        const timer = setTimeout(
+          () =>
+            resume(Effect.fail(
+              new RedisError({ operation, reason: `no answer within ${Duration.format(timeout)} (the timeout option)` })
+            )),
+          timeoutMs
+        )
+        f().then(
+          (reply) => {
+            clearTimeout(timer)
+            try {
+              resume(Effect.succeed(decode(reply)))
+            } catch (cause) {
+              resume(Effect.fail(new RedisError({ operation, reason: `unexpected reply: ${String(cause)}`, cause })))
+            }
+          },
+          (cause) => {
+            clearTimeout(timer)
+            resume(Effect.fail(
+              new RedisError({ operation, reason: cause instanceof Error ? cause.message : String(cause), cause })
+            ))
+          }
+        )
+        // No canceler: an interrupted call's reply still clears its timer, and resuming then is a no-op.
+      })
 
     // Load once now; a later SCRIPT FLUSH is answered by EVAL on NOSCRIPT.
     yield* Effect.forEach(
@@ -225,9 +239,9 @@ export const makeFromClient = (
             Scripts.run(client, scripts.lock, [keys.locked, keys.index], [
               request.jid,
               lock.name,
-              request.limit,
-              request.ttlMs,
-              request.leaseMs,
+              String(request.limit),
+              String(request.ttlMs),
+              String(request.leaseMs),
               request.info
             ]),
           (reply) => toLockResult(toArray(reply, "lock"))

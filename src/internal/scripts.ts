@@ -35,18 +35,15 @@ export interface ScriptClient {
 }
 
 /** @internal */
-export const run = async (
+export const run = (
   client: ScriptClient,
   script: Script,
   keys: ReadonlyArray<string>,
   args: ReadonlyArray<string | number>
-): Promise<unknown> => {
-  try {
-    return await client.evalsha(script.sha, keys.length, ...keys, ...args)
-  } catch (error) {
+): Promise<unknown> =>
+  client.evalsha(script.sha, keys.length, ...keys, ...args).catch((error: unknown) => {
     if (error instanceof Error && error.message.startsWith("NOSCRIPT")) {
-      return await client.eval(script.source, keys.length, ...keys, ...args)
+      return client.eval(script.source, keys.length, ...keys, ...args)
     }
     throw error
-  }
-}
+  })
