@@ -143,6 +143,8 @@ export interface Options {
   readonly lockLease?: Duration.DurationInput | undefined
   /** What a duplicate turns into, one name or `{ client, server }`. Default `log`. */
   readonly onConflict?: Strategy.OnConflict | undefined
+  /** How long the `reschedule` strategy puts a duplicate execution off. Default 5 seconds. */
+  readonly rescheduleDelay?: Duration.DurationInput | undefined
   /** Selects the arguments that count for uniqueness. */
   readonly lockArgs?: ((args: ReadonlyArray<unknown>) => unknown) | undefined
   readonly uniqueAcrossQueues?: boolean | undefined
@@ -170,6 +172,7 @@ export interface Definition {
   readonly lockLimit: number
   readonly lockLease: Duration.Duration
   readonly onConflict: Strategy.Resolved
+  readonly rescheduleDelay: Duration.Duration
   readonly lockArgs: ((args: ReadonlyArray<unknown>) => unknown) | undefined
   readonly uniqueAcrossQueues: boolean
   readonly uniqueAcrossWorkers: boolean
@@ -269,6 +272,7 @@ export const OptionsSchema = Schema.Struct({
   onConflict: Schema.optionalWith(Strategy.OnConflictSchema, {
     default: () => ({ client: "log", server: "log" }) as const
   }),
+  rescheduleDelay: Schema.optionalWith(PositiveDuration, { default: () => Duration.seconds(5) }),
   lockArgs: Schema.optionalWith(FunctionSchema<(args: ReadonlyArray<unknown>) => unknown>("lockArgs"), {
     exact: true
   }),
@@ -289,7 +293,9 @@ export const OptionsSchema = Schema.Struct({
     if (o.lock === "while_executing_reject" && o.onConflict.server !== "reject" && o.onConflict.server !== "log") {
       return {
         path: ["onConflict", "server"],
-        message: `while_executing_reject always rejects on the server; drop ${o.onConflict.server} or use while_executing`
+        message: `while_executing_reject always rejects on the server; drop ${
+          Strategy.nameOf(o.onConflict.server)
+        } or use while_executing`
       }
     }
     return undefined
@@ -637,25 +643,21 @@ export interface Held extends Acquired {
   readonly lost: Effect.Effect<never, LockLost>
 }
 
-/**
- * Takes the lock as a scoped resource.
- *
- * @since 0.1.0
- * @category resources
- */
-export const acquire = (
+const hold = <A extends Acquired, E>(
   definition: Definition,
-  target: Target
-): Effect.Effect<Held, LockConflict | RedisError, RedisService | Scope.Scope> =>
+  target: Target,
+  phase: Phase,
+  take: Effect.Effect<A, E, RedisService>
+): Effect.Effect<A & Held, E, RedisService | Scope.Scope> =>
   Effect.gen(function*() {
-    const phase = phaseOf(definition, target)
     const pinned: Target = { ...target, phase }
     const start = yield* Clock.currentTimeMillis
-    const acquired = yield* Effect.acquireRelease(lock(definition, pinned), () =>
+    const acquired = yield* Effect.acquireRelease(take, () =>
       unlock(definition, pinned).pipe(
         Effect.zipRight(Clock.currentTimeMillis),
         Effect.flatMap((end) => Metric.update(Metrics.holdTime, end - start)),
-        Effect.catchAll((error) => Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error))
+        Effect.catchAll((error) => Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error)),
+        Effect.annotateLogs({ package: "effect-unique-jobs", module: "Lock", digest: target.digest, jid: target.jid })
       ))
     const lostSignal = yield* Deferred.make<never, LockLost>()
     if (phase === "run") {
@@ -666,6 +668,33 @@ export const acquire = (
     }
     return { ...acquired, lost: Deferred.await(lostSignal) }
   })
+
+/**
+ * Takes the lock as a scoped resource.
+ *
+ * @since 0.1.0
+ * @category resources
+ */
+export const acquire = (
+  definition: Definition,
+  target: Target
+): Effect.Effect<Held, LockConflict | RedisError, RedisService | Scope.Scope> => {
+  const phase = phaseOf(definition, target)
+  return hold(definition, target, phase, lock(definition, { ...target, phase }))
+}
+
+/**
+ * `handoff` as a scoped resource: the run lock is held (and renewed) until the scope closes.
+ *
+ * @since 0.1.0
+ * @category resources
+ */
+export const acquireHandoff = (
+  definition: Definition,
+  target: Target,
+  options: { readonly keepQueueLock: boolean }
+): Effect.Effect<Held & { readonly queueLockHeld: boolean }, LockConflict | RedisError, RedisService | Scope.Scope> =>
+  hold(definition, target, "run", handoff(definition, target, options))
 
 /**
  * Runs `self` holding the lock: released when `self` ends, fails, or is interrupted. If the run lock is lost

@@ -1,11 +1,161 @@
 /**
  * Conflict strategies: what a lost race turns into, on the client (a duplicate enqueue) and on the server
- * (a duplicate execution).
+ * (a duplicate execution). A strategy is a function from the conflict to a decision or a typed error; the
+ * built-in ones are named, and users can pass their own functions.
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import type { Job } from "./Job.js"
+import { JobQueue, type QueueError } from "./JobQueue.js"
+import type { Definition, LockConflict } from "./Lock.js"
+
+// ---------------------------------------------------------------------------------------------------------------
+// Outcomes and errors
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * What the client middleware did with an enqueue.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type ClientOutcome<A> =
+  | { readonly _tag: "Enqueued"; readonly digest: string; readonly job: Job; readonly value: A }
+  | { readonly _tag: "Skipped"; readonly digest: string; readonly job: Job; readonly holders: ReadonlyArray<string> }
+  | {
+    readonly _tag: "Replaced"
+    readonly digest: string
+    readonly job: Job
+    readonly replaced: ReadonlyArray<string>
+    readonly value: A
+  }
+  | {
+    readonly _tag: "Rejected"
+    readonly digest: string
+    readonly job: Job
+    readonly holders: ReadonlyArray<string>
+    readonly reason: string
+  }
+
+/**
+ * What the server middleware did with an execution.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type ServerOutcome<A> =
+  | { readonly _tag: "Performed"; readonly digest: string; readonly job: Job; readonly value: A }
+  | { readonly _tag: "Skipped"; readonly digest: string; readonly job: Job; readonly holders: ReadonlyArray<string> }
+  | {
+    readonly _tag: "Rescheduled"
+    readonly digest: string
+    readonly job: Job
+    readonly holders: ReadonlyArray<string>
+    readonly at: number
+  }
+  | {
+    readonly _tag: "Rejected"
+    readonly digest: string
+    readonly job: Job
+    readonly holders: ReadonlyArray<string>
+    readonly reason: string
+  }
+
+/**
+ * A duplicate enqueue under `raise`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DuplicateJob extends Schema.TaggedError<DuplicateJob>("effect-unique-jobs/DuplicateJob")("DuplicateJob", {
+  digest: Schema.String,
+  jid: Schema.String,
+  worker: Schema.String,
+  holders: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `${this.worker} ${this.jid} is a duplicate of ${this.holders.join(", ")} (${this.digest}); ` +
+      "it was not enqueued. Catch DuplicateJob, or use onConflict: \"log\" to skip duplicates quietly."
+  }
+}
+
+/**
+ * A duplicate execution under `raise`: fails the job so the queue retries it later.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ExecutionConflict extends Schema.TaggedError<ExecutionConflict>("effect-unique-jobs/ExecutionConflict")(
+  "ExecutionConflict",
+  {
+    digest: Schema.String,
+    jid: Schema.String,
+    worker: Schema.String,
+    holders: Schema.Array(Schema.String)
+  }
+) {
+  override get message(): string {
+    return `${this.worker} ${this.jid} cannot run while ${this.holders.join(", ")} runs (${this.digest}); ` +
+      "failing it so the queue retries it later."
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Strategies
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * What a strategy is told.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Conflict {
+  readonly conflict: LockConflict
+  readonly job: Job
+  readonly definition: Definition
+}
+
+/**
+ * A client strategy's decision. `Retry` means the holders were cleared out of the way: lock again and enqueue.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ClientDecision =
+  | { readonly _tag: "Skip" }
+  | { readonly _tag: "Reject"; readonly reason: string }
+  | { readonly _tag: "Retry"; readonly replaced: ReadonlyArray<string> }
+
+/**
+ * A server strategy's decision.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ServerDecision =
+  | { readonly _tag: "Skip" }
+  | { readonly _tag: "Reject"; readonly reason: string }
+  | { readonly _tag: "Reschedule"; readonly at: number }
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ClientStrategy = (conflict: Conflict) => Effect.Effect<ClientDecision, DuplicateJob | QueueError, JobQueue>
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ServerStrategy = (
+  conflict: Conflict
+) => Effect.Effect<ServerDecision, ExecutionConflict | QueueError, JobQueue>
 
 /**
  * @since 0.1.0
@@ -30,20 +180,25 @@ export type ClientName = "log" | "raise" | "reject" | "replace"
 export type ServerName = "log" | "raise" | "reject" | "reschedule"
 
 /**
- * One name for both sides, or a name per side.
+ * One name for both sides, or a name or function per side.
  *
  * @since 0.1.0
  * @category models
  */
-export type OnConflict = Name | { readonly client?: ClientName | undefined; readonly server?: ServerName | undefined }
+export type OnConflict =
+  | Name
+  | {
+    readonly client?: ClientName | ClientStrategy | undefined
+    readonly server?: ServerName | ServerStrategy | undefined
+  }
 
 /**
  * @since 0.1.0
  * @category models
  */
 export interface Resolved {
-  readonly client: ClientName
-  readonly server: ServerName
+  readonly client: ClientName | ClientStrategy
+  readonly server: ServerName | ServerStrategy
 }
 
 /**
@@ -74,7 +229,7 @@ const sideMessage = (side: "client" | "server", actual: unknown): string => {
     : side === "server" && actual === "replace"
     ? " (replace swaps a queued duplicate: put it under client)"
     : ""
-  return `${JSON.stringify(actual)} is not a ${side} strategy${hint}; use one of ${valid.join(", ")}`
+  return `${JSON.stringify(actual)} is not a ${side} strategy${hint}; use one of ${valid.join(", ")} or a function`
 }
 
 /**
@@ -86,10 +241,7 @@ const sideMessage = (side: "client" | "server", actual: unknown): string => {
  */
 export const OnConflictSchema: Schema.Schema<Resolved, unknown> = Schema.transformOrFail(
   Schema.Unknown,
-  Schema.Struct({
-    client: Schema.Literal(...clientNames),
-    server: Schema.Literal(...serverNames)
-  }),
+  Schema.declare((u: unknown): u is Resolved => typeof u === "object" && u !== null),
   {
     strict: true,
     decode: (input, _, ast) => {
@@ -118,18 +270,117 @@ export const OnConflictSchema: Schema.Schema<Resolved, unknown> = Schema.transfo
       }
       const client = sides.client ?? "log"
       const server = sides.server ?? "log"
-      if (!isClientName(client)) {
+      if (!isClientName(client) && typeof client !== "function") {
         issues.push(new ParseResult.Pointer("client", input, new ParseResult.Type(ast, client, sideMessage("client", client))))
       }
-      if (!isServerName(server)) {
+      if (!isServerName(server) && typeof server !== "function") {
         issues.push(new ParseResult.Pointer("server", input, new ParseResult.Type(ast, server, sideMessage("server", server))))
       }
       const [first, ...rest] = issues
       if (first !== undefined) {
         return ParseResult.fail(rest.length === 0 ? first : new ParseResult.Composite(ast, input, [first, ...rest]))
       }
-      return ParseResult.succeed({ client: client as ClientName, server: server as ServerName })
+      return ParseResult.succeed({ client, server } as Resolved)
     },
     encode: (resolved) => ParseResult.succeed(resolved)
   }
 )
+
+/**
+ * A strategy's name for logs and metric labels (`custom` for a function).
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const nameOf = (strategy: string | ((conflict: Conflict) => unknown)): string =>
+  typeof strategy === "string" ? strategy : "custom"
+
+const holdersText = (c: Conflict) => c.conflict.holders.join(", ")
+
+const logConflict = (c: Conflict, side: string) =>
+  Effect.logInfo(`${side} conflict: ${c.job.worker} ${c.job.jid} is a duplicate of ${holdersText(c)}`).pipe(
+    Effect.annotateLogs({ package: "effect-unique-jobs", module: "Strategy", digest: c.conflict.digest, jid: c.job.jid })
+  )
+
+const rejectReason = (c: Conflict, side: "client" | "server") =>
+  side === "client"
+    ? `duplicate enqueue of ${c.conflict.digest} while ${holdersText(c)} holds it`
+    : `duplicate execution of ${c.conflict.digest} while ${holdersText(c)} runs`
+
+/**
+ * The built-in client strategies.
+ *
+ * @since 0.1.0
+ * @category strategies
+ */
+export const client: { readonly [K in ClientName]: ClientStrategy } = {
+  log: (c) => Effect.as(logConflict(c, "client"), { _tag: "Skip" } as const),
+  raise: (c) =>
+    Effect.fail(
+      new DuplicateJob({ digest: c.conflict.digest, jid: c.job.jid, worker: c.job.worker, holders: c.conflict.holders })
+    ),
+  reject: (c) => {
+    const reason = rejectReason(c, "client")
+    return Effect.as(Effect.flatMap(JobQueue, (queue) => queue.kill(c.job, reason)), { _tag: "Reject", reason } as const)
+  },
+  // Removes the holders' waiting jobs; the middleware then releases their locks and locks again. A holder the
+  // queue no longer knows at all is an orphaned lock and is replaced too. A holder that already runs cannot be
+  // replaced: the duplicate is skipped.
+  replace: (c) =>
+    Effect.flatMap(JobQueue, (queue) =>
+      Effect.map(
+        Effect.forEach(c.conflict.holders, (holder) =>
+          Effect.flatMap(queue.remove(holder), (removed) =>
+            removed ? Effect.succeed(true) : Effect.map(queue.exists(holder), (exists) => !exists))),
+        (replaceable): ClientDecision => {
+          const replaced = c.conflict.holders.filter((_, i) => replaceable[i])
+          return replaced.length > 0 ? { _tag: "Retry", replaced } : { _tag: "Skip" }
+        }
+      ))
+}
+
+/**
+ * The built-in server strategies.
+ *
+ * @since 0.1.0
+ * @category strategies
+ */
+export const server: { readonly [K in ServerName]: ServerStrategy } = {
+  log: (c) => Effect.as(logConflict(c, "server"), { _tag: "Skip" } as const),
+  raise: (c) =>
+    Effect.fail(
+      new ExecutionConflict({
+        digest: c.conflict.digest,
+        jid: c.job.jid,
+        worker: c.job.worker,
+        holders: c.conflict.holders
+      })
+    ),
+  reject: (c) => {
+    const reason = rejectReason(c, "server")
+    return Effect.as(Effect.flatMap(JobQueue, (queue) => queue.kill(c.job, reason)), { _tag: "Reject", reason } as const)
+  },
+  reschedule: (c) =>
+    Effect.gen(function*() {
+      const queue = yield* JobQueue
+      const at = (yield* Clock.currentTimeMillis) + Duration.toMillis(c.definition.rescheduleDelay)
+      yield* queue.schedule({ ...c.job, at }, at)
+      return { _tag: "Reschedule", at } as const
+    })
+}
+
+/**
+ * The function behind a side's strategy.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const clientStrategy = (strategy: ClientName | ClientStrategy): ClientStrategy =>
+  typeof strategy === "string" ? client[strategy] : strategy
+
+/**
+ * @since 0.1.0
+ * @category utils
+ */
+export const serverStrategy = (strategy: ServerName | ServerStrategy): ServerStrategy =>
+  typeof strategy === "string" ? server[strategy] : strategy

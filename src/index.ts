@@ -12,7 +12,22 @@ export * as Digest from "./Digest.js"
 /**
  * @since 0.1.0
  */
+export * as Job from "./Job.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as JobQueue from "./JobQueue.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Lock from "./Lock.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as MemoryQueue from "./adapters/MemoryQueue.js"
 
 /**
  * @since 0.1.0
@@ -22,9 +37,24 @@ export * as Metrics from "./Metrics.js"
 /**
  * @since 0.1.0
  */
+export * as Middleware from "./Middleware.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Redis from "./Redis.js"
 
 /**
  * @since 0.1.0
  */
+export * as RedisServer from "./RedisServer.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Strategy from "./Strategy.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as UniqueJob from "./UniqueJob.js"

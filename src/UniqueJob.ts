@@ -1,0 +1,127 @@
+/**
+ * The friendly top level: define a worker's uniqueness once, get its client and server wrappers.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { UniqueJob } from "effect-unique-jobs"
+ *
+ * const RebuildReport = UniqueJob.unsafeMake({
+ *   worker: "RebuildReportJob",
+ *   lock: "until_and_while_executing",
+ *   onConflict: { client: "log", server: "reschedule" }
+ * })
+ *
+ * // producer: Enqueued | Skipped | Replaced | Rejected
+ * const outcome = RebuildReport.enqueue([42])
+ * // worker: Performed | Skipped | Rescheduled | Rejected
+ * const run = (job) => RebuildReport.server(job, rebuild(job.args[0]))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as Digest from "./Digest.js"
+import * as Job from "./Job.js"
+import { JobQueue } from "./JobQueue.js"
+import * as Lock from "./Lock.js"
+import * as Middleware from "./Middleware.js"
+import type { RedisError, RedisService } from "./Redis.js"
+import type * as Strategy from "./Strategy.js"
+
+/**
+ * A worker's uniqueness options: the lock options plus the worker's name and default queue.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options extends Lock.Options {
+  readonly worker: string
+  /** Default `default`. */
+  readonly queue?: string | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface UniqueJob {
+  readonly worker: string
+  readonly queue: string
+  readonly definition: Lock.Definition
+  /** A new job of this worker. */
+  readonly job: (
+    args: ReadonlyArray<unknown>,
+    options?: { readonly jid?: string | undefined; readonly at?: number | undefined }
+  ) => Job.Job
+  readonly digest: (args: ReadonlyArray<unknown>) => Effect.Effect<string, Digest.DigestError>
+  /** Pushes (or, with `at`, schedules) a new job through the client wrapper onto the `JobQueue`. */
+  readonly enqueue: (
+    args: ReadonlyArray<unknown>,
+    options?: { readonly jid?: string | undefined; readonly at?: number | undefined }
+  ) => Effect.Effect<Strategy.ClientOutcome<void>, Middleware.ClientError, RedisService | JobQueue>
+  /** `Middleware.client` for this worker. */
+  readonly client: <A, E, R>(
+    job: Job.Job,
+    enqueue: (job: Job.Job) => Effect.Effect<A, E, R>
+  ) => Effect.Effect<Strategy.ClientOutcome<A>, E | Middleware.ClientError, R | RedisService | JobQueue>
+  /** `Middleware.server` for this worker. */
+  readonly server: <A, E, R>(
+    job: Job.Job,
+    perform: Effect.Effect<A, E, R>
+  ) => Effect.Effect<Strategy.ServerOutcome<A>, E | Middleware.ServerError, R | RedisService | JobQueue>
+  /** `Middleware.died` for this worker: call it when the queue gives a job up for good. */
+  readonly died: (job: Job.Job) => Effect.Effect<boolean, RedisError | Digest.DigestError, RedisService>
+}
+
+const fromDefinition = (worker: string, queue: string, definition: Lock.Definition): UniqueJob => {
+  const client = Middleware.client(definition)
+  const job: UniqueJob["job"] = (args, options) => Job.make({ worker, queue, args, jid: options?.jid, at: options?.at })
+  return {
+    worker,
+    queue,
+    definition,
+    job,
+    digest: (args) => Lock.digest(definition, { worker, queue, args }),
+    enqueue: (args, options) =>
+      client(job(args, options), (stamped) =>
+        Effect.flatMap(JobQueue, (q) => (stamped.at === undefined ? q.push(stamped) : q.schedule(stamped, stamped.at)))),
+    client,
+    server: Middleware.server(definition),
+    died: Middleware.died(definition)
+  }
+}
+
+const split = (options: Options): { worker: string; queue: string; lock: Lock.Options } => {
+  const { queue, worker, ...lock } = options
+  return { worker, queue: queue ?? "default", lock }
+}
+
+const invalidWorker = (worker: unknown) =>
+  new Lock.InvalidLockOptions({
+    field: "worker",
+    reason: "expected the worker's name, a non-empty string",
+    issues: [{ field: "worker", reason: `expected the worker's name, a non-empty string, got ${JSON.stringify(worker)}` }]
+  })
+
+/**
+ * Decodes the options once; an impossible combination fails with `InvalidLockOptions` naming the field.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<UniqueJob, Lock.InvalidLockOptions> => {
+  const { lock, queue, worker } = split(options)
+  if (typeof worker !== "string" || worker === "") return Effect.fail(invalidWorker(worker))
+  return Effect.map(Lock.make(lock), (definition) => fromDefinition(worker, queue, definition))
+}
+
+/**
+ * `make` for module top level: throws `InvalidLockOptions` when the options are defined.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const unsafeMake = (options: Options): UniqueJob =>
+  Either.getOrThrowWith(Effect.runSync(Effect.either(make(options))), (error) => error)
