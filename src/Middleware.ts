@@ -112,7 +112,6 @@ export const client = (definition: Lock.Definition) =>
       }
     }
   }).pipe(
-    Effect.annotateLogs({ ...annotations, jid: job.jid }),
     Effect.withSpan("UniqueJobs.client", {
       kind: "producer",
       attributes: spanAttributes(definition, job),
@@ -149,7 +148,11 @@ const afterConflict = <A>(
 const unlockOrWarn = (definition: Lock.Definition, target: Lock.Target) =>
   Effect.catchAll(
     Lock.unlock(definition, target),
-    (error) => Effect.as(Effect.logWarning("could not release the lock; it stays until its TTL or the reaper", error), false)
+    (error) =>
+      Effect.logWarning("could not release the lock; it stays until its TTL or the reaper", error).pipe(
+        Effect.annotateLogs({ ...annotations, digest: target.digest, jid: target.jid }),
+        Effect.as(false)
+      )
   )
 
 /**
@@ -220,7 +223,7 @@ export const server = (definition: Lock.Definition) =>
               yield* Metric.increment(Metrics.uniquenessLapsed.of(definition.lock, "queue"))
               yield* Effect.logWarning(
                 "the queue lock was gone when the job started (expired or deleted); running it anyway"
-              )
+              ).pipe(Effect.annotateLogs({ ...annotations, digest, jid: job.jid }))
             }
             return performed(yield* performHolding(held, perform))
           })
@@ -228,7 +231,6 @@ export const server = (definition: Lock.Definition) =>
       }
     }
   }).pipe(
-    Effect.annotateLogs({ ...annotations, jid: job.jid }),
     Effect.withSpan("UniqueJobs.server", {
       kind: "consumer",
       attributes: spanAttributes(definition, job),

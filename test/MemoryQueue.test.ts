@@ -1,0 +1,110 @@
+/**
+ * The in-process queue on TestClock: delayed jobs, retries with the same jid, the dead set, removal.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Ref from "effect/Ref"
+import * as TestClock from "effect/TestClock"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import * as Job from "../src/Job.js"
+import * as UniqueJob from "../src/UniqueJob.js"
+
+const job = (args: ReadonlyArray<unknown>) => Job.make({ worker: "W", args })
+
+describe("MemoryQueue", () => {
+  it.scoped("a scheduled job runs when TestClock reaches its time", () =>
+    Effect.gen(function*() {
+      const queue = yield* MemoryQueue.make()
+      const ran = yield* Ref.make<Array<string>>([])
+      yield* queue.work((j) => Ref.update(ran, (r) => [...r, j.jid]))
+      const later = job([1])
+      yield* queue.schedule(later, 1000)
+      yield* TestClock.adjust(999)
+      assert.deepStrictEqual(yield* Ref.get(ran), [])
+      assert.isTrue(yield* queue.exists(later.jid))
+      yield* TestClock.adjust(1)
+      yield* queue.awaitIdle
+      assert.deepStrictEqual(yield* Ref.get(ran), [later.jid])
+      assert.isFalse(yield* queue.exists(later.jid))
+    }))
+
+  it.scoped("a failing job is retried with the same jid and a growing backoff, then dies with a reason", () =>
+    Effect.gen(function*() {
+      const queue = yield* MemoryQueue.make({ maxRetries: 2, backoff: (n) => n * 100 })
+      const attempts = yield* Ref.make<Array<[string, number]>>([])
+      const died = yield* Ref.make<Array<string>>([])
+      yield* queue.work(
+        (j) => Effect.zipRight(Ref.update(attempts, (a): Array<[string, number]> => [...a, [j.jid, j.retryCount ?? 0]]), Effect.fail("nope")),
+        { onDeath: (j, reason) => Ref.update(died, (d) => [...d, `${j.jid}: ${reason}`]) }
+      )
+      const failing = job([2])
+      yield* queue.push(failing)
+      yield* TestClock.adjust(100)
+      yield* TestClock.adjust(200)
+      yield* queue.awaitIdle
+      assert.deepStrictEqual(yield* Ref.get(attempts), [[failing.jid, 0], [failing.jid, 1], [failing.jid, 2]])
+      const snapshot = yield* queue.snapshot
+      assert.strictEqual(snapshot.dead.length, 1)
+      assert.include(snapshot.dead[0]!.reason, "nope")
+      assert.deepStrictEqual((yield* Ref.get(died)).length, 1)
+    }))
+
+  it.scoped("remove takes a waiting or scheduled job out, but not a running one", () =>
+    Effect.gen(function*() {
+      const queue = yield* MemoryQueue.make()
+      const waiting = job([3])
+      const scheduled = job([4])
+      yield* queue.push(waiting)
+      yield* queue.schedule(scheduled, 500)
+      assert.isTrue(yield* queue.remove(waiting.jid))
+      assert.isTrue(yield* queue.remove(scheduled.jid))
+      assert.isFalse(yield* queue.remove("unknown"))
+      const snapshot = yield* queue.snapshot
+      assert.strictEqual(snapshot.ready.length + snapshot.scheduled.length, 0)
+      const ran = yield* Ref.make(0)
+      yield* queue.work(() => Ref.update(ran, (n) => n + 1))
+      yield* TestClock.adjust(1000)
+      yield* queue.awaitIdle
+      assert.strictEqual(yield* Ref.get(ran), 0)
+    }))
+
+  it.scoped("a job interrupted by a stopping worker goes back to the queue", () =>
+    Effect.gen(function*() {
+      const queue = yield* MemoryQueue.make()
+      const slow = job([5])
+      yield* queue.push(slow)
+      yield* Effect.scoped(
+        Effect.gen(function*() {
+          yield* queue.work(() => Effect.never)
+          yield* Effect.yieldNow()
+          assert.deepStrictEqual((yield* queue.snapshot).running.map((j) => j.jid), [slow.jid])
+        })
+      )
+      assert.deepStrictEqual((yield* queue.snapshot).ready.map((j) => j.jid), [slow.jid])
+    }))
+})
+
+describe("UniqueJob", () => {
+  it.effect("refuses a missing worker name and bad lock options at definition", () =>
+    Effect.gen(function*() {
+      const noWorker = yield* Effect.flip(UniqueJob.make({ worker: "", lock: "until_executed" }))
+      assert.strictEqual(noWorker.field, "worker")
+      const badLock = yield* Effect.flip(UniqueJob.make({ worker: "W", lock: "until_expired" }))
+      assert.strictEqual(badLock.field, "lockTtl")
+      // What an untyped caller (JSON config) might pass:
+      const options = { worker: "W", lock: "while_executing", onConflict: { server: "replace" } }
+      assert.throws(() => UniqueJob.unsafeMake(options as unknown as UniqueJob.Options), /onConflict\.server/)
+    }))
+
+  it.effect("jobs carry the worker, queue and a fresh 24-hex jid; Job.decode names a bad field", () =>
+    Effect.gen(function*() {
+      const worker = UniqueJob.unsafeMake({ worker: "W", queue: "critical", lock: "until_executed" })
+      const a = worker.job([1])
+      const b = worker.job([1])
+      assert.strictEqual(a.queue, "critical")
+      assert.match(a.jid, /^[0-9a-f]{24}$/)
+      assert.notStrictEqual(a.jid, b.jid)
+      const error = yield* Effect.flip(Job.decode({ jid: "x", worker: "W", queue: "q", args: "not an array" }))
+      assert.include(error.message, "args")
+    }))
+})
