@@ -313,16 +313,20 @@ export const make = (options: Options = {}): Effect.Effect<RedisService["Type"],
       ? Redacted.value(options.url)
       : options.url
     const runtime = yield* Effect.runtime<never>()
+    // The connect() rejection only says "Connection is closed"; the error event says why.
+    let lastError: Error | undefined
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const client = url === undefined ? new Redis(clientOptions) : new Redis(url, clientOptions)
         // Connection errors surface as RedisError on the calls; the event itself is only worth a debug line.
-        client.on("error", (error: Error) =>
+        client.on("error", (error: Error) => {
+          lastError = error
           Runtime.runFork(runtime)(
             Effect.logDebug("Redis connection error", error.message).pipe(
               Effect.annotateLogs({ package: "effect-unique-jobs", module: "Redis" })
             )
-          ))
+          )
+        })
         return client
       }),
       (client) =>
@@ -336,7 +340,9 @@ export const make = (options: Options = {}): Effect.Effect<RedisService["Type"],
       catch: (cause) =>
         new RedisError({
           operation: "connect",
-          reason: `cannot reach Redis${url === undefined ? "" : " at the configured url"}: ${String(cause)}`,
+          reason: `cannot reach Redis${url === undefined ? "" : " at the configured url"}: ${
+            lastError?.message ?? String(cause)
+          }`,
           cause
         })
     }).pipe(
@@ -379,7 +385,8 @@ export const layerFromClient = (
 
 /**
  * An in-process store with the scripts' semantics, on Effect's `Clock` (so `TestClock` drives expiry).
- * For users' own tests and for differential tests; it is not shared between processes.
+ * For users' own tests and for differential tests; it is not shared between processes. Each build of the layer
+ * is a new, empty store: provide it once to everything that must see the same locks.
  *
  * @since 0.1.0
  * @category layers

@@ -57,6 +57,9 @@ export interface Source {
   readonly server: Server | undefined
 }
 
+const serverBin = (): string => process.env.REDIS_SERVER_BIN ?? "redis-server"
+const notInstalled = `${serverBin()} was not found`
+
 const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const server = Net.createServer()
@@ -83,7 +86,7 @@ const ping = (port: number): Promise<boolean> =>
 
 const spawnServer = async (port: number, dir: string): Promise<ChildProcess> => {
   const child = spawn(
-    process.env.REDIS_SERVER_BIN ?? "redis-server",
+    serverBin(),
     ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning"],
     { stdio: "ignore" }
   )
@@ -127,7 +130,7 @@ export const start: Effect.Effect<Server, RedisServerError, Scope.Scope> = Effec
       catch: (cause) =>
         new RedisServerError({
           reason: (cause as NodeJS.ErrnoException).code === "ENOENT"
-            ? "redis-server is not installed"
+            ? notInstalled
             : `redis-server did not start: ${String(cause)}`,
           cause
         })
@@ -141,7 +144,7 @@ export const start: Effect.Effect<Server, RedisServerError, Scope.Scope> = Effec
     const port = yield* Effect.promise(freePort)
     state.child = yield* launch(port)
     return port
-  }).pipe(Effect.retry({ times: 2, while: (e) => e.reason !== "redis-server is not installed" }))
+  }).pipe(Effect.retry({ times: 2, while: (e) => e.reason !== notInstalled }))
   return {
     url: `redis://127.0.0.1:${port}`,
     port,

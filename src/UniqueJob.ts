@@ -118,7 +118,7 @@ export const make = (options: Options): Effect.Effect<UniqueJob, Lock.InvalidLoc
 }
 
 /**
- * `make` for module top level: throws `InvalidLockOptions` when the options are defined.
+ * `make` for module top level: invalid options throw `InvalidLockOptions` right where the worker is defined.
  *
  * @since 0.1.0
  * @category constructors

@@ -1,0 +1,590 @@
+/**
+ * The five use cases of "Choosing a lock type", each as a short burst of enqueues through `UniqueJob` onto the
+ * in-process `MemoryQueue`, on the real clock. Prints a timeline per scenario, checks each scenario's invariants
+ * as it goes, and ends with a summary table; exits non-zero when an invariant does not hold.
+ *
+ *   npm start                                  a private redis-server, else the in-process memory store
+ *   REDIS_URL=redis://127.0.0.1:6379 npm start  a Redis you run (keys under a prefix of this run, removed after)
+ *   REDIS_SERVER_BIN=/nonexistent npm start     forces the memory-store fallback
+ */
+import { Redis as IORedis } from "ioredis"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import * as Console from "effect/Console"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import type { Job } from "../src/Job.js"
+import type { JobQueue } from "../src/JobQueue.js"
+import type * as Lock from "../src/Lock.js"
+import type * as Middleware from "../src/Middleware.js"
+import * as Redis from "../src/Redis.js"
+import * as RedisServer from "../src/RedisServer.js"
+import type * as Strategy from "../src/Strategy.js"
+import * as UniqueJob from "../src/UniqueJob.js"
+
+// ---------------------------------------------------------------------------------------------------------------
+// Model
+// ---------------------------------------------------------------------------------------------------------------
+
+/** The demo itself went wrong: an invariant failed, or something it waited for never happened. */
+class DemoError extends Data.TaggedError("DemoError")<{ readonly message: string }> {}
+
+/** One execution of a perform, in milliseconds since the scenario started (sub-millisecond precision). */
+interface Run {
+  readonly job: Job
+  readonly start: number
+  end: number | undefined
+}
+
+interface Stats {
+  pushed: number
+  skipped: number
+  replaced: number
+  rejected: number
+  rescheduled: number
+  performed: number
+  failed: number
+}
+
+/** What a scenario's script can do. Enqueues and workers already have the scenario's queue. */
+interface Scenario {
+  readonly runs: ReadonlyArray<Run>
+  readonly stats: Readonly<Stats>
+  /** Pushes one job through the client wrapper and prints its outcome. */
+  readonly enqueue: (
+    args: ReadonlyArray<unknown>
+  ) => Effect.Effect<Strategy.ClientOutcome<void>, Middleware.ClientError, Redis.RedisService | JobQueue>
+  /** `count` enqueues of the same arguments, one after the other. */
+  readonly burst: (
+    count: number,
+    args: ReadonlyArray<unknown>
+  ) => Effect.Effect<ReadonlyArray<Strategy.ClientOutcome<void>>, Middleware.ClientError, Redis.RedisService | JobQueue>
+  /** Starts the workers (until the scenario ends); each job runs through the server wrapper. */
+  readonly work: (concurrency: number) => Effect.Effect<void, never, Redis.RedisService | JobQueue | Scope.Scope>
+  readonly awaitIdle: Effect.Effect<void, DemoError>
+  readonly waitFor: (what: string, done: () => boolean) => Effect.Effect<void, DemoError>
+  /** Milliseconds since the scenario started. */
+  readonly now: Effect.Effect<number>
+  readonly sleepUntil: (ms: number) => Effect.Effect<void>
+  readonly note: (text: string) => Effect.Effect<void>
+  /** Prints the invariant as `ok` or `FAIL`; a failure fails the demo at the end. */
+  readonly check: (holds: boolean, text: string) => Effect.Effect<void>
+}
+
+interface Spec {
+  readonly name: string
+  readonly title: string
+  readonly about: string
+  readonly options: UniqueJob.Options
+  readonly performMs: number
+  readonly script: (
+    scenario: Scenario
+  ) => Effect.Effect<void, DemoError | Middleware.ClientError, Redis.RedisService | JobQueue | Scope.Scope>
+}
+
+interface Result {
+  readonly spec: Spec
+  readonly stats: Stats
+  readonly checks: number
+  readonly failures: ReadonlyArray<string>
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Formatting
+// ---------------------------------------------------------------------------------------------------------------
+
+const shortJid = (jid: string): string => `${jid.slice(0, 6)}..`
+
+const who = (job: Job): string =>
+  `${job.worker}(${job.args.map((a) => JSON.stringify(a)).join(", ")}) jid=${shortJid(job.jid)}`
+
+const holdersText = (holders: ReadonlyArray<string>): string => holders.map(shortJid).join(", ")
+
+const clientText = (outcome: Strategy.ClientOutcome<unknown>): string => {
+  switch (outcome._tag) {
+    case "Enqueued":
+      return "-> Enqueued"
+    case "Skipped":
+      return `-> Skipped (held by ${holdersText(outcome.holders)})`
+    case "Replaced":
+      return `-> Replaced (${holdersText(outcome.replaced)})`
+    case "Rejected":
+      return `-> Rejected (${outcome.reason})`
+  }
+}
+
+const serverText = (outcome: Strategy.ServerOutcome<unknown>, relative: (epochMs: number) => number): string => {
+  switch (outcome._tag) {
+    case "Performed":
+      return "finished -> Performed"
+    case "Skipped":
+      return `-> Skipped (running: ${holdersText(outcome.holders)})`
+    case "Rescheduled":
+      return `-> Rescheduled (at +${relative(outcome.at)}ms; running: ${holdersText(outcome.holders)})`
+    case "Rejected":
+      return `-> Rejected (${outcome.reason})`
+  }
+}
+
+const stamp = (ms: number): string => `+${String(Math.round(ms)).padStart(5)}ms`
+
+const causeText = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.squash(cause)
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+}
+
+/** Plain-text table: the first column left-aligned, the others right-aligned. */
+const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? "").length)))
+  const format = (row: ReadonlyArray<string>) =>
+    row.map((cell, i) => (i <= 1 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join("  ").trimEnd()
+  return [format(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(format)].join("\n")
+}
+
+/** The first pair of runs that overlap, described, or undefined when they ran one at a time. */
+const overlap = (runs: ReadonlyArray<Run>): string | undefined => {
+  const sorted = [...runs].sort((a, b) => a.start - b.start)
+  for (let i = 1; i < sorted.length; i++) {
+    const previous = sorted[i - 1]!
+    const next = sorted[i]!
+    if (previous.end === undefined || next.start < previous.end) {
+      return `${who(next.job)} started at ${stamp(next.start)} while ${who(previous.job)} ran`
+    }
+  }
+  return undefined
+}
+
+const count = (outcomes: ReadonlyArray<{ readonly _tag: string }>, tag: string): number =>
+  outcomes.filter((o) => o._tag === tag).length
+
+// ---------------------------------------------------------------------------------------------------------------
+// A scenario: its own MemoryQueue and workers, one UniqueJob, a timeline
+// ---------------------------------------------------------------------------------------------------------------
+
+const run = (
+  prefix: string,
+  index: number,
+  spec: Spec
+): Effect.Effect<Result, DemoError | Middleware.ClientError | Lock.InvalidLockOptions, Redis.RedisService> =>
+  Effect.gen(function*() {
+    const unique = yield* UniqueJob.make({ ...spec.options, lockPrefix: prefix })
+    const queue = yield* MemoryQueue.MemoryQueue
+    const lockName = spec.options.lock
+    yield* Console.log(`\n== ${index}. ${spec.title}: ${lockName} (${spec.options.worker}) ==`)
+    yield* Console.log(`   ${spec.about}`)
+
+    const startNanos = yield* Clock.currentTimeNanos
+    const startMillis = yield* Clock.currentTimeMillis
+    const now = Effect.map(Clock.currentTimeNanos, (nanos) => Number(nanos - startNanos) / 1e6)
+    const relative = (epochMs: number) => epochMs - startMillis
+    const stats: Stats = { pushed: 0, skipped: 0, replaced: 0, rejected: 0, rescheduled: 0, performed: 0, failed: 0 }
+    const runs: Array<Run> = []
+    const failures: Array<string> = []
+    let checks = 0
+
+    const line = (verb: string, text: string) =>
+      Effect.flatMap(now, (ms) => Console.log(`${stamp(ms)}  ${verb.padEnd(7)} ${text}`))
+
+    const enqueue: Scenario["enqueue"] = (args) =>
+      Effect.tap(unique.enqueue(args), (outcome) => {
+        switch (outcome._tag) {
+          case "Enqueued":
+            stats.pushed++
+            break
+          case "Replaced":
+            stats.pushed++
+            stats.replaced++
+            break
+          case "Skipped":
+            stats.skipped++
+            break
+          case "Rejected":
+            stats.rejected++
+            break
+        }
+        return line("enqueue", `${who(outcome.job)} ${clientText(outcome)}`)
+      })
+
+    const perform = (current: Job) =>
+      Effect.gen(function*() {
+        const entry: Run = { job: current, start: yield* now, end: undefined }
+        runs.push(entry)
+        yield* line("run", `${who(current)} started`)
+        yield* Effect.sleep(spec.performMs)
+        entry.end = yield* now
+      })
+
+    const handler = (current: Job) =>
+      unique.server(current, perform(current)).pipe(
+        Effect.tap((outcome) => {
+          switch (outcome._tag) {
+            case "Performed":
+              stats.performed++
+              break
+            case "Skipped":
+              stats.skipped++
+              break
+            case "Rescheduled":
+              stats.rescheduled++
+              break
+            case "Rejected":
+              stats.rejected++
+              break
+          }
+          return line("run", `${who(current)} ${serverText(outcome, relative)}`)
+        }),
+        Effect.tapErrorCause((cause) => {
+          stats.failed++
+          return line("run", `${who(current)} failed: ${causeText(cause)}`)
+        })
+      )
+
+    const scenario: Scenario = {
+      runs,
+      stats,
+      enqueue,
+      burst: (times, args) => Effect.forEach(Array.from({ length: times }), () => enqueue(args)),
+      work: (concurrency) =>
+        Effect.zipRight(
+          line("--", `workers start (concurrency ${concurrency})`),
+          queue.work(handler, { concurrency, onDeath: (dead) => unique.died(dead) })
+        ),
+      awaitIdle: queue.awaitIdle.pipe(
+        Effect.timeoutFail({
+          duration: "10 seconds",
+          onTimeout: () => new DemoError({ message: `${spec.name}: the queue did not drain within 10 seconds` })
+        })
+      ),
+      waitFor: (what, done) =>
+        Effect.sync(done).pipe(
+          Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (ok) => ok }),
+          Effect.timeoutFail({
+            duration: "5 seconds",
+            onTimeout: () => new DemoError({ message: `${spec.name}: gave up waiting for ${what}` })
+          }),
+          Effect.asVoid
+        ),
+      now,
+      sleepUntil: (ms) => Effect.flatMap(now, (current) => Effect.sleep(Math.max(0, ms - current))),
+      note: (text) => line("--", text),
+      check: (holds, text) =>
+        Effect.suspend(() => {
+          checks++
+          if (!holds) failures.push(`${spec.name}: ${text}`)
+          return line("check", `${holds ? "ok  " : "FAIL"}  ${text}`)
+        })
+    }
+
+    yield* spec.script(scenario)
+    return { spec, stats: { ...stats }, checks, failures }
+  }).pipe(Effect.scoped, Effect.provide(MemoryQueue.layer()))
+
+// ---------------------------------------------------------------------------------------------------------------
+// The five use cases
+// ---------------------------------------------------------------------------------------------------------------
+
+const debounce: Spec = {
+  name: "debounce",
+  title: "Debounce duplicate enqueues",
+  about: "locked at enqueue, unlocked just before perform: a burst collapses into one queued job",
+  options: { worker: "SyncContactJob", lock: "until_executing" },
+  performMs: 300,
+  script: (s) =>
+    Effect.gen(function*() {
+      const burst = yield* s.burst(5, [7])
+      yield* s.check(
+        count(burst, "Enqueued") === 1 && count(burst, "Skipped") === 4,
+        "a burst of 5 while queued: 1 pushed, 4 skipped"
+      )
+      yield* s.work(2)
+      yield* s.waitFor("the run to start", () => s.runs.length >= 1)
+      const during = yield* s.enqueue([7])
+      yield* s.check(
+        during._tag === "Enqueued",
+        "an enqueue while it runs is accepted: the lock ended as the run began"
+      )
+      yield* s.awaitIdle
+      yield* s.check(s.stats.performed === 2, "2 runs: the burst's job and the one enqueued during its run")
+    })
+}
+
+const exactlyOnce: Spec = {
+  name: "exactly once",
+  title: "Process exactly once",
+  about: "locked at enqueue, unlocked after perform: no duplicate is queued or run while one is in flight",
+  options: { worker: "ChargeCustomerJob", lock: "until_executed" },
+  performMs: 400,
+  script: (s) =>
+    Effect.gen(function*() {
+      const burst = yield* s.burst(5, [1])
+      yield* s.check(
+        count(burst, "Enqueued") === 1 && count(burst, "Skipped") === 4,
+        "a burst of 5 for customer 1: 1 charge queued, 4 skipped"
+      )
+      yield* s.work(2)
+      yield* s.waitFor("the charge to start", () => s.runs.length >= 1)
+      const during = yield* s.enqueue([1])
+      yield* s.check(during._tag === "Skipped", "an enqueue while the charge runs is refused")
+      yield* s.awaitIdle
+      const after = yield* s.enqueue([1])
+      yield* s.check(after._tag === "Enqueued", "once the charge finished, a new one is accepted")
+      yield* s.awaitIdle
+      const clash = overlap(s.runs)
+      yield* s.check(
+        s.stats.performed === 2 && clash === undefined,
+        `2 charges in all, never two at once${clash === undefined ? "" : ` (${clash})`}`
+      )
+    })
+}
+
+const ttlMs = 1_500
+
+const onePerPeriod: Spec = {
+  name: "one per period",
+  title: "One per period",
+  about: `locked at enqueue until lockTtl (${ttlMs} ms) passes, whatever the job does`,
+  options: { worker: "SendDailyDigestJob", lock: "until_expired", lockTtl: ttlMs },
+  performMs: 200,
+  script: (s) =>
+    Effect.gen(function*() {
+      const burst = yield* s.burst(3, ["ann"])
+      const lockedBy = yield* s.now
+      yield* s.check(
+        count(burst, "Enqueued") === 1 && count(burst, "Skipped") === 2,
+        "a burst of 3: 1 digest queued, 2 skipped"
+      )
+      yield* s.work(1)
+      yield* s.awaitIdle
+      const after = yield* s.enqueue(["ann"])
+      yield* s.check(after._tag === "Skipped", "after the digest was sent, still inside the window: skipped")
+      yield* s.note(`waiting for the lock's TTL (${ttlMs} ms from the first enqueue) to pass`)
+      yield* s.sleepUntil(lockedBy + ttlMs + 100)
+      const next = yield* s.enqueue(["ann"])
+      yield* s.check(next._tag === "Enqueued", "after the TTL: accepted")
+      yield* s.awaitIdle
+      yield* s.check(s.stats.performed === 2, "2 digests in all, one per window")
+    })
+}
+
+const serialize: Spec = {
+  name: "serialize",
+  title: "Serialize per resource",
+  about: "locked just before perform, unlocked after: duplicates queue freely but never run at the same time",
+  options: {
+    worker: "RebuildIndexJob",
+    lock: "while_executing",
+    onConflict: { server: "reschedule" },
+    rescheduleDelay: 300
+  },
+  performMs: 250,
+  script: (s) =>
+    Effect.gen(function*() {
+      yield* s.work(4)
+      const burst = yield* s.burst(4, ["products"])
+      yield* s.check(count(burst, "Enqueued") === 4, "4 duplicates all enter the queue (no lock at enqueue)")
+      yield* s.awaitIdle
+      const clash = overlap(s.runs)
+      yield* s.check(
+        s.stats.performed === 4 && new Set(s.runs.map((r) => r.job.jid)).size === 4,
+        "each of the 4 ran once in the end"
+      )
+      yield* s.check(s.stats.rescheduled >= 3, "the 3 that met a running copy were rescheduled")
+      yield* s.check(clash === undefined, `the runs never overlapped${clash === undefined ? "" : ` (${clash})`}`)
+    })
+}
+
+const enqueueOnceRunSerialized: Spec = {
+  name: "enqueue once, run serialized",
+  title: "Enqueue once, run serialized",
+  about: "queue lock from enqueue, handed over to a run lock at perform: unique in the queue and serialized",
+  options: {
+    worker: "RebuildReportJob",
+    lock: "until_and_while_executing",
+    onConflict: { client: "log", server: "reschedule" },
+    rescheduleDelay: 300
+  },
+  performMs: 400,
+  script: (s) =>
+    Effect.gen(function*() {
+      const first = yield* s.enqueue([42])
+      const second = yield* s.enqueue([42])
+      const other = yield* s.enqueue([43])
+      yield* s.check(
+        first._tag === "Enqueued" && second._tag === "Skipped" && other._tag === "Enqueued",
+        "a second 42 while the first is queued: skipped; 43 is independent"
+      )
+      yield* s.work(4)
+      yield* s.waitFor("report 42 to start", () => s.runs.some((r) => r.job.args[0] === 42))
+      const during = yield* s.enqueue([42])
+      yield* s.check(during._tag === "Enqueued", "42 while 42 runs: accepted (its queue lock became the run lock)")
+      yield* s.waitFor("the new 42 to be rescheduled", () => s.stats.rescheduled >= 1)
+      const waiting = yield* s.enqueue([42])
+      yield* s.check(
+        waiting._tag === "Skipped",
+        "42 while the new copy waits to run again: skipped (it kept its queue lock)"
+      )
+      yield* s.awaitIdle
+      const runs42 = s.runs.filter((r) => r.job.args[0] === 42)
+      const runs43 = s.runs.filter((r) => r.job.args[0] === 43)
+      const clash = overlap(runs42)
+      yield* s.check(
+        runs42.length === 2 && clash === undefined,
+        `42 ran twice, one after the other${clash === undefined ? "" : ` (${clash})`}`
+      )
+      const first42 = runs42[0]
+      yield* s.check(
+        runs43.length === 1 && first42?.end !== undefined && runs43[0]!.start < first42.end,
+        "43 ran once, alongside the first 42"
+      )
+    })
+}
+
+const specs: ReadonlyArray<Spec> = [debounce, exactlyOnce, onePerPeriod, serialize, enqueueOnceRunSerialized]
+
+// ---------------------------------------------------------------------------------------------------------------
+// Redis: REDIS_URL, else a private redis-server, else the memory store
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Choice {
+  readonly description: string
+  readonly layer: Layer.Layer<Redis.RedisService, Redis.RedisError>
+  /** Set for a Redis that outlives the demo: its keys are removed at the end. */
+  readonly shared: Redacted.Redacted<string> | undefined
+}
+
+const displayUrl = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password !== "") parsed.password = "***"
+    return parsed.toString()
+  } catch {
+    return "(an unparseable URL)"
+  }
+}
+
+const chooseRedis: Effect.Effect<Choice, never, Scope.Scope> = Effect.gen(function*() {
+  const url = yield* Config.option(Config.redacted("REDIS_URL")).pipe(
+    Effect.map(Option.filter((u) => Redacted.value(u) !== "")),
+    Effect.orElseSucceed(() => Option.none<Redacted.Redacted<string>>())
+  )
+  if (Option.isSome(url)) {
+    return {
+      description: `REDIS_URL ${displayUrl(Redacted.value(url.value))}`,
+      layer: Redis.layer({ url: url.value }),
+      shared: url.value
+    }
+  }
+  return yield* RedisServer.start.pipe(
+    Effect.map((server): Choice => ({
+      description: `private redis-server on 127.0.0.1:${server.port}`,
+      layer: Redis.layer({ url: server.url }),
+      shared: undefined
+    })),
+    Effect.catchAll((error) =>
+      Effect.succeed<Choice>({
+        description: error.reason === "redis-server is not installed"
+          ? "in-process memory store (no redis-server found, REDIS_URL unset)"
+          : `in-process memory store (${error.reason}; REDIS_URL unset)`,
+        layer: Redis.layerMemory,
+        shared: undefined
+      })
+    )
+  )
+})
+
+/** Deletes this run's keys from a shared Redis (an `until_expired` lock and the digests index outlive the demo). */
+const cleanup = (url: Redacted.Redacted<string>, prefix: string) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const client = new IORedis(Redacted.value(url), { lazyConnect: true, maxRetriesPerRequest: 1 })
+      client.on("error", () => {})
+      return client
+    }),
+    (client) =>
+      Effect.tryPromise(async () => {
+        await client.connect()
+        const keys: Array<string> = []
+        let cursor = "0"
+        do {
+          const [next, batch] = await client.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 500)
+          cursor = next
+          keys.push(...batch)
+        } while (cursor !== "0")
+        if (keys.length > 0) await client.del(...keys)
+        return keys.length
+      }),
+    (client) => Effect.sync(() => client.disconnect())
+  ).pipe(
+    Effect.flatMap((removed) => Console.log(`Cleanup: removed ${removed} key(s) under ${prefix}: from REDIS_URL`)),
+    Effect.catchAll((error) => Console.log(`Cleanup: could not remove the keys under ${prefix}: (${String(error)})`))
+  )
+
+// ---------------------------------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------------------------------
+
+const summary = (results: ReadonlyArray<Result>): string =>
+  table(
+    ["scenario", "lock type", "pushed", "skipped", "replaced", "rejected", "rescheduled", "run", "failed"],
+    results.map(({ spec, stats }, i) => [
+      `${i + 1}. ${spec.name}`,
+      spec.options.lock,
+      ...[stats.pushed, stats.skipped, stats.replaced, stats.rejected, stats.rescheduled, stats.performed, stats.failed]
+        .map(String)
+    ])
+  )
+
+const program = Effect.gen(function*() {
+  const prefix = `demo-${process.pid}-${Date.now().toString(36)}`
+  const redis = yield* chooseRedis
+  yield* Console.log(`Redis: ${redis.description}`)
+  yield* Console.log(`Lock prefix: ${prefix}`)
+
+  const results = yield* Effect.forEach(specs, (spec, i) => run(prefix, i + 1, spec)).pipe(Effect.provide(redis.layer))
+  if (redis.shared !== undefined) yield* cleanup(redis.shared, prefix)
+
+  yield* Console.log(`\n${summary(results)}\n`)
+  const checks = results.reduce((n, r) => n + r.checks, 0)
+  const failures = results.flatMap((r) => r.failures)
+  const failed = results.filter((r) => r.stats.failed > 0).map((r) => `${r.spec.name}: ${r.stats.failed} job(s) failed`)
+  if (failures.length > 0 || failed.length > 0) {
+    const lines = [...failures, ...failed].map((f) => `  - ${f}`).join("\n")
+    const head = `${failures.length} of ${checks} invariants failed, ${failed.length} scenario(s) had failed jobs`
+    return yield* new DemoError({ message: `${head}:\n${lines}` })
+  }
+  yield* Console.log(`All ${checks} invariants held.`)
+}).pipe(Effect.scoped)
+
+const main = program.pipe(
+  Effect.catchAllCause((cause) =>
+    Effect.zipRight(
+      Console.error(
+        Option.match(Cause.failureOption(cause), {
+          onNone: () => `\nFAILED: the demo stopped on a defect\n${Cause.pretty(cause)}`,
+          onSome: (error) =>
+            error instanceof DemoError
+              ? `\nFAILED: ${error.message}`
+              : `\nFAILED: the demo stopped on an error: ${causeText(cause)}`
+        })
+      ),
+      Effect.sync(() => {
+        process.exitCode = 1
+      })
+    )
+  ),
+  Effect.provide(Logger.minimumLogLevel(LogLevel.Warning))
+)
+
+Effect.runPromise(main).catch((defect: unknown) => {
+  process.exitCode = 1
+  return Promise.reject(defect)
+})
