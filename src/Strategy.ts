@@ -19,6 +19,33 @@ import type { Definition, LockConflict } from "./Lock.js"
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
+ * The duplicate was dropped; `holders` are the jobs that held the lock.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export interface Skipped {
+  readonly _tag: "Skipped"
+  readonly digest: string
+  readonly job: Job
+  readonly holders: ReadonlyArray<string>
+}
+
+/**
+ * The duplicate went to the dead set.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export interface Rejected {
+  readonly _tag: "Rejected"
+  readonly digest: string
+  readonly job: Job
+  readonly holders: ReadonlyArray<string>
+  readonly reason: string
+}
+
+/**
  * What the client middleware did with an enqueue.
  *
  * @since 0.1.0
@@ -26,7 +53,6 @@ import type { Definition, LockConflict } from "./Lock.js"
  */
 export type ClientOutcome<A> =
   | { readonly _tag: "Enqueued"; readonly digest: string; readonly job: Job; readonly value: A }
-  | { readonly _tag: "Skipped"; readonly digest: string; readonly job: Job; readonly holders: ReadonlyArray<string> }
   | {
     readonly _tag: "Replaced"
     readonly digest: string
@@ -34,13 +60,8 @@ export type ClientOutcome<A> =
     readonly replaced: ReadonlyArray<string>
     readonly value: A
   }
-  | {
-    readonly _tag: "Rejected"
-    readonly digest: string
-    readonly job: Job
-    readonly holders: ReadonlyArray<string>
-    readonly reason: string
-  }
+  | Skipped
+  | Rejected
 
 /**
  * What the server middleware did with an execution.
@@ -50,7 +71,6 @@ export type ClientOutcome<A> =
  */
 export type ServerOutcome<A> =
   | { readonly _tag: "Performed"; readonly digest: string; readonly job: Job; readonly value: A }
-  | { readonly _tag: "Skipped"; readonly digest: string; readonly job: Job; readonly holders: ReadonlyArray<string> }
   | {
     readonly _tag: "Rescheduled"
     readonly digest: string
@@ -58,13 +78,8 @@ export type ServerOutcome<A> =
     readonly holders: ReadonlyArray<string>
     readonly at: number
   }
-  | {
-    readonly _tag: "Rejected"
-    readonly digest: string
-    readonly job: Job
-    readonly holders: ReadonlyArray<string>
-    readonly reason: string
-  }
+  | Skipped
+  | Rejected
 
 /**
  * A duplicate enqueue under `raise`.
