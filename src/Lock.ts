@@ -242,11 +242,12 @@ const LockTypeSchema = Schema.transformOrFail(Schema.Unknown, Schema.Literal(...
   encode: ParseResult.succeed
 })
 
-// A prefix ends up inside key names that are parsed and matched with patterns: keep it to plain characters.
+// A prefix ends up inside key names that are parsed and matched with patterns: keep it to plain characters, and
+// clear of the suffixes the data model uses.
 const PrefixSchema = Schema.String.pipe(
   Schema.filter((prefix) =>
-    /^[A-Za-z0-9_.\-:]+$/.test(prefix) && !prefix.endsWith(":") && !/:(LOCKED|RUN|digests)(:|$)/.test(prefix) ||
-    "use letters, digits, '_', '-', '.' and inner ':' only (no spaces, '*', braces, or :LOCKED/:RUN/:digests parts)"
+    (/^[A-Za-z0-9_.\-:]+$/.test(prefix) && !prefix.endsWith(":") && !/:(LOCKED|RUN|digests)/.test(prefix)) ||
+    "use letters, digits, '_', '-', '.' and inner ':' only (no spaces, '*', braces, or :LOCKED, :RUN, :digests)"
   )
 )
 
@@ -302,11 +303,20 @@ export const OptionsSchema = Schema.Struct({
   })
 )
 
+const fieldName = (path: ReadonlyArray<PropertyKey>): string =>
+  path.length === 0
+    ? "options"
+    : path.map((key, i) =>
+      typeof key === "string" && /^[A-Za-z_$][\w$]*$/.test(key)
+        ? (i === 0 ? key : `.${key}`)
+        : `[${JSON.stringify(String(key))}]`
+    ).join("")
+
 // One reason per field: an optional field is a union with undefined, whose "Expected undefined" adds nothing.
 const formatIssues = (error: ParseResult.ParseError) => {
   const byField = new Map<string, string>()
   for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
-    const field = issue.path.length === 0 ? "options" : issue.path.map(String).join(".")
+    const field = fieldName(issue.path)
     if (!byField.has(field) && !issue.message.startsWith("Expected undefined")) byField.set(field, issue.message)
   }
   return Array.from(byField, ([field, reason]) => ({ field, reason }))
