@@ -1,12 +1,10 @@
--- Shared prelude of lock.lua and handoff.lua (prepended when the scripts are loaded).
+-- Shared prelude of the scripts (prepended when they are loaded). Every function defined here is a closure made
+-- again on each run of each script, so the prelude keeps to four; the time is read by each script itself:
+--   local clock = redis.call('TIME')
+--   local now = clock[1] * 1000 + (clock[2] - clock[2] % 1000) / 1000  -- Redis milliseconds (Lua coerces the strings)
 -- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"i":<info>]}
 -- with every time in Redis milliseconds and 0 for "none". t, x and l always lead, so a pattern reads them
 -- without decoding JSON, whatever the info holds.
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- The time an entry stops counting, or 0 when only an unlock ends it.
 local function horizon(meta)
@@ -16,12 +14,6 @@ local function horizon(meta)
   if x > 0 and l > 0 then return math.min(x, l) end
   if x > 0 then return x end
   return l
-end
-
-local function entry(t, x, l, info)
-  local head = '{"t":' .. string.format('%d', t) .. ',"x":' .. string.format('%d', x) .. ',"l":' .. string.format('%d', l)
-  if info ~= '' then return head .. ',"i":' .. info .. '}' end
-  return head .. '}'
 end
 
 -- Keeps the key alive as long as its longest-lived holder: no TTL while any holder has no horizon.
@@ -41,24 +33,29 @@ local function extend(key, h, now, created)
 end
 
 -- Takes a place in the lock for jid, or reports the holders. Returns {1, reentrant} or {0, holder, ...}.
+-- The common case, a free lock, costs HLEN, HSET, PEXPIRE (with a TTL or lease) and ZADD: an empty hash holds
+-- no entry of jid's and nobody to evict, so those reads are skipped.
 local function acquire(key, index, member, jid, limit, ttl, lease, info, now)
-  local current = redis.call('HGET', key, jid)
-  if current then
-    local h = horizon(current)
-    if h == 0 or h > now then
-      if lease > 0 then
-        local t, x = string.match(current, '^{"t":(%d+),"x":(%d+)')
-        local rest = string.match(current, '^{"t":%d+,"x":%d+,"l":%d+(.*)$')
-        local renewed = '{"t":' .. t .. ',"x":' .. x .. ',"l":' .. string.format('%d', now + lease) .. rest
-        redis.call('HSET', key, jid, renewed)
-        extend(key, horizon(renewed), now, false)
+  local count = redis.call('HLEN', key)
+  if count > 0 then
+    local current = redis.call('HGET', key, jid)
+    if current then
+      local h = horizon(current)
+      if h == 0 or h > now then
+        if lease > 0 then
+          local t, x = string.match(current, '^{"t":(%d+),"x":(%d+)')
+          local rest = string.match(current, '^{"t":%d+,"x":%d+,"l":%d+(.*)$')
+          local renewed = '{"t":' .. t .. ',"x":' .. x .. ',"l":' .. string.format('%d', now + lease) .. rest
+          redis.call('HSET', key, jid, renewed)
+          extend(key, horizon(renewed), now, false)
+        end
+        return {1, 1}
       end
-      return {1, 1}
+      redis.call('HDEL', key, jid)
+      count = count - 1
     end
-    redis.call('HDEL', key, jid)
   end
 
-  local count = redis.call('HLEN', key)
   if count >= limit then
     -- Full: first drop holders whose expiry or lease has passed (a crashed worker's lease frees its place).
     local all = redis.call('HGETALL', key)
@@ -79,9 +76,14 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, now)
   if ttl > 0 then x = now + ttl end
   local l = 0
   if lease > 0 then l = now + lease end
-  local meta = entry(now, x, l, info)
-  redis.call('HSET', key, jid, meta)
-  extend(key, horizon(meta), now, count == 0)
+  if info == '' then
+    redis.call('HSET', key, jid, string.format('{"t":%d,"x":%d,"l":%d}', now, x, l))
+  else
+    redis.call('HSET', key, jid, string.format('{"t":%d,"x":%d,"l":%d,"i":%s}', now, x, l, info))
+  end
+  local h = l
+  if x > 0 and (l == 0 or x < l) then h = x end
+  extend(key, h, now, count == 0)
   if x > 0 then
     redis.call('ZADD', index, 'GT', x, member)
   else

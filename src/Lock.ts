@@ -491,7 +491,7 @@ const counter = (family: Metrics.Family, lockType: LockType, phase: Phase) => fa
 // Lock steps carry no span of their own: a span costs more Node CPU than the Redis call (measured in bench/);
 // the middleware phases that call them carry one each.
 
-/** An acquire reply as the step's outcome: `Acquired`, or a `LockConflict` failure. */
+/** An acquire reply as the step's outcome: `Acquired`, or a `LockConflict` failure; counted either way. */
 const settle = <Extra extends object>(
   definition: Definition,
   target: Target,
@@ -499,26 +499,28 @@ const settle = <Extra extends object>(
   result: LockResult,
   extra: Extra
 ): Effect.Effect<Acquired & Extra, LockConflict> =>
-  result._tag === "Acquired"
-    ? Effect.as(Metric.increment(counter(Metrics.acquired, definition.lock, phase)), {
-      digest: target.digest,
-      jid: target.jid,
-      phase,
-      reentrant: result.reentrant,
-      ...extra
-    })
-    : Effect.zipRight(
-      Metric.increment(counter(Metrics.conflicts, definition.lock, phase)),
-      Effect.fail(
-        new LockConflict({
-          digest: target.digest,
-          jid: target.jid,
-          phase,
-          lockType: definition.lock,
-          holders: result.holders
-        })
-      )
+  Effect.withFiberRuntime((fiber) => {
+    if (result._tag === "Acquired") {
+      Metrics.unsafeIncrement(counter(Metrics.acquired, definition.lock, phase), fiber)
+      return Effect.succeed({
+        digest: target.digest,
+        jid: target.jid,
+        phase,
+        reentrant: result.reentrant,
+        ...extra
+      })
+    }
+    Metrics.unsafeIncrement(counter(Metrics.conflicts, definition.lock, phase), fiber)
+    return Effect.fail(
+      new LockConflict({
+        digest: target.digest,
+        jid: target.jid,
+        phase,
+        lockType: definition.lock,
+        holders: result.holders
+      })
     )
+  })
 
 /**
  * Takes the lock for `target.jid` in one round trip, or fails with `LockConflict` naming the holders.
@@ -558,14 +560,25 @@ const runAfterUnlock = (definition: Definition, unlocked: Unlocked): Effect.Effe
 export const unlock = (definition: Definition, target: Target): Effect.Effect<boolean, RedisError, RedisService> => {
   const phase = phaseOf(definition, target)
   return Effect.flatMap(RedisService, (redis) =>
-    Effect.tap(redis.unlock(keyOf(definition, target.digest, phase), target.jid), (released) =>
-      released
-        ? Effect.zipRight(
-          Metric.increment(counter(Metrics.released, definition.lock, phase)),
-          runAfterUnlock(definition, { digest: target.digest, jid: target.jid, lockType: definition.lock, phase })
-        )
-        : Effect.void))
+    Effect.flatMap(
+      redis.unlock(keyOf(definition, target.digest, phase), target.jid),
+      (released) => released ? afterRelease(definition, target, phase) : notReleased
+    ))
 }
+
+const notReleased = Effect.succeed(false)
+const wasReleased = Effect.succeed(true)
+
+const afterRelease = (definition: Definition, target: Target, phase: Phase): Effect.Effect<boolean> =>
+  Effect.withFiberRuntime((fiber) => {
+    Metrics.unsafeIncrement(counter(Metrics.released, definition.lock, phase), fiber)
+    return definition.afterUnlock === undefined || definition.lock === "until_expired"
+      ? wasReleased
+      : Effect.as(
+        runAfterUnlock(definition, { digest: target.digest, jid: target.jid, lockType: definition.lock, phase }),
+        true
+      )
+  })
 
 /**
  * The server step of `until_and_while_executing`: takes `<digest>:RUN` and releases the queue lock in one script.
@@ -658,26 +671,38 @@ const hold = <A extends Acquired, E>(
   target: Target,
   phase: Phase,
   take: Effect.Effect<A, E, RedisService>
-): Effect.Effect<A & Held, E, RedisService | Scope.Scope> =>
-  Effect.gen(function*() {
-    const pinned: Target = { ...target, phase }
-    const start = yield* Clock.currentTimeMillis
-    const acquired = yield* Effect.acquireRelease(take, () =>
-      unlock(definition, pinned).pipe(
-        Effect.zipRight(Clock.currentTimeMillis),
-        Effect.flatMap((end) => Metric.update(Metrics.holdTime, end - start)),
-        Effect.catchAll((error) => Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error)),
-        Effect.annotateLogs({ package: "effect-unique-jobs", module: "Lock", digest: target.digest, jid: target.jid })
-      ))
-    const lostSignal = yield* Deferred.make<never, LockLost>()
-    if (phase === "run") {
-      yield* keepAlive(definition, pinned).pipe(
-        Effect.catchAll((lost) => Deferred.fail(lostSignal, lost)),
-        Effect.forkScoped
-      )
-    }
-    return { ...acquired, lost: Deferred.await(lostSignal) }
-  })
+): Effect.Effect<A & Held, E, RedisService | Scope.Scope> => {
+  const pinned: Target = { ...target, phase }
+  // Built step by step rather than with Effect.gen, and annotated only where it logs: a scoped lock is taken once
+  // per job, and each of these costs more Node CPU than the Redis call.
+  const release = (start: number) =>
+    Effect.catchAll(
+      Effect.zipRight(
+        unlock(definition, pinned),
+        Effect.flatMap(Clock.currentTimeMillis, (end) => Metric.update(Metrics.holdTime, end - start))
+      ),
+      (error) =>
+        Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error).pipe(
+          Effect.annotateLogs({ package: "effect-unique-jobs", module: "Lock", digest: target.digest, jid: target.jid })
+        )
+    )
+  return Effect.flatMap(Clock.currentTimeMillis, (start) =>
+    Effect.flatMap(
+      Effect.acquireRelease(take, () => release(start)),
+      (acquired): Effect.Effect<A & Held, never, RedisService | Scope.Scope> =>
+        phase === "run"
+          ? Effect.flatMap(Deferred.make<never, LockLost>(), (lostSignal) =>
+            Effect.as(
+              keepAlive(definition, pinned).pipe(
+                Effect.catchAll((lost) => Deferred.fail(lostSignal, lost)),
+                Effect.forkScoped
+              ),
+              { ...acquired, lost: Deferred.await(lostSignal) }
+            ))
+          // A queue lock has no lease to lose.
+          : Effect.succeed({ ...acquired, lost: Effect.never })
+    ))
+}
 
 /**
  * Takes the lock as a scoped resource.

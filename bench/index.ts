@@ -1,0 +1,270 @@
+/**
+ * The benchmark suite (issue 5): one private redis-server, every measurement in one run, ratios against the peers
+ * measured in the same run. Prints ratios and verdicts; never asserts timings.
+ *
+ *   npm run bench              the full run (about 10 minutes): bench/results/latest.{json,md}, throughput.svg,
+ *                              and the table in bench/README.md
+ *   npm run bench -- --quick   a short run (under 2 minutes): bench/results/quick.{json,md,svg}
+ *   --sections=roundtrips,throughput,memory,growth   a subset (results not written)
+ *   --from=bench/results/latest.json                  rewrites the report, plot and README table from saved results
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import * as os from "node:os"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
+import * as RedisServer from "../src/RedisServer.js"
+import * as Growth from "./growth.js"
+import { Probe, round } from "./harness.js"
+import * as Memory from "./memory.js"
+import * as Report from "./report.js"
+import * as RoundTrips from "./roundtrips.js"
+import * as Throughput from "./throughput.js"
+
+const args = process.argv.slice(2)
+const quick = args.includes("--quick")
+const sectionsArg = args.find((a) => a.startsWith("--sections="))
+const sections = new Set(
+  sectionsArg === undefined ? ["roundtrips", "throughput", "memory", "growth"] : sectionsArg.slice(11).split(",")
+)
+const complete = sections.size === 4
+
+const settings = quick
+  ? {
+    rounds: 3,
+    roundMs: 250,
+    warmupMs: 200,
+    concurrencies: [1, 16, 64, 256],
+    lifecycles: 300,
+    memoryLocks: 10_000,
+    memoryRounds: 2,
+    growthSizes: [1_000, 10_000, 100_000, 1_000_000],
+    growthRounds: 2,
+    growthRoundMs: 250,
+    latencySamples: 200
+  }
+  : {
+    rounds: 5,
+    roundMs: 1000,
+    warmupMs: 500,
+    concurrencies: [1, 16, 64, 256],
+    lifecycles: 2000,
+    memoryLocks: 10_000,
+    memoryRounds: 5,
+    growthSizes: [1_000, 10_000, 100_000, 1_000_000],
+    growthRounds: 5,
+    growthRoundMs: 1000,
+    latencySamples: 1000
+  }
+
+const log = (line: string) => process.stdout.write(`${line}\n`)
+
+const write = (results: Report.Results) => {
+  const dir = new URL("./results/", import.meta.url)
+  mkdirSync(dir, { recursive: true })
+  const isQuick = results.mode === "quick"
+  const base = isQuick ? "quick" : "latest"
+  const plot = isQuick ? "quick.svg" : "throughput.svg"
+  writeFileSync(new URL(`${base}.json`, dir), JSON.stringify(results, null, 2) + "\n")
+  writeFileSync(new URL(plot, dir), Report.svg(results.throughput, results.settings.concurrencies))
+  writeFileSync(new URL(`${base}.md`, dir), `# Benchmark results\n\n${Report.markdown(results, plot)}`)
+  if (!isQuick) updateReadme(Report.markdown(results, `results/${plot}`))
+  log(`\nwrote bench/results/${base}.json, ${base}.md, ${plot}${isQuick ? "" : " and the table in bench/README.md"}`)
+}
+
+const main = async () => {
+  const from = args.find((a) => a.startsWith("--from="))
+  if (from !== undefined) {
+    const saved = JSON.parse(readFileSync(from.slice(7), "utf8")) as Report.Results
+    write({ ...saved, targets: verdicts(saved.throughput, saved.roundTrips, saved.memory, saved.growth) })
+    return
+  }
+  const started = performance.now()
+  const loadAverage = os.loadavg().map((x) => round(x, 2))
+  const scope = Effect.runSync(Scope.make())
+  try {
+    // Always a private server: never a shared Redis (REDIS_URL or port 6379), whose other clients would skew it.
+    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const probe = await Probe.connect(server.url)
+    const serverInfo = await probe.info("server")
+    log(`effect-unique-jobs bench (${quick ? "quick" : "full"}): Redis ${serverInfo.redis_version} on port ${server.port}`)
+
+    let roundTrips: Array<RoundTrips.Row> = []
+    if (sections.has("roundtrips")) {
+      log("\nround trips per lifecycle, every lock type (Middleware, one job at a time)")
+      roundTrips = await RoundTrips.run({ url: server.url, probe, lifecycles: settings.lifecycles, log })
+    }
+    let throughput: Array<Throughput.Row> = []
+    if (sections.has("throughput")) {
+      log("\nlifecycle throughput, alternating rounds")
+      throughput = (await Throughput.run({
+        url: server.url,
+        probe,
+        rounds: settings.rounds,
+        roundMs: settings.roundMs,
+        warmupMs: settings.warmupMs,
+        concurrencies: settings.concurrencies,
+        pipelining: [false, true],
+        log
+      })).rows
+    }
+    let memory: Memory.Result | undefined
+    if (sections.has("memory")) {
+      log(`\nmemory per held lock (${settings.memoryLocks} locks)`)
+      memory = await Memory.run({
+        url: server.url,
+        db: 2,
+        probe,
+        locks: settings.memoryLocks,
+        rounds: settings.memoryRounds,
+        log
+      })
+    }
+    let growth: Growth.Result | undefined
+    if (sections.has("growth")) {
+      log("\nacquire cost against held locks")
+      growth = await Growth.run({
+        url: server.url,
+        probe,
+        sizes: settings.growthSizes,
+        firstDb: 3,
+        rounds: settings.growthRounds,
+        roundMs: settings.growthRoundMs,
+        latencySamples: settings.latencySamples,
+        log
+      })
+    }
+    await probe.close()
+    if (!complete || memory === undefined || growth === undefined) return
+
+    const targets = verdicts(throughput, roundTrips, memory, growth)
+    log("\ntargets")
+    for (const t of targets) log(`  ${t.met ? "met   " : "MISSED"} ${t.name}: ${t.measured} (goal ${t.goal})`)
+
+    const results: Report.Results = {
+      date: new Date().toISOString(),
+      mode: quick ? "quick" : "full",
+      machine: {
+        cpus: os.cpus().length,
+        cpuModel: os.cpus()[0]?.model ?? "unknown",
+        node: process.version,
+        redis: serverInfo.redis_version ?? "unknown",
+        loadAverage
+      },
+      settings: { rounds: settings.rounds, roundMs: settings.roundMs, concurrencies: settings.concurrencies },
+      durationSeconds: Math.round((performance.now() - started) / 1000),
+      targets,
+      throughput,
+      roundTrips,
+      memory,
+      growth
+    }
+    write(results)
+  } finally {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
+
+const verdicts = (
+  rows: ReadonlyArray<Throughput.Row>,
+  roundTrips: ReadonlyArray<RoundTrips.Row>,
+  memory: Memory.Result,
+  growth: Growth.Result
+): Array<Report.Target> => {
+  const at = (id: string, pipelining = false, c = 64) =>
+    rows.find((r) => r.contender === id && r.pipelining === pipelining && r.concurrency === c)!
+  const r2 = (x: number) => x.toFixed(2)
+  const ours = at("ours")
+  const raw = at("raw-promises")
+  const rawFibers = at("raw-fibers")
+  const oursP = at("ours", true)
+  const vs = (id: string, pipelining = false) => ours.cyclesPerSecond / at(id, pipelining).cyclesPerSecond
+  const peers = ["semaphore", "bullmq-unique", "bullmq-duplicate"]
+  const oursIds = new Set(["ours", "ours-middleware", "uawe", "uawe-middleware"])
+  const tripsOk = roundTrips.every((r) =>
+    r.serverRoundTripsPerLifecycle === r.phases.length && r.clientCommandsPerLifecycle === r.phases.length
+  ) && rows.filter((r) => oursIds.has(r.contender)).every((r) => Math.abs(r.roundTripsPerCycle - r.phases) < 0.005)
+  const bytes = (variant: string) => r2(memory.bytesPerLock[variant]! / memory.bytesPerLock.plain!)
+  const growthWorst = Math.max(growth.ratio.throughputCost, growth.ratio.latency, growth.ratio.redisUsec)
+  const sizes = growth.sizes
+  return [
+    {
+      name: "lifecycle throughput, c=64, vs raw pair (async loops)",
+      goal: ">= 0.9",
+      measured: `${r2(vs("raw-promises"))} (${ours.cyclesPerSecond} / ${raw.cyclesPerSecond}); pipelined ${
+        r2(oursP.cyclesPerSecond / at("raw-promises", true).cyclesPerSecond)
+      }`,
+      met: vs("raw-promises") >= 0.9
+    },
+    {
+      name: "lifecycle throughput, c=64, vs raw pair (Effect fibers)",
+      goal: ">= 0.9",
+      measured: `${r2(vs("raw-fibers"))} (${ours.cyclesPerSecond} / ${rawFibers.cyclesPerSecond}); pipelined ${
+        r2(oursP.cyclesPerSecond / at("raw-fibers", true).cyclesPerSecond)
+      }`,
+      met: vs("raw-fibers") >= 0.9
+    },
+    {
+      name: "lifecycle throughput, c=64, vs redis-semaphore and BullMQ dedup add",
+      goal: "> 1 each",
+      measured: peers.map((p) => `${p} ${r2(vs(p))}`).join(", ") + "; pipelined " +
+        peers.map((p) => `${r2(oursP.cyclesPerSecond / at(p, true).cyclesPerSecond)}`).join(", "),
+      met: peers.every((p) => vs(p) > 1)
+    },
+    {
+      name: "round trips per phase, every lock type",
+      goal: "exactly 1",
+      measured: roundTrips.map((r) => `${r.lockType} ${r.serverRoundTripsPerLifecycle}/${r.phases.length}`).join(", "),
+      met: tripsOk
+    },
+    {
+      name: "Redis script time per lifecycle vs raw pair",
+      goal: "<= 3x",
+      measured: `${r2(ours.redisUsecPerCycle / raw.redisUsecPerCycle)}x (${ours.redisUsecPerCycle} / ${raw.redisUsecPerCycle} µs); Redis CPU ${
+        r2(ours.redisCpuUsPerCycle / raw.redisCpuUsPerCycle)
+      }x`,
+      met: ours.redisUsecPerCycle / raw.redisUsecPerCycle <= 3
+    },
+    {
+      name: "Redis memory per held lock (no lockInfo) vs plain SET",
+      goal: "<= 2x",
+      measured: `${bytes("ours")}x (${memory.bytesPerLock.ours} / ${memory.bytesPerLock.plain} B); lockInfo ${
+        bytes("oursInfo")
+      }x; a compact \`t,x,l\` holder would give ${bytes("compact")}x (${memory.bytesPerLock.compact} B)`,
+      met: memory.ratio <= 2
+    },
+    {
+      name: `acquire cost at ${sizes[sizes.length - 1]!.held} held locks vs ${sizes[0]!.held}`,
+      goal: "<= 1.2x",
+      measured: `throughput ${r2(growth.ratio.throughputCost)}x, latency ${r2(growth.ratio.latency)}x, Redis µs ${
+        r2(growth.ratio.redisUsec)
+      }x (raw SET ${r2(growth.ratio.rawSetCost)}x)`,
+      met: growthWorst <= 1.2
+    },
+    {
+      name: "Node CPU per lifecycle vs raw ioredis (async loops)",
+      goal: "<= 2x",
+      measured: `${r2(ours.nodeCpuUsPerCycle / raw.nodeCpuUsPerCycle)}x (${ours.nodeCpuUsPerCycle} / ${raw.nodeCpuUsPerCycle} µs); vs Effect fibers ${
+        r2(ours.nodeCpuUsPerCycle / rawFibers.nodeCpuUsPerCycle)
+      }x`,
+      met: ours.nodeCpuUsPerCycle / raw.nodeCpuUsPerCycle <= 2
+    }
+  ]
+}
+
+const readmeStart = "<!-- results:start -->"
+const readmeEnd = "<!-- results:end -->"
+
+const updateReadme = (md: string) => {
+  const file = new URL("./README.md", import.meta.url)
+  const text = existsSync(file) ? readFileSync(file, "utf8") : `${readmeStart}\n${readmeEnd}\n`
+  const from = text.indexOf(readmeStart)
+  const to = text.indexOf(readmeEnd)
+  if (from < 0 || to < from) throw new Error(`bench/README.md lacks the ${readmeStart} ... ${readmeEnd} markers`)
+  writeFileSync(file, `${text.slice(0, from + readmeStart.length)}\n${md}\n${text.slice(to)}`)
+}
+
+main().catch((error) => {
+  process.exitCode = 1
+  process.stderr.write(`${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
+})
