@@ -154,6 +154,12 @@ const toLockResult = (reply: ReadonlyArray<unknown>): LockResult =>
     ? { _tag: "Acquired", reentrant: Number(reply[1]) === 1 }
     : { _tag: "Conflict", holders: reply.slice(1).map(String) }
 
+const toLockResultReply = (reply: unknown): LockResult => toLockResult(toArray(reply, "lock"))
+
+const isOne = (reply: unknown): boolean => Number(reply) === 1
+
+const isCommandTimeout = (cause: unknown): boolean => cause instanceof Error && cause.message === "Command timed out"
+
 const parseHolder = (jid: string, raw: string): Holder => {
   const entry = JSON.parse(raw) as { t: number; x: number; l: number; i?: unknown }
   return {
@@ -193,35 +199,83 @@ export const makeFromClient = (
     })
     const timeout = Duration.decode(options?.timeout ?? defaultTimeout)
     const timeoutMs = Duration.toMillis(timeout)
-    // A plain timer and one callback rather than Effect.timeout and promise chains: this is the hot path, and a
-    // fiber per call costs several times the call itself.
+    const timedOut = (operation: string) =>
+      new RedisError({ operation, reason: `no answer within ${Duration.format(timeout)} (the timeout option)` })
+    // The hot path: one callback pair per call, and no timer of its own. A fiber per call (Effect.timeout), a
+    // setTimeout per call, or a promise chain per call each cost more Node CPU than the Redis call itself.
+    const deadlines = Scripts.makeDeadlines(timeoutMs)
+    const finish = <A>(
+      resume: (effect: Effect.Effect<A, RedisError>) => void,
+      operation: string,
+      decode: (reply: unknown) => A,
+      reply: unknown
+    ) => {
+      try {
+        resume(Effect.succeed(decode(reply)))
+      } catch (cause) {
+        resume(Effect.fail(new RedisError({ operation, reason: `unexpected reply: ${String(cause)}`, cause })))
+      }
+    }
+    const failWith = <A>(resume: (effect: Effect.Effect<A, RedisError>) => void, operation: string, cause: unknown) =>
+      resume(Effect.fail(
+        new RedisError({ operation, reason: cause instanceof Error ? cause.message : String(cause), cause })
+      ))
     const call = <A>(operation: string, f: () => Promise<unknown>, decode: (reply: unknown) => A) =>
       Effect.async<A, RedisError>((resume) => {
-        const timer = setTimeout(
-          () =>
-            resume(Effect.fail(
-              new RedisError({ operation, reason: `no answer within ${Duration.format(timeout)} (the timeout option)` })
-            )),
-          timeoutMs
-        )
+        const pending = deadlines.add(() => resume(Effect.fail(timedOut(operation))))
         f().then(
           (reply) => {
-            clearTimeout(timer)
-            try {
-              resume(Effect.succeed(decode(reply)))
-            } catch (cause) {
-              resume(Effect.fail(new RedisError({ operation, reason: `unexpected reply: ${String(cause)}`, cause })))
-            }
+            if (pending.settle()) finish(resume, operation, decode, reply)
           },
           (cause) => {
-            clearTimeout(timer)
-            resume(Effect.fail(
-              new RedisError({ operation, reason: cause instanceof Error ? cause.message : String(cause), cause })
-            ))
+            if (pending.settle()) failWith(resume, operation, cause)
           }
         )
-        // No canceler: an interrupted call's reply still clears its timer, and resuming then is a no-op.
+        // No canceler: an interrupted call's reply settles its deadline, and resuming then is a no-op.
       })
+    // EVALSHA, and EVAL when Redis lost the script (NOSCRIPT): `args` is numkeys, the keys, then ARGV.
+    // EVALSHA, and EVAL when Redis lost the script (NOSCRIPT): `args` is numkeys, the keys, then ARGV.
+    // `compensate` undoes a call that timed out: a stalled Redis still runs what it was sent once it resumes, so a
+    // lock whose caller already failed would stay held. The undo goes out on the same connection, which Redis
+    // answers in order, so it runs after the late call if that ever runs.
+    const script = <A>(
+      operation: string,
+      script: Scripts.Script,
+      args: Array<string | number>,
+      decode: (reply: unknown) => A,
+      compensate?: () => void
+    ) =>
+      Effect.async<A, RedisError>((resume) => {
+        const pending = deadlines.add(() => {
+          compensate?.()
+          resume(Effect.fail(timedOut(operation)))
+        })
+        const done = (reply: unknown) => {
+          if (pending.settle()) finish(resume, operation, decode, reply)
+        }
+        const failed = (cause: unknown) => {
+          if (pending.settle()) {
+            if (compensate !== undefined && isCommandTimeout(cause)) compensate()
+            failWith(resume, operation, cause)
+          }
+        }
+        client.evalsha(script.sha, ...(args as [number, ...Array<string | number>])).then(done, (cause: unknown) => {
+          // A NOSCRIPT that comes after the deadline is not answered with EVAL: its caller has already failed.
+          if (Scripts.isNoScript(cause) && !pending.settled) {
+            client.eval(script.source, ...(args as [number, ...Array<string | number>])).then(done, failed)
+          } else {
+            failed(cause)
+          }
+        })
+      })
+    // The compensation of a lock or handoff: release what the late call may take for jid. Fire and forget.
+    const releaseLate = (lock: LockKey, jid: string) => () => {
+      const keys = keysOf(lock)
+      const args: [number, ...Array<string>] = [2, keys.locked, keys.index, jid, lock.name]
+      client.evalsha(scripts.unlock.sha, ...args)
+        .catch((cause: unknown) => (Scripts.isNoScript(cause) ? client.eval(scripts.unlock.source, ...args) : undefined))
+        .catch(() => undefined)
+    }
 
     // Load once now; a later SCRIPT FLUSH is answered by EVAL on NOSCRIPT.
     yield* Effect.forEach(
@@ -233,52 +287,53 @@ export const makeFromClient = (
     return RedisService.of({
       lock: (lock, request) => {
         const keys = keysOf(lock)
-        return call(
+        return script(
           "lock",
-          () =>
-            Scripts.run(client, scripts.lock, [keys.locked, keys.index], [
-              request.jid,
-              lock.name,
-              String(request.limit),
-              String(request.ttlMs),
-              String(request.leaseMs),
-              request.info
-            ]),
-          (reply) => toLockResult(toArray(reply, "lock"))
+          scripts.lock,
+          [
+            2,
+            keys.locked,
+            keys.index,
+            request.jid,
+            lock.name,
+            request.limit,
+            request.ttlMs,
+            request.leaseMs,
+            request.info
+          ],
+          toLockResultReply,
+          releaseLate(lock, request.jid)
         )
       },
       unlock: (lock, jid) => {
         const keys = keysOf(lock)
-        return call(
-          "unlock",
-          () => Scripts.run(client, scripts.unlock, [keys.locked, keys.index], [jid, lock.name]),
-          (reply) => Number(reply) === 1
-        )
+        return script("unlock", scripts.unlock, [2, keys.locked, keys.index, jid, lock.name], isOne)
       },
       renew: (lock, jid, leaseMs) =>
-        call(
-          "renew",
-          () => Scripts.run(client, scripts.renew, [keysOf(lock).locked], [jid, leaseMs]),
-          (reply) => Number(reply) === 1
-        ),
+        script("renew", scripts.renew, [1, keysOf(lock).locked, jid, leaseMs], isOne),
       handoff: (from, to, request, { keepOnConflict }) =>
-        call(
+        script(
           "handoff",
-          () =>
-            Scripts.run(client, scripts.handoff, [keysOf(from).locked, keysOf(to).locked, keysOf(to).index], [
-              request.jid,
-              from.name,
-              to.name,
-              request.limit,
-              request.ttlMs,
-              request.leaseMs,
-              request.info,
-              keepOnConflict ? "1" : "0"
-            ]),
+          scripts.handoff,
+          [
+            3,
+            keysOf(from).locked,
+            keysOf(to).locked,
+            keysOf(to).index,
+            request.jid,
+            from.name,
+            to.name,
+            request.limit,
+            request.ttlMs,
+            request.leaseMs,
+            request.info,
+            keepOnConflict ? "1" : "0"
+          ],
           (reply) => {
             const [held, ...rest] = toArray(reply, "handoff")
             return { ...toLockResult(rest), queueLockHeld: Number(held) === 1 }
-          }
+          },
+          releaseLate(to, request.jid)
         ),
       holders: (lock) =>
         call(
@@ -301,7 +356,11 @@ export const make = (options: Options = {}): Effect.Effect<RedisService["Type"],
     const clientOptions: IORedisOptions = {
       // Fail fast while disconnected: a lock call queued offline could run long after its caller gave up.
       enableOfflineQueue: false,
+      // Never send a command again after a reconnect: its caller has had its answer (a RedisError) long before.
+      autoResendUnfulfilledCommands: false,
       lazyConnect: true,
+      // ioredis' command timeout too, beside each call's own deadline (makeFromClient): without it a timed-out
+      // command stays pending inside ioredis, which changes what its late reply or a reconnect does with it.
       commandTimeout: Duration.toMillis(timeout),
       connectTimeout: Duration.toMillis(timeout),
       enableAutoPipelining: options.enableAutoPipelining ?? false,

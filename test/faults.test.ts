@@ -1,0 +1,721 @@
+/**
+ * Faults, each injected on a private redis-server this file controls, each ending with a count of the locks left
+ * behind (`<prefix>:*:LOCKED` keys and `<prefix>:digests` members), which must be zero:
+ * - the server killed and restarted mid-run, and a server that stops answering without closing the socket
+ *   (SIGSTOP / SIGCONT): calls fail with RedisError within the configured timeout, never hang, and work again;
+ * - SCRIPT FLUSH over and over mid-run: the scripts reload and nothing fails;
+ * - a worker process SIGKILLed mid-perform: its execution lock frees within one lease (not before) and the job runs
+ *   elsewhere;
+ * - client and server middleware interrupted at random points: no lock outlives its job.
+ * Timeouts and leases are short (hundreds of milliseconds) so the whole file runs in seconds.
+ */
+import { readdirSync, readFileSync } from "node:fs"
+import { assert, describe, layer } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import type * as Job from "../src/Job.js"
+import { JobQueue } from "../src/JobQueue.js"
+import * as Lock from "../src/Lock.js"
+import * as Redis from "../src/Redis.js"
+import type * as RedisServer from "../src/RedisServer.js"
+import * as UniqueJob from "../src/UniqueJob.js"
+import * as RedisTest from "./support/redis.js"
+import * as Workers from "./support/workers.js"
+
+/** The per-call timeout of the stores under fault. */
+const TIMEOUT = 400
+/** Slack for a loaded two-core machine: timers fire late, processes get scheduled late. */
+const MARGIN = 400
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------------------------
+
+/** A small deterministic PRNG (xorshift32), so a failure can be replayed from its seed. */
+const prng = (seed: number) => {
+  let state = (seed >>> 0) || 1
+  const next = () => {
+    state ^= state << 13
+    state ^= state >>> 17
+    state ^= state << 5
+    return (state >>> 0) / 4294967296
+  }
+  return { next, int: (n: number) => Math.floor(next() * n) }
+}
+
+interface Left {
+  readonly locked: number
+  readonly indexed: number
+  readonly keys: ReadonlyArray<string>
+}
+
+/** The locks left under a prefix: `*:LOCKED` keys and index members. */
+const locksLeft = (prefix: string) =>
+  Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
+    Effect.promise(async (): Promise<Left> => {
+      const keys = await raw.keys(`${prefix}:*:LOCKED`)
+      const detail = await Promise.all(
+        keys.map(async (key) => `${key} ${JSON.stringify(await raw.hgetall(key))} pttl=${await raw.pttl(key)}`)
+      )
+      const members = await raw.zrange(`${prefix}:digests`, 0, -1)
+      return { locked: keys.length, indexed: members.length, keys: [...detail, ...members.map((m) => `index ${m}`)] }
+    }))
+
+const assertNoLocksLeft = (prefix: string) =>
+  Effect.map(locksLeft(prefix), (left) => {
+    assert.deepStrictEqual(
+      { locked: left.locked, indexed: left.indexed },
+      { locked: 0, indexed: 0 },
+      `locks left behind:\n${left.keys.join("\n")}`
+    )
+    return left
+  })
+
+const redisTime = Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
+  Effect.promise(async () => {
+    const [s, us] = await raw.time()
+    return Number(s) * 1000 + Math.floor(Number(us) / 1000)
+  }))
+
+/**
+ * The pid of the private redis-server on `port`: a child of this process whose command line (which redis-server
+ * rewrites to `redis-server 127.0.0.1:<port>`) names the port. RedisServer.Server does not expose it.
+ */
+const redisPid = (port: number): number | undefined => {
+  const portPattern = new RegExp(`(:${port}|--port ${port})(\\s|$)`)
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8").replace(/\0+/g, " ").trim()
+      if (!/^\S*redis-server\b/.test(cmdline) || !portPattern.test(cmdline)) continue
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+      if (ppid === process.pid) return Number(entry)
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return undefined
+}
+
+/** The pid of this file's redis-server, to stop and continue it. */
+const pidOf = (server: RedisServer.Server): number => {
+  const pid = redisPid(server.port)
+  assert.isDefined(pid, `no redis-server child of ${process.pid} on port ${server.port} in /proc`)
+  return pid!
+}
+
+/** Runs `self` while the server is stopped (SIGSTOP): its socket stays open, it answers nothing. SIGCONT after. */
+const whileStopped = <A, E, R>(pid: number, self: Effect.Effect<A, E, R>) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => process.kill(pid, "SIGSTOP")),
+    () => self,
+    () =>
+      Effect.sync(() => {
+        try {
+          process.kill(pid, "SIGCONT")
+        } catch {
+          // killed meanwhile
+        }
+      })
+  )
+
+/** The store under test: its own connection with a short timeout, quiet (the faults make it warn a lot). */
+const faultyStore = (url: string) => Layer.fresh(Redis.layer({ url, timeout: TIMEOUT }))
+
+const quiet = Logger.withMinimumLogLevel(LogLevel.None)
+
+/** Runs `self` on a fresh faulty store with a MemoryQueue as the JobQueue, in a scope. */
+const withStore = <A, E, R>(url: string, self: Effect.Effect<A, E, R>) =>
+  self.pipe(Effect.scoped, Effect.provide(Layer.merge(faultyStore(url), MemoryQueue.layer())), quiet)
+
+// ---------------------------------------------------------------------------------------------------------------
+// A workload that keeps going through faults
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Tally {
+  ok: number
+  lastOkAt: number
+  /** Failures by tag; anything but RedisError fails the test. */
+  readonly failures: Map<string, number>
+  /** The slowest failed call, per side. */
+  readonly slowestFailure: { client: number; server: number }
+  /** Calls that did not end within their bound (plus a generous slack): must stay 0. */
+  hangs: number
+  /** The first few failures other than RedisError, for the assertion message. */
+  readonly unexpected: Array<string>
+  readonly stopped: { value: boolean }
+}
+
+const makeTally = (): Tally => ({
+  ok: 0,
+  lastOkAt: 0,
+  failures: new Map(),
+  slowestFailure: { client: 0, server: 0 },
+  hangs: 0,
+  unexpected: [],
+  stopped: { value: false }
+})
+
+const workloadJobs = (prefix: string) =>
+  Effect.all({
+    whileExecuting: UniqueJob.make({
+      worker: "FaultWhileJob",
+      lock: "while_executing",
+      lockLease: 600,
+      lockPrefix: prefix
+    }),
+    untilExecuted: UniqueJob.make({ worker: "FaultUntilJob", lock: "until_executed", lockPrefix: prefix }),
+    untilAndWhile: UniqueJob.make({
+      worker: "FaultBothJob",
+      lock: "until_and_while_executing",
+      lockLease: 600,
+      lockPrefix: prefix
+    })
+  })
+
+/**
+ * `fibers` loops of enqueue + perform over three lock types and four digests until `tally.stopped`. A perform that
+ * failed is retried with the same jid, as a queue would (so an execution lock taken by a call that timed out is
+ * re-entered and released); an enqueue that failed is given up, as a producer would. Every call is timed.
+ */
+const workload = (prefix: string, tally: Tally, fibers: number, seed: number) =>
+  Effect.gen(function*() {
+    const jobs = yield* workloadJobs(prefix)
+    const rnd = prng(seed)
+    const bound = { client: TIMEOUT + MARGIN, server: 2 * TIMEOUT + MARGIN + 10 }
+    const timed = <A, E, R>(side: "client" | "server", self: Effect.Effect<A, E, R>) =>
+      Effect.gen(function*() {
+        const began = Date.now()
+        const exit = yield* Effect.exit(Effect.timeout(self, bound[side] + 2_000))
+        const elapsed = Date.now() - began
+        if (Exit.isSuccess(exit)) {
+          tally.ok++
+          tally.lastOkAt = Date.now()
+          return exit.value
+        }
+        const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        const tag = error !== null && typeof error === "object" && "_tag" in error ? String(error._tag) : "defect"
+        if (tag === "TimeoutException") tally.hangs++
+        if (tag !== "RedisError" && tally.unexpected.length < 3) tally.unexpected.push(Cause.pretty(exit.cause))
+        tally.failures.set(tag, (tally.failures.get(tag) ?? 0) + 1)
+        tally.slowestFailure[side] = Math.max(tally.slowestFailure[side], elapsed)
+        return undefined
+      })
+    const perform = Effect.suspend(() => Effect.sleep(rnd.int(3)))
+    /** Runs `job` until it has an outcome (Performed or Skipped), as a queue's retries would. */
+    const serve = (uj: UniqueJob.UniqueJob, job: Job.Job) =>
+      Effect.gen(function*() {
+        for (let attempt = 0;; attempt++) {
+          const outcome = yield* timed("server", uj.server({ ...job, retryCount: attempt }, perform))
+          if (outcome !== undefined) return
+          yield* Effect.sleep(20)
+        }
+      })
+    const loop = Effect.gen(function*() {
+      while (!tally.stopped.value) {
+        const arg = rnd.int(4)
+        switch (rnd.int(3)) {
+          case 0:
+            yield* serve(jobs.whileExecuting, jobs.whileExecuting.job([arg]))
+            break
+          case 1:
+          case 2: {
+            const uj = rnd.next() < 0.5 ? jobs.untilExecuted : jobs.untilAndWhile
+            const enqueued = yield* timed("client", uj.client(uj.job([arg]), () => Effect.void))
+            if (enqueued?._tag === "Enqueued") yield* serve(uj, enqueued.job)
+            else if (enqueued === undefined) yield* Effect.sleep(5)
+          }
+        }
+        yield* Effect.yieldNow()
+      }
+    })
+    return yield* Effect.forkScoped(
+      Effect.all(Array.from({ length: fibers }, () => loop), { concurrency: "unbounded", discard: true })
+    )
+  })
+
+const waitUntil = (condition: () => boolean, timeoutMs: number, what: string) =>
+  Effect.gen(function*() {
+    const began = Date.now()
+    while (!condition()) {
+      if (Date.now() - began > timeoutMs) return yield* Effect.dieMessage(`${what}: not within ${timeoutMs} ms`)
+      yield* Effect.sleep(10)
+    }
+    return Date.now() - began
+  })
+
+/** Runs the workload around `fault`, then stops it and lets it finish. */
+const throughFault = <A, E, R>(
+  url: string,
+  prefix: string,
+  fault: (tally: Tally) => Effect.Effect<A, E, R>,
+  seed: number
+) =>
+  Effect.gen(function*() {
+    const tally = makeTally()
+    const fiber = yield* workload(prefix, tally, 6, seed)
+    yield* waitUntil(() => tally.ok >= 50, 10_000, "the workload before the fault")
+    const result = yield* fault(tally)
+    const okBefore = tally.ok
+    yield* waitUntil(() => tally.ok >= okBefore + 50, 10_000, "the workload after the fault")
+    tally.stopped.value = true
+    yield* Fiber.join(fiber).pipe(
+      Effect.timeoutFail({ duration: 15_000, onTimeout: () => "the workload did not stop" })
+    )
+    return { tally, result }
+  }).pipe((self) => withStore(url, self))
+
+const failuresText = (tally: Tally) =>
+  `${JSON.stringify(Object.fromEntries(tally.failures))}\n${tally.unexpected.join("\n")}`
+
+/** Every failure was a RedisError, within its bound, and nothing hung. */
+const assertFailedWell = (tally: Tally) => {
+  assert.strictEqual(tally.hangs, 0, "calls that hung")
+  assert.deepStrictEqual([...tally.failures.keys()], ["RedisError"], failuresText(tally))
+  assert.isAtMost(tally.slowestFailure.client, TIMEOUT + MARGIN, "the slowest failed enqueue (one Redis call)")
+  assert.isAtMost(tally.slowestFailure.server, 2 * TIMEOUT + MARGIN + 10, "the slowest failed perform (two calls)")
+}
+
+const serverOf = (source: RedisServer.Source): RedisServer.Server | undefined => source.server
+
+// ---------------------------------------------------------------------------------------------------------------
+// Interruption at random points
+// ---------------------------------------------------------------------------------------------------------------
+
+const interruptedTypes: ReadonlyArray<Lock.LockType> = [
+  "until_executing",
+  "until_executed",
+  "while_executing",
+  "while_executing_reject",
+  "until_and_while_executing"
+]
+
+const serverStrategies = (type: Lock.LockType): ReadonlyArray<"log" | "raise" | "reject" | "reschedule"> =>
+  type === "while_executing_reject"
+    ? ["reject"]
+    : type === "while_executing" || type === "until_and_while_executing"
+    ? ["log", "raise", "reject", "reschedule"]
+    : ["log"]
+
+/**
+ * Each iteration: three enqueues of one digest, each interrupted at a random point; then workers that are interrupted
+ * (their scope closed) at a random point while two more enqueues are interrupted too; then new workers drain the
+ * queue. After each interruption every holder of the digest's locks must be a job the queue still has (waiting,
+ * scheduled or running): a lock whose job is gone is a leak. After the drain nothing may be held.
+ */
+const interruptions = (prefix: string, seed: number, iterations: number) =>
+  Effect.gen(function*() {
+    const rnd = prng(seed)
+    const stats = { clients: 0, clientsCut: 0, workerCuts: 0, performsCut: 0, drained: 0, queuedWithoutLock: 0 }
+    const pause = (maxMs: number) =>
+      Effect.suspend(() =>
+        rnd.next() < 0.5
+          ? Effect.repeatN(Effect.yieldNow(), rnd.int(40))
+          : Effect.sleep(rnd.int(maxMs + 1))
+      )
+    const cut = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) =>
+      Effect.map(Fiber.interrupt(fiber), (exit) => {
+        stats.clients++
+        if (Exit.isInterrupted(exit)) stats.clientsCut++
+      })
+
+    const iteration = (i: number, queue: MemoryQueue.MemoryQueue) =>
+      Effect.gen(function*() {
+        const type = interruptedTypes[i % interruptedTypes.length]!
+        const strategies = serverStrategies(type)
+        const uj = yield* UniqueJob.make({
+          worker: "InterruptedJob",
+          lock: type,
+          lockPrefix: prefix,
+          lockLease: 5_000,
+          rescheduleDelay: 3,
+          onConflict: {
+            client: (["log", "raise", "reject", "replace"] as const)[rnd.int(4)]!,
+            server: strategies[rnd.int(strategies.length)]!
+          }
+        })
+        const args = [i]
+        const digest = yield* uj.digest(args)
+        const held = (phase: Lock.Phase) =>
+          Effect.flatMap(Redis.RedisService, (redis) =>
+            Effect.map(redis.holders(Lock.keyOf(uj.definition, digest, phase)), (hs) => hs.map((h) => h.jid).sort()))
+        const where = `iteration ${i} (${type}, ${JSON.stringify(uj.definition.onConflict)}, seed ${seed})`
+        const handler = (job: Job.Job) => uj.server(job, Effect.suspend(() => Effect.sleep(rnd.int(3))))
+        const onDeath = (job: Job.Job) => uj.died(job)
+        const started = Effect.map(queue.events, (es) => es.filter((e) => e.type === "started").length)
+
+        /** Every holder is a job the queue still has (waiting, scheduled or running); no execution lock is left. */
+        const check = (moment: string) =>
+          Effect.gen(function*() {
+            const snapshot = yield* queue.snapshot
+            const known = new Set([
+              ...snapshot.ready.map((j) => j.jid),
+              ...snapshot.scheduled.map((s) => s.job.jid),
+              ...snapshot.running.map((j) => j.jid)
+            ])
+            const queueHolders = yield* held("queue")
+            for (const jid of queueHolders) {
+              assert.isTrue(known.has(jid), `${where}, ${moment}: the queue lock of ${jid}, a job the queue lost`)
+            }
+            assert.deepStrictEqual(yield* held("run"), [], `${where}, ${moment}: an execution lock with no worker`)
+            if (Lock.phases(type).queue) {
+              // A job that waits without its queue lock must be one that had started (and released it) before its
+              // worker was interrupted: a redelivery. A job that never started has its lock, or it was never pushed.
+              const events = yield* queue.events
+              for (const job of snapshot.ready.filter((j) => !queueHolders.includes(j.jid))) {
+                const hadStarted = events.some((e) => e.type === "started" && e.job.jid === job.jid)
+                assert.isTrue(hadStarted, `${where}, ${moment}: ${job.jid} waits in the queue without its lock`)
+                stats.queuedWithoutLock++
+              }
+            }
+          })
+
+        // 1. Enqueues interrupted at random points.
+        const enqueues = yield* Effect.forEach([0, 1, 2], () => Effect.fork(uj.enqueue(args)))
+        for (const fiber of enqueues) yield* Effect.zipRight(pause(3), cut(fiber))
+        yield* check("after interrupted enqueues")
+
+        // 2. Workers interrupted at a random point (their scope closed), with two more interrupted enqueues meanwhile.
+        const startedBefore = yield* started
+        const workers = yield* Scope.make()
+        yield* queue.work(handler, { concurrency: 2, onDeath }).pipe(Scope.extend(workers))
+        const more = yield* Effect.forEach([0, 1], () => Effect.fork(uj.enqueue(args)))
+        for (const fiber of more) yield* Effect.zipRight(pause(4), cut(fiber))
+        yield* pause(6)
+        const running = (yield* queue.snapshot).running.length
+        yield* Scope.close(workers, Exit.void)
+        stats.workerCuts++
+        stats.performsCut += running
+        yield* check("after interrupted workers")
+        const startedCut = yield* started
+
+        // 3. Workers that run to the end drain the queue: then nothing of the digest is held.
+        yield* queue.work(handler, { concurrency: 2, onDeath })
+        yield* queue.awaitIdle.pipe(
+          Effect.timeoutFail({ duration: 10_000, onTimeout: () => new Error(`${where}: the queue did not drain`) })
+        )
+        stats.drained += (yield* started) - startedCut
+        assert.isAtLeast(startedCut, startedBefore)
+        assert.deepStrictEqual(yield* held("queue"), [], `${where}: a queue lock held after the drain`)
+        assert.deepStrictEqual(yield* held("run"), [], `${where}: an execution lock held after the drain`)
+      })
+
+    for (let i = 0; i < iterations; i++) {
+      yield* Effect.scoped(
+        Effect.flatMap(MemoryQueue.make({ maxRetries: 2, backoff: () => 2 }), (queue) =>
+          Effect.provideService(iteration(i, queue), JobQueue, queue))
+      )
+    }
+    return stats
+  })
+
+// ---------------------------------------------------------------------------------------------------------------
+// A worker process killed mid-perform
+// ---------------------------------------------------------------------------------------------------------------
+
+const LEASE = 500
+
+/**
+ * A worker process takes the execution lock of a job (lease 500 ms, renewed every lease/3) and is SIGKILLed in the
+ * middle of perform. This process then asks for the same digest with a duplicate every 10 ms: refused while the
+ * dead worker's lease runs, taken once it has passed; and the killed job itself, redelivered here, runs to the end.
+ */
+const killedMidPerform = (lock: "while_executing" | "until_and_while_executing", url: string) =>
+  Effect.gen(function*() {
+    const { raw } = yield* RedisTest.TestRedis
+    const prefix = RedisTest.uniquePrefix("sigkill")
+    const worker = "CrashJob"
+    const proc = yield* Workers.spawnProcess
+    const run = yield* Workers.prepare(proc, {
+      mode: "hold",
+      holdLock: lock,
+      url,
+      prefix,
+      worker,
+      digests: 1,
+      lockLease: LEASE,
+      fibers: 1,
+      concurrency: 1,
+      target: 1,
+      maxMs: 15_000,
+      timeout: 2_000,
+      seed: 1
+    })
+    yield* run.go
+    const started = yield* run.started
+    const runKey = `${started.digest}:RUN:LOCKED`
+    assert.deepStrictEqual(Object.keys(yield* Effect.promise(() => raw.hgetall(runKey))), [started.job.jid])
+    // Let it renew its lease twice (every lease/3), then kill it mid-perform.
+    yield* Effect.sleep(LEASE * 0.8)
+    yield* proc.kill("SIGKILL")
+    assert.strictEqual((yield* proc.exited).signal, "SIGKILL")
+    const killedAt = yield* redisTime
+    const entry = yield* Effect.promise(() => raw.hget(runKey, started.job.jid))
+    assert.isNotNull(entry, "the dead worker's execution lock is still there")
+    const { l: leaseUntil, t: lockedAt } = JSON.parse(entry!) as { t: number; l: number }
+    assert.isAbove(leaseUntil - lockedAt, LEASE, "the worker renewed its lease before it died")
+    assert.isAtMost(leaseUntil, killedAt + LEASE, "a lease runs at most one lease ahead")
+
+    // Another process (this one) wants the same digest: refused until the lease passes, then it runs.
+    const uj = yield* UniqueJob.make({
+      worker,
+      lock,
+      lockLease: LEASE,
+      lockPrefix: prefix,
+      onConflict: { client: "log", server: "raise" }
+    })
+    const duplicate = uj.job(["crash"])
+    if (lock === "until_and_while_executing") {
+      // The dead job handed its queue lock over when it started: a duplicate may be enqueued.
+      assert.strictEqual((yield* uj.client(duplicate, () => Effect.void))._tag, "Enqueued")
+    }
+    let refused = 0
+    let acquiredAt = 0
+    while (acquiredAt === 0) {
+      const attempt = yield* Effect.either(
+        uj.server(duplicate, Effect.flatMap(redisTime, (at) => Effect.sync(() => (acquiredAt = at))))
+      )
+      if (attempt._tag === "Left") {
+        assert.strictEqual(attempt.left._tag, "ExecutionConflict")
+        refused++
+        assert.isBelow((yield* redisTime) - killedAt, LEASE + 2_000, "still refused long after the lease")
+        yield* Effect.sleep(10)
+      }
+    }
+    assert.isAbove(refused, 0, "refused while the lease ran")
+    assert.isAtLeast(acquiredAt, leaseUntil, "not before the lease ended")
+    assert.isAtMost(acquiredAt - killedAt, LEASE + MARGIN, "within one lease of the kill")
+
+    // The killed job itself, redelivered to this process (same jid, a retry), runs to the end.
+    const redelivered = yield* uj.server({ ...started.job, retryCount: 1 }, Effect.succeed("ran"))
+    assert.strictEqual(redelivered._tag, "Performed")
+    yield* assertNoLocksLeft(prefix)
+    console.info(
+      `fault SIGKILL worker (${lock}, lease ${LEASE} ms): lease renewed to ${leaseUntil - lockedAt} ms ` +
+        `after locking, ` +
+        `lock held ${leaseUntil - killedAt} ms more after the kill, ${refused} refusals, taken by another process ` +
+        `${acquiredAt - killedAt} ms after the kill, the killed job redelivered and performed, locks left 0`
+    )
+  })
+
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------------------------
+
+describe("faults", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.effect("redis-server killed and restarted mid-run: RedisError within the timeout, no hang, works again, 0 left", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const server = serverOf(source)
+        if (server === undefined) return // REDIS_URL fallback: the server is not ours to kill
+        const prefix = RedisTest.uniquePrefix("kill")
+        const { result, tally } = yield* throughFault(source.url, prefix, (tally) =>
+          Effect.gen(function*() {
+            const before = tally.failures.get("RedisError") ?? 0
+            yield* server.kill
+            yield* Effect.sleep(1_000)
+            const duringFailed = (tally.failures.get("RedisError") ?? 0) - before
+            const restartedAt = Date.now()
+            yield* server.restart
+            const recovery = yield* waitUntil(() => tally.lastOkAt > restartedAt, 10_000, "a success after the restart")
+            return { duringFailed, recovery }
+          }), 11)
+        assertFailedWell(tally)
+        assert.isAbove(result.duringFailed, 0)
+        yield* assertNoLocksLeft(prefix)
+        console.info(
+          `fault kill+restart: ${tally.ok} calls ok, ${result.duringFailed} RedisErrors while down ` +
+            `(slowest ${tally.slowestFailure.client} / ${tally.slowestFailure.server} ms), ` +
+            `working again ${result.recovery} ms after the restart, 0 hangs, locks left 0`
+        )
+      }), 40_000)
+
+    it.effect("redis-server stops answering (SIGSTOP) with the socket open: RedisError after the timeout, no hang, 0 left", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const server = serverOf(source)
+        if (server === undefined) return
+        const pid = pidOf(server)
+        const prefix = RedisTest.uniquePrefix("stop")
+        const { result, tally } = yield* throughFault(source.url, prefix, (tally) =>
+          Effect.gen(function*() {
+            const before = tally.failures.get("RedisError") ?? 0
+            const stoppedAt = Date.now()
+            yield* whileStopped(pid, Effect.sleep(1_200))
+            const duringFailed = (tally.failures.get("RedisError") ?? 0) - before
+            const continuedAt = Date.now()
+            const recovery = yield* waitUntil(() => tally.lastOkAt > continuedAt, 5_000, "a success after SIGCONT")
+            return { duringFailed, stoppedFor: continuedAt - stoppedAt, recovery }
+          }), 23)
+        assertFailedWell(tally)
+        assert.isAbove(result.duringFailed, 0)
+        // A stalled server answers nothing: the calls end by the timeout, not sooner.
+        assert.isAtLeast(Math.max(tally.slowestFailure.client, tally.slowestFailure.server), TIMEOUT - 5)
+        // Leases of execution locks whose release timed out pass; then nothing may be left.
+        yield* Effect.sleep(600 + 200)
+        const left = yield* locksLeft(prefix)
+        console.info(
+          `fault SIGSTOP ${result.stoppedFor} ms: ${tally.ok} calls ok, ${result.duringFailed} RedisErrors ` +
+            `while stopped (slowest ${tally.slowestFailure.client} / ${tally.slowestFailure.server} ms), working ` +
+            `again ${result.recovery} ms after SIGCONT, 0 hangs, locks left ${left.locked} keys + ` +
+            `${left.indexed} index members`
+        )
+        yield* assertNoLocksLeft(prefix)
+      }), 40_000)
+
+    // The three tests below pin down how a lock call that failed with RedisError (timed out) can still take a lock
+    // later, one that nothing releases (an until_executed queue lock has no TTL): the command was sent and the stalled
+    // server runs it when it continues; the reply to a command sent again after a reconnect is NOSCRIPT, answered by
+    // a fresh EVAL; or the command sent again after a reconnect finds the scripts loaded by another worker.
+    it.effect("an enqueue whose lock call timed out on a stalled server leaves no lock once the server answers again", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const server = serverOf(source)
+        if (server === undefined) return
+        const pid = pidOf(server)
+        const prefix = RedisTest.uniquePrefix("stall")
+        yield* withStore(source.url, Effect.gen(function*() {
+          const uj = yield* UniqueJob.make({ worker: "StalledJob", lock: "until_executed", lockPrefix: prefix })
+          const job = uj.job([1])
+          const digest = yield* uj.digest([1])
+          const redis = yield* Redis.RedisService
+          const error = yield* whileStopped(pid, Effect.flip(uj.client(job, () => Effect.void)))
+          assert.strictEqual(error._tag, "RedisError")
+          // The enqueue failed, so the job was never pushed and nothing will ever release a lock it holds. This call
+          // goes down the same connection, so Redis answers it after the timed-out lock call.
+          const holders = yield* redis.holders(Lock.keyOf(uj.definition, digest, "queue"))
+          assert.deepStrictEqual(holders.map((h) => h.jid), [], "a lock held by a job that was never enqueued")
+        }))
+        yield* assertNoLocksLeft(prefix)
+      }), 20_000)
+
+    it.effect("a lock call that timed out is not run again as EVAL when its late answer is NOSCRIPT", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const server = serverOf(source)
+        if (server === undefined) return
+        const pid = pidOf(server)
+        const prefix = RedisTest.uniquePrefix("late")
+        yield* withStore(source.url, Effect.gen(function*() {
+          const uj = yield* UniqueJob.make({ worker: "LateJob", lock: "until_executed", lockPrefix: prefix })
+          const digest = yield* uj.digest([1])
+          const redis = yield* Redis.RedisService
+          // The stalled server dies with the call unanswered and comes back empty, without the scripts: if the call
+          // is sent again, its answer is NOSCRIPT, which must not start a new EVAL for a caller long gone.
+          const error = yield* whileStopped(
+            pid,
+            Effect.flip(uj.client(uj.job([1]), () => Effect.void)).pipe(Effect.zipLeft(server.kill))
+          )
+          assert.strictEqual(error._tag, "RedisError")
+          yield* server.restart
+          // Back connected; then give a late answer time to arrive and be acted on.
+          const key = Lock.keyOf(uj.definition, digest, "queue")
+          yield* redis.holders(key).pipe(Effect.retry({ schedule: Schedule.spaced(50), times: 100 }))
+          yield* Effect.sleep(100)
+          const holders = yield* redis.holders(key)
+          assert.deepStrictEqual(holders.map((h) => h.jid), [], "a lock taken by a call that had already failed")
+        }))
+        yield* assertNoLocksLeft(prefix)
+      }), 20_000)
+
+    it.effect("a lock call that timed out is not replayed after the connection comes back", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const server = serverOf(source)
+        if (server === undefined) return
+        const pid = pidOf(server)
+        const prefix = RedisTest.uniquePrefix("replay")
+        // Reconnect after a second, so that another worker surely loads the scripts on the new server first.
+        const store = Layer.fresh(
+          Redis.layer({ url: source.url, timeout: TIMEOUT, client: { retryStrategy: () => 1_000 } })
+        )
+        yield* Effect.gen(function*() {
+          const uj = yield* UniqueJob.make({ worker: "ReplayedJob", lock: "until_executed", lockPrefix: prefix })
+          const digest = yield* uj.digest([1])
+          const redis = yield* Redis.RedisService
+          // The stalled server dies with the call unanswered, and comes back empty.
+          const error = yield* whileStopped(
+            pid,
+            Effect.flip(uj.client(uj.job([1]), () => Effect.void)).pipe(Effect.zipLeft(server.kill))
+          )
+          assert.strictEqual(error._tag, "RedisError")
+          yield* server.restart
+          // Another worker starts: building its store loads the scripts.
+          yield* Effect.scoped(Layer.build(faultyStore(source.url)))
+          // This connection comes back; its first answer comes after anything it sent again on reconnecting.
+          const holders = yield* redis.holders(Lock.keyOf(uj.definition, digest, "queue")).pipe(
+            Effect.retry({ schedule: Schedule.spaced(50), times: 100 })
+          )
+          assert.deepStrictEqual(holders.map((h) => h.jid), [], "a lock taken by a call that had already failed")
+        }).pipe(Effect.scoped, Effect.provide(Layer.merge(store, MemoryQueue.layer())), quiet)
+        yield* assertNoLocksLeft(prefix)
+      }), 20_000)
+
+    it.effect("SCRIPT FLUSH over and over mid-run: scripts reload transparently, nothing fails, 0 left", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("flush")
+        const evals = Effect.promise(async () => {
+          const info = await raw.info("commandstats")
+          return Number(/cmdstat_eval:calls=(\d+)/.exec(info)?.[1] ?? 0)
+        })
+        const evalsBefore = yield* evals
+        const { result, tally } = yield* throughFault(source.url, prefix, (tally) =>
+          Effect.gen(function*() {
+            const rnd = prng(5)
+            const okBefore = tally.ok
+            const flushes = 100
+            for (let i = 0; i < flushes; i++) {
+              // A few calls between two flushes, at a random moment: the cache is gone under calls in flight.
+              const ok = tally.ok
+              yield* waitUntil(() => tally.ok >= ok + 3, 10_000, "calls between two flushes")
+              yield* Effect.sleep(rnd.int(6))
+              yield* Effect.promise(() => raw.script("FLUSH"))
+            }
+            return { flushes, okDuring: tally.ok - okBefore }
+          }), 37)
+        const reloads = (yield* evals) - evalsBefore
+        assert.deepStrictEqual(Object.fromEntries(tally.failures), {}, failuresText(tally))
+        assert.isAtLeast(result.okDuring, 3 * result.flushes)
+        assert.isAbove(reloads, 0, "EVAL after NOSCRIPT")
+        yield* assertNoLocksLeft(prefix)
+        console.info(
+          `fault SCRIPT FLUSH: ${result.flushes} flushes, ${result.okDuring} calls ok meanwhile, ` +
+            `${reloads} reloads by EVAL, 0 failures, locks left 0`
+        )
+      }), 40_000)
+
+    it.effect("client and server middleware interrupted at random points: no lock outlives its job", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const seed = Number(process.env.FAULTS_SEED ?? 4242)
+        const iterations = Number(process.env.FAULTS_ITERATIONS ?? 300)
+        const prefix = RedisTest.uniquePrefix("interrupt")
+        const stats = yield* withStore(source.url, interruptions(prefix, seed, iterations))
+        yield* assertNoLocksLeft(prefix)
+        console.info(
+          `fault interruption (seed ${seed}): ${iterations} iterations, ${stats.clients} enqueues interrupted ` +
+            `(${stats.clientsCut} mid-way), ${stats.workerCuts} worker pools interrupted with ${stats.performsCut} ` +
+            `jobs cut mid-run, ${stats.drained} jobs drained afterwards, ${stats.queuedWithoutLock} redelivered ` +
+            `without their queue lock (they had started), locks left 0`
+        )
+      }), 60_000)
+
+    for (const lock of ["while_executing", "until_and_while_executing"] as const) {
+      it.effect(`${lock}: a worker process SIGKILLed mid-perform frees its lock within one lease; the job runs elsewhere`, () =>
+        Effect.flatMap(RedisTest.TestRedis, ({ source }) => withStore(source.url, killedMidPerform(lock, source.url))),
+        30_000)
+    }
+  })
+})
