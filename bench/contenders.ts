@@ -63,7 +63,7 @@ const evalTrips = ["evalsha", "eval"]
 let runs = 0
 
 /** The JobQueue the middleware strategies would use; no conflicts happen here, so it is never called. */
-const noQueue = JobQueue.of({
+export const noQueue = JobQueue.of({
   push: () => Effect.void,
   schedule: () => Effect.void,
   remove: () => Effect.succeed(false),

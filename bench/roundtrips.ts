@@ -11,7 +11,7 @@ import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
 import * as Middleware from "../src/Middleware.js"
 import * as Redis from "../src/Redis.js"
-import { jidFor } from "./contenders.js"
+import { jidFor, noQueue } from "./contenders.js"
 import { delta, type Probe, round, split, spyCommands } from "./harness.js"
 
 export interface Row {
@@ -34,13 +34,6 @@ const phasesOf: Record<Lock.LockType, ReadonlyArray<string>> = {
   until_and_while_executing: ["lock (enqueue)", "handoff to :RUN (before perform)", "release :RUN (after perform)"]
 }
 
-const noQueue = JobQueue.of({
-  push: () => Effect.void,
-  schedule: () => Effect.void,
-  remove: () => Effect.succeed(false),
-  kill: () => Effect.void,
-  exists: () => Effect.succeed(false)
-})
 
 export const run = async (options: {
   readonly url: string
