@@ -77,25 +77,32 @@ export const defaultPrefix = "uniquejobs"
  * @category constructors
  */
 export const hashedText = (input: Input, options?: Options): Effect.Effect<string, DigestError> =>
-  Effect.gen(function*() {
-    const lockArgs = options?.lockArgs
-    const selected = lockArgs === undefined ? input.args : yield* Effect.try({
-      try: () => lockArgs(input.args),
-      catch: (cause) => new DigestError({ worker: input.worker, path: "lockArgs", reason: "threw", cause })
-    })
-    const canonical = yield* Effect.try({
-      try: () => canonicalize(selected, "lock_args", new Set()),
-      catch: (cause) =>
+  Effect.suspend(() => {
+    // One synchronous step: the digest is computed at every enqueue, and each Effect step costs more than the hash.
+    let selected: unknown = input.args
+    if (options?.lockArgs !== undefined) {
+      try {
+        selected = options.lockArgs(input.args)
+      } catch (cause) {
+        return Effect.fail(new DigestError({ worker: input.worker, path: "lockArgs", reason: "threw", cause }))
+      }
+    }
+    let canonical: unknown
+    try {
+      canonical = canonicalize(selected, "lock_args", new Set())
+    } catch (cause) {
+      return Effect.fail(
         cause instanceof NotJson
           ? new DigestError({ worker: input.worker, path: cause.path, reason: cause.reason })
           : new DigestError({ worker: input.worker, path: "lock_args", reason: "could not be read", cause })
-    })
+      )
+    }
     // Pairs already in key order: class < lock_args < queue.
     const pairs: Array<[string, unknown]> = []
     if (options?.uniqueAcrossWorkers !== true) pairs.push(["class", input.worker])
     pairs.push(["lock_args", canonical])
     if (options?.uniqueAcrossQueues !== true) pairs.push(["queue", input.queue])
-    return JSON.stringify(pairs)
+    return Effect.succeed(JSON.stringify(pairs))
   })
 
 /**
