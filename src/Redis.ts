@@ -234,7 +234,6 @@ export const makeFromClient = (
         // No canceler: an interrupted call's reply settles its deadline, and resuming then is a no-op.
       })
     // EVALSHA, and EVAL when Redis lost the script (NOSCRIPT): `args` is numkeys, the keys, then ARGV.
-    // EVALSHA, and EVAL when Redis lost the script (NOSCRIPT): `args` is numkeys, the keys, then ARGV.
     // `compensate` undoes a call that timed out: a stalled Redis still runs what it was sent once it resumes, so a
     // lock whose caller already failed would stay held. The undo goes out on the same connection, which Redis
     // answers in order, so it runs after the late call if that ever runs.
