@@ -66,12 +66,13 @@ export const client = (definition: Lock.Definition) =>
     if (!Lock.phases(definition.lock).queue) {
       return { _tag: "Enqueued", digest, job: stamped, value: yield* enqueue(stamped) } as const
     }
-    const now = yield* Clock.currentTimeMillis
+    // Only a scheduled job needs the time: its TTL counts from when it runs.
+    const delay = job.at === undefined ? 0 : Math.max(0, job.at - (yield* Clock.currentTimeMillis))
     const target: Lock.Target = {
       digest,
       jid: job.jid,
       phase: "queue",
-      delay: job.at !== undefined && job.at > now ? job.at - now : 0,
+      delay,
       info: infoOf(job)
     }
     // Lock, then enqueue; a lock whose enqueue fails or is interrupted is released. A conflict comes back as a

@@ -47,38 +47,40 @@ const memorySystem = async (config: Model.Config, scopes: Array<Scope.CloseableS
 const closeAll = (scopes: Array<Scope.CloseableScope>) =>
   Effect.runPromise(Effect.forEach(scopes.splice(0), (s) => Scope.close(s, Exit.void), { discard: true }))
 
+/** Memory systems for one property: each case's TestClock scope closes when the next case starts, the last after. */
+const withMemory = <A>(use: (memory: (config: Model.Config) => Promise<Model.System>) => Promise<A>) => {
+  const scopes: Array<Scope.CloseableScope> = []
+  return Effect.acquireUseRelease(
+    Effect.succeed((config: Model.Config) => closeAll(scopes).then(() => memorySystem(config, scopes))),
+    (memory) => Effect.promise(() => use(memory)),
+    () => Effect.promise(() => closeAll(scopes))
+  )
+}
+
 describe("lifecycle properties: memory store", () => {
   for (const lock of lockTypes) {
     it.live(lock, () =>
-      Effect.promise(async () => {
-        const scopes: Array<Scope.CloseableScope> = []
-        try {
-          await fc.assert(
-            fc.asyncProperty(Model.configArbitrary(lock), Model.commandsArbitrary(30), async (config, cmds) => {
-              await Model.runCommands(cmds, () => memorySystem(config, scopes))
-              await closeAll(scopes)
-            }),
-            { numRuns: Model.runs(100) }
-          )
-        } finally {
-          await closeAll(scopes)
-        }
-      }), 120_000)
+      withMemory((memory) =>
+        fc.assert(
+          fc.asyncProperty(Model.configArbitrary(lock), Model.commandsArbitrary(30), async (config, cmds) => {
+            await Model.runCommands(cmds, () => memory(config))
+          }),
+          { numRuns: Model.runs(100) }
+        )
+      ), 120_000)
   }
 })
 
 describe("lifecycle properties: redis, differential against the memory store", () => {
   let server: { readonly url: string; readonly close: () => Promise<void> }
   let store: Redis.RedisService["Type"]
-  let closeStore: () => Promise<void>
   beforeAll(async () => {
     const scope = Effect.runSync(Scope.make())
     const source = await Effect.runPromise(Scope.extend(RedisServer.acquire, scope))
     store = await Effect.runPromise(Scope.extend(Redis.make({ url: source.url }), scope))
     server = { url: source.url, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
-    closeStore = server.close
   })
-  afterAll(() => closeStore())
+  afterAll(() => server.close())
 
   const redisSystem = (config: Model.Config, on: Redis.RedisService["Type"] = store) =>
     Promise.resolve(
@@ -87,22 +89,16 @@ describe("lifecycle properties: redis, differential against the memory store", (
 
   for (const lock of lockTypes) {
     it.live(lock, () =>
-      Effect.promise(async () => {
-        const scopes: Array<Scope.CloseableScope> = []
-        try {
-          await fc.assert(
-            fc.asyncProperty(Model.configArbitrary(lock), Model.commandsArbitrary(20), async (config, cmds) => {
-              const onRedis = await Model.runCommands(cmds, () => redisSystem(config))
-              const inMemory = await Model.runCommands(cmds, () => memorySystem(config, scopes))
-              await closeAll(scopes)
-              assert.deepStrictEqual(onRedis, inMemory)
-            }),
-            { numRuns: Model.runs(6) }
-          )
-        } finally {
-          await closeAll(scopes)
-        }
-      }), 180_000)
+      withMemory((memory) =>
+        fc.assert(
+          fc.asyncProperty(Model.configArbitrary(lock), Model.commandsArbitrary(20), async (config, cmds) => {
+            const onRedis = await Model.runCommands(cmds, () => redisSystem(config))
+            const inMemory = await Model.runCommands(cmds, () => memory(config))
+            assert.deepStrictEqual(onRedis, inMemory)
+          }),
+          { numRuns: Model.runs(6) }
+        )
+      ), 180_000)
   }
 
   it.live("a lock script that skips the limit check is caught, with a shrunk trace", () =>
