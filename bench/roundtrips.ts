@@ -51,7 +51,8 @@ export const run = async (options: {
     for (const lockType of Object.keys(phasesOf) as Array<Lock.LockType>) {
       const definition = Lock.unsafeMake({
         lock: lockType,
-        lockTtl: "30 seconds",
+        // A type with no queue lock refuses lockTtl.
+        lockTtl: Lock.phases(lockType).queue ? "30 seconds" : undefined,
         lockPrefix: `rt-${lockType}`
       })
       const r = ++run

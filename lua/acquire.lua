@@ -1,19 +1,48 @@
 -- Shared prelude of the scripts (prepended when they are loaded). Every function defined here is a closure made
--- again on each run of each script, so the prelude keeps to four; the time is read by each script itself:
---   local clock = redis.call('TIME')
---   local now = clock[1] * 1000 + (clock[2] - clock[2] % 1000) / 1000  -- Redis milliseconds (Lua coerces the strings)
--- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"i":<info>]}
--- with every time in Redis milliseconds and 0 for "none". t, x and l always lead, so a pattern reads them
--- without decoding JSON, whatever the info holds.
+-- again on each run of each script, so the prelude keeps to a few.
+-- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>,"f":<fence>[,"i":<info>]}
+-- with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a run lock's acquisition (0 for a
+-- queue lock). t, x, l and f always lead, so a pattern reads them without decoding JSON, whatever the info holds.
+-- An entry in any other shape (another library's, the gem's float timestamp) counts as gone: it never blocks a lock.
+--
+-- All or nothing: every call that can fail (argument checks, WRONGTYPE on any key) runs before the first write.
 
--- The time an entry stops counting, or 0 when only an unlock ends it.
+-- Redis time: {milliseconds, microseconds}. Lua coerces TIME's strings.
+local function clock()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000, t[1] * 1000000 + t[2]
+end
+
+-- A whole number of milliseconds (or a count) in [min, 2^50]: far beyond any lock, and Redis time plus it stays
+-- exact in Lua's doubles. Fails the script before any write.
+local function whole(value, name, min)
+  local n = tonumber(value)
+  if n == nil or n % 1 ~= 0 or n < min or n > 1125899906842624 then
+    error({err = 'ERR ' .. name .. ' must be a whole number from ' .. min .. ' to 2^50, got ' .. tostring(value)})
+  end
+  return n
+end
+
+-- The parts of an entry: t and x as text (copied unchanged on renewal), l, f, the rest after l; nil when foreign.
+local function parse(meta)
+  local t, x, l, rest = string.match(meta, '^{"t":(%d+),"x":(%d+),"l":(%d+)(.*)$')
+  if t == nil then return nil end
+  return t, x, tonumber(l), tonumber(string.match(rest, '^,"f":(%d+)') or '0'), rest
+end
+
+-- The time an entry stops counting: 0 when only an unlock ends it, -1 when it is foreign (gone already).
 local function horizon(meta)
-  local _, x, l = string.match(meta, '^{"t":(%d+),"x":(%d+),"l":(%d+)')
-  x = tonumber(x) or 0
-  l = tonumber(l) or 0
+  local _, x, l = parse(meta)
+  if x == nil then return -1 end
+  x = tonumber(x)
   if x > 0 and l > 0 then return math.min(x, l) end
   if x > 0 then return x end
   return l
+end
+
+local function live(meta, now)
+  local h = horizon(meta)
+  return h == 0 or h > now
 end
 
 -- Keeps the key alive as long as its longest-lived holder: no TTL while any holder has no horizon.
@@ -32,69 +61,84 @@ local function extend(key, h, now, created)
   end
 end
 
--- Takes a place in the lock for jid, or reports the holders. Returns {1, reentrant} or {0, holder, ...}.
--- The common case, a free lock, costs HLEN, HSET, PEXPIRE (with a TTL or lease) and ZADD: an empty hash holds
--- no entry of jid's and nobody to evict, so those reads are skipped.
-local function acquire(key, index, member, jid, limit, ttl, lease, info, now)
+-- Takes a place in the lock for jid, or reports the holders. Returns {1, reentrant, fence} or {0, holder, ...}.
+-- fence: '' for a queue lock (re-entrant by jid: a retry of the same jid re-enters its own lock), else the key of the
+-- fencing counter: the hold belongs to this acquisition, a second live copy of the jid (a redelivery) is a conflict,
+-- and the acquisition gets a token above every token handed out before under this prefix.
+-- The common case, a free lock, costs HLEN, HSET, PEXPIRE (with a TTL or lease) and ZADD, plus GET and SET of the
+-- counter for a run lock.
+local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, now, micros)
+  limit = whole(limit, 'limit', 1)
+  ttl = whole(ttl, 'ttl', 0)
+  lease = whole(lease, 'lease', 0)
+  -- Reads first: each fails on a wrong-typed key before anything is written.
   local count = redis.call('HLEN', key)
-  if count > 0 then
-    local current = redis.call('HGET', key, jid)
-    if current then
-      local h = horizon(current)
-      if h == 0 or h > now then
-        if lease > 0 then
-          local t, x = string.match(current, '^{"t":(%d+),"x":(%d+)')
-          local rest = string.match(current, '^{"t":%d+,"x":%d+,"l":%d+(.*)$')
-          local renewed = '{"t":' .. t .. ',"x":' .. x .. ',"l":' .. string.format('%d', now + lease) .. rest
-          redis.call('HSET', key, jid, renewed)
-          extend(key, horizon(renewed), now, false)
-        end
-        return {1, 1}
-      end
-      redis.call('HDEL', key, jid)
-      count = count - 1
-    end
-  end
-
-  if count >= limit then
+  local last = 0
+  if fence ~= '' then last = tonumber(redis.call('GET', fence) or '0') or 0 end
+  local current = false
+  if count > 0 then current = redis.call('HGET', key, jid) end
+  if current and fence == '' and live(current, now) then return {1, 1, 0} end
+  -- A run lock is held per acquisition: a live entry of jid's is another copy of this job, still running.
+  local copy = current and fence ~= '' and live(current, now)
+  local evict = {}
+  if count >= limit or copy then
     -- Full: first drop holders whose expiry or lease has passed (a crashed worker's lease frees its place).
     local all = redis.call('HGETALL', key)
+    local holders = {}
     for i = 1, #all, 2 do
-      local h = horizon(all[i + 1])
-      if h > 0 and h <= now then redis.call('HDEL', key, all[i]) end
+      if live(all[i + 1], now) then holders[#holders + 1] = all[i] else evict[#evict + 1] = all[i] end
     end
-    count = redis.call('HLEN', key)
-    if count >= limit then
-      local holders = redis.call('HKEYS', key)
+    if copy or #holders >= limit then
+      if #evict > 0 then redis.call('HDEL', key, unpack(evict)) end
       local out = {0}
       for i = 1, #holders do out[i + 1] = holders[i] end
       return out
     end
+    count = #holders
+  elseif current then
+    -- jid's own entry is past its horizon (or foreign): its place is free.
+    evict[1] = jid
+    count = count - 1
   end
 
   local x = 0
   if ttl > 0 then x = now + ttl end
   local l = 0
   if lease > 0 then l = now + lease end
-  if info == '' then
-    redis.call('HSET', key, jid, string.format('{"t":%d,"x":%d,"l":%d}', now, x, l))
-  else
-    redis.call('HSET', key, jid, string.format('{"t":%d,"x":%d,"l":%d,"i":%s}', now, x, l, info))
-  end
-  local h = l
-  if x > 0 and (l == 0 or x < l) then h = x end
-  extend(key, h, now, count == 0)
+  local f = 0
+  if fence ~= '' then f = math.max(micros, last + 1) end
+  -- The index first: the only write left that can fail (a wrong-typed index), and nothing is written yet.
   if x > 0 then
     redis.call('ZADD', index, 'GT', x, member)
   else
     redis.call('ZADD', index, now, member)
   end
-  return {1, 0}
+  if #evict > 0 then redis.call('HDEL', key, unpack(evict)) end
+  local entry = string.format('{"t":%d,"x":%d,"l":%d,"f":%d', now, x, l, f)
+  if info ~= '' then entry = entry .. ',"i":' .. info end
+  redis.call('HSET', key, jid, entry .. '}')
+  local h = l
+  if x > 0 and (l == 0 or x < l) then h = x end
+  extend(key, h, now, count == 0)
+  if f > 0 then redis.call('SET', fence, string.format('%d', f)) end
+  return {1, 0, f}
 end
 
--- Removes jid's entry; drops the index member with the last one. Returns 1 when jid held the lock.
-local function release(key, index, member, jid)
-  local removed = redis.call('HDEL', key, jid)
-  if redis.call('EXISTS', key) == 0 then redis.call('ZREM', index, member) end
-  return removed
+-- Removes jid's entry (only the acquisition `token` when it is not '0'); drops the index member with the last entry.
+-- Returns 1 when jid held the lock, 0 when its entry was gone, another acquisition's, or past its horizon.
+local function release(key, index, member, jid, token, now)
+  local current = redis.call('HGET', key, jid)
+  if not current then
+    if redis.call('EXISTS', key) == 0 then redis.call('ZREM', index, member) end
+    return 0
+  end
+  if token ~= '0' then
+    local t, _, _, f = parse(current)
+    if t == nil or f ~= tonumber(token) then return 0 end
+  end
+  -- ZREM before HDEL: it is the call that can fail on a wrong-typed index.
+  if redis.call('HLEN', key) == 1 then redis.call('ZREM', index, member) end
+  redis.call('HDEL', key, jid)
+  if live(current, now) then return 1 end
+  return 0
 end

@@ -166,9 +166,14 @@ const canonicalize = (value: unknown, path: string, seen: Set<object>): unknown 
   if (Array.isArray(object)) {
     out = object.map((item, i) => canonicalize(item, `${path}[${i}]`, seen))
   } else if (isPlainObject(object)) {
-    const sorted: Record<string, unknown> = {}
+    // Null prototype and defineProperty: assigning "__proto__" (an own key of JSON.parse's output) would set the
+    // prototype and drop the key from the digest, so `{"__proto__":{...}}` would collide with `{}`.
+    const sorted: Record<string, unknown> = Object.create(null)
     for (const key of Object.keys(object).sort()) {
-      sorted[key] = canonicalize((object as Record<string, unknown>)[key], `${path}.${key}`, seen)
+      Object.defineProperty(sorted, key, {
+        value: canonicalize((object as Record<string, unknown>)[key], `${path}.${key}`, seen),
+        enumerable: true
+      })
     }
     out = sorted
   } else {

@@ -10,6 +10,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
@@ -125,7 +126,8 @@ export interface Unlocked {
 }
 
 /**
- * A worker's uniqueness, as the user writes it. Durations are milliseconds or strings like `"30 seconds"`.
+ * A worker's uniqueness, as the user writes it. Durations are whole milliseconds, strings like `"30 seconds"`, or
+ * Durations, up to `maxDurationMs`. An option the lock type never reads is refused, not ignored.
  *
  * @since 0.1.0
  * @category models
@@ -133,13 +135,19 @@ export interface Unlocked {
 export interface Options {
   /** The lock type, or one of its aliases. */
   readonly lock: LockTypeName
-  /** How long the queue lock lives, counted from enqueue (from the run time for a scheduled job). */
+  /**
+   * How long the queue lock lives, counted from enqueue (from the run time for a scheduled job). Types that lock at
+   * enqueue.
+   */
   readonly lockTtl?: Duration.DurationInput | undefined
   /** Validated and stored with `lockInfo`; never makes anything wait (locks are non-blocking). */
   readonly lockTimeout?: Duration.DurationInput | undefined
   /** How many jobs may hold one digest at once. Default 1. */
   readonly lockLimit?: number | undefined
-  /** How long an execution lock outlives a worker that stopped renewing it (crash). Default 30 seconds. */
+  /**
+   * How long an execution lock outlives a worker that stopped renewing it (crash). Default 30 seconds, at least
+   * `minLeaseMs`. Types that lock around perform.
+   */
   readonly lockLease?: Duration.DurationInput | undefined
   /** What a duplicate turns into, one name or `{ client, server }`. Default `log`. */
   readonly onConflict?: Strategy.OnConflict | undefined
@@ -200,29 +208,81 @@ export class InvalidLockOptions extends Schema.TaggedError<InvalidLockOptions>(
   }
 }
 
-const durationFrom = (check: (d: Duration.Duration) => boolean, expected: string) =>
+/**
+ * The longest duration any option takes, in milliseconds: 1000 years of 365 days. An expiry (Redis time plus a
+ * duration) then stays a whole number that a double, the index's score, holds exactly.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const maxDurationMs = 31_536_000_000_000
+
+/**
+ * The shortest `lockLease`, in milliseconds. The lease is renewed every lease/3, so a shorter one runs out before a
+ * renewal's round trip can keep it.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const minLeaseMs = 100
+
+// Duration clamps a negative to zero: "got 0" would hide the -5 that was written, so look at the input itself.
+const isNegative = (input: unknown): boolean =>
+  typeof input === "number"
+    ? !(input >= 0)
+    : typeof input === "bigint"
+    ? input < 0n
+    : typeof input === "string"
+    ? parseFloat(input) < 0
+    : Array.isArray(input) && !(Number(input[0]) * 1e9 + Number(input[1]) >= 0)
+
+const written = (input: unknown): string =>
+  typeof input === "number"
+    ? `${input} ms`
+    : typeof input === "bigint"
+    ? `${input} ns`
+    : Array.isArray(input)
+    ? `[${input.join(", ")}]`
+    : String(input)
+
+// Exactly: a Duration keeps a fraction of a millisecond as nanoseconds, which a double cannot always carry.
+const wholeMillis = (d: Duration.Duration): number | undefined =>
+  d.value._tag === "Millis"
+    ? (Number.isInteger(d.value.millis) ? d.value.millis : undefined)
+    : d.value._tag === "Nanos" && d.value.nanos % 1_000_000n === 0n
+    ? Number(d.value.nanos / 1_000_000n)
+    : undefined
+
+// Every duration reaches a script as whole milliseconds within range (PEXPIRE refuses a fraction after the
+// script's first write), so it decodes to exactly that or fails here.
+const durationFrom = (minMs: number, expected: string) =>
   Schema.transformOrFail(Schema.Unknown, Schema.DurationFromSelf, {
     strict: true,
-    decode: (input, _, ast) =>
-      Option.match(Duration.decodeUnknown(input), {
-        onNone: () =>
-          ParseResult.fail(
-            new ParseResult.Type(
-              ast,
-              input,
-              `expected ${expected}: milliseconds, a string like "30 seconds", or a Duration`
-            )
-          ),
-        onSome: (d) =>
-          check(d) && Duration.isFinite(d)
-            ? ParseResult.succeed(d)
-            : ParseResult.fail(new ParseResult.Type(ast, input, `expected ${expected}, got ${Duration.format(d)}`))
-      }),
+    decode: (input, _, ast) => {
+      const fail = (reason: string) => ParseResult.fail(new ParseResult.Type(ast, input, reason))
+      const decoded = Duration.decodeUnknown(input)
+      if (Option.isNone(decoded)) {
+        return fail(`expected ${expected}: milliseconds, a string like "30 seconds", or a Duration`)
+      }
+      if (isNegative(input)) return fail(`expected ${expected}, got ${written(input)}`)
+      const ms = Duration.toMillis(decoded.value)
+      if (!(ms <= maxDurationMs)) {
+        const got = ms === Infinity ? "Infinity" : `${ms} ms`
+        return fail(`expected at most 1000 years (${maxDurationMs} ms), got ${got}`)
+      }
+      const whole = wholeMillis(decoded.value)
+      if (whole === undefined) return fail(`expected whole milliseconds, got ${ms} ms (use ${Math.round(ms)})`)
+      return whole < minMs ? fail(`expected ${expected}, got ${whole} ms`) : ParseResult.succeed(Duration.millis(whole))
+    },
     encode: ParseResult.succeed
   })
 
-const PositiveDuration = durationFrom((d) => Duration.greaterThan(d, Duration.zero), "a positive duration")
-const NonNegativeDuration = durationFrom((d) => Duration.greaterThanOrEqualTo(d, Duration.zero), "a duration >= 0")
+const PositiveDuration = durationFrom(1, "a positive duration")
+const NonNegativeDuration = durationFrom(0, "a duration >= 0")
+const LeaseDuration = durationFrom(
+  minLeaseMs,
+  `at least ${minLeaseMs} ms (the lease is renewed every lease/3; a shorter one runs out before a renewal keeps it)`
+)
 
 const FunctionSchema = <F>(what: string) =>
   Schema.declare((u: unknown): u is F => typeof u === "function", {
@@ -252,9 +312,98 @@ const PrefixSchema = Schema.String.pipe(
 )
 
 const defaultLease = Duration.seconds(30)
+const defaultRescheduleDelay = Duration.seconds(5)
+const defaultOnConflict: Strategy.Resolved = { client: "log", server: "log" }
+
+interface OnConflictGiven {
+  readonly resolved: Strategy.Resolved
+  /** The one name given for both sides, if so. */
+  readonly name: string | undefined
+}
+
+const decodeOnConflict = ParseResult.decodeUnknown(Strategy.OnConflictSchema)
+
+// A single name is checked only on the sides a type has; an explicit side is checked as written.
+const OnConflictGiven = Schema.transformOrFail(
+  Schema.Unknown,
+  Schema.declare((u: unknown): u is OnConflictGiven => typeof u === "object" && u !== null),
+  {
+    strict: true,
+    decode: (input, options) =>
+      ParseResult.map(decodeOnConflict(input, options), (resolved) => ({
+        resolved,
+        name: typeof input === "string" ? input : undefined
+      })),
+    encode: (given) => ParseResult.succeed(given.resolved)
+  }
+)
+
+// An option the type never reads would be dropped without a word: refuse it, and say what to do instead.
+const ignoredOptions = (o: {
+  readonly lock: LockType
+  readonly lockTtl: Option.Option<Duration.Duration>
+  readonly lockLease: Option.Option<Duration.Duration>
+  readonly onConflict: Option.Option<OnConflictGiven>
+  readonly rescheduleDelay: Option.Option<Duration.Duration>
+}): Array<Schema.FilterIssue> => {
+  const issues: Array<Schema.FilterIssue> = []
+  const { queue, run } = phases(o.lock)
+  const { name, resolved } = Option.getOrElse(o.onConflict, () => ({ resolved: defaultOnConflict, name: undefined }))
+  if (!queue && Option.isSome(o.lockTtl)) {
+    issues.push({
+      path: ["lockTtl"],
+      message: `${o.lock} takes no lock at enqueue, so lockTtl would never apply; its run lock lives by lockLease ` +
+        "(drop lockTtl, or use until_and_while_executing to lock at enqueue too)"
+    })
+  }
+  if (!run && Option.isSome(o.lockLease)) {
+    issues.push({
+      path: ["lockLease"],
+      message: `${o.lock} takes no lock around perform, so lockLease would never apply; its lock is bounded by ` +
+        "lockTtl (drop lockLease, or use until_and_while_executing to lock around perform too)"
+    })
+  }
+  if (!queue && (name === undefined ? resolved.client !== "log" : !Strategy.serverNames.includes(name as never))) {
+    issues.push({
+      path: name === undefined ? ["onConflict", "client"] : ["onConflict"],
+      message: `${o.lock} takes no lock at enqueue, so ${
+        name === undefined ? `a client strategy (${Strategy.nameOf(resolved.client)})` : `"${name}" (client only)`
+      } would never apply; use a server strategy (${Strategy.serverNames.join(", ")}) or a type that locks at enqueue`
+    })
+  }
+  if (!run && (name === undefined ? resolved.server !== "log" : !Strategy.clientNames.includes(name as never))) {
+    issues.push({
+      path: name === undefined ? ["onConflict", "server"] : ["onConflict"],
+      message: `${o.lock} takes no lock around perform, so ${
+        name === undefined ? `a server strategy (${Strategy.nameOf(resolved.server)})` : `"${name}" (server only)`
+      } would never apply; use a client strategy (${Strategy.clientNames.join(", ")}) or until_and_while_executing`
+    })
+  }
+  if (o.lock === "while_executing_reject" && resolved.server !== "reject" && resolved.server !== "log") {
+    issues.push({
+      path: name === undefined ? ["onConflict", "server"] : ["onConflict"],
+      message: `while_executing_reject always rejects on the server; drop ${
+        Strategy.nameOf(resolved.server)
+      } or use while_executing`
+    })
+  }
+  // A strategy function may read rescheduleDelay; a built-in other than reschedule never does.
+  const server = o.lock === "while_executing_reject" ? "reject" : resolved.server
+  if (Option.isSome(o.rescheduleDelay) && typeof server === "string" && server !== "reschedule") {
+    issues.push({
+      path: ["rescheduleDelay"],
+      message: run
+        ? `only the reschedule strategy reads rescheduleDelay, and the server strategy here is ${server} ` +
+          `(drop rescheduleDelay, or set onConflict: { server: "reschedule" })`
+        : `${o.lock} takes no lock around perform, so nothing is rescheduled (drop rescheduleDelay)`
+    })
+  }
+  return issues
+}
 
 /**
- * The options Schema: `Schema.decodeUnknown(OptionsSchema)` turns user input into a `Definition`.
+ * The options Schema: decodes and checks user input, leaving the options not given as `None` (an option a lock
+ * type never reads is refused only when given). `make` turns the result into a `Definition`.
  *
  * @since 0.1.0
  * @category schemas
@@ -269,11 +418,10 @@ export const OptionsSchema = Schema.Struct({
     ),
     { default: () => 1 }
   ),
-  lockLease: Schema.optionalWith(PositiveDuration, { default: () => defaultLease }),
-  onConflict: Schema.optionalWith(Strategy.OnConflictSchema, {
-    default: () => ({ client: "log", server: "log" }) as const
-  }),
-  rescheduleDelay: Schema.optionalWith(PositiveDuration, { default: () => Duration.seconds(5) }),
+  // Options, not defaults, where a type refuses an option it never reads: the check must see what was given.
+  lockLease: Schema.optionalWith(LeaseDuration, { as: "Option" }),
+  onConflict: Schema.optionalWith(OnConflictGiven, { as: "Option" }),
+  rescheduleDelay: Schema.optionalWith(PositiveDuration, { as: "Option" }),
   lockArgs: Schema.optionalWith(FunctionSchema<(args: ReadonlyArray<unknown>) => unknown>("lockArgs"), {
     exact: true
   }),
@@ -287,20 +435,12 @@ export const OptionsSchema = Schema.Struct({
     { exact: true }
   )
 }).pipe(
-  Schema.filter((o) => {
-    if (o.lock === "until_expired" && Option.isNone(o.lockTtl)) {
-      return { path: ["lockTtl"], message: "until_expired needs a lockTtl: nothing else ever releases it" }
-    }
-    if (o.lock === "while_executing_reject" && o.onConflict.server !== "reject" && o.onConflict.server !== "log") {
-      return {
-        path: ["onConflict", "server"],
-        message: `while_executing_reject always rejects on the server; drop ${
-          Strategy.nameOf(o.onConflict.server)
-        } or use while_executing`
-      }
-    }
-    return undefined
-  })
+  Schema.filter((o) => [
+    o.lock === "until_expired" && Option.isNone(o.lockTtl)
+      ? { path: ["lockTtl"], message: "until_expired needs a lockTtl: nothing else ever releases it" }
+      : undefined,
+    ...ignoredOptions(o)
+  ])
 )
 
 const fieldName = (path: ReadonlyArray<PropertyKey>): string =>
@@ -324,12 +464,20 @@ const formatIssues = (error: ParseResult.ParseError) => {
 
 const decodeOptions = Schema.decodeUnknownEither(OptionsSchema, { errors: "all", onExcessProperty: "error" })
 
-const fromDecoded = (decoded: typeof OptionsSchema.Type): Definition => ({
-  ...decoded,
-  lockArgs: decoded.lockArgs ?? undefined,
-  afterUnlock: decoded.afterUnlock ?? undefined,
-  onConflict: decoded.lock === "while_executing_reject" ? { ...decoded.onConflict, server: "reject" } : decoded.onConflict
-})
+const fromDecoded = (decoded: typeof OptionsSchema.Type): Definition => {
+  const onConflict = Option.match(decoded.onConflict, {
+    onNone: () => defaultOnConflict,
+    onSome: (given) => given.resolved
+  })
+  return {
+    ...decoded,
+    lockLease: Option.getOrElse(decoded.lockLease, () => defaultLease),
+    rescheduleDelay: Option.getOrElse(decoded.rescheduleDelay, () => defaultRescheduleDelay),
+    lockArgs: decoded.lockArgs ?? undefined,
+    afterUnlock: decoded.afterUnlock ?? undefined,
+    onConflict: decoded.lock === "while_executing_reject" ? { ...onConflict, server: "reject" } : onConflict
+  }
+}
 
 /**
  * Decodes a worker's options once. An impossible combination fails here, naming the field.
@@ -396,7 +544,10 @@ export class LockConflict extends Schema.TaggedError<LockConflict>("effect-uniqu
 }
 
 /**
- * A held execution lock was found gone by a lease renewal (deleted, or its lease passed and another job took it).
+ * A held execution lock was lost while the job ran: a renewal or the release found it gone (deleted, or its lease
+ * passed and another job may have taken it), or no renewal was confirmed before the lease ended. The perform is
+ * interrupted when the loss is seen while it runs. The job's writes since then may overlap another holder's: pass
+ * the fencing token (`Running.fence`) to the stores it writes to so they can refuse the stale holder.
  *
  * @since 0.1.0
  * @category errors
@@ -431,6 +582,8 @@ export interface Target {
   readonly delay?: Duration.DurationInput | undefined
   /** Worker, queue and arguments, stored with the holder when `lockInfo` is on. */
   readonly info?: { readonly worker?: string; readonly queue?: string; readonly args?: unknown } | undefined
+  /** For `unlock` and `renew` of a run lock: the acquisition's fencing token, so no other copy's hold is touched. */
+  readonly fence?: number | undefined
 }
 
 /**
@@ -443,8 +596,13 @@ export interface Acquired {
   readonly digest: string
   readonly jid: string
   readonly phase: Phase
-  /** The job already held it (a retry or a redelivery). */
+  /** The job already held it (a retry of the same jid re-entering its queue lock). */
   readonly reentrant: boolean
+  /**
+   * A run lock's fencing token: it strictly increases per digest across acquisitions (and lock lifetimes), so a
+   * store the job writes to can refuse writes carrying a lower token than it has seen. 0 for a queue lock.
+   */
+  readonly fence: number
 }
 
 const phaseOf = (definition: Definition, target: Target): Phase =>
@@ -461,16 +619,38 @@ export const keyOf = (definition: Definition, digest: string, phase: Phase): Loc
   name: phase === "queue" ? digest : `${digest}:RUN`
 })
 
-const infoOf = (definition: Definition, target: Target): string =>
-  definition.lockInfo
-    ? JSON.stringify({
-      type: definition.lock,
-      limit: definition.lockLimit,
-      ttl: Option.match(definition.lockTtl, { onNone: () => null, onSome: Duration.toMillis }),
-      timeout: Duration.toMillis(definition.lockTimeout),
-      ...target.info
-    })
-    : ""
+// Info is for people reading locks: values JSON cannot carry are written as text, never thrown (the arguments are the
+// job's own, not only the lock arguments the digest checked).
+const infoReplacer = () => {
+  const ancestors: Array<unknown> = []
+  return function(this: unknown, _key: string, value: unknown): unknown {
+    if (typeof value === "bigint") return `${value}n`
+    if (typeof value === "function" || typeof value === "symbol") return String(value)
+    if (typeof value === "number" && !Number.isFinite(value)) return String(value)
+    if (typeof value !== "object" || value === null) return value
+    while (ancestors.length > 0 && ancestors[ancestors.length - 1] !== this) ancestors.pop()
+    if (ancestors.includes(value)) return "[Circular]"
+    ancestors.push(value)
+    return value
+  }
+}
+
+const infoOf = (definition: Definition, target: Target): string => {
+  if (!definition.lockInfo) return ""
+  const info = {
+    type: definition.lock,
+    limit: definition.lockLimit,
+    ttl: Option.match(definition.lockTtl, { onNone: () => null, onSome: Duration.toMillis }),
+    timeout: Duration.toMillis(definition.lockTimeout),
+    ...target.info
+  }
+  try {
+    return JSON.stringify(info, infoReplacer())
+  } catch (cause) {
+    // A toJSON that throws: keep the lock's own fields.
+    return JSON.stringify({ ...info, args: `unreadable: ${String(cause)}` }, infoReplacer())
+  }
+}
 
 // The queue lock lives for lockTtl (plus the delay); the run lock lives by its renewed lease.
 const requestOf = (definition: Definition, target: Target, phase: Phase): HolderRequest => ({
@@ -483,7 +663,8 @@ const requestOf = (definition: Definition, target: Target, phase: Phase): Holder
     })
     : 0,
   leaseMs: phase === "run" ? Duration.toMillis(definition.lockLease) : 0,
-  info: infoOf(definition, target)
+  info: infoOf(definition, target),
+  fenced: phase === "run"
 })
 
 const counter = (family: Metrics.Family, lockType: LockType, phase: Phase) => family.of(lockType, phase)
@@ -507,6 +688,7 @@ const settle = <Extra extends object>(
         jid: target.jid,
         phase,
         reentrant: result.reentrant,
+        fence: result.fence,
         ...extra
       })
     }
@@ -551,8 +733,9 @@ const runAfterUnlock = (definition: Definition, unlocked: Unlocked): Effect.Effe
     )
 
 /**
- * Releases `target.jid`'s hold in one round trip; answers whether it held the lock. `afterUnlock` runs once
- * when it did (never for `until_expired`, which only expiry releases).
+ * Releases `target.jid`'s hold in one round trip (only the acquisition `target.fence` when given); answers whether
+ * that hold was still live. False means it was gone already: expired, deleted, or (a run lock) taken over after its
+ * lease passed. `afterUnlock` runs once when it was live (never for `until_expired`, which only expiry releases).
  *
  * @since 0.1.0
  * @category lock steps
@@ -561,7 +744,7 @@ export const unlock = (definition: Definition, target: Target): Effect.Effect<bo
   const phase = phaseOf(definition, target)
   return Effect.flatMap(RedisService, (redis) =>
     Effect.flatMap(
-      redis.unlock(keyOf(definition, target.digest, phase), target.jid),
+      redis.unlock(keyOf(definition, target.digest, phase), target.jid, target.fence ?? 0),
       (released) => released ? afterRelease(definition, target, phase) : notReleased
     ))
 }
@@ -604,7 +787,8 @@ export const handoff = (
     ))
 
 /**
- * Moves the run lock's lease forward; fails with `LockLost` when the entry is gone.
+ * Moves the run lock's lease forward (only the acquisition `target.fence` when given); fails with `LockLost` when the
+ * hold is gone, another acquisition's, or its lease already passed.
  *
  * @since 0.1.0
  * @category lock steps
@@ -612,97 +796,207 @@ export const handoff = (
 export const renew = (definition: Definition, target: Target): Effect.Effect<void, LockLost | RedisError, RedisService> =>
   Effect.flatMap(RedisService, (redis) =>
     Effect.flatMap(
-      redis.renew(keyOf(definition, target.digest, "run"), target.jid, Duration.toMillis(definition.lockLease)),
+      redis.renew(
+        keyOf(definition, target.digest, "run"),
+        target.jid,
+        Duration.toMillis(definition.lockLease),
+        target.fence ?? 0
+      ),
       (renewed) =>
         renewed ? Effect.void : Effect.fail(
-          new LockLost({ digest: target.digest, jid: target.jid, lockType: definition.lock, reason: "the entry is gone" })
+          new LockLost({
+            digest: target.digest,
+            jid: target.jid,
+            lockType: definition.lock,
+            reason: "a renewal found the hold gone (deleted, or its lease passed)"
+          })
         )
     ))
 
 /**
- * Renews the run lock every lease/3 until interrupted. Fails with `LockLost` when the entry is gone, or when no
- * renewal succeeded for a whole lease (Redis unreachable: the lock may have passed to another job).
+ * How long before its lease could end in Redis a holder gives the lock up: a tenth of the lease, at most 2 seconds.
+ * It covers the time to interrupt the perform and a small drift between the two clocks.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const leaseGuardMs = (leaseMs: number): number => Math.min(2000, Math.ceil(leaseMs / 10))
+
+/**
+ * Keeps a run lock: renews its lease every lease/3 (a failed renewal is retried within a second), and fails with
+ * `LockLost` when a renewal finds the hold gone, or the moment the last confirmed lease ends. A lease counts from when
+ * its renewal (or, for the first, the acquisition at `sentAt`) was sent, by this process' clock, less
+ * `leaseGuardMs`: the call reached Redis after it was sent, so the lease ends here before it can end in Redis, and no
+ * other process can take the lock while this one still believes it holds it.
  *
  * @since 0.1.0
  * @category lock steps
  */
 export const keepAlive = (
   definition: Definition,
-  target: Target
+  target: Target,
+  sentAt: number
 ): Effect.Effect<never, LockLost, RedisService> => {
   const leaseMs = Duration.toMillis(definition.lockLease)
-  const every = Duration.millis(Math.max(1, Math.floor(leaseMs / 3)))
-  const loop = (lastRenewed: number): Effect.Effect<never, LockLost, RedisService> =>
-    Effect.sleep(every).pipe(
-      Effect.zipRight(renew(definition, target)),
-      Effect.zipRight(Clock.currentTimeMillis),
-      Effect.catchTag("RedisError", (error) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          now - lastRenewed >= leaseMs
-            ? Effect.fail(
-              new LockLost({
-                digest: target.digest,
-                jid: target.jid,
-                lockType: definition.lock,
-                reason: `no renewal succeeded for a whole lease: ${error.message}`
-              })
-            )
-            : Effect.as(Effect.logWarning("lease renewal failed; retrying", error), lastRenewed))),
-      Effect.flatMap(loop)
-    )
-  return Effect.flatMap(Clock.currentTimeMillis, loop).pipe(
-    Effect.tapError(() => Metric.increment(counter(Metrics.lost, definition.lock, "run")))
-  )
+  const guard = leaseGuardMs(leaseMs)
+  const every = Math.max(1, Math.floor(leaseMs / 3))
+  const retry = Math.min(every, 1000)
+  let lastError: RedisError | undefined
+  const ended = () =>
+    new LockLost({
+      digest: target.digest,
+      jid: target.jid,
+      lockType: definition.lock,
+      reason: `no renewal was confirmed before its lease ended${
+        lastError === undefined ? "" : ` (last renewal: ${lastError.message})`
+      }`
+    })
+  // One renewal after `delay`: the next deadline and delay. Cut off (LockLost) when the deadline comes first.
+  const step = (deadline: number, delay: number) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<readonly [number, number], LockLost, RedisService> =>
+      deadline <= now ? Effect.fail(ended()) : Effect.sleep(delay).pipe(
+        Effect.zipRight(Clock.currentTimeMillis),
+        Effect.flatMap((sent) => Effect.as(renew(definition, target), [sent + leaseMs - guard, every] as const)),
+        Effect.catchTag("RedisError", (error) => {
+          lastError = error
+          return Effect.as(
+            Effect.logWarning("lease renewal failed; retrying until the lease ends", error).pipe(
+              Effect.annotateLogs({ package: "effect-unique-jobs", module: "Lock", digest: target.digest, jid: target.jid })
+            ),
+            [deadline, retry] as const
+          )
+        }),
+        Effect.timeoutFail({ duration: deadline - now, onTimeout: ended })
+      ))
+  const loop = (deadline: number, delay: number): Effect.Effect<never, LockLost, RedisService> =>
+    Effect.flatMap(step(deadline, delay), ([next, after]) => loop(next, after))
+  return loop(sentAt + leaseMs - guard, every)
 }
 
 /**
  * A lock held for as long as its scope: released (and `afterUnlock` run) when the scope closes, however it
- * closes. A run lock's lease is renewed meanwhile; `lost` fails with `LockLost` if the lock is lost.
+ * closes, or earlier by `release`. A run lock's lease is kept meanwhile.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Held extends Acquired {
+  /** Fails with `LockLost` the moment a run lock is lost; never completes for a queue lock (it has no lease). */
   readonly lost: Effect.Effect<never, LockLost>
+  /**
+   * Releases the lock now; the scope's release then does nothing. A run lock whose hold was already gone fails with
+   * `LockLost` (another copy may have run meanwhile). A queue lock found gone ended by its own `lockTtl` or was
+   * deleted: that is logged, not a failure. A release that cannot reach Redis is logged: the lease or TTL frees it.
+   */
+  readonly release: Effect.Effect<void, LockLost>
 }
+
+const lockAnnotations = (target: Target) => ({
+  package: "effect-unique-jobs",
+  module: "Lock",
+  digest: target.digest,
+  jid: target.jid
+})
 
 const hold = <A extends Acquired, E>(
   definition: Definition,
   target: Target,
   phase: Phase,
   take: Effect.Effect<A, E, RedisService>
-): Effect.Effect<A & Held, E, RedisService | Scope.Scope> => {
-  const pinned: Target = { ...target, phase }
+): Effect.Effect<A & Held, E, RedisService | Scope.Scope> =>
   // Built step by step rather than with Effect.gen, and annotated only where it logs: a scoped lock is taken once
   // per job, and each of these costs more Node CPU than the Redis call.
-  const release = (start: number) =>
-    Effect.catchAll(
-      Effect.zipRight(
-        unlock(definition, pinned),
-        Effect.flatMap(Clock.currentTimeMillis, (end) => Metric.update(Metrics.holdTime, end - start))
-      ),
-      (error) =>
-        Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error).pipe(
-          Effect.annotateLogs({ package: "effect-unique-jobs", module: "Lock", digest: target.digest, jid: target.jid })
+  Effect.flatMap(Effect.zip(Clock.currentTimeMillis, RedisService), ([start, redis]) => {
+    const state: { released: boolean; lostReported: boolean; keeper: Fiber.RuntimeFiber<void> | undefined } = {
+      released: false,
+      lostReported: false,
+      keeper: undefined
+    }
+    const lostAtRelease = (pinned: Target) =>
+      new LockLost({
+        digest: target.digest,
+        jid: target.jid,
+        lockType: definition.lock,
+        reason: `the release found the hold gone (its lease passed or it was deleted)${
+          pinned.fence ? `; fence ${pinned.fence}` : ""
+        }`
+      })
+    // Unlocks once; answers whether the hold was still live, or undefined when Redis could not be reached.
+    const unlockOnce = (pinned: Target) =>
+      Effect.suspend(() => {
+        if (state.released) return Effect.succeed(true as boolean | undefined)
+        state.released = true
+        const keeper = state.keeper
+        return Effect.zipRight(
+          keeper === undefined ? Effect.void : Fiber.interrupt(keeper),
+          unlock(definition, pinned).pipe(
+            Effect.provideService(RedisService, redis),
+            Effect.tap(() =>
+              Effect.flatMap(Clock.currentTimeMillis, (end) => Metric.update(Metrics.holdTime, end - start))
+            ),
+            Effect.catchAll((error) =>
+              Effect.as(
+                Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error).pipe(
+                  Effect.annotateLogs(lockAnnotations(target))
+                ),
+                undefined
+              )
+            )
+          )
         )
+      })
+    const reportGone = (pinned: Target): Effect.Effect<void> =>
+      phase === "queue"
+        ? Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)").pipe(
+          Effect.annotateLogs(lockAnnotations(target))
+        )
+        : state.lostReported
+        ? Effect.void
+        : Effect.suspend(() => {
+          state.lostReported = true
+          return Effect.zipRight(
+            Metric.increment(counter(Metrics.lost, definition.lock, "run")),
+            Effect.logWarning(lostAtRelease(pinned).message).pipe(Effect.annotateLogs(lockAnnotations(target)))
+          )
+        })
+    return Effect.flatMap(
+      Effect.acquireRelease(take, (acquired) => {
+        const pinned: Target = { ...target, phase, fence: acquired.fence }
+        return Effect.flatMap(unlockOnce(pinned), (live) => (live === false ? reportGone(pinned) : Effect.void))
+      }),
+      (acquired): Effect.Effect<A & Held, never, RedisService | Scope.Scope> => {
+        const pinned: Target = { ...target, phase, fence: acquired.fence }
+        const release: Effect.Effect<void, LockLost> = Effect.flatMap(
+          unlockOnce(pinned),
+          (live) =>
+            live !== false
+              ? Effect.void
+              : phase === "queue"
+              ? reportGone(pinned)
+              : Effect.zipRight(reportGone(pinned), Effect.fail(lostAtRelease(pinned)))
+        )
+        if (phase === "queue") return Effect.succeed({ ...acquired, lost: Effect.never, release })
+        return Effect.flatMap(Deferred.make<never, LockLost>(), (lostSignal) =>
+          keepAlive(definition, pinned, start).pipe(
+            Effect.catchAll((lost) =>
+              Effect.suspend(() => {
+                state.lostReported = true
+                return Effect.zipRight(
+                  Metric.increment(counter(Metrics.lost, definition.lock, "run")),
+                  Deferred.fail(lostSignal, lost)
+                )
+              })
+            ),
+            Effect.asVoid,
+            Effect.forkScoped,
+            Effect.map((keeper) => {
+              state.keeper = keeper
+              return { ...acquired, lost: Deferred.await(lostSignal), release }
+            })
+          ))
+      }
     )
-  return Effect.flatMap(Clock.currentTimeMillis, (start) =>
-    Effect.flatMap(
-      Effect.acquireRelease(take, () => release(start)),
-      (acquired): Effect.Effect<A & Held, never, RedisService | Scope.Scope> =>
-        phase === "run"
-          ? Effect.flatMap(Deferred.make<never, LockLost>(), (lostSignal) =>
-            Effect.as(
-              keepAlive(definition, pinned).pipe(
-                Effect.catchAll((lost) => Deferred.fail(lostSignal, lost)),
-                Effect.forkScoped
-              ),
-              { ...acquired, lost: Deferred.await(lostSignal) }
-            ))
-          // A queue lock has no lease to lose.
-          : Effect.succeed({ ...acquired, lost: Effect.never })
-    ))
-}
+  })
 
 /**
  * Takes the lock as a scoped resource.
@@ -719,7 +1013,7 @@ export const acquire = (
 }
 
 /**
- * `handoff` as a scoped resource: the run lock is held (and renewed) until the scope closes.
+ * `handoff` as a scoped resource: the run lock is held (and its lease kept) until the scope closes.
  *
  * @since 0.1.0
  * @category resources
@@ -732,12 +1026,47 @@ export const acquireHandoff = (
   hold(definition, target, "run", handoff(definition, target, options))
 
 /**
+ * What a perform is told about the lock it runs under.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Running {
+  readonly digest: string
+  readonly jid: string
+  /**
+   * The run lock's fencing token (`Acquired.fence`); undefined for lock types that hold no run lock. Pass it to the
+   * stores the job writes to, and have them refuse a write whose token is lower than one they have seen.
+   */
+  readonly fence: number | undefined
+}
+
+/**
  * Runs `self` holding the lock: released when `self` ends, fails, or is interrupted. If the run lock is lost
- * meanwhile, `self` is interrupted and the result is a `LockLost` failure.
+ * meanwhile, `self` is interrupted and the result is a `LockLost` failure; a release that finds the run lock already
+ * gone is a `LockLost` failure too.
  *
  * @since 0.1.0
  * @category resources
  */
 export const withLock = (definition: Definition, target: Target) =>
-<A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | LockConflict | LockLost | RedisError, R | RedisService> =>
-  Effect.scoped(Effect.flatMap(acquire(definition, target), (held) => Effect.raceFirst(self, held.lost)))
+<A, E, R>(
+  self: Effect.Effect<A, E, R> | ((running: Running) => Effect.Effect<A, E, R>)
+): Effect.Effect<A, E | LockConflict | LockLost | RedisError, R | RedisService> =>
+  Effect.scoped(Effect.flatMap(acquire(definition, target), (held) => runHolding(held, self)))
+
+/**
+ * Runs a perform under a held lock: racing the lease (losing it interrupts the perform with `LockLost`), then
+ * releasing it, so a release that finds the hold gone is a `LockLost` too.
+ *
+ * @since 0.1.0
+ * @category resources
+ */
+export const runHolding = <A, E, R>(
+  held: Held,
+  self: Effect.Effect<A, E, R> | ((running: Running) => Effect.Effect<A, E, R>)
+): Effect.Effect<A, E | LockLost, R> => {
+  const running: Running = { digest: held.digest, jid: held.jid, fence: held.phase === "run" ? held.fence : undefined }
+  const perform = Effect.isEffect(self) ? self : Effect.suspend(() => self(running))
+  return Effect.zipLeft(held.phase === "run" ? Effect.raceFirst(perform, held.lost) : perform, held.release)
+}

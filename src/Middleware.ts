@@ -8,6 +8,7 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
+import * as Schedule from "effect/Schedule"
 import type * as Digest from "./Digest.js"
 import type { Job } from "./Job.js"
 import type { JobQueue, QueueError } from "./JobQueue.js"
@@ -30,6 +31,14 @@ const spanAttributes = (definition: Lock.Definition, job: Job) => ({
   "unique_jobs.worker": job.worker,
   "unique_jobs.lock_type": definition.lock
 })
+
+/**
+ * A perform: an effect, or a function of the lock it runs under (`running.fence` is the run lock's fencing token).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Perform<A, E, R> = Effect.Effect<A, E, R> | ((running: Lock.Running) => Effect.Effect<A, E, R>)
 
 /**
  * The errors of the client wrapper, beside the enqueue's own.
@@ -84,7 +93,7 @@ export const client = (definition: Lock.Definition) =>
           acquired instanceof Lock.LockConflict
             ? Effect.succeed(acquired)
             : restore(enqueue(stamped)).pipe(
-              Effect.onError(() => Effect.ignore(Lock.unlock(definition, target))),
+              Effect.onError(() => releaseQueueLock(definition, target)),
               Effect.map((value) => ({ value }))
             )
       )
@@ -120,10 +129,6 @@ export const client = (definition: Lock.Definition) =>
     })
   )
 
-/** Runs `perform` racing the lease: losing the lock interrupts it with `LockLost`. */
-const performHolding = <A, E, R>(held: Lock.Held, perform: Effect.Effect<A, E, R>) =>
-  Effect.raceFirst(perform, held.lost)
-
 const afterConflict = <A>(
   definition: Lock.Definition,
   job: Job,
@@ -144,23 +149,38 @@ const afterConflict = <A>(
     }
   )
 
-// A job must not be lost to a failed unlock: it runs (or counts as done), and the lock is left to its TTL, its
-// lease, or the reaper.
-const unlockOrWarn = (definition: Lock.Definition, target: Lock.Target) =>
-  Effect.catchAll(
-    Lock.unlock(definition, target),
-    (error) =>
-      Effect.logWarning("could not release the lock; it stays until its TTL or the reaper", error).pipe(
-        Effect.annotateLogs({ ...annotations, digest: target.digest, jid: target.jid }),
-        Effect.as(false)
-      )
+// A queue lock often has no TTL: an unlock lost to a dropped connection would keep its digest locked for good. So a
+// failed release is tried again (100 ms, doubling, at most 2 s apart) for up to 30 s, which outlasts a reconnect or a
+// failover; the job's outcome waits for it, and never fails because of it.
+const releaseRetry = Schedule.exponential("100 millis").pipe(
+  Schedule.union(Schedule.spaced("2 seconds")),
+  Schedule.upTo("30 seconds")
+)
+
+/**
+ * Releases a queue lock without failing the job: a release that finds the lock already ended (its own `lockTtl`
+ * passed, or it was deleted) is logged; one that cannot reach Redis is retried, then logged.
+ */
+const releaseQueueLock = (definition: Lock.Definition, target: Lock.Target): Effect.Effect<boolean, never, RedisService> =>
+  Lock.unlock(definition, { ...target, phase: "queue" }).pipe(
+    Effect.retry(releaseRetry),
+    Effect.tap((released) =>
+      released ? Effect.void : Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)")
+    ),
+    Effect.catchAll((error) =>
+      Effect.as(Effect.logWarning("could not release the queue lock; it stays until its TTL or the reaper", error), false)
+    ),
+    Effect.annotateLogs({ ...annotations, digest: target.digest, jid: target.jid })
   )
 
 /**
  * Wraps a perform. `until_executing` releases its queue lock just before; `until_executed` releases it after a
  * success (a failure keeps it for the retry, which has the same jid); `while_executing` holds `<digest>:RUN` with
- * a renewed lease around it; `until_and_while_executing` hands the queue lock over to `<digest>:RUN` in one script.
- * A lost execution lock fails the perform with `LockLost`. A conflict goes to the server strategy.
+ * a kept lease around it; `until_and_while_executing` hands the queue lock over to `<digest>:RUN` in one script.
+ * A run lock is held per acquisition: a redelivered copy of a job that still runs is a conflict, and goes to the
+ * server strategy like any other duplicate. A run lock lost while the perform runs interrupts it with `LockLost`;
+ * one found gone when it is released fails it with `LockLost` too, never `Performed`. `perform` may be a function of
+ * the lock (`Lock.Running`) to receive the run lock's fencing token.
  *
  * @since 0.1.0
  * @category middleware
@@ -168,24 +188,27 @@ const unlockOrWarn = (definition: Lock.Definition, target: Lock.Target) =>
 export const server = (definition: Lock.Definition) =>
 <A, E, R>(
   job: Job,
-  perform: Effect.Effect<A, E, R>
+  perform: Perform<A, E, R>
 ): Effect.Effect<Strategy.ServerOutcome<A>, E | ServerError, R | RedisService | JobQueue> =>
   Effect.gen(function*() {
     const digest = yield* digestOf(definition, job)
     const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
     const performed = (value: A): Strategy.ServerOutcome<A> => ({ _tag: "Performed", digest, job, value })
+    const unlocked = Effect.isEffect(perform)
+      ? perform
+      : Effect.suspend(() => perform({ digest, jid: job.jid, fence: undefined }))
     switch (definition.lock) {
       case "until_executing": {
-        yield* unlockOrWarn(definition, { ...target, phase: "queue" })
-        return performed(yield* perform)
+        yield* releaseQueueLock(definition, target)
+        return performed(yield* unlocked)
       }
       case "until_executed": {
-        const value = yield* perform
-        yield* unlockOrWarn(definition, { ...target, phase: "queue" })
+        const value = yield* unlocked
+        yield* releaseQueueLock(definition, target)
         return performed(value)
       }
       case "until_expired":
-        return performed(yield* perform)
+        return performed(yield* unlocked)
       case "while_executing":
       case "while_executing_reject":
         return yield* Effect.scoped(
@@ -198,7 +221,7 @@ export const server = (definition: Lock.Definition) =>
             > =>
               held instanceof Lock.LockConflict
                 ? afterConflict<A>(definition, job, digest, held)
-                : Effect.map(performHolding(held, perform), performed)
+                : Effect.map(Lock.runHolding(held, perform), performed)
           )
         )
       case "until_and_while_executing": {
@@ -216,7 +239,7 @@ export const server = (definition: Lock.Definition) =>
             if (held instanceof Lock.LockConflict) {
               const outcome = yield* afterConflict<A>(definition, job, digest, held)
               if (keepQueueLock && (outcome._tag === "Skipped" || outcome._tag === "Rejected")) {
-                yield* unlockOrWarn(definition, { ...target, phase: "queue" })
+                yield* releaseQueueLock(definition, target)
               }
               return outcome
             }
@@ -226,7 +249,7 @@ export const server = (definition: Lock.Definition) =>
                 "the queue lock was gone when the job started (expired or deleted); running it anyway"
               ).pipe(Effect.annotateLogs({ ...annotations, digest, jid: job.jid }))
             }
-            return performed(yield* performHolding(held, perform))
+            return performed(yield* Lock.runHolding(held, perform))
           })
         )
       }

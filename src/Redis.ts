@@ -7,6 +7,7 @@
 import type { RedisOptions as IORedisOptions } from "ioredis"
 import { Redis } from "ioredis"
 import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -47,14 +48,15 @@ export interface LockKey {
 }
 
 /**
- * The Redis keys of a lock: its holders hash and its prefix's index.
+ * The Redis keys of a lock: its holders hash, its prefix's index, and its prefix's fencing counter.
  *
  * @since 0.1.0
  * @category keys
  */
-export const keysOf = (lock: LockKey): { readonly locked: string; readonly index: string } => ({
+export const keysOf = (lock: LockKey): { readonly locked: string; readonly index: string; readonly fence: string } => ({
   locked: `${lock.name}:LOCKED`,
-  index: `${lock.prefix}:digests`
+  index: `${lock.prefix}:digests`,
+  fence: `${lock.prefix}:fence`
 })
 
 /**
@@ -72,6 +74,12 @@ export interface HolderRequest {
   readonly leaseMs: number
   /** Compact JSON stored with the entry (`lockInfo`), or `""`. */
   readonly info: string
+  /**
+   * false: the hold is re-entrant by jid (a queue lock: a retry of the same jid re-enters it). true: the hold belongs
+   * to this acquisition (a run lock): a second live copy of the jid is a conflict, the acquisition gets a fencing
+   * token, and only that token releases or renews it.
+   */
+  readonly fenced: boolean
 }
 
 /**
@@ -79,7 +87,12 @@ export interface HolderRequest {
  * @category models
  */
 export type LockResult =
-  | { readonly _tag: "Acquired"; readonly reentrant: boolean }
+  | {
+    readonly _tag: "Acquired"
+    readonly reentrant: boolean
+    /** The fencing token of a fenced acquisition: above every token handed out before under the prefix; else 0. */
+    readonly fence: number
+  }
   | { readonly _tag: "Conflict"; readonly holders: ReadonlyArray<string> }
 
 /**
@@ -102,7 +115,11 @@ export interface Holder {
   readonly lockedAt: number
   readonly expiresAt: number | undefined
   readonly leaseUntil: number | undefined
+  /** The fencing token of a run lock's acquisition; 0 for a queue lock. */
+  readonly fence: number
   readonly info: unknown
+  /** The raw value when it is not this library's (another library's, the gem's): it counts as gone. */
+  readonly foreign?: string | undefined
 }
 
 /**
@@ -112,10 +129,13 @@ export interface Holder {
 export class RedisService extends Context.Tag("effect-unique-jobs/RedisService")<RedisService, {
   /** Takes a place in the lock, evicting holders whose expiry or lease has passed. */
   readonly lock: (lock: LockKey, request: HolderRequest) => Effect.Effect<LockResult, RedisError>
-  /** Removes jid's entry; true when jid held the lock. */
-  readonly unlock: (lock: LockKey, jid: string) => Effect.Effect<boolean, RedisError>
-  /** Moves jid's lease forward; false when the entry is gone (the lock was lost). */
-  readonly renew: (lock: LockKey, jid: string, leaseMs: number) => Effect.Effect<boolean, RedisError>
+  /**
+   * Removes jid's entry, only the acquisition `fence` when it is not 0; true when that hold was still live. False
+   * when it was gone, another acquisition's, or past its expiry or lease (the lock may have passed to another job).
+   */
+  readonly unlock: (lock: LockKey, jid: string, fence?: number) => Effect.Effect<boolean, RedisError>
+  /** Moves jid's lease forward; false when the hold is gone, another acquisition's (`fence`), or already lapsed. */
+  readonly renew: (lock: LockKey, jid: string, leaseMs: number, fence?: number) => Effect.Effect<boolean, RedisError>
   /** Takes `to` for the holder and releases jid's entry in `from`, atomically. */
   readonly handoff: (
     from: LockKey,
@@ -151,24 +171,48 @@ const toArray = (reply: unknown, operation: string): ReadonlyArray<unknown> => {
 
 const toLockResult = (reply: ReadonlyArray<unknown>): LockResult =>
   Number(reply[0]) === 1
-    ? { _tag: "Acquired", reentrant: Number(reply[1]) === 1 }
+    ? { _tag: "Acquired", reentrant: Number(reply[1]) === 1, fence: Number(reply[2] ?? 0) }
     : { _tag: "Conflict", holders: reply.slice(1).map(String) }
 
 const toLockResultReply = (reply: unknown): LockResult => toLockResult(toArray(reply, "lock"))
 
 const isOne = (reply: unknown): boolean => Number(reply) === 1
 
-const isCommandTimeout = (cause: unknown): boolean => cause instanceof Error && cause.message === "Command timed out"
+// The call was sent and may have run without its reply reaching us: timed out, or its connection closed first.
+const mayHaveRun = (cause: unknown): boolean =>
+  cause instanceof Error &&
+  (cause.message === "Command timed out" || cause.message.startsWith(closedBeforeAnswer))
 
-const parseHolder = (jid: string, raw: string): Holder => {
-  const entry = JSON.parse(raw) as { t: number; x: number; l: number; i?: unknown }
-  return {
-    jid,
-    lockedAt: entry.t,
-    expiresAt: entry.x > 0 ? entry.x : undefined,
-    leaseUntil: entry.l > 0 ? entry.l : undefined,
-    info: entry.i
+const closedBeforeAnswer = "the connection to Redis closed before it answered"
+
+const entryShape = /^\{"t":(\d+),"x":(\d+),"l":(\d+)(?:,"f":(\d+))?(?:,"i":(.*))?\}$/s
+
+/**
+ * Reads a holder entry as the scripts do; one in any other shape is reported as `foreign` (it counts as gone).
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const parseHolder = (jid: string, raw: string): Holder => {
+  const match = entryShape.exec(raw)
+  let info: unknown = undefined
+  if (match !== null && match[5] !== undefined) {
+    try {
+      info = JSON.parse(match[5])
+    } catch {
+      info = match[5]
+    }
   }
+  return match === null
+    ? { jid, lockedAt: 0, expiresAt: undefined, leaseUntil: undefined, fence: 0, info: undefined, foreign: raw }
+    : {
+      jid,
+      lockedAt: Number(match[1]),
+      expiresAt: Number(match[2]) > 0 ? Number(match[2]) : undefined,
+      leaseUntil: Number(match[3]) > 0 ? Number(match[3]) : undefined,
+      fence: Number(match[4] ?? 0),
+      info
+    }
 }
 
 /**
@@ -193,10 +237,8 @@ export const makeFromClient = (
   options?: { readonly timeout?: Duration.DurationInput | undefined }
 ): Effect.Effect<RedisService["Type"], RedisError> =>
   Effect.gen(function*() {
-    const scripts = yield* Effect.try({
-      try: Scripts.loadScripts,
-      catch: (cause) => new RedisError({ operation: "load scripts", reason: "cannot read the lua/ folder", cause })
-    })
+    // From the generated module: nothing is read from disk, so bundles work.
+    const scripts = Scripts.loadScripts()
     const timeout = Duration.decode(options?.timeout ?? defaultTimeout)
     const timeoutMs = Duration.toMillis(timeout)
     const timedOut = (operation: string) =>
@@ -254,7 +296,7 @@ export const makeFromClient = (
         }
         const failed = (cause: unknown) => {
           if (pending.settle()) {
-            if (compensate !== undefined && isCommandTimeout(cause)) compensate()
+            if (compensate !== undefined && mayHaveRun(cause)) compensate()
             failWith(resume, operation, cause)
           }
         }
@@ -267,13 +309,20 @@ export const makeFromClient = (
           }
         })
       })
-    // The compensation of a lock or handoff: release what the late call may take for jid. Fire and forget.
+    // The compensation of a lock or handoff: release what the late call may take for jid. Fire and forget, tried
+    // again while the connection is down (a call lost with its connection is undone once it is back), for up to 30 s.
+    // A late lock's fence is unknown here: release whichever acquisition of jid it made.
     const releaseLate = (lock: LockKey, jid: string) => () => {
       const keys = keysOf(lock)
-      const args: [number, ...Array<string>] = [2, keys.locked, keys.index, jid, lock.name]
-      client.evalsha(scripts.unlock.sha, ...args)
-        .catch((cause: unknown) => (Scripts.isNoScript(cause) ? client.eval(scripts.unlock.source, ...args) : undefined))
-        .catch(() => undefined)
+      const args: [number, ...Array<string>] = [2, keys.locked, keys.index, jid, lock.name, "0"]
+      const attempt = (left: number): void => {
+        client.evalsha(scripts.unlock.sha, ...args)
+          .catch((cause: unknown) => (Scripts.isNoScript(cause) ? client.eval(scripts.unlock.source, ...args) : Promise.reject(cause)))
+          .catch(() => {
+            if (left > 0) setTimeout(() => attempt(left - 1), 500).unref()
+          })
+      }
+      attempt(60)
     }
 
     // Load once now; a later SCRIPT FLUSH is answered by EVAL on NOSCRIPT.
@@ -290,35 +339,38 @@ export const makeFromClient = (
           "lock",
           scripts.lock,
           [
-            2,
+            3,
             keys.locked,
             keys.index,
+            keys.fence,
             request.jid,
             lock.name,
             request.limit,
             request.ttlMs,
             request.leaseMs,
-            request.info
+            request.info,
+            request.fenced ? "1" : "0"
           ],
           toLockResultReply,
           releaseLate(lock, request.jid)
         )
       },
-      unlock: (lock, jid) => {
+      unlock: (lock, jid, fence = 0) => {
         const keys = keysOf(lock)
-        return script("unlock", scripts.unlock, [2, keys.locked, keys.index, jid, lock.name], isOne)
+        return script("unlock", scripts.unlock, [2, keys.locked, keys.index, jid, lock.name, fence], isOne)
       },
-      renew: (lock, jid, leaseMs) =>
-        script("renew", scripts.renew, [1, keysOf(lock).locked, jid, leaseMs], isOne),
+      renew: (lock, jid, leaseMs, fence = 0) =>
+        script("renew", scripts.renew, [1, keysOf(lock).locked, jid, leaseMs, fence], isOne),
       handoff: (from, to, request, { keepOnConflict }) =>
         script(
           "handoff",
           scripts.handoff,
           [
-            3,
+            4,
             keysOf(from).locked,
             keysOf(to).locked,
             keysOf(to).index,
+            keysOf(to).fence,
             request.jid,
             from.name,
             to.name,
@@ -342,6 +394,99 @@ export const makeFromClient = (
         )
     })
   })
+
+/**
+ * The client `make` hands to the store: it fails calls at once, naming the connection's state, while ioredis knows the
+ * connection is down. ioredis alone rejects a call made while disconnected at once, but not one it sent just before
+ * the connection closed: with `autoResendUnfulfilledCommands: false` it parks the unanswered commands on close and
+ * drops them on reconnect unanswered, so only the timeout ends them (an enqueue then waits the whole timeout).
+ */
+const failFast = (client: Redis, options: IORedisOptions): Client => {
+  if (options.autoResendUnfulfilledCommands === false) {
+    // A close after "ready": what is still in the queue was sent on the lost connection and gets no answer. A close
+    // while connecting leaves ioredis' own handshake commands alone.
+    let ready = client.status === "ready"
+    client.on("ready", () => {
+      ready = true
+    })
+    client.on("close", () => {
+      if (!ready) return
+      ready = false
+      const lost = new Error(`${closedBeforeAnswer} (connection ${client.status}); the call may have run`)
+      for (let item = client.commandQueue.shift(); item !== undefined; item = client.commandQueue.shift()) {
+        item.command.reject(lost)
+      }
+    })
+  }
+  // With the offline queue on, the caller wants calls to wait for a reconnect.
+  if (options.enableOfflineQueue !== false) return client
+  const commands = new Set(client.getBuiltinCommands())
+  const guarded = new Map<string, (...args: Array<unknown>) => unknown>()
+  // Every command, not only those `Client` lists today, so the store can use more of them without a change here.
+  return new Proxy(client, {
+    get: (target, key, receiver) => {
+      if (typeof key !== "string" || !commands.has(key)) return Reflect.get(target, key, receiver)
+      let command = guarded.get(key)
+      if (command === undefined) {
+        const send = Reflect.get(target, key, receiver) as (...args: Array<unknown>) => unknown
+        // "ready" with a socket that no longer writes: the close is known, its event not handled yet.
+        command = (...args) =>
+          target.status === "ready" && target.stream?.writable === true
+            ? send.apply(target, args)
+            : Promise.reject(
+              new Error(
+                `not connected to Redis (connection ${
+                  target.status === "ready" ? "closing" : target.status
+                }); the call was not sent`
+              )
+            )
+        guarded.set(key, command)
+      }
+      return command
+    }
+  })
+}
+
+// Checked before connecting: ioredis parses a db that is not a number to NaN, never selects it (db 0 it is), and
+// its ready handler then sends `SELECT NaN` with no one to catch the rejection.
+const databaseOf = (client: Redis): Effect.Effect<number, RedisError> => {
+  const db: unknown = client.options.db ?? 0
+  return typeof db === "number" && Number.isSafeInteger(db) && db >= 0
+    ? Effect.succeed(db)
+    : Effect.fail(
+      new RedisError({
+        operation: "connect",
+        reason: "the database (the url's /db or the db option) is not a whole number"
+      })
+    )
+}
+
+// ioredis answers a failed SELECT (a db out of range) with an error event and goes on in db 0: selecting it again
+// here makes it a RedisError at connect.
+const selectDatabase = (client: Redis, db: number): Effect.Effect<void, RedisError> => {
+  if (db === 0) return Effect.void
+  // How many databases the server has, when the user may read its config (CONFIG may be denied or renamed).
+  const databases = Effect.tryPromise(() => client.config("GET", "databases")).pipe(
+    Effect.map((reply) => Number((reply as ReadonlyArray<unknown>)[1])),
+    Effect.filterOrFail((count) => Number.isSafeInteger(count) && count > 0),
+    Effect.option
+  )
+  return Effect.tryPromise({ try: () => client.select(db), catch: (cause) => cause }).pipe(
+    Effect.asVoid,
+    Effect.catchAll((cause) =>
+      Effect.flatMap(databases, (count) =>
+        Effect.fail(
+          new RedisError({
+            operation: "connect",
+            reason: count._tag === "Some"
+              ? `database ${db} is out of range: this server has databases 0 to ${count.value - 1}`
+              : `cannot select database ${db}: ${cause instanceof Error ? cause.message : String(cause)}`,
+            cause
+          })
+        ))
+    )
+  )
+}
 
 /**
  * A store that owns its ioredis connection: connected (and checked) when built, closed with its scope.
@@ -388,11 +533,13 @@ export const make = (options: Options = {}): Effect.Effect<RedisService["Type"],
         return client
       }),
       (client) =>
-        Effect.promise(() => client.quit().catch(() => undefined)).pipe(
+        // A client that never connected ("wait") would connect to send QUIT.
+        (client.status === "wait" ? Effect.void : Effect.promise(() => client.quit().catch(() => undefined))).pipe(
           Effect.timeoutOption(timeout),
           Effect.ensuring(Effect.sync(() => client.disconnect()))
         )
     )
+    const db = yield* databaseOf(client)
     yield* Effect.tryPromise({
       try: () => client.connect(),
       catch: (cause) =>
@@ -406,10 +553,12 @@ export const make = (options: Options = {}): Effect.Effect<RedisService["Type"],
     }).pipe(
       Effect.timeoutFail({
         duration: timeout,
-        onTimeout: () => new RedisError({ operation: "connect", reason: `no connection within ${Duration.format(timeout)}` })
+        onTimeout: () =>
+          new RedisError({ operation: "connect", reason: `no connection within ${Duration.format(timeout)}` })
       })
     )
-    return yield* makeFromClient(client, { timeout })
+    yield* selectDatabase(client, db)
+    return yield* makeFromClient(failFast(client, clientOptions), { timeout })
   })
 
 /**
@@ -419,16 +568,38 @@ export const make = (options: Options = {}): Effect.Effect<RedisService["Type"],
 export const layer = (options: Options = {}): Layer.Layer<RedisService, RedisError> =>
   Layer.scoped(RedisService, make(options))
 
+// A missing secret reads `Missing data at REDIS_URL: "<redacted>"` (Config.redacted hides every message of its value).
+// The url is the only secret among the options, so such a leaf is the url: say what to set.
+const explainMissing = (error: ConfigError.ConfigError): ConfigError.ConfigError => {
+  switch (error._op) {
+    case "And":
+      return ConfigError.And(explainMissing(error.left), explainMissing(error.right))
+    case "Or":
+      return ConfigError.Or(explainMissing(error.left), explainMissing(error.right))
+    case "MissingData": {
+      if (error.message !== "<redacted>") return error
+      const name = error.path.join(".")
+      return ConfigError.MissingData(
+        error.path,
+        `${name} is not set: set it to redis://host:port[/db] (or pass Redis.layer({ url }))`
+      )
+    }
+    default:
+      return error
+  }
+}
+
 /**
- * Reads the options from `Config`; by default the URL from `REDIS_URL`.
+ * Reads the options from `Config`; by default the URL from `REDIS_URL`, kept `Redacted`. A missing `REDIS_URL` fails
+ * with a `ConfigError` (tag `"ConfigError"`) that says what to set; a Redis that cannot be used, with `RedisError`.
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerConfig = (
   config: Config.Config.Wrap<Options> = { url: Config.redacted("REDIS_URL") }
-): Layer.Layer<RedisService, RedisError | import("effect/ConfigError").ConfigError> =>
-  Layer.scoped(RedisService, Effect.flatMap(Config.unwrap(config), make))
+): Layer.Layer<RedisService, RedisError | ConfigError.ConfigError> =>
+  Layer.scoped(RedisService, Effect.flatMap(Effect.mapError(Config.unwrap(config), explainMissing), make))
 
 /**
  * A store over a client the caller owns and closes.

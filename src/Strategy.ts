@@ -312,8 +312,9 @@ export const nameOf = (strategy: string | ((conflict: Conflict) => unknown)): st
 
 const holdersText = (c: Conflict) => c.conflict.holders.join(", ")
 
+// Debug: the outcome (Skipped) already tells the caller, and a busy queue has a duplicate at every enqueue.
 const logConflict = (c: Conflict, side: string) =>
-  Effect.logInfo(`${side} conflict: ${c.job.worker} ${c.job.jid} is a duplicate of ${holdersText(c)}`).pipe(
+  Effect.logDebug(`${side} conflict: ${c.job.worker} ${c.job.jid} is a duplicate of ${holdersText(c)}`).pipe(
     Effect.annotateLogs({ package: "effect-unique-jobs", module: "Strategy", digest: c.conflict.digest, jid: c.job.jid })
   )
 

@@ -69,7 +69,7 @@ export interface UniqueJob {
   /** `Middleware.server` for this worker. */
   readonly server: <A, E, R>(
     job: Job.Job,
-    perform: Effect.Effect<A, E, R>
+    perform: Middleware.Perform<A, E, R>
   ) => Effect.Effect<Strategy.ServerOutcome<A>, E | Middleware.ServerError, R | RedisService | JobQueue>
   /** `Middleware.died` for this worker: call it when the queue gives a job up for good. */
   readonly died: (job: Job.Job) => Effect.Effect<boolean, RedisError | Digest.DigestError, RedisService>
@@ -98,12 +98,25 @@ const split = (options: Options): { worker: string; queue: string; lock: Lock.Op
   return { worker, queue: queue ?? "default", lock }
 }
 
-const invalidWorker = (worker: unknown) =>
-  new Lock.InvalidLockOptions({
-    field: "worker",
-    reason: "expected the worker's name, a non-empty string",
-    issues: [{ field: "worker", reason: `expected the worker's name, a non-empty string, got ${JSON.stringify(worker)}` }]
-  })
+const shown = (u: unknown): string => {
+  try {
+    return JSON.stringify(u) ?? typeof u
+  } catch {
+    return typeof u
+  }
+}
+
+// Both names go into every job and its digest: refuse an empty one where the worker is defined, as Lock.make does.
+const invalidNames = (worker: unknown, queue: unknown): Lock.InvalidLockOptions | undefined => {
+  const issues = ([["worker", worker, "the worker's name"], ["queue", queue, "the queue's name"]] as const)
+    .filter(([, name]) => typeof name !== "string" || name === "")
+    .map(([field, name, what]) => ({
+      field,
+      reason: `expected ${what}, a non-empty string, got ${shown(name)}`
+    }))
+  const [first] = issues
+  return first === undefined ? undefined : new Lock.InvalidLockOptions({ ...first, issues })
+}
 
 /**
  * Decodes the options once; an impossible combination fails with `InvalidLockOptions` naming the field.
@@ -113,7 +126,8 @@ const invalidWorker = (worker: unknown) =>
  */
 export const make = (options: Options): Effect.Effect<UniqueJob, Lock.InvalidLockOptions> => {
   const { lock, queue, worker } = split(options)
-  if (typeof worker !== "string" || worker === "") return Effect.fail(invalidWorker(worker))
+  const invalid = invalidNames(worker, queue)
+  if (invalid !== undefined) return Effect.fail(invalid)
   return Effect.map(Lock.make(lock), (definition) => fromDefinition(worker, queue, definition))
 }
 

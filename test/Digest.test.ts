@@ -102,6 +102,32 @@ describe("Digest", () => {
       assert.strictEqual(error.path, "lockArgs")
     }))
 
+  it.effect("a __proto__ key counts like any other key", () =>
+    Effect.gen(function*() {
+      // JSON.parse makes "__proto__" an own data property, as a payload from a queue or an HTTP body would have it.
+      const user1 = yield* Digest.make({ ...job, args: JSON.parse(`[{"__proto__":{"user":1}}]`) })
+      const user2 = yield* Digest.make({ ...job, args: JSON.parse(`[{"__proto__":{"user":2}}]`) })
+      const empty = yield* Digest.make({ ...job, args: [{}] })
+      assert.strictEqual(new Set([user1, user2, empty]).size, 3)
+      assert.strictEqual(
+        yield* Digest.hashedText({ ...job, args: JSON.parse(`[{"z":0,"__proto__":{"b":2,"a":1}}]`) }),
+        `[["class","ChargeCustomerJob"],["lock_args",[{"__proto__":{"a":1,"b":2},"z":0}]],["queue","default"]]`
+      )
+      // A literal `{ __proto__: x }` sets the prototype: not a plain object, refused rather than hashed as `{}`.
+      const error = yield* Effect.flip(Digest.make({ ...job, args: [{ __proto__: { user: 1 } }] }))
+      assert.strictEqual(error.path, "lock_args[0]")
+    }))
+
+  it.effect("a null-prototype object hashes like the plain object with the same keys", () =>
+    Effect.gen(function*() {
+      const bare: Record<string, unknown> = Object.create(null)
+      bare.b = 2
+      bare.a = { c: 1 }
+      const digest = yield* Digest.make({ ...job, args: [bare] })
+      assert.strictEqual(digest, yield* Digest.make({ ...job, args: [{ a: { c: 1 }, b: 2 }] }))
+      assert.include(yield* Digest.hashedText({ ...job, args: [bare] }), `[{"a":{"c":1},"b":2}]`)
+    }))
+
   it.effect("shared (non-cyclic) references are fine", () =>
     Effect.gen(function*() {
       const shared = { id: 1 }

@@ -3,10 +3,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Job from "../src/Job.js"
+import * as Lock from "../src/Lock.js"
+import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 
 const job = (args: ReadonlyArray<unknown>) => Job.make({ worker: "W", args })
@@ -67,6 +70,53 @@ describe("MemoryQueue", () => {
       yield* queue.awaitIdle
       assert.strictEqual(yield* Ref.get(ran), 0)
     }))
+
+  it.scoped("the snapshot counts Skipped, Rescheduled and Rejected apart from the runs that did the work", () =>
+    Effect.gen(function*() {
+      const queue = yield* MemoryQueue.MemoryQueue
+      const skip = UniqueJob.unsafeMake({ worker: "Skip", lock: "while_executing", onConflict: "log" })
+      const later = UniqueJob.unsafeMake({
+        worker: "Later",
+        lock: "while_executing",
+        onConflict: "reschedule",
+        rescheduleDelay: 1000
+      })
+      const reject = UniqueJob.unsafeMake({ worker: "Reject", lock: "while_executing", onConflict: "reject" })
+      const workers: Record<string, UniqueJob.UniqueJob> = { Skip: skip, Later: later, Reject: reject }
+      // Another process runs each worker's "busy" job, so every copy of it here is a duplicate execution.
+      const held = yield* Effect.forEach([skip, later, reject], (uj) =>
+        Effect.map(uj.digest(["busy"]), (digest) => ({ uj, digest })))
+      yield* Effect.forEach(held, ({ digest, uj }) => Lock.lock(uj.definition, { digest, jid: "elsewhere" }))
+
+      const performed = [1, 2, 3, 4, 5].map((n) => skip.job([n]))
+      const skipped = [skip.job(["busy"]), skip.job(["busy"])]
+      const rescheduled = later.job(["busy"])
+      const rejected = reject.job(["busy"])
+      yield* Effect.forEach([...performed, ...skipped, rescheduled, rejected], queue.push)
+      yield* queue.work((j) => workers[j.worker]!.server(j, Effect.void))
+      const ended = (events: ReadonlyArray<MemoryQueue.Event>) =>
+        events.filter((e) => ["succeeded", "skipped", "rescheduled", "rejected"].includes(e.type)).length
+      yield* Effect.repeat(Effect.zipRight(Effect.yieldNow(), queue.events), { until: (es) => ended(es) === 9 })
+
+      const snapshot = yield* queue.snapshot
+      const counts = (s: MemoryQueue.Snapshot) => [s.succeeded, s.skipped, s.rescheduled, s.rejected]
+      assert.deepStrictEqual(counts(snapshot), [5, 2, 1, 1]) // succeeded, skipped, rescheduled, rejected
+      assert.deepStrictEqual(snapshot.scheduled.map((s) => s.job.jid), [rescheduled.jid])
+      assert.deepStrictEqual(snapshot.dead.map((d) => d.job.jid), [rejected.jid])
+      const events = yield* queue.events
+      const endOf = (jid: string) => events.filter((e) => e.job.jid === jid && e.type !== "started").map((e) => e.type)
+      assert.deepStrictEqual(performed.map((j) => endOf(j.jid)), performed.map(() => ["pushed", "succeeded"]))
+      assert.deepStrictEqual(skipped.map((j) => endOf(j.jid)), [["pushed", "skipped"], ["pushed", "skipped"]])
+      assert.deepStrictEqual(endOf(rescheduled.jid), ["pushed", "scheduled", "rescheduled"])
+      assert.deepStrictEqual(endOf(rejected.jid), ["pushed", "dead", "rejected"])
+
+      // The other process finishes: the rescheduled copy runs at its time and counts as done.
+      yield* Lock.unlock(later.definition, { digest: held[1]!.digest, jid: "elsewhere" })
+      yield* TestClock.adjust(1000)
+      yield* queue.awaitIdle
+      const after = yield* queue.snapshot
+      assert.deepStrictEqual(counts(after), [6, 2, 1, 1])
+    }).pipe(Effect.provide(Layer.merge(MemoryQueue.layer(), Redis.layerMemory))))
 
   it.scoped("a job interrupted by a stopping worker goes back to the queue", () =>
     Effect.gen(function*() {

@@ -37,7 +37,8 @@ describe("Redis data model", () => {
         assert.deepStrictEqual((yield* keysUnder(definition.lockPrefix)).sort(), [`${digest}:LOCKED`, index].sort())
         assert.strictEqual(yield* Effect.promise(() => raw.type(`${digest}:LOCKED`)), "hash")
         const entry = JSON.parse((yield* Effect.promise(() => raw.hget(`${digest}:LOCKED`, "jid-1")))!)
-        assert.deepStrictEqual(Object.keys(entry), ["t", "x", "l"])
+        assert.deepStrictEqual(Object.keys(entry), ["t", "x", "l", "f"])
+        assert.strictEqual(entry.f, 0) // a queue lock has no fencing token
         assert.isAtLeast(entry.t, before)
         // No TTL asked for: the key has none, and the index score is the lock time in ms.
         assert.strictEqual(yield* Effect.promise(() => raw.pttl(`${digest}:LOCKED`)), -1)
@@ -54,7 +55,8 @@ describe("Redis data model", () => {
         assert.strictEqual(yield* Effect.promise(() => raw.zcard(index)), 2)
         yield* Lock.unlock(definition, { digest, jid: "b" })
         yield* Lock.unlock(definition, { digest, jid: "a", phase: "run" })
-        assert.deepStrictEqual(yield* keysUnder(definition.lockPrefix), [])
+        // What stays is one key per prefix: the fencing counter (the last token handed out), so tokens keep rising.
+        assert.deepStrictEqual(yield* keysUnder(definition.lockPrefix), [`${definition.lockPrefix}:fence`])
         assert.isNull(yield* Effect.promise(() => raw.zscore(index, digest)))
         assert.isNull(yield* Effect.promise(() => raw.zscore(index, `${digest}:RUN`)))
       }))

@@ -7,7 +7,9 @@
  * - a worker process SIGKILLed mid-perform: its execution lock frees within one lease (not before) and the job runs
  *   elsewhere;
  * - client and server middleware interrupted at random points: no lock outlives its job.
- * Timeouts and leases are short (hundreds of milliseconds) so the whole file runs in seconds.
+ * Timeouts and leases are short (hundreds of milliseconds) so the whole file runs in seconds; where they must be met,
+ * the bound adds how late this process ran meanwhile, and waits are for what Redis shows, not for a fixed time, so a
+ * busy machine makes the file slower, never red.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import { assert, describe, layer } from "@effect/vitest"
@@ -32,8 +34,14 @@ import * as Workers from "./support/workers.js"
 
 /** The per-call timeout of the stores under fault. */
 const TIMEOUT = 400
-/** Slack for a loaded two-core machine: timers fire late, processes get scheduled late. */
+/** Slack for timers and scheduling on an idle machine; bounds add the lag measured meanwhile (see `lagMonitor`). */
 const MARGIN = 400
+/** The call timeout where no outage is injected: a busy machine's slow call is no fault there. */
+const CALM_TIMEOUT = 10_000
+/** A call or a wait that takes longer than this hangs, however busy the machine. */
+const HANG = 30_000
+/** The lease of the workload's execution locks. */
+const WORKLOAD_LEASE = 1_500
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
@@ -77,6 +85,27 @@ const assertNoLocksLeft = (prefix: string) =>
       `locks left behind:\n${left.keys.join("\n")}`
     )
     return left
+  })
+
+/**
+ * Waits until nothing is left under `prefix`, however long a busy machine takes to see it; each key left at first must
+ * end by itself within `within` ms (its PTTL, on Redis' clock), so the wait proves what a timed one would.
+ */
+const awaitNoLocksLeft = (prefix: string, within: number) =>
+  Effect.gen(function*() {
+    const { raw } = yield* RedisTest.TestRedis
+    for (const key of yield* Effect.promise(() => raw.keys(`${prefix}:*:LOCKED`))) {
+      const pttl = yield* Effect.promise(() => raw.pttl(key))
+      assert.notStrictEqual(pttl, -1, `${key} has no TTL`)
+      assert.isAtMost(pttl, within, `${key} lives longer than ${within} ms`)
+    }
+    const began = Date.now()
+    for (;;) {
+      const left = yield* locksLeft(prefix)
+      if (left.locked + left.indexed === 0 || Date.now() - began > HANG) break
+      yield* Effect.sleep(50)
+    }
+    return yield* assertNoLocksLeft(prefix)
   })
 
 const redisTime = Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
@@ -129,13 +158,30 @@ const whileStopped = <A, E, R>(pid: number, self: Effect.Effect<A, E, R>) =>
   )
 
 /** The store under test: its own connection with a short timeout, quiet (the faults make it warn a lot). */
-const faultyStore = (url: string) => Layer.fresh(Redis.layer({ url, timeout: TIMEOUT }))
+const faultyStore = (url: string, timeout = TIMEOUT) => Layer.fresh(Redis.layer({ url, timeout }))
 
 const quiet = Logger.withMinimumLogLevel(LogLevel.None)
 
-/** Runs `self` on a fresh faulty store with a MemoryQueue as the JobQueue, in a scope. */
-const withStore = <A, E, R>(url: string, self: Effect.Effect<A, E, R>) =>
-  self.pipe(Effect.scoped, Effect.provide(Layer.merge(faultyStore(url), MemoryQueue.layer())), quiet)
+/** Runs `self` on a fresh store (by default the faulty one) with a MemoryQueue as the JobQueue, in a scope. */
+const withStore = <A, E, R>(url: string, self: Effect.Effect<A, E, R>, timeout = TIMEOUT) =>
+  self.pipe(Effect.scoped, Effect.provide(Layer.merge(faultyStore(url, timeout), MemoryQueue.layer())), quiet)
+
+/**
+ * How late this process ran while its scope was open: the most a 10 ms timer fired late. A busy machine delays every
+ * timer and reply here by about as much, so a bound on how long a call took allows for it: tight on an idle machine,
+ * never red on a loaded one.
+ */
+const lagMonitor = Effect.gen(function*() {
+  const lag = { max: 0 }
+  const tick = Effect.suspend(() => {
+    const due = Date.now() + 10
+    return Effect.andThen(Effect.sleep(10), () => {
+      lag.max = Math.max(lag.max, Date.now() - due)
+    })
+  })
+  yield* Effect.forkScoped(Effect.forever(tick))
+  return lag
+})
 
 // ---------------------------------------------------------------------------------------------------------------
 // A workload that keeps going through faults
@@ -144,6 +190,8 @@ const withStore = <A, E, R>(url: string, self: Effect.Effect<A, E, R>) =>
 interface Tally {
   ok: number
   lastOkAt: number
+  /** The slowest call that succeeded: how slow the server answered (a lag the event loop does not show). */
+  slowestOk: number
   /** Failures by tag; anything but RedisError fails the test. */
   readonly failures: Map<string, number>
   /** The slowest failed call, per side. */
@@ -158,6 +206,7 @@ interface Tally {
 const makeTally = (): Tally => ({
   ok: 0,
   lastOkAt: 0,
+  slowestOk: 0,
   failures: new Map(),
   slowestFailure: { client: 0, server: 0 },
   hangs: 0,
@@ -170,14 +219,14 @@ const workloadJobs = (prefix: string) =>
     whileExecuting: UniqueJob.make({
       worker: "FaultWhileJob",
       lock: "while_executing",
-      lockLease: 600,
+      lockLease: WORKLOAD_LEASE,
       lockPrefix: prefix
     }),
     untilExecuted: UniqueJob.make({ worker: "FaultUntilJob", lock: "until_executed", lockPrefix: prefix }),
     untilAndWhile: UniqueJob.make({
       worker: "FaultBothJob",
       lock: "until_and_while_executing",
-      lockLease: 600,
+      lockLease: WORKLOAD_LEASE,
       lockPrefix: prefix
     })
   })
@@ -191,15 +240,15 @@ const workload = (prefix: string, tally: Tally, fibers: number, seed: number) =>
   Effect.gen(function*() {
     const jobs = yield* workloadJobs(prefix)
     const rnd = prng(seed)
-    const bound = { client: TIMEOUT + MARGIN, server: 2 * TIMEOUT + MARGIN + 10 }
     const timed = <A, E, R>(side: "client" | "server", self: Effect.Effect<A, E, R>) =>
       Effect.gen(function*() {
         const began = Date.now()
-        const exit = yield* Effect.exit(Effect.timeout(self, bound[side] + 2_000))
+        const exit = yield* Effect.exit(Effect.timeout(self, HANG))
         const elapsed = Date.now() - began
         if (Exit.isSuccess(exit)) {
           tally.ok++
           tally.lastOkAt = Date.now()
+          tally.slowestOk = Math.max(tally.slowestOk, elapsed)
           return exit.value
         }
         const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
@@ -253,36 +302,50 @@ const waitUntil = (condition: () => boolean, timeoutMs: number, what: string) =>
     return Date.now() - began
   })
 
-/** Runs the workload around `fault`, then stops it and lets it finish. */
+/** Runs the workload around `fault`, then stops it and lets it finish; `lag` is how late this process ran meanwhile. */
 const throughFault = <A, E, R>(
   url: string,
   prefix: string,
   fault: (tally: Tally) => Effect.Effect<A, E, R>,
-  seed: number
+  seed: number,
+  timeout = TIMEOUT
 ) =>
   Effect.gen(function*() {
+    const lag = yield* lagMonitor
     const tally = makeTally()
     const fiber = yield* workload(prefix, tally, 6, seed)
-    yield* waitUntil(() => tally.ok >= 50, 10_000, "the workload before the fault")
+    yield* waitUntil(() => tally.ok >= 50, HANG, "the workload before the fault")
     const result = yield* fault(tally)
     const okBefore = tally.ok
-    yield* waitUntil(() => tally.ok >= okBefore + 50, 10_000, "the workload after the fault")
+    yield* waitUntil(() => tally.ok >= okBefore + 50, HANG, "the workload after the fault")
     tally.stopped.value = true
     yield* Fiber.join(fiber).pipe(
-      Effect.timeoutFail({ duration: 15_000, onTimeout: () => "the workload did not stop" })
+      Effect.timeoutFail({ duration: 2 * HANG, onTimeout: () => "the workload did not stop" })
     )
-    return { tally, result }
-  }).pipe((self) => withStore(url, self))
+    return { tally, result, lag: lag.max }
+  }).pipe((self) => withStore(url, self, timeout))
 
 const failuresText = (tally: Tally) =>
   `${JSON.stringify(Object.fromEntries(tally.failures))}\n${tally.unexpected.join("\n")}`
 
-/** Every failure was a RedisError, within its bound, and nothing hung. */
-const assertFailedWell = (tally: Tally) => {
+/**
+ * Failures other than those a fault may cause (`allowed`). LockLost is correct only for a holder stalled past its
+ * lease, so it counts only after this process ran late, or Redis answered late, by half a lease.
+ */
+const unexpectedFailures = (tally: Tally, lag: number, allowed: ReadonlyArray<string>) => {
+  const stalled = Math.max(lag, tally.slowestOk) >= WORKLOAD_LEASE / 2
+  return [...tally.failures.keys()].filter((tag) => !allowed.includes(tag) && !(stalled && tag === "LockLost"))
+}
+
+/** Every failure was a RedisError, within its bound (plus the lag measured meanwhile), and nothing hung. */
+const assertFailedWell = (tally: Tally, lag: number) => {
   assert.strictEqual(tally.hangs, 0, "calls that hung")
-  assert.deepStrictEqual([...tally.failures.keys()], ["RedisError"], failuresText(tally))
-  assert.isAtMost(tally.slowestFailure.client, TIMEOUT + MARGIN, "the slowest failed enqueue (one Redis call)")
-  assert.isAtMost(tally.slowestFailure.server, 2 * TIMEOUT + MARGIN + 10, "the slowest failed perform (two calls)")
+  assert.include([...tally.failures.keys()], "RedisError", failuresText(tally))
+  assert.deepStrictEqual(unexpectedFailures(tally, lag, ["RedisError"]), [], failuresText(tally))
+  // A failed call waits for its timers and then its fiber: twice the lag covers both being late.
+  const late = MARGIN + 2 * lag
+  assert.isAtMost(tally.slowestFailure.client, TIMEOUT + late, `the slowest failed enqueue (one call), lag ${lag}`)
+  assert.isAtMost(tally.slowestFailure.server, 2 * TIMEOUT + late + 10, `the slowest failed perform, lag ${lag}`)
 }
 
 const serverOf = (source: RedisServer.Source): RedisServer.Server | undefined => source.server
@@ -332,16 +395,17 @@ const interruptions = (prefix: string, seed: number, iterations: number) =>
       Effect.gen(function*() {
         const type = interruptedTypes[i % interruptedTypes.length]!
         const strategies = serverStrategies(type)
+        const client = (["log", "raise", "reject", "replace"] as const)[rnd.int(4)]!
+        const server = strategies[rnd.int(strategies.length)]!
+        // Only the options the type reads: the others are refused.
+        const { queue: queued, run } = Lock.phases(type)
         const uj = yield* UniqueJob.make({
           worker: "InterruptedJob",
           lock: type,
           lockPrefix: prefix,
-          lockLease: 5_000,
-          rescheduleDelay: 3,
-          onConflict: {
-            client: (["log", "raise", "reject", "replace"] as const)[rnd.int(4)]!,
-            server: strategies[rnd.int(strategies.length)]!
-          }
+          lockLease: run ? 5_000 : undefined,
+          rescheduleDelay: server === "reschedule" ? 3 : undefined,
+          onConflict: { client: queued ? client : "log", server }
         })
         const args = [i]
         const digest = yield* uj.digest(args)
@@ -401,7 +465,7 @@ const interruptions = (prefix: string, seed: number, iterations: number) =>
         // 3. Workers that run to the end drain the queue: then nothing of the digest is held.
         yield* queue.work(handler, { concurrency: 2, onDeath })
         yield* queue.awaitIdle.pipe(
-          Effect.timeoutFail({ duration: 10_000, onTimeout: () => new Error(`${where}: the queue did not drain`) })
+          Effect.timeoutFail({ duration: HANG, onTimeout: () => new Error(`${where}: the queue did not drain`) })
         )
         stats.drained += (yield* started) - startedCut
         assert.isAtLeast(startedCut, startedBefore)
@@ -422,14 +486,16 @@ const interruptions = (prefix: string, seed: number, iterations: number) =>
 // A worker process killed mid-perform
 // ---------------------------------------------------------------------------------------------------------------
 
-const LEASE = 500
+const LEASE = 2_000
 
 /**
- * A worker process takes the execution lock of a job (lease 500 ms, renewed every lease/3) and is SIGKILLed in the
- * middle of perform. This process then asks for the same digest with a duplicate every 10 ms: refused while the
- * dead worker's lease runs, taken once it has passed; and the killed job itself, redelivered here, runs to the end.
+ * A worker process takes the execution lock of a job (lease 2 s, renewed every lease/3) and is SIGKILLed in the
+ * middle of perform, just after a renewal. This process then asks for the same digest with a duplicate every 10 ms:
+ * refused while the dead worker's lease runs, taken once it has passed, each judged on Redis' clock (read before the
+ * attempt, and inside the perform that got the lock); and the killed job itself, redelivered here, runs to the end.
+ * Answers why the round shows nothing, when a busy machine stalled a process for about a lease at the wrong moment.
  */
-const killedMidPerform = (lock: "while_executing" | "until_and_while_executing", url: string) =>
+const killOnce = (lock: "while_executing" | "until_and_while_executing", url: string) =>
   Effect.gen(function*() {
     const { raw } = yield* RedisTest.TestRedis
     const prefix = RedisTest.uniquePrefix("sigkill")
@@ -446,22 +512,41 @@ const killedMidPerform = (lock: "while_executing" | "until_and_while_executing",
       fibers: 1,
       concurrency: 1,
       target: 1,
-      maxMs: 15_000,
+      maxMs: 120_000,
       timeout: 2_000,
       seed: 1
     })
     yield* run.go
     const started = yield* run.started
     const runKey = `${started.digest}:RUN:LOCKED`
+    // Redis' time and the worker's entry, in one step.
+    const look = Effect.promise(async () => {
+      const [[, time], [, entry]] = (await raw.multi().time().hget(runKey, started.job.jid).exec()) as [
+        [unknown, [string, string]],
+        [unknown, string | null]
+      ]
+      return {
+        now: Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000),
+        entry: entry === null ? undefined : (JSON.parse(entry) as { readonly t: number; readonly l: number })
+      }
+    })
     assert.deepStrictEqual(Object.keys(yield* Effect.promise(() => raw.hgetall(runKey))), [started.job.jid])
-    // Let it renew its lease twice (every lease/3), then kill it mid-perform.
-    yield* Effect.sleep(LEASE * 0.8)
+    // Kill it mid-perform once it has renewed its lease (every lease/3), so the lease it leaves is a renewed one.
+    let renewed = yield* look
+    for (let polls = 0; renewed.entry !== undefined && renewed.entry.l - renewed.entry.t <= LEASE; polls++) {
+      if (polls * 20 > HANG) assert.fail("the worker did not renew its lease")
+      yield* Effect.sleep(20)
+      renewed = yield* look
+    }
+    if (renewed.entry === undefined) return "the worker lost its lock before it was killed (it stalled)"
     yield* proc.kill("SIGKILL")
     assert.strictEqual((yield* proc.exited).signal, "SIGKILL")
-    const killedAt = yield* redisTime
-    const entry = yield* Effect.promise(() => raw.hget(runKey, started.job.jid))
-    assert.isNotNull(entry, "the dead worker's execution lock is still there")
-    const { l: leaseUntil, t: lockedAt } = JSON.parse(entry!) as { t: number; l: number }
+    const { entry, now: killedAt } = yield* look
+    if (entry === undefined) {
+      assert.isAtLeast(killedAt, renewed.entry.l, "the dead worker's execution lock vanished before its lease ended")
+      return "its lease ended before this process looked (it stalled)"
+    }
+    const { l: leaseUntil, t: lockedAt } = entry
     assert.isAbove(leaseUntil - lockedAt, LEASE, "the worker renewed its lease before it died")
     assert.isAtMost(leaseUntil, killedAt + LEASE, "a lease runs at most one lease ahead")
 
@@ -481,19 +566,20 @@ const killedMidPerform = (lock: "while_executing" | "until_and_while_executing",
     let refused = 0
     let acquiredAt = 0
     while (acquiredAt === 0) {
+      const askedAt = yield* redisTime
       const attempt = yield* Effect.either(
         uj.server(duplicate, Effect.flatMap(redisTime, (at) => Effect.sync(() => (acquiredAt = at))))
       )
       if (attempt._tag === "Left") {
         assert.strictEqual(attempt.left._tag, "ExecutionConflict")
+        // Redis refused before the lease ended, so it was asked before then: the lock frees when the lease ends.
+        assert.isAtMost(askedAt, leaseUntil, "refused after the dead worker's lease had ended")
         refused++
-        assert.isBelow((yield* redisTime) - killedAt, LEASE + 2_000, "still refused long after the lease")
         yield* Effect.sleep(10)
       }
     }
-    assert.isAbove(refused, 0, "refused while the lease ran")
     assert.isAtLeast(acquiredAt, leaseUntil, "not before the lease ended")
-    assert.isAtMost(acquiredAt - killedAt, LEASE + MARGIN, "within one lease of the kill")
+    if (refused === 0) return "this process first asked after the lease had ended (it stalled)"
 
     // The killed job itself, redelivered to this process (same jid, a retry), runs to the end.
     const redelivered = yield* uj.server({ ...started.job, retryCount: 1 }, Effect.succeed("ran"))
@@ -505,6 +591,20 @@ const killedMidPerform = (lock: "while_executing" | "until_and_while_executing",
         `lock held ${leaseUntil - killedAt} ms more after the kill, ${refused} refusals, taken by another process ` +
         `${acquiredAt - killedAt} ms after the kill, the killed job redelivered and performed, locks left 0`
     )
+    return undefined
+  }).pipe(Effect.scoped)
+
+/** `killOnce` until a round shows the whole story: a busy machine may spoil a round, not three. */
+const killedMidPerform = (lock: "while_executing" | "until_and_while_executing", url: string) =>
+  Effect.gen(function*() {
+    const spoiled: Array<string> = []
+    while (spoiled.length < 3) {
+      const why = yield* killOnce(lock, url)
+      if (why === undefined) return
+      spoiled.push(why)
+      console.info(`fault SIGKILL worker (${lock}): round ${spoiled.length} shows nothing: ${why}`)
+    }
+    assert.fail(`three rounds showed nothing: ${spoiled.join("; ")}`)
   })
 
 
@@ -520,26 +620,29 @@ describe("faults", () => {
         const server = serverOf(source)
         if (server === undefined) return // REDIS_URL fallback: the server is not ours to kill
         const prefix = RedisTest.uniquePrefix("kill")
-        const { result, tally } = yield* throughFault(source.url, prefix, (tally) =>
+        const { lag, result, tally } = yield* throughFault(source.url, prefix, (tally) =>
           Effect.gen(function*() {
-            const before = tally.failures.get("RedisError") ?? 0
+            const failed = () => tally.failures.get("RedisError") ?? 0
+            const before = failed()
             yield* server.kill
+            // Down for a second, and until calls have failed: however long a busy machine takes to show it.
             yield* Effect.sleep(1_000)
-            const duringFailed = (tally.failures.get("RedisError") ?? 0) - before
+            yield* waitUntil(() => failed() > before, HANG, "a RedisError while the server is down")
+            const duringFailed = failed() - before
             const restartedAt = Date.now()
             yield* server.restart
-            const recovery = yield* waitUntil(() => tally.lastOkAt > restartedAt, 10_000, "a success after the restart")
+            const recovery = yield* waitUntil(() => tally.lastOkAt > restartedAt, HANG, "a success after the restart")
             return { duringFailed, recovery }
           }), 11)
-        assertFailedWell(tally)
+        assertFailedWell(tally, lag)
         assert.isAbove(result.duringFailed, 0)
         yield* assertNoLocksLeft(prefix)
         console.info(
           `fault kill+restart: ${tally.ok} calls ok, ${result.duringFailed} RedisErrors while down ` +
             `(slowest ${tally.slowestFailure.client} / ${tally.slowestFailure.server} ms), ` +
-            `working again ${result.recovery} ms after the restart, 0 hangs, locks left 0`
+            `working again ${result.recovery} ms after the restart, 0 hangs, lag ${lag} ms, locks left 0`
         )
-      }), 40_000)
+      }), 120_000)
 
     it.effect("redis-server stops answering (SIGSTOP) with the socket open: RedisError after the timeout, no hang, 0 left", () =>
       Effect.gen(function*() {
@@ -548,31 +651,38 @@ describe("faults", () => {
         if (server === undefined) return
         const pid = pidOf(server)
         const prefix = RedisTest.uniquePrefix("stop")
-        const { result, tally } = yield* throughFault(source.url, prefix, (tally) =>
+        const { lag, result, tally } = yield* throughFault(source.url, prefix, (tally) =>
           Effect.gen(function*() {
-            const before = tally.failures.get("RedisError") ?? 0
+            const failed = () => tally.failures.get("RedisError") ?? 0
+            const before = failed()
             const stoppedAt = Date.now()
-            yield* whileStopped(pid, Effect.sleep(1_200))
-            const duringFailed = (tally.failures.get("RedisError") ?? 0) - before
+            // Stopped for 1.2 s, and until calls have failed: however long a busy machine takes to show it.
+            yield* whileStopped(
+              pid,
+              Effect.zipRight(
+                Effect.sleep(1_200),
+                waitUntil(() => failed() > before, HANG, "a RedisError while the server is stopped")
+              )
+            )
+            const duringFailed = failed() - before
             const continuedAt = Date.now()
-            const recovery = yield* waitUntil(() => tally.lastOkAt > continuedAt, 5_000, "a success after SIGCONT")
+            const recovery = yield* waitUntil(() => tally.lastOkAt > continuedAt, HANG, "a success after SIGCONT")
             return { duringFailed, stoppedFor: continuedAt - stoppedAt, recovery }
           }), 23)
-        assertFailedWell(tally)
+        assertFailedWell(tally, lag)
         assert.isAbove(result.duringFailed, 0)
         // A stalled server answers nothing: the calls end by the timeout, not sooner.
         assert.isAtLeast(Math.max(tally.slowestFailure.client, tally.slowestFailure.server), TIMEOUT - 5)
-        // Leases of execution locks whose release timed out pass; then nothing may be left.
-        yield* Effect.sleep(600 + 200)
+        // Execution locks whose release timed out are left, each to end with its lease; then nothing may be left.
         const left = yield* locksLeft(prefix)
+        yield* awaitNoLocksLeft(prefix, WORKLOAD_LEASE)
         console.info(
           `fault SIGSTOP ${result.stoppedFor} ms: ${tally.ok} calls ok, ${result.duringFailed} RedisErrors ` +
             `while stopped (slowest ${tally.slowestFailure.client} / ${tally.slowestFailure.server} ms), working ` +
-            `again ${result.recovery} ms after SIGCONT, 0 hangs, locks left ${left.locked} keys + ` +
-            `${left.indexed} index members`
+            `again ${result.recovery} ms after SIGCONT, 0 hangs, lag ${lag} ms, ${left.locked} keys + ` +
+            `${left.indexed} index members left, gone within their leases`
         )
-        yield* assertNoLocksLeft(prefix)
-      }), 40_000)
+      }), 120_000)
 
     // The three tests below pin down how a lock call that failed with RedisError (timed out) can still take a lock
     // later, one that nothing releases (an until_executed queue lock has no TTL): the command was sent and the stalled
@@ -671,7 +781,8 @@ describe("faults", () => {
           return Number(/cmdstat_eval:calls=(\d+)/.exec(info)?.[1] ?? 0)
         })
         const evalsBefore = yield* evals
-        const { result, tally } = yield* throughFault(source.url, prefix, (tally) =>
+        // No outage here: the store's timeout is a calm one, so a slow call on a busy machine is no failure.
+        const { lag, result, tally } = yield* throughFault(source.url, prefix, (tally) =>
           Effect.gen(function*() {
             const rnd = prng(5)
             const okBefore = tally.ok
@@ -679,22 +790,23 @@ describe("faults", () => {
             for (let i = 0; i < flushes; i++) {
               // A few calls between two flushes, at a random moment: the cache is gone under calls in flight.
               const ok = tally.ok
-              yield* waitUntil(() => tally.ok >= ok + 3, 10_000, "calls between two flushes")
+              yield* waitUntil(() => tally.ok >= ok + 3, HANG, "calls between two flushes")
               yield* Effect.sleep(rnd.int(6))
               yield* Effect.promise(() => raw.script("FLUSH"))
             }
             return { flushes, okDuring: tally.ok - okBefore }
-          }), 37)
+          }), 37, CALM_TIMEOUT)
         const reloads = (yield* evals) - evalsBefore
-        assert.deepStrictEqual(Object.fromEntries(tally.failures), {}, failuresText(tally))
+        assert.strictEqual(tally.hangs, 0, "calls that hung")
+        assert.deepStrictEqual(unexpectedFailures(tally, lag, []), [], failuresText(tally))
         assert.isAtLeast(result.okDuring, 3 * result.flushes)
         assert.isAbove(reloads, 0, "EVAL after NOSCRIPT")
         yield* assertNoLocksLeft(prefix)
         console.info(
           `fault SCRIPT FLUSH: ${result.flushes} flushes, ${result.okDuring} calls ok meanwhile, ` +
-            `${reloads} reloads by EVAL, 0 failures, locks left 0`
+            `${reloads} reloads by EVAL, 0 failures, lag ${lag} ms, locks left 0`
         )
-      }), 40_000)
+      }), 120_000)
 
     it.effect("client and server middleware interrupted at random points: no lock outlives its job", () =>
       Effect.gen(function*() {
@@ -702,7 +814,8 @@ describe("faults", () => {
         const seed = Number(process.env.FAULTS_SEED ?? 4242)
         const iterations = Number(process.env.FAULTS_ITERATIONS ?? 300)
         const prefix = RedisTest.uniquePrefix("interrupt")
-        const stats = yield* withStore(source.url, interruptions(prefix, seed, iterations))
+        // Interruptions, not outages: a calm timeout, so a slow call on a busy machine cannot leave a lock behind.
+        const stats = yield* withStore(source.url, interruptions(prefix, seed, iterations), CALM_TIMEOUT)
         yield* assertNoLocksLeft(prefix)
         console.info(
           `fault interruption (seed ${seed}): ${iterations} iterations, ${stats.clients} enqueues interrupted ` +
@@ -710,12 +823,16 @@ describe("faults", () => {
             `jobs cut mid-run, ${stats.drained} jobs drained afterwards, ${stats.queuedWithoutLock} redelivered ` +
             `without their queue lock (they had started), locks left 0`
         )
-      }), 60_000)
+      }), 300_000)
 
     for (const lock of ["while_executing", "until_and_while_executing"] as const) {
       it.effect(`${lock}: a worker process SIGKILLed mid-perform frees its lock within one lease; the job runs elsewhere`, () =>
-        Effect.flatMap(RedisTest.TestRedis, ({ source }) => withStore(source.url, killedMidPerform(lock, source.url))),
-        30_000)
+        Effect.flatMap(
+          RedisTest.TestRedis,
+          // A calm timeout: a slow call here would be a RedisError where a conflict is expected.
+          ({ source }) => withStore(source.url, killedMidPerform(lock, source.url), CALM_TIMEOUT)
+        ),
+        180_000)
     }
   })
 })

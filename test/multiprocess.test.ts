@@ -4,7 +4,8 @@
  * INCR and HLEN at perform start and end, see `support/worker-process.ts`); the test then checks across processes:
  * no two executions of a digest overlap (lockLimit 1), never more than three at once and three reached (lockLimit 3),
  * no duplicate waits in the queue (until_* types), never more holders than the limit (seen from inside each perform and
- * by a sampler in this process), and nothing left in Redis afterwards.
+ * by a sampler in this process), and nothing left in Redis afterwards. Each process performs a fixed number of
+ * executions, however long that takes on a busy machine; only a process that stops having outcomes fails on time.
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -15,6 +16,10 @@ import * as RedisTest from "./support/redis.js"
 import * as Workers from "./support/workers.js"
 
 const PROCESSES = 4
+/** A process with no outcome for this long hangs; a slow one still has outcomes, so this is no budget for the work. */
+const STALL_MS = 60_000
+/** The last resort for a whole run, should a process hang where its own watchdog cannot see. */
+const RUN_CAP_MS = 900_000
 
 interface Scenario {
   readonly name: string
@@ -23,7 +28,7 @@ interface Scenario {
   readonly digests: number
   readonly fibers: number
   readonly concurrency: number
-  /** Executions per process. */
+  /** Executions per process: each performs this many, then stops. */
   readonly target: number
 }
 
@@ -127,18 +132,19 @@ const race = (scenario: Scenario) =>
         fibers: scenario.fibers,
         concurrency: scenario.concurrency,
         target: scenario.target,
-        maxMs: 40_000,
-        timeout: 2_000,
+        maxMs: STALL_MS,
+        // A call slowed by a busy machine is no fault here: only a dead server would hit this.
+        timeout: 10_000,
         seed: 1 + p * 7919 + scenario.lockLimit
       })),
-      60_000
+      RUN_CAP_MS
     )
     const ms = Date.now() - began
     yield* Fiber.interrupt(sampler)
 
     for (const r of results) {
       assert.deepStrictEqual(r.unexpected, [], `process ${r.pid}`)
-      assert.isAtLeast(r.performed, scenario.target, `process ${r.pid} stopped after ${r.elapsedMs} ms`)
+      assert.isAtLeast(r.performed, scenario.target, `process ${r.pid}`)
       assert.strictEqual(r.runs.length, r.performed)
     }
     const runs = results.flatMap((r, process) => r.runs.map((x) => ({ process, x })))
@@ -252,7 +258,7 @@ describe("multi-process races", () => {
       it.effect(`${scenario.name}: ${PROCESSES} processes, one Redis`, () =>
         Effect.map(race(scenario), (summary) => {
           executions += summary.executions
-        }), 90_000)
+        }), RUN_CAP_MS + 60_000)
     }
 
     it.effect("at least 10,000 executions across the multi-process runs", () =>

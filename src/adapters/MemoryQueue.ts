@@ -21,19 +21,33 @@ import type { Job } from "../Job.js"
 import { JobQueue } from "../JobQueue.js"
 
 /**
- * Something that happened to a job, with the Clock's time.
+ * Something that happened to a job, with the Clock's time. A handler that returns the server middleware's
+ * `Skipped`, `Rescheduled` or `Rejected` outcome records that instead of `succeeded`.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Event {
   readonly at: number
-  readonly type: "pushed" | "scheduled" | "started" | "succeeded" | "failed" | "retried" | "dead" | "removed"
+  readonly type:
+    | "pushed"
+    | "scheduled"
+    | "started"
+    | "succeeded"
+    | "skipped"
+    | "rescheduled"
+    | "rejected"
+    | "failed"
+    | "retried"
+    | "dead"
+    | "removed"
   readonly job: Job
   readonly detail?: string | undefined
 }
 
 /**
+ * The queue's state, and how the handler's runs ended so far.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -42,7 +56,14 @@ export interface Snapshot {
   readonly scheduled: ReadonlyArray<{ readonly job: Job; readonly at: number }>
   readonly running: ReadonlyArray<Job>
   readonly dead: ReadonlyArray<{ readonly job: Job; readonly reason: string; readonly at: number }>
+  /** Runs that did the work: the middleware's `Performed`, or any value of a plain handler. */
   readonly succeeded: number
+  /** Runs the server middleware skipped as a duplicate execution (`Skipped`). */
+  readonly skipped: number
+  /** Runs the server middleware put back on the schedule (`Rescheduled`). */
+  readonly rescheduled: number
+  /** Runs the server middleware sent to the dead set (`Rejected`). */
+  readonly rejected: number
 }
 
 /**
@@ -87,6 +108,25 @@ export interface MemoryQueue extends Context.Tag.Service<JobQueue> {
  */
 export const MemoryQueue = Context.GenericTag<MemoryQueue>("effect-unique-jobs/MemoryQueue")
 
+type Ending = "succeeded" | "skipped" | "rescheduled" | "rejected"
+
+// A run that returned a server outcome other than Performed did not do the work: count it as what it was.
+const endingOf = (value: unknown): Ending => {
+  if (typeof value !== "object" || value === null || typeof (value as { digest?: unknown }).digest !== "string") {
+    return "succeeded"
+  }
+  switch ((value as { _tag?: unknown })._tag) {
+    case "Skipped":
+      return "skipped"
+    case "Rescheduled":
+      return "rescheduled"
+    case "Rejected":
+      return "rejected"
+    default:
+      return "succeeded"
+  }
+}
+
 const describe = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.squash(cause)
   return failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure)
@@ -106,7 +146,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
     const running = new Map<string, Job>()
     const dead: Array<{ job: Job; reason: string; at: number }> = []
     const events: Array<Event> = []
-    let succeeded = 0
+    const endings: Record<Ending, number> = { succeeded: 0, skipped: 0, rescheduled: 0, rejected: 0 }
     let idleWaiters: Array<Deferred.Deferred<void>> = []
     const signal = yield* Queue.unbounded<string>()
     const timers = yield* FiberSet.make<void>()
@@ -214,8 +254,9 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
           const exit = yield* Effect.exit(restore(Effect.suspend(() => handler(job))))
           running.delete(jid)
           if (Exit.isSuccess(exit)) {
-            succeeded++
-            yield* record("succeeded", job)
+            const ending = endingOf(exit.value)
+            endings[ending]++
+            yield* record(ending, job)
           } else if (Cause.isInterruptedOnly(exit.cause)) {
             // The worker stopped under it: the job goes back, as a broker would redeliver it.
             yield* makeReady(job)
@@ -246,7 +287,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
         scheduled: Array.from(scheduled.values(), ({ at, job }) => ({ job, at })),
         running: Array.from(running.values()),
         dead: [...dead],
-        succeeded
+        ...endings
       })),
       events: Effect.sync(() => [...events]),
       awaitIdle: Effect.flatMap(Deferred.make<void>(), (waiter) =>

@@ -1,18 +1,19 @@
 /**
  * The lock scripts' semantics over in-process maps, with time from Effect's Clock.
- * Mirrors `lua/*.lua` step for step; the conformance suite holds the two together.
+ * Mirrors `lua/*.lua` step for step, and refuses what they refuse; the conformance suite holds the two together.
  *
  * @internal
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { Holder, HolderRequest, LockKey, LockResult, RedisError, RedisService } from "../Redis.js"
-import { keysOf } from "../Redis.js"
+import type { Holder, HolderRequest, LockKey, LockResult, RedisService } from "../Redis.js"
+import { keysOf, RedisError } from "../Redis.js"
 
 interface Entry {
   readonly t: number
   readonly x: number
   readonly l: number
+  readonly f: number
   readonly info: string
 }
 
@@ -23,11 +24,30 @@ interface Hash {
 }
 
 const horizon = (entry: Entry): number => (entry.x > 0 && entry.l > 0 ? Math.min(entry.x, entry.l) : entry.x || entry.l)
+const live = (entry: Entry, now: number): boolean => {
+  const h = horizon(entry)
+  return h === 0 || h > now
+}
+
+/** The scripts' `whole`: 2^50 keeps Redis time plus the value exact in Lua's doubles. */
+const maxWhole = 2 ** 50
+
+class Refused {
+  constructor(readonly reason: string) {}
+}
+
+const whole = (value: number, name: string, min: number): number => {
+  if (!Number.isInteger(value) || value < min || value > maxWhole) {
+    throw new Refused(`ERR ${name} must be a whole number from ${min} to 2^50, got ${value}`)
+  }
+  return value
+}
 
 /** @internal */
 export const make = (): RedisService["Type"] => {
   const hashes = new Map<string, Hash>()
   const indexes = new Map<string, Map<string, number>>()
+  const fences = new Map<string, number>()
 
   const getHash = (key: string, now: number): Hash | undefined => {
     const hash = hashes.get(key)
@@ -54,40 +74,36 @@ export const make = (): RedisService["Type"] => {
     else if (hash.expiresAt !== undefined && hash.expiresAt - now < want) hash.expiresAt = now + want
   }
 
-  const acquire = (lock: LockKey, request: HolderRequest, now: number): LockResult => {
-    const { index, locked } = keysOf(lock)
+  const acquire = (lock: LockKey, request: HolderRequest, now: number, micros: number): LockResult => {
+    const limit = whole(request.limit, "limit", 1)
+    const ttl = whole(request.ttlMs, "ttl", 0)
+    const lease = whole(request.leaseMs, "lease", 0)
+    const { fence, index, locked } = keysOf(lock)
     let hash = getHash(locked, now)
-    const current = hash?.entries.get(request.jid)
-    if (hash !== undefined && current !== undefined) {
-      const h = horizon(current)
-      if (h === 0 || h > now) {
-        if (request.leaseMs > 0) {
-          const renewed = { ...current, l: now + request.leaseMs }
-          hash.entries.set(request.jid, renewed)
-          extend(hash, horizon(renewed), now, false)
-        }
-        return { _tag: "Acquired", reentrant: true }
-      }
-      hdel(locked, hash, request.jid)
-      hash = getHash(locked, now)
-    }
     let count = hash?.entries.size ?? 0
-    if (hash !== undefined && count >= request.limit) {
+    const current = hash?.entries.get(request.jid)
+    if (current !== undefined && !request.fenced && live(current, now)) {
+      return { _tag: "Acquired", reentrant: true, fence: 0 }
+    }
+    // A run lock is held per acquisition: a live entry of jid's is another copy of this job, still running.
+    const copy = current !== undefined && request.fenced && live(current, now)
+    if (hash !== undefined && (count >= limit || copy)) {
+      const holders: Array<string> = []
       for (const [jid, entry] of hash.entries) {
-        const h = horizon(entry)
-        if (h > 0 && h <= now) hdel(locked, hash, jid)
+        if (live(entry, now)) holders.push(jid)
+        else hdel(locked, hash, jid)
       }
-      count = hash.entries.size
-      if (count >= request.limit) return { _tag: "Conflict", holders: Array.from(hash.entries.keys()) }
+      if (copy || holders.length >= limit) return { _tag: "Conflict", holders }
+      count = holders.length
+    } else if (hash !== undefined && current !== undefined) {
+      hdel(locked, hash, request.jid)
+      count--
     }
-    const entry: Entry = {
-      t: now,
-      x: request.ttlMs > 0 ? now + request.ttlMs : 0,
-      l: request.leaseMs > 0 ? now + request.leaseMs : 0,
-      info: request.info
-    }
-    const created = count === 0
-    if (created || hash === undefined) {
+    hash = getHash(locked, now)
+    const f = request.fenced ? Math.max(micros, (fences.get(fence) ?? 0) + 1) : 0
+    const entry: Entry = { t: now, x: ttl > 0 ? now + ttl : 0, l: lease > 0 ? now + lease : 0, f, info: request.info }
+    const created = count === 0 || hash === undefined
+    if (hash === undefined) {
       hash = { entries: new Map(), expiresAt: undefined }
       hashes.set(locked, hash)
     }
@@ -101,49 +117,69 @@ export const make = (): RedisService["Type"] => {
     const score = members.get(lock.name)
     if (entry.x === 0) members.set(lock.name, now)
     else if (score === undefined || entry.x > score) members.set(lock.name, entry.x)
-    return { _tag: "Acquired", reentrant: false }
+    if (f > 0) fences.set(fence, f)
+    return { _tag: "Acquired", reentrant: false, fence: f }
   }
 
-  const release = (lock: LockKey, jid: string, now: number): boolean => {
+  const release = (lock: LockKey, jid: string, token: number, now: number): boolean => {
     const { index, locked } = keysOf(lock)
     const hash = getHash(locked, now)
-    const removed = hash !== undefined && hdel(locked, hash, jid)
+    const current = hash?.entries.get(jid)
+    if (hash === undefined || current === undefined) {
+      if (hash === undefined) indexes.get(index)?.delete(lock.name)
+      return false
+    }
+    if (token !== 0 && current.f !== token) return false
+    hdel(locked, hash, jid)
     if (!hashes.has(locked)) indexes.get(index)?.delete(lock.name)
-    return removed
+    return live(current, now)
   }
 
-  const atNow = <A>(f: (now: number) => A): Effect.Effect<A, RedisError> => Effect.map(Clock.currentTimeMillis, f)
+  const renew = (lock: LockKey, jid: string, leaseMs: number, token: number, now: number): boolean => {
+    const lease = whole(leaseMs, "lease", 1)
+    const hash = getHash(keysOf(lock).locked, now)
+    const current = hash?.entries.get(jid)
+    if (hash === undefined || current === undefined) return false
+    if ((token !== 0 && current.f !== token) || !live(current, now)) return false
+    const renewed = { ...current, l: now + lease }
+    hash.entries.set(jid, renewed)
+    extend(hash, horizon(renewed), now, false)
+    return true
+  }
+
+  // Like a script, a call either runs whole or is refused (RedisError) before it changes anything.
+  const run = <A>(operation: string, f: (now: number, micros: number) => A): Effect.Effect<A, RedisError> =>
+    Effect.flatMap(Clock.currentTimeNanos, (nanos) => {
+      try {
+        return Effect.succeed(f(Number(nanos / 1_000_000n), Number(nanos / 1_000n)))
+      } catch (error) {
+        if (error instanceof Refused) return Effect.fail(new RedisError({ operation, reason: error.reason }))
+        throw error
+      }
+    })
 
   return {
-    lock: (lock, request) => atNow((now) => acquire(lock, request, now)),
-    unlock: (lock, jid) => atNow((now) => release(lock, jid, now)),
-    renew: (lock, jid, leaseMs) =>
-      atNow((now) => {
-        const hash = getHash(keysOf(lock).locked, now)
-        const current = hash?.entries.get(jid)
-        if (hash === undefined || current === undefined) return false
-        const renewed = { ...current, l: now + leaseMs }
-        hash.entries.set(jid, renewed)
-        extend(hash, horizon(renewed), now, false)
-        return true
-      }),
+    lock: (lock, request) => run("lock", (now, micros) => acquire(lock, request, now, micros)),
+    unlock: (lock, jid, fence = 0) => run("unlock", (now) => release(lock, jid, fence, now)),
+    renew: (lock, jid, leaseMs, fence = 0) => run("renew", (now) => renew(lock, jid, leaseMs, fence, now)),
     handoff: (from, to, request, { keepOnConflict }) =>
-      atNow((now) => {
-        const result = acquire(to, request, now)
+      run("handoff", (now, micros) => {
+        const queued = getHash(keysOf(from).locked, now)?.entries.get(request.jid)
+        const result = acquire(to, { ...request, fenced: true }, now, micros)
         const queueLockHeld = result._tag === "Acquired" || !keepOnConflict
-          ? release(from, request.jid, now)
-          : getHash(keysOf(from).locked, now)?.entries.has(request.jid) === true
+          ? release(from, request.jid, 0, now)
+          : queued !== undefined && live(queued, now)
         return { ...result, queueLockHeld }
       }),
     holders: (lock) =>
-      atNow((now) =>
+      run("holders", (now) =>
         Array.from(getHash(keysOf(lock).locked, now)?.entries ?? [], ([jid, entry]): Holder => ({
           jid,
           lockedAt: entry.t,
           expiresAt: entry.x > 0 ? entry.x : undefined,
           leaseUntil: entry.l > 0 ? entry.l : undefined,
+          fence: entry.f,
           info: entry.info === "" ? undefined : JSON.parse(entry.info)
-        }))
-      )
+        })))
   }
 }

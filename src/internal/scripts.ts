@@ -1,10 +1,11 @@
 /**
- * The Lua scripts: read once from `lua/`, run by EVALSHA, reloaded by EVAL when Redis lost them (NOSCRIPT).
+ * The Lua scripts: generated from `lua/` into `lua.generated.ts` (so bundles carry them), run by EVALSHA, reloaded
+ * by EVAL when Redis lost them (NOSCRIPT).
  *
  * @internal
  */
 import { createHash } from "node:crypto"
-import { readFileSync } from "node:fs"
+import { sources } from "./lua.generated.js"
 
 /** @internal */
 export interface Script {
@@ -16,7 +17,8 @@ export interface Script {
 /** @internal */
 export type ScriptName = "lock" | "unlock" | "renew" | "handoff"
 
-const read = (file: string): string => readFileSync(new URL(`../../lua/${file}`, import.meta.url), "utf8")
+// No file system at run time: `npm run generate` copies lua/ into the generated module.
+const read = (file: keyof typeof sources): string => sources[file]
 
 /** Every script with the shared prelude in front, so each stays one self-contained EVAL. @internal */
 export const loadScripts = (): Record<ScriptName, Script> => {

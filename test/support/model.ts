@@ -1,13 +1,15 @@
 /**
  * Model-based testing of the lock lifecycle: a hand-driven queue, workers whose performs the commands start,
- * finish, fail and crash, and time that the commands advance. After every command the invariants are checked;
- * after the last one everything is drained and nothing may be left held. Each run records a trace of what was
- * observed, so the same commands can be compared across the Redis and the memory store.
+ * finish, fail, crash, stall and deliver twice, store calls with arguments the stores must refuse, and time that the
+ * commands advance. After every command the invariants are checked; after the last one everything is drained and
+ * nothing may be left held. Each run records a trace of what was observed, so the same commands can be compared
+ * across the Redis and the memory store.
  */
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as fc from "effect/FastCheck"
 import * as Fiber from "effect/Fiber"
@@ -21,12 +23,20 @@ import * as Redis from "../../src/Redis.js"
 import type * as Strategy from "../../src/Strategy.js"
 import * as UniqueJob from "../../src/UniqueJob.js"
 
+/**
+ * The arguments the two digests of a run are made of: plain numbers, objects whose only difference is the content
+ * of a `__proto__` key, or `{}` beside `{"__proto__":{}}`. Two digests that collided would share one lock, and the
+ * holders of one would show up under the other.
+ */
+export type ArgsFamily = "number" | "proto" | "empty"
+
 export interface Config {
   readonly lock: Lock.LockType
   readonly limit: number
   readonly client: Strategy.ClientName
   readonly server: Strategy.ServerName
   readonly ttl: boolean
+  readonly args: ArgsFamily
 }
 
 /** TTLs and leases are short; `Advance` always moves time past both. */
@@ -36,16 +46,52 @@ export const ADVANCE_MS = 400
 const MAX_RETRIES = 2
 const DIGESTS = 2
 
-export const configArbitrary = (lock: Lock.LockType): fc.Arbitrary<Config> =>
-  fc.record({
+/** Only options the lock type reads: the Schema refuses the others. */
+export const configArbitrary = (lock: Lock.LockType): fc.Arbitrary<Config> => {
+  const { queue, run } = Lock.phases(lock)
+  return fc.record({
     lock: fc.constant(lock),
     limit: lock.startsWith("while") ? fc.constantFrom(1, 2) : fc.constantFrom(1, 1, 2),
-    client: fc.constantFrom<Strategy.ClientName>("log", "raise", "reject", "replace"),
+    client: queue
+      ? fc.constantFrom<Strategy.ClientName>("log", "raise", "reject", "replace")
+      : fc.constant<Strategy.ClientName>("log"),
     server: lock === "while_executing_reject"
       ? fc.constant<Strategy.ServerName>("reject")
-      : fc.constantFrom<Strategy.ServerName>("log", "raise", "reject", "reschedule"),
-    ttl: lock === "until_expired" ? fc.constant(true) : fc.boolean()
+      : run
+      ? fc.constantFrom<Strategy.ServerName>("log", "raise", "reject", "reschedule")
+      : fc.constant<Strategy.ServerName>("log"),
+    ttl: lock === "until_expired" ? fc.constant(true) : queue ? fc.boolean() : fc.constant(false),
+    args: fc.constantFrom<ArgsFamily>("number", "number", "proto", "empty")
   })
+}
+
+/** An own `__proto__` key, as JSON.parse makes one (plain assignment would set the prototype instead). */
+const withProto = (proto: unknown, rest: Record<string, unknown>, protoFirst: boolean): Record<string, unknown> => {
+  const o: Record<string, unknown> = protoFirst ? {} : { ...rest }
+  Object.defineProperty(o, "__proto__", { value: proto, enumerable: true, writable: true, configurable: true })
+  return protoFirst ? Object.assign(o, rest) : o
+}
+
+/**
+ * The arguments of digest `digest` (0 or 1) in one of two spellings of the same content: the spellings must share a
+ * digest, the two digests must not.
+ */
+export const argsOf = (family: ArgsFamily, digest: number, spelling: number): ReadonlyArray<unknown> => {
+  switch (family) {
+    case "number":
+      return [digest]
+    case "proto":
+      return spelling === 0
+        ? JSON.parse(`[{"__proto__":{"user":${digest}},"n":1}]`)
+        : [withProto({ user: digest }, { n: 1 }, false)]
+    case "empty":
+      return digest === 0
+        ? (spelling === 0 ? [{}] : JSON.parse("[{}]"))
+        : spelling === 0
+        ? JSON.parse(`[{"__proto__":{}}]`)
+        : [withProto({}, {}, true)]
+  }
+}
 
 interface Waiting {
   readonly job: Job.Job
@@ -53,14 +99,41 @@ interface Waiting {
   fresh: boolean
 }
 
+/** What a worker's store calls go through: a crashed worker reaches nothing; a stalled one renews nothing. */
+interface Worker {
+  crashed: boolean
+  stalled: boolean
+}
+
 interface Running {
   readonly job: Job.Job
   readonly fiber: Fiber.RuntimeFiber<Strategy.ServerOutcome<void>, unknown>
   readonly finish: Deferred.Deferred<void, string>
-  readonly crash: () => void
+  readonly worker: Worker
+  /** The fencing token its perform was handed; undefined for types without a run lock. */
+  readonly fence: number | undefined
+  /** Stalled, and time has passed since: its lease is over in the store, while the worker still runs. */
+  lapsed: boolean
 }
 
 type Fate = "performed" | "dead" | "replaced" | "dropped"
+
+/** The holders of one lock of one digest. */
+export interface Held {
+  readonly digest: number
+  readonly phase: Lock.Phase
+  readonly entries: ReadonlyArray<Redis.Holder>
+}
+
+/** One store call with an argument both stores must refuse before they write anything. */
+export interface Refusal {
+  readonly digest: number
+  readonly call: "lock queue" | "lock run" | "renew" | "handoff"
+  readonly field: "limit" | "ttlMs" | "leaseMs"
+  readonly value: number
+  /** Whose jid: an index into the key's holders, one past them for a jid that holds nothing. */
+  readonly who: number
+}
 
 /** The system under test, for one command sequence on one store. */
 export class System {
@@ -72,8 +145,15 @@ export class System {
   readonly starts = new Map<string, number>()
   readonly unlocks = new Map<string, number>()
   readonly dead: Array<{ readonly job: Job.Job; readonly reason: string }> = []
+  /** The digest (0 or 1) of every jid pushed. */
+  readonly digestOf = new Map<string, number>()
+  /** Per digest, the fencing tokens handed to performs, in the order the performs started. */
+  readonly fences = new Map<number, Array<{ readonly jid: string; readonly fence: number }>>()
   private nextJid = 0
-  private crashes = 0
+  private timeBound = false
+  /** Whether the job being started held its queue lock (a reschedule keeps it). */
+  private startingFresh = false
+  private readonly digests = new Map<number, string>()
   readonly unique: UniqueJob.UniqueJob
 
   constructor(
@@ -83,19 +163,32 @@ export class System {
     readonly advanceTime: (ms: number) => Effect.Effect<void>,
     prefix: string
   ) {
+    const { run } = Lock.phases(config.lock)
     this.unique = UniqueJob.unsafeMake({
       worker: "ModelJob",
       lock: config.lock,
       lockLimit: config.limit,
       lockTtl: config.ttl ? TTL_MS : undefined,
-      lockLease: LEASE_MS,
-      rescheduleDelay: 1,
+      lockLease: run ? LEASE_MS : undefined,
+      rescheduleDelay: config.server === "reschedule" ? 1 : undefined,
       lockPrefix: prefix,
-      onConflict: config.lock === "while_executing_reject"
-        ? { client: config.client }
-        : { client: config.client, server: config.server },
+      onConflict: { client: config.client, server: config.server },
       afterUnlock: (u) => Effect.sync(() => this.unlocks.set(u.jid, (this.unlocks.get(u.jid) ?? 0) + 1))
     })
+    this.timeBound = config.ttl
+  }
+
+  get hasRunLock(): boolean {
+    return Lock.phases(this.config.lock).run
+  }
+
+  /** Running entries a command may finish: a stalled worker does nothing until its lease is over. */
+  completable(): Array<Running> {
+    return this.running.filter((r) => !r.worker.stalled || r.lapsed)
+  }
+
+  stallable(): Array<Running> {
+    return this.hasRunLock ? this.running.filter((r) => !r.worker.stalled) : []
   }
 
   // -- the queue port, hand-driven --------------------------------------------------------------------------------
@@ -104,8 +197,11 @@ export class System {
     push: (job) => Effect.sync(() => void this.waiting.push({ job, fresh: true })),
     schedule: (job) =>
       Effect.sync(() =>
-        // A rescheduled until_and_while_executing job keeps its queue lock: it is still the one queued copy.
-        void this.waiting.push({ job, fresh: this.config.lock === "until_and_while_executing" })
+        // A rescheduled until_and_while_executing job keeps its queue lock if it had one: still the one queued copy.
+        void this.waiting.push({
+          job,
+          fresh: this.config.lock === "until_and_while_executing" && this.startingFresh
+        })
       ),
     remove: (jid) =>
       Effect.sync(() => {
@@ -135,69 +231,207 @@ export class System {
     return Runtime.runPromise(this.runtime)(effect)
   }
 
+  private async lockKey(digest: number, phase: Lock.Phase): Promise<Redis.LockKey> {
+    let name = this.digests.get(digest)
+    if (name === undefined) {
+      name = await this.exec(this.unique.digest(argsOf(this.config.args, digest, 0)))
+      this.digests.set(digest, name)
+    }
+    return Lock.keyOf(this.unique.definition, name, phase)
+  }
+
   // -- commands ----------------------------------------------------------------------------------------------------
 
-  async push(digestIndex: number): Promise<void> {
-    const job = this.unique.job([digestIndex % DIGESTS], { jid: `j${this.nextJid++}` })
+  /** `n`: the digest is n % 2, the spelling of its arguments n >> 1 (same content, so the same digest). */
+  async push(n: number): Promise<void> {
+    const digest = n % DIGESTS
+    const job = this.unique.job(argsOf(this.config.args, digest, (n >> 1) % 2), { jid: `j${this.nextJid++}` })
+    this.digestOf.set(job.jid, digest)
     const exit = await this.exec(Effect.exit(this.provide(this.unique.client(job, (j) => this.queue.push(j)))))
     if (Exit.isSuccess(exit)) {
       const outcome = exit.value
       if (outcome._tag === "Enqueued" || outcome._tag === "Replaced") this.accepted.add(job.jid)
       if (outcome._tag === "Rejected") this.fates.set(job.jid, "dead")
       const extra = outcome._tag === "Replaced" ? ` ${[...outcome.replaced].sort()}` : ""
-      this.trace.push(`push ${job.jid}(${job.args[0]}) -> ${outcome._tag}${extra}`)
+      this.trace.push(`push ${job.jid}(${digest}) -> ${outcome._tag}${extra}`)
     } else {
-      this.trace.push(`push ${job.jid}(${job.args[0]}) -> ${failureTag(exit.cause)}`)
+      this.trace.push(`push ${job.jid}(${digest}) -> ${failureTag(exit.cause)}`)
     }
   }
 
-  async start(index: number): Promise<void> {
-    const [entry] = this.waiting.splice(index % this.waiting.length, 1)
-    const job = entry!.job
+  /** Hands a job to a worker: it runs until a command finishes it, or its server wrapper ends at once. */
+  private async deliver(job: Job.Job, fresh: boolean): Promise<
+    | { readonly _tag: "running"; readonly entry: Running }
+    | { readonly _tag: "ended"; readonly fiber: Fiber.RuntimeFiber<Strategy.ServerOutcome<void>, unknown> }
+  > {
     this.starts.set(job.jid, (this.starts.get(job.jid) ?? 0) + 1)
-    let crashed = false
-    const crashable = crashableStore(this.store, () => crashed)
+    const worker: Worker = { crashed: false, stalled: false }
+    const digest = this.digestOf.get(job.jid)!
+    let fence: number | undefined
+    this.startingFresh = fresh
     const result = await this.exec(Effect.gen(this, function*() {
       const started = yield* Deferred.make<void>()
       const finish = yield* Deferred.make<void, string>()
-      const perform = Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish))
+      const perform = (running: Lock.Running) =>
+        Effect.suspend(() => {
+          fence = running.fence
+          if (fence !== undefined) {
+            const tokens = this.fences.get(digest) ?? []
+            tokens.push({ jid: job.jid, fence })
+            this.fences.set(digest, tokens)
+          }
+          return Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish))
+        })
       // A daemon: the worker outlives this command (a plain fork would be interrupted when the command returns).
-      const fiber = yield* Effect.forkDaemon(this.provide(this.unique.server(job, perform), crashable))
+      const fiber = yield* Effect.forkDaemon(this.provide(this.unique.server(job, perform), workerStore(this.store, worker)))
       const first = yield* Effect.raceFirst(
         Effect.as(Deferred.await(started), "started" as const),
         Effect.as(Fiber.await(fiber), "ended" as const)
       )
       return { first, fiber, finish }
     }))
-    if (result.first === "started") {
-      this.running.push({ job, fiber: result.fiber, finish: result.finish, crash: () => (crashed = true) })
+    this.startingFresh = false
+    if (result.first === "ended") return { _tag: "ended", fiber: result.fiber }
+    const entry: Running = { job, fiber: result.fiber, finish: result.finish, worker, fence, lapsed: false }
+    this.running.push(entry)
+    return { _tag: "running", entry }
+  }
+
+  async start(index: number): Promise<void> {
+    const [entry] = this.waiting.splice(index % this.waiting.length, 1)
+    const job = entry!.job
+    const delivered = await this.deliver(job, entry!.fresh)
+    if (delivered._tag === "running") {
       this.trace.push(`start ${job.jid} -> running`)
     } else {
-      await this.settle(job, result.fiber, "start")
+      await this.settle(job, delivered.fiber, "start")
+    }
+  }
+
+  /**
+   * The broker delivers a running job again (a stalled message, a visibility timeout): same job, same jid. While the
+   * first copy's lease is live, the second is a conflict and gets the server strategy's outcome.
+   */
+  async redeliver(index: number): Promise<void> {
+    const original = this.running[index % this.running.length]!
+    const job = original.job
+    const delivered = await this.deliver(job, false)
+    if (delivered._tag === "running") {
+      this.trace.push(`redeliver ${job.jid} -> running`)
+      if (this.hasRunLock && !original.lapsed) {
+        throw new Error(
+          `a redelivered copy of ${job.jid} runs beside its original, whose lease is live ` +
+            `(fences ${original.fence} and ${delivered.entry.fence})`
+        )
+      }
+      return
+    }
+    const outcome = await this.settle(job, delivered.fiber, "redeliver")
+    if (this.hasRunLock && !original.lapsed) {
+      const expected = serverOutcome[this.config.server]
+      if (outcome !== expected) {
+        throw new Error(`a redelivered copy of running ${job.jid} ended ${outcome}, not ${expected} (its conflict)`)
+      }
     }
   }
 
   async complete(index: number, how: "finish" | "fail"): Promise<void> {
-    const [run] = this.running.splice(index % this.running.length, 1)
-    await this.exec(Deferred.complete(run!.finish, how === "finish" ? Effect.void : Effect.fail("perform failed")))
-    await this.settle(run!.job, run!.fiber, how)
+    const completable = this.completable()
+    const run = completable[index % completable.length]!
+    this.running.splice(this.running.indexOf(run), 1)
+    await this.exec(Deferred.complete(run.finish, how === "finish" ? Effect.void : Effect.fail("perform failed")))
+    const outcome = await this.settle(run.job, run.fiber, how)
+    if (how === "finish") {
+      // A release that finds the hold gone is a lost lock, never a success; one that finds it is a success.
+      const expected = run.lapsed ? "LockLost" : "Performed"
+      if (outcome !== expected) throw new Error(`${run.job.jid} finished ${outcome}, not ${expected}`)
+    }
+    if (run.fence !== undefined) {
+      const key = await this.lockKey(this.digestOf.get(run.job.jid)!, "run")
+      const left = (await this.exec(this.store.holders(key))).find((h) => h.jid === run.job.jid && h.fence === run.fence)
+      if (left !== undefined) throw new Error(`${run.job.jid} ended, but its hold (fence ${run.fence}) is still there`)
+    }
   }
 
   async crash(index: number): Promise<void> {
     const [run] = this.running.splice(index % this.running.length, 1)
     // The worker's process dies: nothing it would still say reaches Redis, and the broker redelivers the job.
-    run!.crash()
-    this.crashes++
+    run!.worker.crashed = true
+    this.timeBound = true
     await this.exec(Fiber.interrupt(run!.fiber))
     this.waiting.push({ job: run!.job, fresh: false })
     this.trace.push(`crash ${run!.job.jid}`)
+  }
+
+  /**
+   * A worker stalls past its lease (a frozen process): its renewals stop reaching the store while it believes they
+   * were kept. It does nothing more until time has passed; then a finish finds its hold gone (`LockLost`).
+   */
+  async stall(index: number): Promise<void> {
+    const stallable = this.stallable()
+    const run = stallable[index % stallable.length]!
+    run.worker.stalled = true
+    this.timeBound = true
+    this.trace.push(`stall ${run.job.jid}`)
   }
 
   async advance(): Promise<void> {
     await this.exec(this.advanceTime(ADVANCE_MS))
     // Every TTL has run out: what was queued under one is no longer the one locked copy.
     if (this.config.ttl) for (const w of this.waiting) w.fresh = false
+    for (const r of this.running) if (r.worker.stalled) r.lapsed = true
     this.trace.push("advance")
+  }
+
+  /** A store call with an argument out of range: both stores refuse it, with the same reason, writing nothing. */
+  async refuse(refusal: Refusal): Promise<void> {
+    const { call, digest, field, value } = refusal
+    const queueKey = await this.lockKey(digest, "queue")
+    const runKey = await this.lockKey(digest, "run")
+    const key = call === "lock queue" ? queueKey : runKey
+    const before = await this.holders()
+    const mine = before.find((h) => h.digest === digest && h.phase === (call === "lock queue" ? "queue" : "run"))!
+    const holder = mine.entries[refusal.who % (mine.entries.length + 1)]
+    const jid = holder?.jid ?? "stranger"
+    const request: Redis.HolderRequest = {
+      jid,
+      limit: this.config.limit,
+      ttlMs: call === "lock queue" && this.config.ttl ? TTL_MS : 0,
+      leaseMs: call === "lock queue" ? 0 : LEASE_MS,
+      info: "",
+      fenced: call !== "lock queue",
+      [field]: value
+    }
+    const attempt = call === "renew"
+      ? this.store.renew(key, jid, value, holder?.fence ?? 0)
+      : call === "handoff"
+      ? this.store.handoff(queueKey, runKey, request, { keepOnConflict: true })
+      : this.store.lock(key, request)
+    const result = await this.exec(Effect.either(attempt))
+    const shown = `${call}(${digest} ${field}=${value} by ${holder === undefined ? "a stranger" : "a holder"})`
+    if (Either.isRight(result)) throw new Error(`the store accepted ${shown}: ${JSON.stringify(result.right)}`)
+    const after = await this.holders()
+    for (const { digest: d, entries, phase } of after) {
+      const was = before.find((h) => h.digest === d && h.phase === phase)!.entries
+      // Nothing added or changed. On Redis, time runs: a lease may be renewed meanwhile, an expired key may go.
+      const keeping = new Set(this.running.filter((r) => !r.worker.stalled).map((r) => `${r.job.jid}/${r.fence}`))
+      for (const entry of entries) {
+        const old = was.find((e) => e.jid === entry.jid)
+        const same = old !== undefined &&
+          JSON.stringify({ ...old, leaseUntil: 0 }) === JSON.stringify({ ...entry, leaseUntil: 0 }) &&
+          (old.leaseUntil === entry.leaseUntil || keeping.has(`${entry.jid}/${entry.fence}`))
+        if (!same) {
+          throw new Error(`refused ${shown} changed digest ${d} ${phase}: ${JSON.stringify(old)} -> ${JSON.stringify(entry)}`)
+        }
+      }
+      for (const old of was) {
+        if (!entries.some((e) => e.jid === old.jid) && old.expiresAt === undefined && old.leaseUntil === undefined) {
+          throw new Error(`refused ${shown} removed ${old.jid} from digest ${d} ${phase}`)
+        }
+      }
+    }
+    const jids = after.filter((h) => h.digest === digest).map((h) => `${h.phase} [${h.entries.map((e) => e.jid).sort()}]`)
+    this.trace.push(`refuse ${shown} -> ${reasonOf(result.left)}; ${jids.join(" ")}`)
   }
 
   /** The outcome of a server wrapper that ended: what becomes of the job, as the queue would do it. */
@@ -205,7 +439,7 @@ export class System {
     job: Job.Job,
     fiber: Fiber.RuntimeFiber<Strategy.ServerOutcome<void>, unknown>,
     step: string
-  ): Promise<void> {
+  ): Promise<string> {
     const exit = await this.exec(Fiber.await(fiber))
     if (Exit.isSuccess(exit)) {
       const outcome = exit.value
@@ -213,9 +447,10 @@ export class System {
       if (outcome._tag === "Performed") this.fates.set(job.jid, "performed")
       if (outcome._tag === "Skipped") this.fates.set(job.jid, "dropped")
       if (outcome._tag === "Rejected") this.fates.set(job.jid, "dead")
-      return
+      return outcome._tag
     }
-    this.trace.push(`${step} ${job.jid} -> ${failureTag(exit.cause)}`)
+    const tag = failureTag(exit.cause)
+    this.trace.push(`${step} ${job.jid} -> ${tag}`)
     const retryCount = (job.retryCount ?? 0) + 1
     if (retryCount <= MAX_RETRIES) {
       this.waiting.push({ job: { ...job, retryCount }, fresh: false })
@@ -224,17 +459,17 @@ export class System {
       this.fates.set(job.jid, "dead")
       await this.exec(this.provide(Effect.ignore(this.unique.died(job))))
     }
+    return tag
   }
 
   // -- observation -------------------------------------------------------------------------------------------------
 
-  async holders(): Promise<Array<{ digest: number; phase: Lock.Phase; jids: ReadonlyArray<string> }>> {
-    const out: Array<{ digest: number; phase: Lock.Phase; jids: ReadonlyArray<string> }> = []
+  async holders(): Promise<Array<Held>> {
+    const out: Array<Held> = []
     for (let d = 0; d < DIGESTS; d++) {
-      const digest = await this.exec(this.unique.digest([d]))
       for (const phase of ["queue", "run"] as const) {
-        const holders = await this.exec(this.store.holders(Lock.keyOf(this.unique.definition, digest, phase)))
-        out.push({ digest: d, phase, jids: holders.map((h) => h.jid).sort() })
+        const entries = await this.exec(this.store.holders(await this.lockKey(d, phase)))
+        out.push({ digest: d, phase, entries })
       }
     }
     return out
@@ -243,23 +478,48 @@ export class System {
   /** The invariants that hold after every command. */
   async checkInvariants(): Promise<void> {
     const { config } = this
-    for (const { digest, jids, phase } of await this.holders()) {
+    const phases = Lock.phases(config.lock)
+    const held = await this.holders()
+    if (new Set(this.digests.values()).size !== this.digests.size) {
+      throw new Error(`the two digests' arguments share a digest: ${[...this.digests.values()]}`)
+    }
+    for (const { digest, entries, phase } of held) {
+      const jids = entries.map((h) => h.jid).sort()
       if (jids.length > config.limit) {
         throw new Error(`digest ${digest} ${phase}: ${jids.length} holders (${jids}) > lockLimit ${config.limit}`)
       }
+      const strangers = jids.filter((jid) => this.digestOf.get(jid) !== digest)
+      if (strangers.length > 0) throw new Error(`digest ${digest} ${phase} is held by other digests' jobs: ${strangers}`)
     }
-    const phases = Lock.phases(config.lock)
     for (let d = 0; d < DIGESTS; d++) {
       if (phases.run) {
-        const executing = this.running.filter((r) => r.job.args[0] === d).map((r) => r.job.jid)
+        // A stalled worker whose lease is over no longer holds the lock (it finds out when it releases).
+        const executing = this.running.filter((r) => !r.lapsed && this.digestOf.get(r.job.jid) === d)
         if (executing.length > config.limit) {
-          throw new Error(`digest ${d}: ${executing.length} executions at once (${executing}) > ${config.limit}`)
+          const jids = executing.map((r) => r.job.jid)
+          throw new Error(`digest ${d}: ${executing.length} executions at once (${jids}) > ${config.limit}`)
+        }
+        // Each acquisition keeps its own hold: no other copy's release may have freed it.
+        const entries = held.find((h) => h.digest === d && h.phase === "run")!.entries
+        for (const r of executing) {
+          if (r.worker.stalled) continue
+          if (!entries.some((e) => e.jid === r.job.jid && e.fence === r.fence)) {
+            throw new Error(`${r.job.jid} runs, but its hold (fence ${r.fence}) is gone: ${JSON.stringify(entries)}`)
+          }
         }
       }
       if (phases.queue) {
-        const queued = this.waiting.filter((w) => w.fresh && w.job.args[0] === d).map((w) => w.job.jid)
+        const queued = this.waiting.filter((w) => w.fresh && this.digestOf.get(w.job.jid) === d).map((w) => w.job.jid)
         if (queued.length > config.limit) {
           throw new Error(`digest ${d}: ${queued.length} queued copies (${queued}) > ${config.limit}`)
+        }
+      }
+      // Fencing: every acquisition's token is above all tokens handed out before it.
+      const tokens = this.fences.get(d) ?? []
+      for (let i = 1; i < tokens.length; i++) {
+        if (!(tokens[i]!.fence > tokens[i - 1]!.fence)) {
+          const shown = tokens.map((t) => `${t.jid}:${t.fence}`).join(", ")
+          throw new Error(`digest ${d}: fencing tokens do not strictly increase: ${shown}`)
         }
       }
     }
@@ -274,25 +534,41 @@ export class System {
 
   /** Finishes and runs everything, lets every TTL and lease pass, then nothing may be held and no job lost. */
   async drain(): Promise<void> {
-    while (this.running.length > 0) await this.complete(0, "finish")
-    // Time only has to pass for locks that end by time: TTLs, and leases of crashed workers.
-    const timeBound = () => this.config.ttl || this.crashes > 0
+    const finishAll = async () => {
+      while (this.completable().length > 0) await this.complete(0, "finish")
+    }
+    await finishAll()
+    // Stalled workers wake up once their leases are over.
+    if (this.running.length > 0) {
+      await this.advance()
+      await finishAll()
+    }
+    // Time only has to pass for locks that end by time: TTLs, and leases of crashed or stalled workers.
     for (let round = 0; round < 12 && this.waiting.length > 0; round++) {
-      if (round > 0 || timeBound()) await this.advance()
+      if (round > 0 || this.timeBound) await this.advance()
       for (let n = this.waiting.length; n > 0 && this.waiting.length > 0; n--) {
         await this.start(0)
-        while (this.running.length > 0) await this.complete(0, "finish")
+        await finishAll()
       }
     }
     if (this.waiting.length > 0) throw new Error(`jobs still waiting after draining: ${this.waiting.map((w) => w.job.jid)}`)
-    if (timeBound()) await this.advance()
-    const held = (await this.holders()).filter((h) => h.jids.length > 0)
+    if (this.timeBound) await this.advance()
+    const held = (await this.holders()).filter((h) => h.entries.length > 0)
     if (held.length > 0) {
-      throw new Error(`locks left held: ${held.map((h) => `digest ${h.digest} ${h.phase}: ${h.jids}`).join("; ")}`)
+      const shown = held.map((h) => `digest ${h.digest} ${h.phase}: ${h.entries.map((e) => e.jid)}`)
+      throw new Error(`locks left held: ${shown.join("; ")}`)
     }
     const lost = [...this.accepted].filter((jid) => !this.fates.has(jid))
     if (lost.length > 0) throw new Error(`accepted jobs with no fate (lost): ${lost}`)
   }
+}
+
+/** What a duplicate execution turns into under each server strategy. */
+const serverOutcome: Record<Strategy.ServerName, string> = {
+  log: "Skipped",
+  raise: "ExecutionConflict",
+  reject: "Rejected",
+  reschedule: "Rescheduled"
 }
 
 const failureTag = (cause: Cause.Cause<unknown>): string => {
@@ -304,16 +580,25 @@ const failureTag = (cause: Cause.Cause<unknown>): string => {
   return Cause.isInterruptedOnly(cause) ? "Interrupted" : "Defect"
 }
 
-/** A store whose every call fails once the worker holding it has crashed. */
-const crashableStore = (store: Redis.RedisService["Type"], crashed: () => boolean): Redis.RedisService["Type"] => {
+/**
+ * A refusal's reason. Redis appends where in which script the error was raised (` script: <sha>, on
+ * @user_script:<line>.`); the memory store has no script to name, so that suffix is left out of the comparison.
+ */
+const reasonOf = (error: Redis.RedisError): string =>
+  `${error._tag}: ${error.reason.replace(/ script: [0-9a-f]{40}, on @user_script:\d+\.$/, "")}`
+
+/** A worker's view of the store: every call fails once it has crashed; renewals are lost once it has stalled. */
+const workerStore = (store: Redis.RedisService["Type"], worker: Worker): Redis.RedisService["Type"] => {
   const guard = <A>(operation: string, call: () => Effect.Effect<A, Redis.RedisError>) =>
     Effect.suspend(() =>
-      crashed() ? Effect.fail(new Redis.RedisError({ operation, reason: "the worker crashed" })) : call()
+      worker.crashed ? Effect.fail(new Redis.RedisError({ operation, reason: "the worker crashed" })) : call()
     )
   return {
     lock: (lock, request) => guard("lock", () => store.lock(lock, request)),
-    unlock: (lock, jid) => guard("unlock", () => store.unlock(lock, jid)),
-    renew: (lock, jid, leaseMs) => guard("renew", () => store.renew(lock, jid, leaseMs)),
+    unlock: (lock, jid, fence) => guard("unlock", () => store.unlock(lock, jid, fence)),
+    // A frozen process' timers fire late: as far as it knows, its lease was kept.
+    renew: (lock, jid, leaseMs, fence) =>
+      guard("renew", () => (worker.stalled ? Effect.succeed(true) : store.renew(lock, jid, leaseMs, fence))),
     handoff: (from, to, request, options) => guard("handoff", () => store.handoff(from, to, request, options)),
     holders: (lock) => guard("holders", () => store.holders(lock))
   }
@@ -321,73 +606,144 @@ const crashableStore = (store: Redis.RedisService["Type"], crashed: () => boolea
 
 // -- fast-check commands --------------------------------------------------------------------------------------------
 
-export type Model = { waiting: number; running: number }
+export type Model = { waiting: number; running: number; completable: number; stallable: number }
 export type Cmd = fc.AsyncCommand<Model, System>
+
+/** Runs a command's step, checks the invariants, and brings the model's counts up to date. */
+const step = async (m: Model, s: System, run: () => Promise<void>) => {
+  await run()
+  await s.checkInvariants()
+  Object.assign(m, {
+    waiting: s.waiting.length,
+    running: s.running.length,
+    completable: s.completable().length,
+    stallable: s.stallable().length
+  })
+}
 
 class Push implements Cmd {
   constructor(readonly digest: number) {}
   check = () => true
-  run = async (m: Model, s: System) => {
-    await s.push(this.digest)
-    await s.checkInvariants()
-    Object.assign(m, { waiting: s.waiting.length, running: s.running.length })
-  }
+  run = (m: Model, s: System) => step(m, s, () => s.push(this.digest))
   toString = () => `push(${this.digest})`
 }
 
 class Start implements Cmd {
   constructor(readonly index: number) {}
   check = (m: Readonly<Model>) => m.waiting > 0
-  run = async (m: Model, s: System) => {
-    await s.start(this.index)
-    await s.checkInvariants()
-    Object.assign(m, { waiting: s.waiting.length, running: s.running.length })
-  }
+  run = (m: Model, s: System) => step(m, s, () => s.start(this.index))
   toString = () => `start(${this.index})`
 }
 
 class Complete implements Cmd {
   constructor(readonly index: number, readonly how: "finish" | "fail") {}
-  check = (m: Readonly<Model>) => m.running > 0
-  run = async (m: Model, s: System) => {
-    await s.complete(this.index, this.how)
-    await s.checkInvariants()
-    Object.assign(m, { waiting: s.waiting.length, running: s.running.length })
-  }
+  check = (m: Readonly<Model>) => m.completable > 0
+  run = (m: Model, s: System) => step(m, s, () => s.complete(this.index, this.how))
   toString = () => `${this.how}(${this.index})`
 }
 
 class Crash implements Cmd {
   constructor(readonly index: number) {}
   check = (m: Readonly<Model>) => m.running > 0
-  run = async (m: Model, s: System) => {
-    await s.crash(this.index)
-    await s.checkInvariants()
-    Object.assign(m, { waiting: s.waiting.length, running: s.running.length })
-  }
+  run = (m: Model, s: System) => step(m, s, () => s.crash(this.index))
   toString = () => `crash(${this.index})`
+}
+
+class Redeliver implements Cmd {
+  constructor(readonly index: number) {}
+  check = (m: Readonly<Model>) => m.running > 0
+  run = (m: Model, s: System) => step(m, s, () => s.redeliver(this.index))
+  toString = () => `redeliver(${this.index})`
+}
+
+class Stall implements Cmd {
+  constructor(readonly index: number) {}
+  check = (m: Readonly<Model>) => m.stallable > 0
+  run = (m: Model, s: System) => step(m, s, () => s.stall(this.index))
+  toString = () => `stall(${this.index})`
 }
 
 class Advance implements Cmd {
   check = () => true
-  run = async (m: Model, s: System) => {
-    await s.advance()
-    await s.checkInvariants()
-    Object.assign(m, { waiting: s.waiting.length, running: s.running.length })
-  }
+  run = (m: Model, s: System) => step(m, s, () => s.advance())
   toString = () => `advance(${ADVANCE_MS}ms)`
 }
 
-export const commandsArbitrary = (maxCommands: number, options?: { readonly time?: boolean }): fc.Arbitrary<Iterable<Cmd>> => {
+class Refuse implements Cmd {
+  constructor(readonly refusal: Refusal) {}
+  check = () => true
+  run = (m: Model, s: System) => step(m, s, () => s.refuse(this.refusal))
+  toString = () => {
+    const { call, digest, field, value, who } = this.refusal
+    return `refuse(${digest}, ${call}, ${field}=${Object.is(value, -0) ? "-0" : value}, who ${who})`
+  }
+}
+
+/** The scripts' range for a whole number of milliseconds (or a count). */
+const maxWhole = 2 ** 50
+
+/** A number that is not a whole number in [min, 2^50]: fractional, negative, too large, NaN or infinite. */
+export const outOfRange = (min: number): fc.Arbitrary<number> =>
+  fc.oneof(
+    fc.constantFrom(
+      NaN,
+      Infinity,
+      -Infinity,
+      min - 1,
+      0.5,
+      1000.5,
+      1 / 3,
+      5e-324,
+      1 + Number.EPSILON,
+      -1,
+      maxWhole + 1,
+      2 ** 53,
+      1e17,
+      1e21,
+      Number.MAX_VALUE,
+      -maxWhole
+    ),
+    fc.double(),
+    fc.integer({ min: -1000, max: min - 1 }),
+    fc.double({ min: maxWhole + 1, noNaN: true })
+  ).filter((n) => !(Number.isInteger(n) && n >= min && n <= maxWhole))
+
+const refusalArbitrary: fc.Arbitrary<Refusal> = fc
+  .record({
+    digest: fc.nat(DIGESTS - 1),
+    call: fc.constantFrom<Refusal["call"]>("lock queue", "lock run", "renew", "handoff"),
+    field: fc.constantFrom<Refusal["field"]>("limit", "ttlMs", "leaseMs"),
+    who: fc.nat(2)
+  })
+  .chain((r) => {
+    const field = r.call === "renew" ? "leaseMs" : r.field
+    const min = field === "limit" || r.call === "renew" ? 1 : 0
+    return outOfRange(min).map((value): Refusal => ({ ...r, field, value }))
+  })
+
+export interface CommandOptions {
+  /** Advance time (TTLs, leases). Default true. */
+  readonly time?: boolean | undefined
+  /** Redelivered jids, stalled workers, refused store calls. Default true. */
+  readonly faults?: boolean | undefined
+  /** Whether the lock type holds a run lock (stalling a worker is meaningful only then). */
+  readonly runLock?: boolean | undefined
+}
+
+export const commandsArbitrary = (maxCommands: number, options?: CommandOptions): fc.Arbitrary<Iterable<Cmd>> => {
+  const time = options?.time !== false
+  const faults = options?.faults !== false
   const commands: Array<fc.Arbitrary<Cmd>> = [
-      fc.nat(DIGESTS - 1).map((d) => new Push(d)),
-      fc.nat(3).map((d) => new Push(d)),
-      fc.nat(3).map((i) => new Start(i)),
-      fc.nat(3).map((i) => new Start(i)),
-      fc.nat(3).map((i) => new Complete(i, "finish")),
-      fc.nat(3).map((i) => new Complete(i, "fail")),
-      fc.nat(3).map((i) => new Crash(i)),
-    ...(options?.time === false ? [] : [fc.constant(new Advance())])
+    fc.nat(DIGESTS - 1).map((d) => new Push(d)),
+    fc.nat(3).map((d) => new Push(d)),
+    fc.nat(3).map((i) => new Start(i)),
+    fc.nat(3).map((i) => new Start(i)),
+    fc.nat(3).map((i) => new Complete(i, "finish")),
+    fc.nat(3).map((i) => new Complete(i, "fail")),
+    fc.nat(3).map((i) => new Crash(i)),
+    ...(time ? [fc.constant(new Advance())] : []),
+    ...(faults ? [fc.nat(3).map((i) => new Redeliver(i)), refusalArbitrary.map((r) => new Refuse(r))] : []),
+    ...(faults && time && options?.runLock === true ? [fc.nat(3).map((i) => new Stall(i))] : [])
   ]
   return fc.commands(commands, { maxCommands })
 }
@@ -398,7 +754,10 @@ export const runCommands = async (
   makeSystem: () => Promise<System>
 ): Promise<ReadonlyArray<string>> => {
   const system = await makeSystem()
-  await fc.asyncModelRun(() => ({ model: { waiting: 0, running: 0 }, real: system }), cmds)
+  await fc.asyncModelRun(
+    () => ({ model: { waiting: 0, running: 0, completable: 0, stallable: 0 }, real: system }),
+    cmds
+  )
   await system.drain()
   return system.trace
 }
@@ -407,4 +766,3 @@ export const runCommands = async (
 export const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
 
 export const advanceReal = (ms: number) => Effect.sleep(Duration.millis(ms))
-

@@ -41,3 +41,17 @@ export const layer = (options: Omit<Redis.Options, "url"> = {}): Layer.Layer<Red
   Layer.unwrapEffect(
     Effect.map(TestRedis, ({ source }) => Redis.layer({ ...options, url: source.url }))
   ).pipe(Layer.provideMerge(layerServer))
+
+/**
+ * Every key under `prefix` that has no TTL, less the documented ones: the index (`<prefix>:digests`) and the fencing
+ * counter (`<prefix>:fence`). A queue lock without `lockTtl` whose job still exists is documented too: pass its
+ * digests in `queued`. The rest is a lock that would never end.
+ */
+export const keysWithoutTtl = (prefix: string, queued: ReadonlyArray<string> = []) =>
+  Effect.flatMap(TestRedis, ({ raw }) =>
+    Effect.promise(async () => {
+      const allowed = new Set([`${prefix}:digests`, `${prefix}:fence`, ...queued.map((d) => `${d}:LOCKED`)])
+      const keys = await raw.keys(`${prefix}:*`)
+      const ttls = await Promise.all(keys.map((key) => raw.pttl(key)))
+      return keys.filter((key, i) => ttls[i] === -1 && !allowed.has(key)).sort()
+    }))

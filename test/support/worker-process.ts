@@ -10,8 +10,9 @@
  *
  * Protocol: `UP` on stdout once loaded. `RUN <id> <json Config>` on stdin: it connects and says `READY <id>`, waits
  * for `GO <id>` (so that every process starts at once), and ends with `RESULT <id> <json Result>`, or `ERROR <id> ...`
- * and exit 1. A `hold` run says `STARTED <id> <json>` once its perform holds the execution lock. A run gives up after
- * its `maxMs`; the process exits when its stdin closes (the test process died) and after idling for a while.
+ * and exit 1. A `hold` run says `STARTED <id> <json>` once its perform holds the execution lock. A run performs a fixed
+ * number of executions, however long they take; only a run with no outcome for `maxMs` ends early, as a hang (an
+ * error, never a partial result). The process exits when its stdin closes (the test process died) and after idling.
  */
 import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
@@ -38,9 +39,9 @@ export interface Config {
   readonly fibers: number
   /** Queue workers (queue modes). */
   readonly concurrency: number
-  /** Executions this process performs before it stops. */
+  /** Executions this process performs before it stops (a few more at most: fibers already under way finish). */
   readonly target: number
-  /** The process stops trying after this long, whatever it has done. */
+  /** A run with no outcome for this long hangs: it ends with ERROR (a `hold` run, which has none, after this long). */
   readonly maxMs: number
   /** `Redis.layer({ timeout })`. */
   readonly timeout: number
@@ -125,7 +126,14 @@ interface Stamp {
   readonly holders: number
 }
 
-const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue) => Effect.gen(function*() {
+/** What a run has done so far, for the message of a run that hangs. */
+interface Progress {
+  performed: number
+  skipped: number
+  rescheduled: number
+}
+
+const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue, done: Progress) => Effect.gen(function*() {
   const random = prng(config.seed)
   const pick = (n: number) => Math.floor(random() * n)
   const raw = yield* Effect.acquireRelease(
@@ -170,7 +178,8 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue) => 
     onConflict: lock === "until_and_while_executing" && config.mode !== "hold"
       ? { client: "log", server: "reschedule" }
       : "log",
-    rescheduleDelay: 5
+    // Only the reschedule strategy reads it (the options refuse it otherwise).
+    rescheduleDelay: lock === "until_and_while_executing" && config.mode !== "hold" ? 5 : undefined
   })
   const digests = yield* Effect.forEach(Array.from({ length: config.digests }, (_, d) => d), (d) => uj.digest([d]))
   const queueKey = (d: number) => `${digests[d]}:LOCKED`
@@ -178,16 +187,13 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue) => 
 
   const runs: Array<Execution> = []
   const queued: Array<Execution> = []
-  let performed = 0
-  let skipped = 0
-  let rescheduled = 0
   const unexpected: Array<string> = []
 
   say(`READY ${id}`)
   yield* Effect.promise(() => waitForGo(id))
   const began = Date.now()
-  const deadline = began + config.maxMs
-  const more = () => performed < config.target && Date.now() < deadline
+  // A fixed amount of work, never a time budget: a slow or busy machine takes longer, it does not do less.
+  const more = () => done.performed < config.target
 
   /** A tiny perform between two stamps; now and then it yields or sleeps a little to vary the interleavings. */
   const perform = (key: string) =>
@@ -205,9 +211,7 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue) => 
 
   const result = (): Result => ({
     pid: process.pid,
-    performed,
-    skipped,
-    rescheduled,
+    ...done,
     unexpected,
     runs,
     queued,
@@ -215,18 +219,19 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue) => 
   })
 
   if (config.mode === "hold") {
-    // One job takes its execution lock and stays in perform until the test kills the process (or maxMs passes).
+    // One job takes its execution lock and stays in perform until the test kills the process (or maxMs ends it).
     const job = uj.job(["crash"], { jid: config.jid })
     const enqueued = yield* uj.client(job, (stamped) => queue.push(stamped))
     const outcome = yield* uj.server(
       enqueued.job,
       Effect.zipRight(
         Effect.sync(() => say(`STARTED ${id} ${JSON.stringify({ job: enqueued.job, digest: enqueued.digest })}`)),
-        Effect.sleep(config.maxMs)
+        // When the perform is interrupted (a lost lock), by this process' clock: the run itself ends later.
+        Effect.onInterrupt(Effect.never, () => Effect.sync(() => say(`STOPPED ${id} ${Date.now()}`)))
       )
     )
-    if (outcome._tag === "Performed") performed++
-    else skipped++
+    if (outcome._tag === "Performed") done.performed++
+    else done.skipped++
     return result()
   }
 
@@ -238,10 +243,10 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue) => 
           const d = pick(config.digests)
           const outcome = yield* uj.server(uj.job([d]), perform(runKey(d)))
           if (outcome._tag === "Performed") {
-            performed++
+            done.performed++
             runs.push(execution(d, outcome.value[0], outcome.value[1]))
           } else {
-            skipped++
+            done.skipped++
             yield* backoff
           }
         }),
@@ -264,7 +269,7 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue) => 
       if (!untilExecuted) dequeuedAt.set(job.jid, yield* stamp(queueKey(d)))
       const outcome = yield* uj.server(job, perform(untilExecuted ? queueKey(d) : runKey(d)))
       if (outcome._tag === "Performed") {
-        performed++
+        done.performed++
         const [start, end] = outcome.value
         runs.push(execution(d, start, end))
         // until_executed holds its one lock from enqueue to the end of perform; until_and_while_executing holds
@@ -273,7 +278,7 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue) => 
         enqueuedAt.delete(job.jid)
         dequeuedAt.delete(job.jid)
       } else if (outcome._tag === "Rescheduled") {
-        rescheduled++
+        done.rescheduled++
       } else {
         unexpected.push(`server outcome ${outcome._tag} for ${job.jid}`)
       }
@@ -293,14 +298,15 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue) => 
             })
         )
         if (outcome._tag === "Skipped") {
-          skipped++
+          done.skipped++
           yield* backoff
         }
       }),
     step: () => {}
   })
   yield* Effect.all(Array.from({ length: config.fibers }, () => producer), { concurrency: "unbounded", discard: true })
-  yield* queue.awaitIdle.pipe(Effect.timeoutFail({ duration: 10_000, onTimeout: () => "the queue did not drain" }))
+  // No time limit of its own: a queue that stops draining is a run that hangs, ended after maxMs with no outcome.
+  yield* queue.awaitIdle
   const left = yield* queue.snapshot
   if (left.dead.length > 0) unexpected.push(`dead jobs: ${left.dead.map((d) => d.reason).join("; ")}`)
   return result()
@@ -310,18 +316,29 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue) => 
 const start = (id: string, config: Config) => {
   running++
   touch()
-  // Whatever happens, the run ends.
-  const limit = setTimeout(() => {
-    say(`ERROR ${id} gave up after ${config.maxMs + 5_000} ms`)
-    process.exit(3)
-  }, config.maxMs + 5_000)
-  const main = Effect.flatMap(MemoryQueue.make({ maxRetries: 0 }), (queue) => program(id, config, queue)).pipe(
+  const progress: Progress = { performed: 0, skipped: 0, rescheduled: 0 }
+  // Whatever happens, the run ends: one that has had no outcome for maxMs hangs. A slow run still has outcomes, so
+  // this is no time budget for the work.
+  let seen = ""
+  let seenAt = Date.now()
+  const watchdog = setInterval(() => {
+    const now = JSON.stringify(progress)
+    if (now !== seen) {
+      seen = now
+      seenAt = Date.now()
+    } else if (Date.now() - seenAt >= config.maxMs) {
+      say(`ERROR ${id} hung: no outcome for ${config.maxMs} ms, ${now} of ${config.target} executions`)
+      process.exit(3)
+    }
+  }, 1_000)
+  const main = MemoryQueue.make({ maxRetries: 0 }).pipe(
+    Effect.flatMap((queue) => program(id, config, queue, progress)),
     Effect.scoped,
     Effect.provide(Redis.layer({ url: config.url, timeout: config.timeout })),
     Logger.withMinimumLogLevel(LogLevel.Error)
   )
   Effect.runPromiseExit(main).then((exit) => {
-    clearTimeout(limit)
+    clearInterval(watchdog)
     running--
     touch()
     if (exit._tag === "Success") {

@@ -140,6 +140,8 @@ export const prepare = (proc: Process, config: Config) =>
       id,
       go: proc.send(`GO ${id}`),
       started: Effect.map(proc.take(`STARTED ${id}`), ({ rest }) => JSON.parse(rest) as Started),
+      /** When a `hold` run's perform was interrupted, by the worker's clock (ms). */
+      stopped: Effect.map(proc.take(`STOPPED ${id}`), ({ rest }) => Number(rest)),
       result: Effect.flatMap(proc.take(`RESULT ${id}`, `ERROR ${id}`), ({ head, rest }) =>
         head.startsWith("RESULT")
           ? Effect.succeed(JSON.parse(rest) as Result)

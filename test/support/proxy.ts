@@ -1,0 +1,56 @@
+/**
+ * A TCP proxy on a free loopback port in front of a Redis, for cutting one client off: `cut` stops forwarding in
+ * both directions and keeps the sockets open, as a network partition does (no FIN, no RST: the client only sees
+ * silence until its own timeouts fire).
+ */
+import * as Net from "node:net"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+
+export interface Proxy {
+  readonly url: string
+  /** Stops forwarding; everything sent afterwards is dropped. */
+  readonly cut: Effect.Effect<void>
+}
+
+export const start = (target: string): Effect.Effect<Proxy, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const upstream = new URL(target)
+    const sockets = new Set<Net.Socket>()
+    const state = { cut: false }
+    const server = Net.createServer((client) => {
+      const redis = Net.connect({ host: upstream.hostname, port: Number(upstream.port) })
+      for (const socket of [client, redis]) {
+        sockets.add(socket)
+        socket.on("error", () => socket.destroy())
+        socket.on("close", () => sockets.delete(socket))
+      }
+      client.on("data", (data) => {
+        if (!state.cut) redis.write(data)
+      })
+      redis.on("data", (data) => {
+        if (!state.cut) client.write(data)
+      })
+      client.on("close", () => redis.destroy())
+      redis.on("close", () => client.destroy())
+    })
+    const port = yield* Effect.acquireRelease(
+      Effect.async<number>((resume) => {
+        server.listen(0, "127.0.0.1", () => {
+          const address = server.address()
+          resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : 0))
+        })
+      }),
+      () =>
+        Effect.async<void>((resume) => {
+          for (const socket of sockets) socket.destroy()
+          server.close(() => resume(Effect.void))
+        })
+    )
+    return {
+      url: `redis://127.0.0.1:${port}`,
+      cut: Effect.sync(() => {
+        state.cut = true
+      })
+    }
+  })
