@@ -1,8 +1,8 @@
 -- Shared prelude of the scripts (prepended when they are loaded). Every function defined here is a closure made
 -- again on each run of each script, so the prelude keeps to a few.
--- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>,"f":<fence>[,"i":<info>]}
--- with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a run lock's acquisition (0 for a
--- queue lock). t, x, l and f always lead, so a pattern reads them without decoding JSON, whatever the info holds.
+-- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>][,"i":<info>]}
+-- with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a run lock's acquisition (absent
+-- for a queue lock). t, x, l and f lead, so a pattern reads them without decoding JSON, whatever the info holds.
 -- An entry in any other shape (another library's, the gem's float timestamp) counts as gone: it never blocks a lock.
 --
 -- All or nothing: every call that can fail (argument checks, WRONGTYPE on any key) runs before the first write.
@@ -114,7 +114,9 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
     redis.call('ZADD', index, now, member)
   end
   if #evict > 0 then redis.call('HDEL', key, unpack(evict)) end
-  local entry = string.format('{"t":%d,"x":%d,"l":%d,"f":%d', now, x, l, f)
+  -- A queue lock's entry leaves the token out: it is the common case, and every byte is held per lock.
+  local entry = string.format('{"t":%d,"x":%d,"l":%d', now, x, l)
+  if f > 0 then entry = entry .. string.format(',"f":%d', f) end
   if info ~= '' then entry = entry .. ',"i":' .. info end
   redis.call('HSET', key, jid, entry .. '}')
   local h = l

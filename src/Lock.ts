@@ -265,6 +265,10 @@ const durationFrom = (minMs: number, expected: string) =>
         return fail(`expected ${expected}: milliseconds, a string like "30 seconds", or a Duration`)
       }
       if (isNegative(input)) return fail(`expected ${expected}, got ${written(input)}`)
+      // Duration keeps nanoseconds: a number with a finer fraction would be rounded into a whole millisecond.
+      if (typeof input === "number" && !Number.isInteger(input) && Number.isFinite(input)) {
+        return fail(`expected whole milliseconds, got ${input} ms (use ${Math.round(input)})`)
+      }
       const ms = Duration.toMillis(decoded.value)
       if (!(ms <= maxDurationMs)) {
         const got = ms === Infinity ? "Infinity" : `${ms} ms`

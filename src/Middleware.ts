@@ -75,8 +75,8 @@ export const client = (definition: Lock.Definition) =>
     if (!Lock.phases(definition.lock).queue) {
       return { _tag: "Enqueued", digest, job: stamped, value: yield* enqueue(stamped) } as const
     }
-    // Only a scheduled job needs the time: its TTL counts from when it runs.
-    const delay = job.at === undefined ? 0 : Math.max(0, job.at - (yield* Clock.currentTimeMillis))
+    // Only a scheduled job needs the time: its TTL counts from when it runs (in whole ms, as the scripts take them).
+    const delay = job.at === undefined ? 0 : Math.max(0, Math.ceil(job.at - (yield* Clock.currentTimeMillis)))
     const target: Lock.Target = {
       digest,
       jid: job.jid,

@@ -178,6 +178,10 @@ const toLockResultReply = (reply: unknown): LockResult => toLockResult(toArray(r
 
 const isOne = (reply: unknown): boolean => Number(reply) === 1
 
+// A script's error names the script's sha and line; the cause keeps them, the reason reads like the memory store's.
+const reasonOf = (cause: unknown): string =>
+  cause instanceof Error ? cause.message.replace(/ script: [0-9a-f]{40}, on @user_script:\d+\.$/, "") : String(cause)
+
 // The call was sent and may have run without its reply reaching us: timed out, or its connection closed first.
 const mayHaveRun = (cause: unknown): boolean =>
   cause instanceof Error &&
@@ -259,9 +263,7 @@ export const makeFromClient = (
       }
     }
     const failWith = <A>(resume: (effect: Effect.Effect<A, RedisError>) => void, operation: string, cause: unknown) =>
-      resume(Effect.fail(
-        new RedisError({ operation, reason: cause instanceof Error ? cause.message : String(cause), cause })
-      ))
+      resume(Effect.fail(new RedisError({ operation, reason: reasonOf(cause), cause })))
     const call = <A>(operation: string, f: () => Promise<unknown>, decode: (reply: unknown) => A) =>
       Effect.async<A, RedisError>((resume) => {
         const pending = deadlines.add(() => resume(Effect.fail(timedOut(operation))))

@@ -27,24 +27,43 @@ const stores: ReadonlyArray<readonly [string, Layer.Layer<Redis.RedisService, un
 
 type Interval = { readonly jid: string; readonly start: number; readonly end: number }
 
-/** A recorder of perform intervals and a perform that sleeps `ms`, signalling when it has started. */
+/**
+ * A recorder of perform intervals, with two performs that signal when they have started: `perform` sleeps `ms`;
+ * `held` runs until the test opens `until` (for a test that acts while a perform runs: a fixed sleep could end first
+ * on a busy machine).
+ */
 const recorder = Effect.gen(function*() {
   const intervals = yield* Ref.make<Array<Interval>>([])
   const started = yield* Ref.make<Array<string>>([])
-  const perform = (job: Job.Job, ms: number) =>
+  const run = (job: Job.Job, body: Effect.Effect<void>) =>
     Effect.gen(function*() {
       const start = yield* Clock.currentTimeMillis
       yield* Ref.update(started, (s) => [...s, job.jid])
-      yield* Effect.sleep(ms)
+      yield* body
       const end = yield* Clock.currentTimeMillis
       yield* Ref.update(intervals, (xs) => [...xs, { jid: job.jid, start, end }])
       return job.jid
     })
-  return { intervals, started, perform }
+  const perform = (job: Job.Job, ms: number) => run(job, Effect.sleep(ms))
+  const held = (job: Job.Job, until: Deferred.Deferred<void>) => run(job, Deferred.await(until))
+  return { intervals, started, perform, held }
 })
 
-const poll = <A>(probe: Effect.Effect<A>, done: (a: A) => boolean): Effect.Effect<A> =>
-  Effect.flatMap(probe, (a) => (done(a) ? Effect.succeed(a) : Effect.zipRight(Effect.sleep(5), poll(probe, done))))
+/** A gate for `recorder.held`, and its opening. */
+const gate = Deferred.make<void>()
+const open = (g: Deferred.Deferred<void>) => Deferred.succeed(g, undefined)
+
+/** Probes every 5 ms until `done`; gives up (a defect) only after 30 s, which no machine is slow enough to need. */
+const poll = <A>(probe: Effect.Effect<A>, done: (a: A) => boolean): Effect.Effect<A> => {
+  const loop: Effect.Effect<A> = Effect.flatMap(
+    probe,
+    (a) => (done(a) ? Effect.succeed(a) : Effect.zipRight(Effect.sleep(5), loop))
+  )
+  return loop.pipe(
+    Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error("the awaited condition never came") }),
+    Effect.orDie
+  )
+}
 
 const assertNoOverlap = (intervals: ReadonlyArray<Interval>) => {
   const sorted = [...intervals].sort((a, b) => a.start - b.start)
@@ -101,10 +120,14 @@ for (const [name, store] of stores) {
             assert.strictEqual(second._tag, "Skipped")
             assert.deepStrictEqual(second._tag === "Skipped" && second.holders, [first.job.jid])
 
+            // The first 42 runs until the test lets it finish; the others take 20 ms.
+            const firstDone = yield* gate
             yield* queue.work(
               (job) =>
-                Effect.tap(report.server(job, rec.perform(job, 300)), (o) =>
-                  Ref.update(outcomes, (os) => [...os, `${job.args[0]}:${o._tag}`])),
+                Effect.tap(
+                  report.server(job, job.jid === first.job.jid ? rec.held(job, firstDone) : rec.perform(job, 20)),
+                  (o) => Ref.update(outcomes, (os) => [...os, `${job.args[0]}:${o._tag}`])
+                ),
               { concurrency: 3 }
             )
             yield* poll(Ref.get(rec.started), (s) => s.includes(first.job.jid))
@@ -112,6 +135,9 @@ for (const [name, store] of stores) {
             assert.strictEqual(whileRunning._tag, "Enqueued")
             const other = yield* report.enqueue([43])
             assert.strictEqual(other._tag, "Enqueued")
+            // The second 42 finds the first still running and is put off (again every 100 ms until the first ends).
+            yield* poll(Ref.get(outcomes), (os) => os.includes("42:Rescheduled"))
+            yield* open(firstDone)
             yield* queue.awaitIdle
 
             const intervals = yield* Ref.get(rec.intervals)
@@ -161,12 +187,29 @@ for (const [name, store] of stores) {
               rescheduleDelay: 20
             })
             const rec = yield* recorder
+            // The first three performs run until the third has started, so three run at once however the machine
+            // schedules them; the rest take 20 ms. How many run at once is counted inside the perform.
+            const thirdStarted = yield* gate
+            const starts = yield* Ref.make(0)
+            const running = yield* Ref.make(0)
+            const most = yield* Ref.make(0)
+            const perform = (j: Job.Job) =>
+              Effect.acquireUseRelease(
+                Effect.tap(Ref.updateAndGet(running, (n) => n + 1), (n) => Ref.update(most, (m) => Math.max(m, n))),
+                () =>
+                  Effect.flatMap(Ref.updateAndGet(starts, (n) => n + 1), (nth) =>
+                    nth > 3
+                      ? rec.perform(j, 20)
+                      : Effect.zipRight(nth === 3 ? open(thirdStarted) : Effect.void, rec.held(j, thirdStarted))),
+                () => Ref.update(running, (n) => n - 1)
+              )
             yield* Effect.forEach(Array.from({ length: 10 }), () => job.enqueue([7]))
-            yield* queue.work((j) => job.server(j, rec.perform(j, 120)), { concurrency: 10 })
+            yield* queue.work((j) => job.server(j, perform(j)), { concurrency: 10 })
             yield* queue.awaitIdle
             const intervals = yield* Ref.get(rec.intervals)
             assert.strictEqual(intervals.length, 10)
-            assert.strictEqual(maxConcurrent(intervals), 3)
+            assert.strictEqual(yield* Ref.get(most), 3)
+            assert.isAtMost(maxConcurrent(intervals), 3)
           })
         ))
 
@@ -177,10 +220,15 @@ for (const [name, store] of stores) {
             const rec = yield* recorder
             const first = yield* job.enqueue([1])
             assert.strictEqual((yield* job.enqueue([1]))._tag, "Skipped")
-            yield* queue.work((j) => job.server(j, rec.perform(j, 150)), { concurrency: 1 })
+            const firstDone = yield* gate
+            yield* queue.work(
+              (j) => job.server(j, j.jid === first.job.jid ? rec.held(j, firstDone) : rec.perform(j, 10)),
+              { concurrency: 1 }
+            )
             yield* poll(Ref.get(rec.started), (s) => s.includes(first.job.jid))
             const during = yield* job.enqueue([1])
             assert.strictEqual(during._tag, "Enqueued")
+            yield* open(firstDone)
             yield* queue.awaitIdle
             assert.strictEqual((yield* Ref.get(rec.intervals)).length, 2)
           })
@@ -193,18 +241,22 @@ for (const [name, store] of stores) {
             const rec = yield* recorder
             const attempts = yield* Ref.make(0)
             const first = yield* job.enqueue([1])
+            // Each attempt runs until the test lets it end: the first then fails, the retry succeeds.
+            const attemptDone = [yield* gate, yield* gate] as const
             const perform = (j: Job.Job) =>
               Effect.flatMap(Ref.getAndUpdate(attempts, (n) => n + 1), (n) =>
                 n === 0
-                  ? Effect.zipRight(rec.perform(j, 100), Effect.fail("card declined" as const))
-                  : rec.perform(j, 50))
+                  ? Effect.zipRight(rec.held(j, attemptDone[0]), Effect.fail("card declined" as const))
+                  : rec.held(j, attemptDone[1]))
             yield* queue.work((j) => job.server(j, perform(j)), { concurrency: 1 })
             yield* poll(Ref.get(rec.started), (s) => s.includes(first.job.jid))
             assert.strictEqual((yield* job.enqueue([1]))._tag, "Skipped")
+            yield* open(attemptDone[0])
             // After the failure the retry (same jid) is scheduled; the lock is still the first job's.
             yield* poll(queue.events, (es) => es.some((e) => e.type === "retried"))
             assert.deepStrictEqual(yield* holdersOf(job, first.digest, "queue"), [first.job.jid])
             assert.strictEqual((yield* job.enqueue([1]))._tag, "Skipped")
+            yield* open(attemptDone[1])
             yield* queue.awaitIdle
             const intervals = yield* Ref.get(rec.intervals)
             assert.deepStrictEqual(intervals.map((i) => i.jid), [first.job.jid, first.job.jid])
@@ -241,7 +293,8 @@ for (const [name, store] of stores) {
             const job = yield* define({
               worker: "SendDailyDigestJob",
               lock: "until_expired",
-              lockTtl: "1 second",
+              // Two seconds: the duplicate below comes a few ms after the lock, however busy the machine.
+              lockTtl: "2 seconds",
               afterUnlock: () => Ref.update(unlocked, (n) => n + 1)
             })
             const rec = yield* recorder
@@ -250,7 +303,7 @@ for (const [name, store] of stores) {
             yield* queue.awaitIdle
             assert.strictEqual((yield* Ref.get(rec.intervals)).length, 1)
             assert.strictEqual((yield* job.enqueue([5]))._tag, "Skipped")
-            yield* Effect.sleep(1100)
+            yield* Effect.sleep(2100)
             assert.strictEqual((yield* job.enqueue([5]))._tag, "Enqueued")
             yield* queue.awaitIdle
             assert.strictEqual(yield* Ref.get(unlocked), 0)
@@ -272,7 +325,8 @@ for (const [name, store] of stores) {
             const server = yield* define({ worker: "RebuildIndexJob", lock: "while_executing", onConflict: "raise" })
             const rec = yield* recorder
             const holder = server.job(["x"])
-            const blocker = yield* Effect.fork(server.server(holder, rec.perform(holder, 200)))
+            const holderDone = yield* gate
+            const blocker = yield* Effect.fork(server.server(holder, rec.held(holder, holderDone)))
             yield* poll(Ref.get(rec.started), (s) => s.includes(holder.jid))
             const dup = server.job(["x"])
             const conflict = yield* Effect.flip(server.server(dup, rec.perform(dup, 10)))
@@ -284,10 +338,11 @@ for (const [name, store] of stores) {
             // Through the queue: the raised conflict fails the job, the retry runs once the holder is done.
             yield* queue.work((j) => server.server(j, rec.perform(j, 10)))
             yield* queue.push(dup)
+            yield* poll(queue.events, (es) => es.some((e) => e.type === "retried" && e.job.jid === dup.jid))
+            yield* open(holderDone)
             yield* Fiber.join(blocker)
             yield* queue.awaitIdle
             assert.isTrue((yield* Ref.get(rec.intervals)).some((i) => i.jid === dup.jid))
-            assert.isTrue((yield* queue.events).some((e) => e.type === "retried" && e.job.jid === dup.jid))
           }), { maxRetries: 50 }))
 
       it.effect("reject: the duplicate goes to the dead set with a reason, on either side", () =>
@@ -300,11 +355,13 @@ for (const [name, store] of stores) {
             const server = yield* define({ worker: "ImportJob", lock: "while_executing_reject" })
             const rec = yield* recorder
             const holder = server.job([1])
-            const blocker = yield* Effect.fork(server.server(holder, rec.perform(holder, 150)))
+            const holderDone = yield* gate
+            const blocker = yield* Effect.fork(server.server(holder, rec.held(holder, holderDone)))
             yield* poll(Ref.get(rec.started), (s) => s.includes(holder.jid))
             const dup = server.job([1])
             const outcome = yield* server.server(dup, rec.perform(dup, 10))
             assert.strictEqual(outcome._tag, "Rejected")
+            yield* open(holderDone)
             yield* Fiber.join(blocker)
             const dead = (yield* queue.snapshot).dead
             assert.deepStrictEqual(dead.map((d) => d.job.jid), [rejected.job.jid, dup.jid])
@@ -326,10 +383,12 @@ for (const [name, store] of stores) {
             assert.deepStrictEqual(yield* holdersOf(job, old.digest, "queue"), [replacing.job.jid])
 
             const rec = yield* recorder
-            yield* queue.work((j) => job.server(j, rec.perform(j, 150)))
+            const runningDone = yield* gate
+            yield* queue.work((j) => job.server(j, rec.held(j, runningDone)))
             yield* poll(Ref.get(rec.started), (s) => s.includes(replacing.job.jid))
             const late = yield* job.enqueue([1])
             assert.strictEqual(late._tag, "Skipped")
+            yield* open(runningDone)
             yield* queue.awaitIdle
             assert.deepStrictEqual((yield* Ref.get(rec.intervals)).map((i) => i.jid), [replacing.job.jid])
           })
@@ -358,15 +417,23 @@ for (const [name, store] of stores) {
             })
             const rec = yield* recorder
             const holder = job.job(["y"])
-            const blocker = yield* Effect.fork(job.server(holder, rec.perform(holder, 100)))
+            const holderDone = yield* gate
+            const blocker = yield* Effect.fork(job.server(holder, rec.held(holder, holderDone)))
             yield* poll(Ref.get(rec.started), (s) => s.includes(holder.jid))
             const dup = job.job(["y"])
             const now = yield* Clock.currentTimeMillis
             const outcome = yield* job.server(dup, rec.perform(dup, 10))
             assert.strictEqual(outcome._tag, "Rescheduled")
-            if (outcome._tag === "Rescheduled") assert.isAtLeast(outcome.at, now + 150)
-            const scheduled = (yield* queue.snapshot).scheduled
-            assert.deepStrictEqual(scheduled.map((s) => s.job.jid), [dup.jid])
+            if (outcome._tag === "Rescheduled") {
+              assert.isAtLeast(outcome.at, now + 150)
+              // Put on the queue's schedule for that time (read from the events: by now it may have become ready).
+              const scheduled = (yield* queue.events).filter((e) => e.type === "scheduled")
+              assert.deepStrictEqual(
+                scheduled.map((e) => [e.job.jid, e.detail]),
+                [[dup.jid, new Date(outcome.at).toISOString()]]
+              )
+            }
+            yield* open(holderDone)
             yield* Fiber.join(blocker)
             yield* queue.work((j) => job.server(j, rec.perform(j, 10)))
             yield* queue.awaitIdle
@@ -381,7 +448,8 @@ for (const [name, store] of stores) {
           Effect.gen(function*() {
             const job = yield* define({ worker: "ReminderJob", lock: "until_executed", lockTtl: 200 })
             const now = yield* Clock.currentTimeMillis
-            const scheduled = yield* job.enqueue([1], { at: now + 400 })
+            // Run in 10 s (its lock ends 200 ms later): the check below, past the bare TTL, falls long before.
+            const scheduled = yield* job.enqueue([1], { at: now + 10_000 })
             assert.strictEqual(scheduled._tag, "Enqueued")
             assert.strictEqual((yield* queue.snapshot).scheduled.length, 1)
             yield* Effect.sleep(300)
@@ -438,7 +506,8 @@ for (const [name, store] of stores) {
               job.server(
                 j,
                 Deferred.succeed(started, undefined).pipe(
-                  Effect.zipRight(Effect.sleep(2000)),
+                  // Far longer than losing the lock takes, however busy the machine.
+                  Effect.zipRight(Effect.sleep(30_000)),
                   Effect.zipRight(Ref.set(finished, true))
                 )
               )

@@ -1,30 +1,20 @@
 /**
  * One suite, two stores: the Lua scripts on a private redis-server and the in-process memory store must agree.
- * Time moves with TestClock on the memory store and with real sleeps (short TTLs) on Redis.
+ * Time moves with TestClock on the memory store and with real sleeps on Redis: TTLs and leases there are a second or
+ * more, so that a check meant to fall within one does so however busy the machine.
  */
 import { assert, describe, layer } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
-import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import * as TestClock from "effect/TestClock"
 import * as Lock from "../src/Lock.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisTest from "./support/redis.js"
-
-interface Store {
-  readonly name: string
-  readonly layer: Layer.Layer<Redis.RedisService, unknown>
-  readonly live: boolean
-  readonly advance: (ms: number) => Effect.Effect<void>
-}
-
-const stores: ReadonlyArray<Store> = [
-  { name: "memory", layer: Redis.layerMemory, live: false, advance: (ms) => TestClock.adjust(ms) },
-  { name: "redis", layer: RedisTest.layer(), live: true, advance: (ms) => Effect.sleep(ms) }
-]
+import { stores } from "./support/stores.js"
 
 const setup = (options: Lock.Options) =>
   Effect.map(Lock.make({ ...options, lockPrefix: RedisTest.uniquePrefix() }), (definition) => ({
@@ -38,6 +28,19 @@ const holders = (definition: Lock.Definition, digest: string, phase: Lock.Phase)
 /** The conflict a lock step failed with (any other failure fails the test). */
 const conflictOf = <A, R>(self: Effect.Effect<A, Lock.LockConflict | Redis.RedisError, R>) =>
   Effect.flatMap(Effect.flip(self), (e) => (e._tag === "LockConflict" ? Effect.succeed(e) : Effect.die(e)))
+
+/** The store's clock: Redis time on Redis, Effect's Clock (TestClock) on the memory store. */
+const storeNow: Effect.Effect<number> = Effect.flatMap(
+  Effect.serviceOption(RedisTest.TestRedis),
+  Option.match({
+    onNone: () => Clock.currentTimeMillis,
+    onSome: ({ raw }) =>
+      Effect.promise(async () => {
+        const [s, us] = await raw.time()
+        return Number(s) * 1000 + Math.floor(Number(us) / 1000)
+      })
+  })
+)
 
 const jids = (definition: Lock.Definition, digest: string, phase: Lock.Phase) =>
   Effect.map(holders(definition, digest, phase), (hs) => hs.map((h) => h.jid).sort())
@@ -97,58 +100,68 @@ for (const store of stores) {
 
       it.effect("with lockTtl the lock expires and another jid can lock", () =>
         Effect.gen(function*() {
-          const { definition, digest } = yield* setup({ lock: "until_expired", lockTtl: 300 })
+          // A TTL of a second: the conflict check right after locking falls within it however busy the machine.
+          const { definition, digest } = yield* setup({ lock: "until_expired", lockTtl: 1000 })
           yield* Lock.lock(definition, { digest, jid: "a" })
           const [holder] = yield* holders(definition, digest, "queue")
-          assert.strictEqual(holder!.expiresAt! - holder!.lockedAt, 300)
+          assert.strictEqual(holder!.expiresAt! - holder!.lockedAt, 1000)
           assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "b" }))))
-          yield* store.advance(400)
+          yield* store.advance(1100)
           assert.isFalse((yield* Lock.lock(definition, { digest, jid: "b" })).reentrant)
           assert.deepStrictEqual(yield* jids(definition, digest, "queue"), ["b"])
         }))
 
       it.effect("a scheduled job's TTL counts from its run time", () =>
         Effect.gen(function*() {
+          // Past the bare TTL (200 ms) the lock still holds: it ends 3.2 s after locking, far from the check.
           const { definition, digest } = yield* setup({ lock: "until_executed", lockTtl: 200 })
-          yield* Lock.lock(definition, { digest, jid: "a", delay: 300 })
+          yield* Lock.lock(definition, { digest, jid: "a", delay: 3000 })
           const [holder] = yield* holders(definition, digest, "queue")
-          assert.strictEqual(holder!.expiresAt! - holder!.lockedAt, 500)
-          yield* store.advance(350)
+          assert.strictEqual(holder!.expiresAt! - holder!.lockedAt, 3200)
+          yield* store.advance(300)
           assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "b" }))))
         }))
 
       it.effect("with lockLimit > 1 each holder expires on its own", () =>
         Effect.gen(function*() {
-          const { definition, digest } = yield* setup({ lock: "until_executed", lockLimit: 2, lockTtl: 400 })
+          const { definition, digest } = yield* setup({ lock: "until_executed", lockLimit: 2, lockTtl: 1500 })
           yield* Lock.lock(definition, { digest, jid: "a" })
-          yield* store.advance(250)
+          yield* store.advance(1100)
           yield* Lock.lock(definition, { digest, jid: "b" })
-          yield* store.advance(250)
-          // a's 400 ms have passed, b's have not: c takes a's place, not b's.
+          yield* store.advance(500)
+          // a's 1500 ms have passed, b's have a second to go: c takes a's place, not b's.
           yield* Lock.lock(definition, { digest, jid: "c" })
           assert.deepStrictEqual(yield* jids(definition, digest, "queue"), ["b", "c"])
         }))
 
       it.effect("a holder whose lease has passed is evicted by another jid's attempt", () =>
         Effect.gen(function*() {
-          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 200 })
+          // A lease of a second: the conflict check right after locking falls within it however busy the machine.
+          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 1000 })
           yield* Lock.lock(definition, { digest, jid: "crashed" })
           const [holder] = yield* holders(definition, digest, "run")
-          assert.strictEqual(holder!.leaseUntil! - holder!.lockedAt, 200)
+          assert.strictEqual(holder!.leaseUntil! - holder!.lockedAt, 1000)
           assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "next" }))))
-          yield* store.advance(300)
+          yield* store.advance(1100)
           yield* Lock.lock(definition, { digest, jid: "next" })
           assert.deepStrictEqual(yield* jids(definition, digest, "run"), ["next"])
         }))
 
       it.effect("renewal keeps a lease alive past its first expiry; a deleted entry is LockLost", () =>
         Effect.gen(function*() {
-          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 300 })
+          // Renewed every 400 ms, a 1.5 s lease has 1.1 s to spare at each renewal.
+          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 1500 })
           yield* Lock.lock(definition, { digest, jid: "a" })
-          for (let i = 0; i < 3; i++) {
-            yield* store.advance(150)
+          const [first] = yield* holders(definition, digest, "run")
+          for (let i = 0; i < 4; i++) {
+            yield* store.advance(400)
             yield* Lock.renew(definition, { digest, jid: "a" })
           }
+          // By the store's own clock the first lease has ended; the renewed one has not.
+          const now = yield* storeNow
+          assert.isAbove(now, first!.leaseUntil!)
+          const [renewed] = yield* holders(definition, digest, "run")
+          assert.isAbove(renewed!.leaseUntil!, now)
           assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "b" }))))
           yield* Lock.unlock(definition, { digest, jid: "a" })
           const lost = yield* Effect.flip(Lock.renew(definition, { digest, jid: "a" }))

@@ -22,7 +22,12 @@ import * as RedisTest from "./support/redis.js"
 const rawClient = (url: string) =>
   Effect.acquireRelease(
     Effect.promise(async () => {
-      const client = new IORedis(url, { lazyConnect: true, maxRetriesPerRequest: 1 })
+      const client = new IORedis(url, {
+        lazyConnect: true,
+        maxRetriesPerRequest: 1,
+        // A spin cut off by a kill would otherwise be sent again to the restarted server, and keep it busy.
+        autoResendUnfulfilledCommands: false
+      })
       client.on("error", () => {}) // the server is killed under it
       await client.connect()
       return client
@@ -30,8 +35,22 @@ const rawClient = (url: string) =>
     (client) => Effect.sync(() => client.disconnect())
   )
 
-/** Keeps the server busy for 3 seconds: calls sent meanwhile wait for their answer. */
-const spin = "local t = redis.call('TIME')[1] + 3 while tonumber(redis.call('TIME')[1]) < t do end"
+/**
+ * Keeps the server busy for 10 seconds: calls sent meanwhile wait for their answer. The tests need it for well under a
+ * second (they kill the server, or time out, long before it ends); the rest is margin for a busy machine.
+ */
+const spin = "local t = redis.call('TIME')[1] + 10 while tonumber(redis.call('TIME')[1]) < t do end"
+
+/**
+ * Starts the spin on `raw`'s server. A script past the busy threshold (default 5 s) gets other clients' calls answered
+ * with BUSY instead of waiting: raise it so that every call waits for the whole spin.
+ */
+const startSpin = (raw: IORedis) =>
+  Effect.promise(() => raw.config("SET", "lua-time-limit", "60000")).pipe(
+    Effect.zipRight(Effect.sync(() => {
+      raw.eval(spin, 0).catch(() => {})
+    }))
+  )
 
 const connectError = (options: Redis.Options) =>
   Effect.scoped(Effect.flip(Redis.make({ timeout: "5 seconds", ...options })))
@@ -164,9 +183,9 @@ describe("an outage", () => {
     Effect.gen(function*() {
       const { failing, lock, server } = yield* setup
       yield* lock
-      // Keep the server busy (a script that spins for 3 s) so that the next call is sent and waits for its answer.
+      // Keep the server busy (a script that spins for 10 s) so that the next call is sent and waits for its answer.
       const raw = yield* rawClient(server.url)
-      raw.eval(spin, 0).catch(() => {})
+      yield* startSpin(raw)
       yield* Effect.sleep(300)
       const call = yield* Effect.fork(failing)
       yield* Effect.sleep(300)
@@ -186,7 +205,7 @@ describe("an outage", () => {
       const server = yield* RedisServer.start
       const redis = yield* Redis.make({ url: server.url, timeout: "1 second" })
       const raw = yield* rawClient(server.url)
-      raw.eval(spin, 0).catch(() => {})
+      yield* startSpin(raw)
       yield* Effect.sleep(300)
       const definition = Lock.unsafeMake({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("slow") })
       const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [1] })

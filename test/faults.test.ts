@@ -731,7 +731,7 @@ describe("faults", () => {
           yield* server.restart
           // Back connected; then give a late answer time to arrive and be acted on.
           const key = Lock.keyOf(uj.definition, digest, "queue")
-          yield* redis.holders(key).pipe(Effect.retry({ schedule: Schedule.spaced(50), times: 100 }))
+          yield* redis.holders(key).pipe(Effect.retry({ schedule: Schedule.spaced(50), times: HANG / 50 }))
           yield* Effect.sleep(100)
           const holders = yield* redis.holders(key)
           assert.deepStrictEqual(holders.map((h) => h.jid), [], "a lock taken by a call that had already failed")
@@ -765,7 +765,7 @@ describe("faults", () => {
           yield* Effect.scoped(Layer.build(faultyStore(source.url)))
           // This connection comes back; its first answer comes after anything it sent again on reconnecting.
           const holders = yield* redis.holders(Lock.keyOf(uj.definition, digest, "queue")).pipe(
-            Effect.retry({ schedule: Schedule.spaced(50), times: 100 })
+            Effect.retry({ schedule: Schedule.spaced(50), times: HANG / 50 })
           )
           assert.deepStrictEqual(holders.map((h) => h.jid), [], "a lock taken by a call that had already failed")
         }).pipe(Effect.scoped, Effect.provide(Layer.merge(store, MemoryQueue.layer())), quiet)

@@ -52,7 +52,13 @@ const optionValue = fc.oneof(
   fc.constant(null),
   fc.constant(undefined),
   fc.constant(() => Effect.void),
-  fc.record({ client: fc.constantFrom("log", "replace", "reschedule", 3), server: fc.constantFrom("log", "replace", "reschedule", {}) }, { requiredKeys: [] }),
+  fc.record(
+    {
+      client: fc.constantFrom("log", "replace", "reschedule", 3),
+      server: fc.constantFrom("log", "replace", "reschedule", {})
+    },
+    { requiredKeys: [] }
+  ),
   fc.anything()
 )
 
@@ -63,10 +69,23 @@ const randomOptions = fc.oneof(
 
 const decodeExit = (input: unknown) => Effect.runSyncExit(Lock.make(input as Lock.Options))
 
+/**
+ * A synchronous predicate made asynchronous, every 100th call first giving the event loop a turn. Thousands of runs
+ * take long on a busy machine; run in one synchronous stretch, they would keep vitest's worker from answering its
+ * RPC calls, which time out after a fixed 60 s and fail the run though every test passed.
+ */
+const yielding = <Ts extends Array<unknown>>(predicate: (...args: Ts) => void): (...args: Ts) => Promise<void> => {
+  let calls = 0
+  return async (...args) => {
+    if (++calls % 100 === 0) await new Promise<void>((resolve) => setImmediate(resolve))
+    predicate(...args)
+  }
+}
+
 describe("fuzzed options", () => {
-  it("decode, or fail with InvalidLockOptions naming a field of the input; never an untyped throw", () => {
-    fc.assert(
-      fc.property(randomOptions, (input) => {
+  it("decode, or fail with InvalidLockOptions naming a field of the input; never an untyped throw", async () => {
+    await fc.assert(
+      fc.asyncProperty(randomOptions, yielding((input) => {
         const exit = decodeExit(input)
         if (Exit.isSuccess(exit)) {
           assert.include(Object.values(Lock.lockTypes), exit.value.lock)
@@ -87,39 +106,40 @@ describe("fuzzed options", () => {
         )
         assert.isAbove(error!.reason.length, 0)
         assert.include(error!.message, error!.field)
-      }),
+      })),
       { numRuns: 2000 }
     )
   })
 
-  it("UniqueJob.make never throws untyped either", () => {
-    fc.assert(
-      fc.property(fc.anything(), randomOptions, (worker, options) => {
+  it("UniqueJob.make never throws untyped either", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.anything(), randomOptions, yielding((worker, options) => {
         const input = typeof options === "object" && options !== null ? { ...options, worker } : { worker }
         const exit = Effect.runSyncExit(UniqueJob.make(input as UniqueJob.Options))
         if (Exit.isFailure(exit)) {
           assert.isTrue(Cause.failureOption(exit.cause)._tag === "Some", Cause.pretty(exit.cause))
         }
-      }),
+      })),
       { numRuns: 1000 }
     )
   })
 
-  it("a prefix that could collide with other keys or break key parsing is refused", () => {
-    const unsafe = fc.tuple(fc.string(), fc.constantFrom("*", " ", "{", "}", ":LOCKED", ":RUN", ":digests", "\n", "?", "["), fc.string())
+  it("a prefix that could collide with other keys or break key parsing is refused", async () => {
+    const breaking = fc.constantFrom("*", " ", "{", "}", ":LOCKED", ":RUN", ":digests", "\n", "?", "[")
+    const unsafe = fc.tuple(fc.string(), breaking, fc.string())
       .map(([a, bad, b]) => `ok${a}${bad}${b}`)
-    fc.assert(
-      fc.property(unsafe, (prefix) => {
+    await fc.assert(
+      fc.asyncProperty(unsafe, yielding((prefix) => {
         const exit = decodeExit({ lock: "until_executed", lockPrefix: prefix })
         assert.isTrue(Exit.isFailure(exit), `accepted ${JSON.stringify(prefix)}`)
-      }),
+      })),
       { numRuns: 1000 }
     )
-    fc.assert(
-      fc.property(fc.stringMatching(/^[A-Za-z0-9_.-]{1,20}(:[A-Za-z0-9_.-]{1,10})?$/), (prefix) => {
+    await fc.assert(
+      fc.asyncProperty(fc.stringMatching(/^[A-Za-z0-9_.-]{1,20}(:[A-Za-z0-9_.-]{1,10})?$/), yielding((prefix) => {
         fc.pre(!/:(LOCKED|RUN|digests)/.test(prefix))
         assert.isTrue(Exit.isSuccess(decodeExit({ lock: "until_executed", lockPrefix: prefix })), prefix)
-      }),
+      })),
       { numRuns: 500 }
     )
   })
@@ -128,7 +148,7 @@ describe("fuzzed options", () => {
 const job = (args: ReadonlyArray<unknown>) => ({ worker: "FuzzJob", queue: "default", args })
 
 describe("fuzzed arguments", () => {
-  it("give a digest or a DigestError naming a path under lock_args; never an untyped throw", () => {
+  it("give a digest or a DigestError naming a path under lock_args; never an untyped throw", async () => {
     const anything = fc.anything({
       withBigInt: true,
       withBoxedValues: true,
@@ -141,8 +161,9 @@ describe("fuzzed arguments", () => {
       withTypedArray: true,
       withUnicodeString: true
     })
-    fc.assert(
-      fc.property(fc.array(anything, { maxLength: 4 }), fc.constantFrom<Digest.Algorithm>("legacy", "modern"), (args, algorithm) => {
+    const algorithms = fc.constantFrom<Digest.Algorithm>("legacy", "modern")
+    await fc.assert(
+      fc.asyncProperty(fc.array(anything, { maxLength: 4 }), algorithms, yielding((args, algorithm) => {
         const exit = Effect.runSyncExit(Digest.make(job(args), { algorithm }))
         if (Exit.isSuccess(exit)) {
           assert.match(exit.value, algorithm === "legacy" ? /^uniquejobs:[0-9a-f]{32}$/ : /^uniquejobs:[0-9a-f]{64}$/)
@@ -154,12 +175,12 @@ describe("fuzzed arguments", () => {
             assert.match(failure.value.path, /^lock_args/)
           }
         }
-      }),
+      })),
       { numRuns: 2000 }
     )
   })
 
-  it("JSON values: the digest survives a JSON round trip and ignores object key order", () => {
+  it("JSON values: the digest survives a JSON round trip and ignores object key order", async () => {
     const shuffleKeys = (value: unknown, rand: () => number): unknown => {
       if (Array.isArray(value)) return value.map((v) => shuffleKeys(v, rand))
       if (typeof value === "object" && value !== null) {
@@ -168,14 +189,14 @@ describe("fuzzed arguments", () => {
       }
       return value
     }
-    fc.assert(
-      fc.property(fc.array(fc.jsonValue(), { maxLength: 4 }), fc.integer(), (args, seed) => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.jsonValue(), { maxLength: 4 }), fc.integer(), yielding((args, seed) => {
         let state = seed
         const rand = () => ((state = (state * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff)
         const digest = Effect.runSync(Digest.make(job(args)))
         assert.strictEqual(Effect.runSync(Digest.make(job(JSON.parse(JSON.stringify(args))))), digest)
         assert.strictEqual(Effect.runSync(Digest.make(job(shuffleKeys(args, rand) as Array<unknown>))), digest)
-      }),
+      })),
       { numRuns: 1000 }
     )
   })

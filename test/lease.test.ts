@@ -80,14 +80,15 @@ describe("run locks across processes", () => {
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("redeliver")
-        const original = yield* holder({ url: source.url, prefix, jid: "redelivered-jid", lockLease: 1_000 })
+        // Leases of seconds: the holder process must keep its lock through a stall of a busy machine.
+        const original = yield* holder({ url: source.url, prefix, jid: "redelivered-jid", lockLease: 4_000 })
         const copy = original.started.job
         // log: the copy is skipped, not run beside its original.
         assert.strictEqual((yield* original.uj.server(copy, Effect.succeed("ran")))._tag, "Skipped")
         const raising = yield* UniqueJob.make({
           worker: WORKER,
           lock: "while_executing",
-          lockLease: 1_000,
+          lockLease: 4_000,
           lockPrefix: prefix,
           onConflict: "raise"
         })
@@ -120,7 +121,7 @@ describe("run locks across processes", () => {
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("sigstop")
-        const stalled = yield* holder({ url: source.url, prefix, jid: "stalled", lockLease: 1_000 })
+        const stalled = yield* holder({ url: source.url, prefix, jid: "stalled", lockLease: 3_000 })
         yield* stalled.proc.kill("SIGSTOP")
         const taken = yield* takeOver(stalled.uj, stalled.started.digest, "next", 50)
         assert.isAbove(taken.fence, stalled.fence)

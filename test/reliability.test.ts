@@ -8,8 +8,6 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import type * as Layer from "effect/Layer"
-import * as TestClock from "effect/TestClock"
 import { Redis as IORedis } from "ioredis"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
@@ -17,18 +15,7 @@ import * as Lock from "../src/Lock.js"
 import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as RedisTest from "./support/redis.js"
-
-interface Store {
-  readonly name: string
-  readonly layer: Layer.Layer<Redis.RedisService, unknown>
-  readonly live: boolean
-  readonly advance: (ms: number) => Effect.Effect<void>
-}
-
-const stores: ReadonlyArray<Store> = [
-  { name: "memory", layer: Redis.layerMemory, live: false, advance: (ms) => TestClock.adjust(ms) },
-  { name: "redis", layer: RedisTest.layer(), live: true, advance: (ms) => Effect.sleep(ms) }
-]
+import { stores } from "./support/stores.js"
 
 const setup = (options: Lock.Options) =>
   Effect.map(Lock.make({ ...options, lockPrefix: RedisTest.uniquePrefix("rel") }), (definition) => ({
@@ -95,9 +82,10 @@ for (const store of stores) {
 
       it.effect("no copy's release frees another copy's hold; a stale copy's release and renewal say it lost", () =>
         Effect.gen(function*() {
-          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 200 })
+          // Leases of a second, so a busy machine's stall between the steps below cannot end the fresh copy's too.
+          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 1_000 })
           const stale = yield* Lock.lock(definition, { digest, jid: "a" })
-          yield* store.advance(300) // the first copy stalled past its lease
+          yield* store.advance(1_100) // the first copy stalled past its lease
           const fresh = yield* Lock.lock(definition, { digest, jid: "a" })
           assert.isAbove(fresh.fence, stale.fence)
           // The stale copy's release and renewal find another acquisition's hold: not released, not renewed.
@@ -113,11 +101,11 @@ for (const store of stores) {
       it.effect("a lapsed lease is not renewed back to life, and its release is not a live release", () =>
         Effect.gen(function*() {
           // lockLimit 2 with a longer-lived holder keeps the key (and the lapsed entry) in place.
-          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 200, lockLimit: 2 })
+          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 1_000, lockLimit: 2 })
           const a = yield* Lock.lock(definition, { digest, jid: "a" })
-          yield* store.advance(100)
+          yield* store.advance(500)
           const b = yield* Lock.lock(definition, { digest, jid: "b" })
-          yield* store.advance(150) // a's lease passed, b's has not
+          yield* store.advance(600) // a's lease passed, b's has not (for 400 ms more at least)
           const lost = yield* Effect.flip(Lock.renew(definition, { digest, jid: "a", fence: a.fence }))
           assert.strictEqual(lost._tag, "LockLost")
           assert.isFalse(yield* Lock.unlock(definition, { digest, jid: "a", phase: "run", fence: a.fence }))
@@ -148,7 +136,7 @@ for (const store of stores) {
 
       it.effect("withLock: a run lock found gone at release fails LockLost, never a success", () =>
         Effect.gen(function*() {
-          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 300 })
+          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 2_000 })
           const inside = yield* Deferred.make<number | undefined>()
           const proceed = yield* Deferred.make<void>()
           const fiber = yield* Effect.fork(

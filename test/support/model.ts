@@ -101,6 +101,7 @@ interface Waiting {
 
 /** What a worker's store calls go through: a crashed worker reaches nothing; a stalled one renews nothing. */
 interface Worker {
+  readonly jid: string
   crashed: boolean
   stalled: boolean
 }
@@ -156,13 +157,21 @@ export class System {
   private readonly digests = new Map<number, string>()
   readonly unique: UniqueJob.UniqueJob
 
+  readonly store: Redis.RedisService["Type"]
+
+  /**
+   * `realTime`: the store runs on real time (Redis); its watch says afterwards whether real time kept within what the
+   * model assumes (see RealTime).
+   */
   constructor(
     readonly config: Config,
-    readonly store: Redis.RedisService["Type"],
+    store: Redis.RedisService["Type"],
     readonly runtime: Runtime.Runtime<never>,
     readonly advanceTime: (ms: number) => Effect.Effect<void>,
-    prefix: string
+    prefix: string,
+    readonly realTime?: RealTime | undefined
   ) {
+    this.store = realTime === undefined ? store : realTime.watch(store)
     const { run } = Lock.phases(config.lock)
     this.unique = UniqueJob.unsafeMake({
       worker: "ModelJob",
@@ -228,6 +237,10 @@ export class System {
   }
 
   exec<A, E>(effect: Effect.Effect<A, E>): Promise<A> {
+    if (process.env.STALL_NODE !== undefined && this.realTime !== undefined && Math.random() < Number(process.env.STALL_NODE)) {
+      const end = performance.now() + Math.random() * 300
+      while (performance.now() < end) {}
+    }
     return Runtime.runPromise(this.runtime)(effect)
   }
 
@@ -265,7 +278,7 @@ export class System {
     | { readonly _tag: "ended"; readonly fiber: Fiber.RuntimeFiber<Strategy.ServerOutcome<void>, unknown> }
   > {
     this.starts.set(job.jid, (this.starts.get(job.jid) ?? 0) + 1)
-    const worker: Worker = { crashed: false, stalled: false }
+    const worker: Worker = { jid: job.jid, crashed: false, stalled: false }
     const digest = this.digestOf.get(job.jid)!
     let fence: number | undefined
     this.startingFresh = fresh
@@ -283,7 +296,9 @@ export class System {
           return Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish))
         })
       // A daemon: the worker outlives this command (a plain fork would be interrupted when the command returns).
-      const fiber = yield* Effect.forkDaemon(this.provide(this.unique.server(job, perform), workerStore(this.store, worker)))
+      const fiber = yield* Effect.forkDaemon(
+        this.provide(this.unique.server(job, perform), workerStore(this.store, worker, this.realTime))
+      )
       const first = yield* Effect.raceFirst(
         Effect.as(Deferred.await(started), "started" as const),
         Effect.as(Fiber.await(fiber), "ended" as const)
@@ -348,7 +363,8 @@ export class System {
     }
     if (run.fence !== undefined) {
       const key = await this.lockKey(this.digestOf.get(run.job.jid)!, "run")
-      const left = (await this.exec(this.store.holders(key))).find((h) => h.jid === run.job.jid && h.fence === run.fence)
+      const holders = await this.exec(this.store.holders(key))
+      const left = holders.find((h) => h.jid === run.job.jid && h.fence === run.fence)
       if (left !== undefined) throw new Error(`${run.job.jid} ended, but its hold (fence ${run.fence}) is still there`)
     }
   }
@@ -356,6 +372,7 @@ export class System {
   async crash(index: number): Promise<void> {
     const [run] = this.running.splice(index % this.running.length, 1)
     // The worker's process dies: nothing it would still say reaches Redis, and the broker redelivers the job.
+    this.realTime?.stopped(run!.worker)
     run!.worker.crashed = true
     this.timeBound = true
     await this.exec(Fiber.interrupt(run!.fiber))
@@ -370,17 +387,25 @@ export class System {
   async stall(index: number): Promise<void> {
     const stallable = this.stallable()
     const run = stallable[index % stallable.length]!
+    this.realTime?.stopped(run.worker)
     run.worker.stalled = true
     this.timeBound = true
     this.trace.push(`stall ${run.job.jid}`)
   }
 
-  async advance(): Promise<void> {
+  /**
+   * Time passes beyond every TTL and lease. With `redeliverStalled`, the broker then delivers again each job whose
+   * worker stalled past its lease meanwhile (as BullMQ's stalled-job check does): the copy may take the lock.
+   */
+  async advance(redeliverStalled = false): Promise<void> {
+    this.realTime?.advancing()
     await this.exec(this.advanceTime(ADVANCE_MS))
     // Every TTL has run out: what was queued under one is no longer the one locked copy.
     if (this.config.ttl) for (const w of this.waiting) w.fresh = false
-    for (const r of this.running) if (r.worker.stalled) r.lapsed = true
-    this.trace.push("advance")
+    const lapsed = this.running.filter((r) => r.worker.stalled && !r.lapsed)
+    for (const r of lapsed) r.lapsed = true
+    this.trace.push(redeliverStalled ? "advance, redelivering stalled jobs" : "advance")
+    if (redeliverStalled) for (const r of lapsed) await this.redeliver(this.running.indexOf(r))
   }
 
   /** A store call with an argument out of range: both stores refuse it, with the same reason, writing nothing. */
@@ -402,7 +427,7 @@ export class System {
       fenced: call !== "lock queue",
       [field]: value
     }
-    const attempt = call === "renew"
+    const attempt: Effect.Effect<unknown, Redis.RedisError> = call === "renew"
       ? this.store.renew(key, jid, value, holder?.fence ?? 0)
       : call === "handoff"
       ? this.store.handoff(queueKey, runKey, request, { keepOnConflict: true })
@@ -421,7 +446,8 @@ export class System {
           JSON.stringify({ ...old, leaseUntil: 0 }) === JSON.stringify({ ...entry, leaseUntil: 0 }) &&
           (old.leaseUntil === entry.leaseUntil || keeping.has(`${entry.jid}/${entry.fence}`))
         if (!same) {
-          throw new Error(`refused ${shown} changed digest ${d} ${phase}: ${JSON.stringify(old)} -> ${JSON.stringify(entry)}`)
+          const change = `${JSON.stringify(old)} -> ${JSON.stringify(entry)}`
+          throw new Error(`refused ${shown} changed digest ${d} ${phase}: ${change}`)
         }
       }
       for (const old of was) {
@@ -430,8 +456,10 @@ export class System {
         }
       }
     }
-    const jids = after.filter((h) => h.digest === digest).map((h) => `${h.phase} [${h.entries.map((e) => e.jid).sort()}]`)
-    this.trace.push(`refuse ${shown} -> ${reasonOf(result.left)}; ${jids.join(" ")}`)
+    const jids = after
+      .filter((h) => h.digest === digest)
+      .map((h) => `${h.phase} [${h.entries.map((e) => e.jid).sort()}]`)
+    this.trace.push(`refuse ${shown} -> ${result.left._tag}: ${refusalReason(result.left)}; ${jids.join(" ")}`)
   }
 
   /** The outcome of a server wrapper that ended: what becomes of the job, as the queue would do it. */
@@ -489,7 +517,9 @@ export class System {
         throw new Error(`digest ${digest} ${phase}: ${jids.length} holders (${jids}) > lockLimit ${config.limit}`)
       }
       const strangers = jids.filter((jid) => this.digestOf.get(jid) !== digest)
-      if (strangers.length > 0) throw new Error(`digest ${digest} ${phase} is held by other digests' jobs: ${strangers}`)
+      if (strangers.length > 0) {
+        throw new Error(`digest ${digest} ${phase} is held by other digests' jobs: ${strangers}`)
+      }
     }
     for (let d = 0; d < DIGESTS; d++) {
       if (phases.run) {
@@ -551,7 +581,9 @@ export class System {
         await finishAll()
       }
     }
-    if (this.waiting.length > 0) throw new Error(`jobs still waiting after draining: ${this.waiting.map((w) => w.job.jid)}`)
+    if (this.waiting.length > 0) {
+      throw new Error(`jobs still waiting after draining: ${this.waiting.map((w) => w.job.jid)}`)
+    }
     if (this.timeBound) await this.advance()
     const held = (await this.holders()).filter((h) => h.entries.length > 0)
     if (held.length > 0) {
@@ -584,23 +616,177 @@ const failureTag = (cause: Cause.Cause<unknown>): string => {
  * A refusal's reason. Redis appends where in which script the error was raised (` script: <sha>, on
  * @user_script:<line>.`); the memory store has no script to name, so that suffix is left out of the comparison.
  */
-const reasonOf = (error: Redis.RedisError): string =>
-  `${error._tag}: ${error.reason.replace(/ script: [0-9a-f]{40}, on @user_script:\d+\.$/, "")}`
+export const refusalReason = (error: Redis.RedisError): string =>
+  error.reason.replace(/ script: [0-9a-f]{40}, on @user_script:\d+\.$/, "")
 
-/** A worker's view of the store: every call fails once it has crashed; renewals are lost once it has stalled. */
-const workerStore = (store: Redis.RedisService["Type"], worker: Worker): Redis.RedisService["Type"] => {
+/**
+ * A worker's view of the store: every call fails once it has crashed; renewals are lost once it has stalled. On real
+ * time, its run lock's acquisition, renewals and release are reported to the watch when they answer.
+ */
+const workerStore = (
+  store: Redis.RedisService["Type"],
+  worker: Worker,
+  realTime: RealTime | undefined
+): Redis.RedisService["Type"] => {
   const guard = <A>(operation: string, call: () => Effect.Effect<A, Redis.RedisError>) =>
     Effect.suspend(() =>
       worker.crashed ? Effect.fail(new Redis.RedisError({ operation, reason: "the worker crashed" })) : call()
     )
+  /** A run lock's acquisition (the request has a lease): the worker holds it from the moment the call was sent. */
+  const acquiring = <A extends Redis.LockResult>(
+    request: Redis.HolderRequest,
+    call: Effect.Effect<A, Redis.RedisError>
+  ) =>
+    realTime === undefined || request.leaseMs === 0 ? call : Effect.suspend(() => {
+      const sent = performance.now()
+      return Effect.tap(call, (result) => {
+        if (result._tag === "Acquired") realTime.holding(worker, result.fence, sent)
+      })
+    })
   return {
-    lock: (lock, request) => guard("lock", () => store.lock(lock, request)),
-    unlock: (lock, jid, fence) => guard("unlock", () => store.unlock(lock, jid, fence)),
+    lock: (lock, request) => guard("lock", () => acquiring(request, store.lock(lock, request))),
+    // Whether the release finds the hold depends on when Redis runs it: the deadline is checked at its answer.
+    unlock: (lock, jid, fence) =>
+      guard("unlock", () =>
+        realTime === undefined
+          ? store.unlock(lock, jid, fence)
+          : Effect.ensuring(store.unlock(lock, jid, fence), Effect.sync(() => realTime.released(worker, fence)))),
     // A frozen process' timers fire late: as far as it knows, its lease was kept.
     renew: (lock, jid, leaseMs, fence) =>
-      guard("renew", () => (worker.stalled ? Effect.succeed(true) : store.renew(lock, jid, leaseMs, fence))),
-    handoff: (from, to, request, options) => guard("handoff", () => store.handoff(from, to, request, options)),
+      guard("renew", () => {
+        if (worker.stalled) return Effect.succeed(true)
+        const sent = performance.now()
+        return Effect.tap(store.renew(lock, jid, leaseMs, fence), (renewed) => realTime?.renewed(worker, sent, renewed))
+      }),
+    handoff: (from, to, request, options) =>
+      guard("handoff", () => acquiring(request, store.handoff(from, to, request, options))),
     holders: (lock) => guard("holders", () => store.holders(lock))
+  }
+}
+
+// -- real time ------------------------------------------------------------------------------------------------------
+
+/**
+ * How far from a deadline a Redis run must stay for its trace to count. The quantities are measured, not estimated
+ * (send times against the TTL, the lease and the holder's own deadline), so this only has to cover the clocks'
+ * granularity and Redis receiving a call after it was sent; a sixth of the TTL and lease is many times that.
+ */
+export const REAL_TIME_MARGIN_MS = 50
+
+/**
+ * Real time during a run on Redis, against the model's. The model's time moves only with `Advance`, past every TTL
+ * and lease at once; between two advances, nothing ends by time. Redis' TTLs and leases, and a holder's own deadline
+ * (it gives its run lock up at the send time of its last confirmed renewal + lease − guard: 270 ms, renewing every
+ * 100 ms), run on real time. The two agree while
+ * - every TTL written since the last advance still runs when the next advance starts,
+ * - so does the lease of every holder that stopped renewing (crashed, stalled) since then,
+ * - every live holder's renewal is confirmed before its deadline.
+ * On an idle machine a run stays far inside these; a busy one (another copy of the suite beside it) can stall this
+ * process or Redis past them, and then Redis ends a lock the model still holds: the trace says nothing about the code.
+ * The watch records when each write with a TTL, and each holder's acquisition and renewals, were sent, and checks the
+ * deadlines against the clock whenever what it watches changes (a renewal confirmed, a release, a crash or stall, time
+ * advancing) and when asked at the end of the run, so a deadline that passed while watched is always seen.
+ */
+export class RealTime {
+  /** Why this run's trace cannot be compared with the model's; empty when it can. */
+  readonly problems: Array<string> = []
+  /** The least time left before a deadline when one was checked, in ms. */
+  tightest = Infinity
+  private readonly started = performance.now()
+  /** When the first write with a TTL since the last advance was sent. */
+  private firstTtlWrite: number | undefined
+  /** Live run-lock holders: their acquisition's fencing token, and when their last confirmed call was sent. */
+  private readonly renewing = new Map<Worker, { readonly fence: number; sent: number }>()
+  /** Holders that stopped renewing since the last advance, and when their last confirmed call was sent. */
+  private readonly lapsing: Array<{ readonly jid: string; readonly sent: number }> = []
+
+  /** Whether the run kept within every deadline so far: checks the ones still watched against the clock now. */
+  kept(): boolean {
+    this.checkAll()
+    return this.problems.length === 0
+  }
+
+  /** The store, with the send time of every write that sets a TTL recorded. */
+  watch(store: Redis.RedisService["Type"]): Redis.RedisService["Type"] {
+    const timed = <A extends Redis.LockResult>(
+      request: Redis.HolderRequest,
+      call: Effect.Effect<A, Redis.RedisError>
+    ) =>
+      request.ttlMs === 0 ? call : Effect.suspend(() => {
+        const sent = performance.now()
+        return Effect.tap(call, (result) => {
+          if (result._tag === "Acquired") this.firstTtlWrite = Math.min(this.firstTtlWrite ?? Infinity, sent)
+        })
+      })
+    return {
+      ...store,
+      lock: (lock, request) => timed(request, store.lock(lock, request)),
+      handoff: (from, to, request, options) => timed(request, store.handoff(from, to, request, options))
+    }
+  }
+
+  /** A run lock acquired by a call sent at `sent`. */
+  holding(worker: Worker, fence: number, sent: number): void {
+    this.renewing.set(worker, { fence, sent })
+  }
+
+  /** A renewal sent at `sent` answered: it must have come before the deadline of the one before. */
+  renewed(worker: Worker, sent: number, confirmed: boolean): void {
+    const held = this.renewing.get(worker)
+    if (held === undefined) return
+    this.checkHolder(worker, held.sent)
+    if (confirmed) held.sent = Math.max(held.sent, sent)
+  }
+
+  /** Its release answered: it must have come before the holder's deadline, which no longer matters after it. */
+  released(worker: Worker, fence: number | undefined): void {
+    const held = this.renewing.get(worker)
+    if (held === undefined || fence !== held.fence) return
+    this.checkHolder(worker, held.sent)
+    this.renewing.delete(worker)
+  }
+
+  /** The holder crashed or stalled: its lease must last until time next advances. */
+  stopped(worker: Worker): void {
+    const held = this.renewing.get(worker)
+    if (held === undefined) return
+    this.checkHolder(worker, held.sent)
+    this.renewing.delete(worker)
+    this.lapsing.push({ jid: worker.jid, sent: held.sent })
+  }
+
+  /** Time is about to advance in the model: what was written since the last advance must still be held. */
+  advancing(): void {
+    this.checkAll()
+    this.firstTtlWrite = undefined
+    this.lapsing.length = 0
+  }
+
+  private checkAll(): void {
+    const now = performance.now()
+    const first = this.firstTtlWrite
+    if (first !== undefined) this.check(first + TTL_MS, now, () => `a TTL written at ${this.at(first)}`)
+    for (const { jid, sent } of this.lapsing) {
+      this.check(sent + LEASE_MS, now, () => `the lease of ${jid}, which stopped, last renewed at ${this.at(sent)},`)
+    }
+    for (const [worker, { sent }] of this.renewing) this.checkHolder(worker, sent)
+  }
+
+  private checkHolder(worker: Worker, sent: number): void {
+    const deadline = sent + LEASE_MS - Lock.leaseGuardMs(LEASE_MS)
+    this.check(deadline, performance.now(), () => `the deadline of ${worker.jid}, last renewed at ${this.at(sent)},`)
+  }
+
+  private check(deadline: number, now: number, what: () => string): void {
+    const left = deadline - now
+    this.tightest = Math.min(this.tightest, left)
+    if (left < REAL_TIME_MARGIN_MS && this.problems.length < 5) {
+      this.problems.push(`${what()} had ${Math.round(left)} ms left at ${this.at(now)}`)
+    }
+  }
+
+  private at(time: number): string {
+    return `${Math.round(time - this.started)} ms`
   }
 }
 
@@ -664,9 +850,10 @@ class Stall implements Cmd {
 }
 
 class Advance implements Cmd {
+  constructor(readonly redeliverStalled: boolean) {}
   check = () => true
-  run = (m: Model, s: System) => step(m, s, () => s.advance())
-  toString = () => `advance(${ADVANCE_MS}ms)`
+  run = (m: Model, s: System) => step(m, s, () => s.advance(this.redeliverStalled))
+  toString = () => `advance(${ADVANCE_MS}ms${this.redeliverStalled ? ", redeliver stalled" : ""})`
 }
 
 class Refuse implements Cmd {
@@ -728,6 +915,8 @@ export interface CommandOptions {
   readonly faults?: boolean | undefined
   /** Whether the lock type holds a run lock (stalling a worker is meaningful only then). */
   readonly runLock?: boolean | undefined
+  /** How long the sequences get: fast-check's default ("small") stays at 10 commands or fewer. */
+  readonly size?: fc.SizeForArbitrary | undefined
 }
 
 export const commandsArbitrary = (maxCommands: number, options?: CommandOptions): fc.Arbitrary<Iterable<Cmd>> => {
@@ -741,11 +930,54 @@ export const commandsArbitrary = (maxCommands: number, options?: CommandOptions)
     fc.nat(3).map((i) => new Complete(i, "finish")),
     fc.nat(3).map((i) => new Complete(i, "fail")),
     fc.nat(3).map((i) => new Crash(i)),
-    ...(time ? [fc.constant(new Advance())] : []),
+    ...(time ? [fc.boolean().map((redeliver) => new Advance(redeliver))] : []),
     ...(faults ? [fc.nat(3).map((i) => new Redeliver(i)), refusalArbitrary.map((r) => new Refuse(r))] : []),
     ...(faults && time && options?.runLock === true ? [fc.nat(3).map((i) => new Stall(i))] : [])
   ]
-  return fc.commands(commands, { maxCommands })
+  return fc.commands(commands, { maxCommands, ...(options?.size === undefined ? {} : { size: options.size }) })
+}
+
+/**
+ * A scripted run per lock type, run before the random ones: two spellings of one `__proto__` job pushed, a running jid
+ * delivered again (a conflict while its lease is live; the original still releases), a refused renewal with a
+ * fractional lease, then (types with a run lock) a worker stalls past its lease: the next copy takes the lock and
+ * the original ends `LockLost`.
+ */
+export const scenario = (lock: Lock.LockType): [Config, Iterable<Cmd>] => {
+  const { queue, run } = Lock.phases(lock)
+  const config: Config = {
+    lock,
+    limit: 1,
+    client: queue ? "replace" : "log",
+    server: lock === "while_executing_reject"
+      ? "reject"
+      : lock === "while_executing"
+      ? "reschedule"
+      : run
+      ? "raise"
+      : "log",
+    ttl: lock === "until_expired",
+    args: "proto"
+  }
+  const refusal: Refusal = { digest: 0, call: "renew", field: "leaseMs", value: 1000.5, who: 0 }
+  const commands: Array<Cmd> = [
+    new Push(0),
+    new Push(2),
+    new Push(1),
+    new Start(0),
+    new Start(1),
+    // Digest 1's job delivered again, then the original finishes: its release still works.
+    new Redeliver(1),
+    new Complete(1, "finish"),
+    new Redeliver(0),
+    new Refuse(refusal),
+    ...(run
+      ? [new Stall(0), new Redeliver(0), new Advance(false), new Redeliver(0), new Complete(0, "finish")]
+      : [new Redeliver(0), new Complete(0, "finish")]),
+    new Start(0),
+    new Complete(0, "finish")
+  ]
+  return [config, commands]
 }
 
 /** Runs the commands on a fresh system, then drains it; answers the trace. */

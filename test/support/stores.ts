@@ -1,0 +1,22 @@
+/**
+ * The two stores every store-level suite runs on: the memory store, where TestClock moves time, and the Lua scripts
+ * on a private redis-server, where time is real (short sleeps).
+ */
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as TestClock from "effect/TestClock"
+import * as Redis from "../../src/Redis.js"
+import * as RedisTest from "./redis.js"
+
+export interface Store {
+  readonly name: string
+  readonly layer: Layer.Layer<Redis.RedisService, unknown>
+  /** Whether it runs on real time (exclude the test services). */
+  readonly live: boolean
+  readonly advance: (ms: number) => Effect.Effect<void>
+}
+
+export const stores: ReadonlyArray<Store> = [
+  { name: "memory", layer: Redis.layerMemory, live: false, advance: (ms) => TestClock.adjust(ms) },
+  { name: "redis", layer: RedisTest.layer(), live: true, advance: (ms) => Effect.sleep(ms) }
+]
