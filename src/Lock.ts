@@ -787,7 +787,14 @@ export const handoff = (
         requestOf(definition, target, "run"),
         { keepOnConflict: options.keepQueueLock }
       ),
-      (result) => settle(definition, target, "run", result, { queueLockHeld: result.queueLockHeld })
+      (result) => {
+        const taken = settle(definition, target, "run", result, { queueLockHeld: result.queueLockHeld })
+        // The script released the queue lock unless it kept it for a job going back to the queue: that release counts
+        // (and runs afterUnlock) like any other.
+        return result.queueLockHeld && (result._tag === "Acquired" || !options.keepQueueLock)
+          ? Effect.zipRight(afterRelease(definition, { ...target, phase: "queue" }, "queue"), taken)
+          : taken
+      }
     ))
 
 /**

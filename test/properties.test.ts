@@ -2,8 +2,10 @@
  * Model-based properties of the whole lifecycle (client, queue, server, retries, deaths, crashes, redelivered jids,
  * stalled workers, TTL and lease expiry, store calls out of range) for every lock type and strategy: on the memory
  * store (TestClock, many cases) and on Redis (real time, fewer cases, each compared with the memory store's run of
- * the same commands). Beside them: durations out of range are refused at definition, naming the field, and by both
- * stores alike; `__proto__` keys count in digests. A lock script with its limit check removed must be caught.
+ * the same commands; a Redis run that a busy machine took past what the model assumes of real time is repeated, and
+ * the property fails if more cases are discarded than compared). Beside them: durations out of range are refused at
+ * definition, naming the field, and by both stores alike; `__proto__` keys count in digests. A lock script with its
+ * limit check removed must be caught.
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=500 npx vitest run test/properties.test.ts
  */
 import { Redis as IORedis } from "ioredis"
@@ -307,11 +309,10 @@ describe("lifecycle properties: redis, differential against the memory store", (
   interface Runs {
     repeated: number
     discarded: number
-    tightest: number
     readonly problems: Array<string>
   }
 
-  const newRuns = (): Runs => ({ repeated: 0, discarded: 0, tightest: Infinity, problems: [] })
+  const newRuns = (): Runs => ({ repeated: 0, discarded: 0, problems: [] })
 
   /**
    * The commands' trace on Redis, on fresh keys. A run in which real time broke what the model assumes (a busy
@@ -327,30 +328,15 @@ describe("lifecycle properties: redis, differential against the memory store", (
   ): Promise<ReadonlyArray<string> | undefined> => {
     for (let attempt = 1; attempt <= 3; attempt++) {
       const realTime = new Model.RealTime()
-      let gate: Promise<void> = Promise.resolve()
-      const p = Number(process.env.STALL_REDIS ?? 0)
-      const gated = <A, E>(e: Effect.Effect<A, E>) => Effect.suspend(() => {
-        if (Math.random() < p) gate = new Promise((r) => setTimeout(r, Math.random() * 300))
-        return Effect.zipRight(Effect.promise(() => gate), e)
-      })
-      const slow: Redis.RedisService["Type"] = p === 0 ? on : {
-        lock: (a, b) => gated(on.lock(a, b)),
-        unlock: (a, b, c) => gated(on.unlock(a, b, c)),
-        renew: (a, b, c, d) => gated(on.renew(a, b, c, d)),
-        handoff: (a, b, c, d) => gated(on.handoff(a, b, c, d)),
-        holders: (a) => gated(on.holders(a))
-      }
       const system = () =>
         Promise.resolve(
-          new Model.System(config, slow, Runtime.defaultRuntime, Model.advanceReal, uniquePrefix("pr"), realTime)
+          new Model.System(config, on, Runtime.defaultRuntime, Model.advanceReal, uniquePrefix("pr"), realTime)
         )
       try {
         const trace = await Model.runCommands(cmds, system)
         if (realTime.kept()) return trace
       } catch (error) {
         if (realTime.kept()) throw error
-      } finally {
-        runs.tightest = Math.min(runs.tightest, realTime.tightest)
       }
       runs.repeated++
       runs.problems.push(realTime.problems[0]!)
@@ -358,12 +344,13 @@ describe("lifecycle properties: redis, differential against the memory store", (
     return undefined
   }
 
+  /** Says when real time made runs repeat (a busy machine), and why. */
   const reportRuns = (name: string, runs: Runs) => {
-    if (runs.repeated === 0 && process.env.SHOW_TIMING === undefined) return
-    const first = runs.problems.slice(0, 3).map((p) => `\n  ${p}`).join("")
+    if (runs.repeated === 0) return
+    const some = runs.problems.slice(0, 3).map((p) => `\n  ${p}`).join("")
     process.stdout.write(
-      `\n${name} on redis: ${runs.repeated} runs repeated and ${runs.discarded} cases discarded, real time ` +
-        `having come within ${Math.round(runs.tightest)} ms of a deadline, as in:${first}\n`
+      `\n${name} on redis: ${runs.repeated} runs repeated, ${runs.discarded} cases discarded; real time went past ` +
+        `what the model assumes, e.g.${some}\n`
     )
   }
 
