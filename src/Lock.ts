@@ -862,23 +862,30 @@ export const keepAlive = (
         lastError === undefined ? "" : ` (last renewal: ${lastError.message})`
       }`
     })
-  // One renewal after `delay`: the next deadline and delay. Cut off (LockLost) when the deadline comes first.
+  // One renewal after `delay`: the next deadline and delay. Only the renewal call races the deadline (a timeout forks a
+  // fiber): the wait before it simply stops at the deadline, so a short-lived lock costs no fiber beyond its keeper.
   const step = (deadline: number, delay: number) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<readonly [number, number], LockLost, RedisService> =>
-      deadline <= now ? Effect.fail(ended()) : Effect.sleep(delay).pipe(
-        Effect.zipRight(Clock.currentTimeMillis),
-        Effect.flatMap((sent) => Effect.as(renew(definition, target), [sent + leaseMs - guard, every] as const)),
-        Effect.catchTag("RedisError", (error) => {
-          lastError = error
-          return Effect.as(
-            Effect.logWarning("lease renewal failed; retrying until the lease ends", error).pipe(
-              Effect.annotateLogs({ package: "effect-unique-jobs", module: "Lock", digest: target.digest, jid: target.jid })
-            ),
-            [deadline, retry] as const
-          )
-        }),
-        Effect.timeoutFail({ duration: deadline - now, onTimeout: ended })
-      ))
+    Effect.flatMap(
+      Clock.currentTimeMillis,
+      (now): Effect.Effect<readonly [number, number], LockLost, RedisService> =>
+        Effect.zipRight(
+          Effect.sleep(Math.max(0, Math.min(delay, deadline - now))),
+          Effect.flatMap(Clock.currentTimeMillis, (sent) =>
+            deadline <= sent ? Effect.fail(ended()) : renew(definition, target).pipe(
+              Effect.as([sent + leaseMs - guard, every] as const),
+              Effect.catchTag("RedisError", (error) => {
+                lastError = error
+                return Effect.as(
+                  Effect.logWarning("lease renewal failed; retrying until the lease ends", error).pipe(
+                    Effect.annotateLogs(lockAnnotations(target))
+                  ),
+                  [deadline, retry] as const
+                )
+              }),
+              Effect.timeoutFail({ duration: deadline - sent, onTimeout: ended })
+            ))
+        )
+    )
   const loop = (deadline: number, delay: number): Effect.Effect<never, LockLost, RedisService> =>
     Effect.flatMap(step(deadline, delay), ([next, after]) => loop(next, after))
   return loop(sentAt + leaseMs - guard, every)
@@ -938,8 +945,9 @@ const hold = <A extends Acquired, E>(
         if (state.released) return Effect.succeed(true as boolean | undefined)
         state.released = true
         const keeper = state.keeper
+        // The keeper is stopped without waiting for it: a renewal still in flight is ignored (released is set).
         return Effect.zipRight(
-          keeper === undefined ? Effect.void : Fiber.interrupt(keeper),
+          keeper === undefined ? Effect.void : Fiber.interruptFork(keeper),
           unlock(definition, pinned).pipe(
             Effect.provideService(RedisService, redis),
             Effect.tap(() =>
@@ -991,6 +999,7 @@ const hold = <A extends Acquired, E>(
           keepAlive(definition, pinned, start).pipe(
             Effect.catchAll((lost) =>
               Effect.suspend(() => {
+                if (state.released) return Effect.void
                 state.lostReported = true
                 return Effect.zipRight(
                   Metric.increment(counter(Metrics.lost, definition.lock, "run")),

@@ -159,19 +159,31 @@ const releaseRetry = Schedule.exponential("100 millis").pipe(
 
 /**
  * Releases a queue lock without failing the job: a release that finds the lock already ended (its own `lockTtl`
- * passed, or it was deleted) is logged; one that cannot reach Redis is retried, then logged.
+ * passed, or it was deleted) is logged; one that cannot reach Redis is retried, then logged. The common case, a
+ * release that works, pays for none of it: retries, logs and their annotations are built only when needed.
  */
-const releaseQueueLock = (definition: Lock.Definition, target: Lock.Target): Effect.Effect<boolean, never, RedisService> =>
-  Lock.unlock(definition, { ...target, phase: "queue" }).pipe(
-    Effect.retry(releaseRetry),
-    Effect.tap((released) =>
-      released ? Effect.void : Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)")
-    ),
-    Effect.catchAll((error) =>
-      Effect.as(Effect.logWarning("could not release the queue lock; it stays until its TTL or the reaper", error), false)
-    ),
-    Effect.annotateLogs({ ...annotations, digest: target.digest, jid: target.jid })
-  )
+const releaseQueueLock = (definition: Lock.Definition, target: Lock.Target): Effect.Effect<boolean, never, RedisService> => {
+  const queued: Lock.Target = { ...target, phase: "queue" }
+  const logged = <A>(self: Effect.Effect<A>) =>
+    Effect.annotateLogs(self, { ...annotations, digest: target.digest, jid: target.jid })
+  return Effect.matchEffect(Lock.unlock(definition, queued), {
+    onSuccess: (released) =>
+      released
+        ? wasReleased
+        : logged(Effect.as(Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)"), false)),
+    onFailure: () =>
+      Lock.unlock(definition, queued).pipe(
+        Effect.retry(releaseRetry),
+        Effect.catchAll((error) =>
+          logged(
+            Effect.as(Effect.logWarning("could not release the queue lock; it stays until its TTL or the reaper", error), false)
+          )
+        )
+      )
+  })
+}
+
+const wasReleased = Effect.succeed(true)
 
 /**
  * Wraps a perform. `until_executing` releases its queue lock just before; `until_executed` releases it after a
