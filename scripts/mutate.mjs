@@ -7,6 +7,7 @@
 //   npm run mutate -- --check            only check that every `find` occurs exactly once (fast; no tests run)
 //   npm run mutate -- --list             list the mutants (with --only / --share / --ci: the selected ones)
 //   npm run mutate -- --only a,b         the named mutants
+//   npm run mutate -- --tests f,g        run the selected mutants against these test files instead of their own
 //   npm run mutate -- --share 2/12       the mutants whose catalogue index % 12 == 2
 //   npm run mutate -- --ci               the share of this commit (git rev-parse HEAD), stopping each mutant's run at
 //                                        its first failing test (--bail), no baseline (npm test ran just before)
@@ -46,7 +47,7 @@ const ciTimeoutSeconds = 10 * 60
 // Options
 // ---------------------------------------------------------------------------------------------------------------
 
-const usage = `usage: npm run mutate -- [--check] [--list] [--only id,id] [--share N/M] [--ci] [--bail] [--no-baseline]
+const usage = `usage: npm run mutate -- [--check] [--list] [--only id,id] [--tests file,file] [--share N/M] [--ci] [--bail] [--no-baseline]
                           [--timeout seconds] [--out file.md] [--strict] [--keep]`
 
 let args
@@ -56,6 +57,7 @@ try {
       check: { type: "boolean", default: false },
       list: { type: "boolean", default: false },
       only: { type: "string" },
+      tests: { type: "string" },
       share: { type: "string" },
       ci: { type: "boolean", default: false },
       bail: { type: "boolean", default: false },
@@ -385,7 +387,13 @@ const markdown = ({ results, selection, started, commit, propertyFiles, baseline
 
 const main = async () => {
   const { mutants, propertyFiles, problems } = loadCatalogue(root)
-  const { picked, selection } = select(mutants)
+  const chosen = select(mutants)
+  // --tests: run the selected mutants against these files instead of their own (e.g. the properties alone).
+  const override = args.tests?.split(",").map((t) => t.trim()).filter((t) => t !== "")
+  const picked = override === undefined
+    ? chosen.picked
+    : chosen.picked.map(({ mutant, index }) => ({ mutant: { ...mutant, tests: override }, index }))
+  const selection = override === undefined ? chosen.selection : `${chosen.selection}; tests ${override.join(", ")}`
 
   if (args.list) {
     log(`${picked.length} of ${mutants.length} mutants (${selection}):`)
