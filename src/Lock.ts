@@ -964,48 +964,41 @@ const hold = <A extends Acquired, E>(
           )
         )
       })
-    const reportGone = (pinned: Target): Effect.Effect<void> =>
-      phase === "queue"
-        ? Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)").pipe(
-          Effect.annotateLogs(lockAnnotations(target))
-        )
-        : state.lostReported
-        ? Effect.void
-        : Effect.suspend(() => {
-          state.lostReported = true
-          return Effect.zipRight(
-            Metric.increment(counter(Metrics.lost, definition.lock, "run")),
-            Effect.logWarning(lostAtRelease(pinned).message).pipe(Effect.annotateLogs(lockAnnotations(target)))
+    // A run lock's loss is counted once, whoever sees it first: the keeper or the release.
+    const countLost = Effect.suspend(() => {
+      if (state.lostReported) return Effect.succeed(false)
+      state.lostReported = true
+      return Effect.as(Metric.increment(counter(Metrics.lost, definition.lock, "run")), true)
+    })
+    // The one release, used by `Held.release` and by the scope: a hold found gone is logged (and, for a run lock,
+    // counted and failed with LockLost; the scope ignores that failure, the job's own outcome stands).
+    const releaseOf = (acquired: A): Effect.Effect<void, LockLost> => {
+      const pinned: Target = { ...target, phase, fence: acquired.fence }
+      return Effect.flatMap(unlockOnce(pinned), (live) => {
+        if (live !== false) return Effect.void
+        if (phase === "queue") {
+          return Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)").pipe(
+            Effect.annotateLogs(lockAnnotations(target))
           )
-        })
-    return Effect.flatMap(
-      Effect.acquireRelease(take, (acquired) => {
-        const pinned: Target = { ...target, phase, fence: acquired.fence }
-        return Effect.flatMap(unlockOnce(pinned), (live) => (live === false ? reportGone(pinned) : Effect.void))
-      }),
-      (acquired): Effect.Effect<A & Held, never, RedisService | Scope.Scope> => {
-        const pinned: Target = { ...target, phase, fence: acquired.fence }
-        const release: Effect.Effect<void, LockLost> = Effect.flatMap(
-          unlockOnce(pinned),
-          (live) =>
-            live !== false
-              ? Effect.void
-              : phase === "queue"
-              ? reportGone(pinned)
-              : Effect.zipRight(reportGone(pinned), Effect.fail(lostAtRelease(pinned)))
+        }
+        const lost = lostAtRelease(pinned)
+        return Effect.zipRight(
+          Effect.flatMap(countLost, (first) =>
+            first ? Effect.logWarning(lost.message).pipe(Effect.annotateLogs(lockAnnotations(target))) : Effect.void),
+          Effect.fail(lost)
         )
+      })
+    }
+    return Effect.flatMap(
+      Effect.acquireRelease(take, (acquired) => Effect.ignore(releaseOf(acquired))),
+      (acquired): Effect.Effect<A & Held, never, RedisService | Scope.Scope> => {
+        const release = releaseOf(acquired)
         if (phase === "queue") return Effect.succeed({ ...acquired, lost: Effect.never, release })
         return Effect.flatMap(Deferred.make<never, LockLost>(), (lostSignal) =>
-          keepAlive(definition, pinned, start).pipe(
+          keepAlive(definition, { ...target, phase, fence: acquired.fence }, start).pipe(
+            // After the release, a renewal still in flight finds the hold gone: that is no loss.
             Effect.catchAll((lost) =>
-              Effect.suspend(() => {
-                if (state.released) return Effect.void
-                state.lostReported = true
-                return Effect.zipRight(
-                  Metric.increment(counter(Metrics.lost, definition.lock, "run")),
-                  Deferred.fail(lostSignal, lost)
-                )
-              })
+              state.released ? Effect.void : Effect.zipRight(countLost, Deferred.fail(lostSignal, lost))
             ),
             Effect.asVoid,
             Effect.forkScoped,
