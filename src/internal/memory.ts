@@ -9,7 +9,8 @@ import * as Effect from "effect/Effect"
 import type { Holder, HolderRequest, LockKey, LockResult, RedisService } from "../Redis.js"
 import { keysOf, RedisError } from "../Redis.js"
 
-interface Entry {
+/** @internal */
+export interface Entry {
   readonly t: number
   readonly x: number
   readonly l: number
@@ -43,8 +44,27 @@ const whole = (value: number, name: string, min: number): number => {
   return value
 }
 
+/**
+ * What the store holds for one lock, in the terms Redis would show: the entries in insertion order, the key's time to
+ * live (PTTL: -2 no key, -1 no expiry) and the lock's score in its prefix's index. For the differential tests.
+ *
+ * @internal
+ */
+export interface LockState {
+  readonly entries: ReadonlyArray<Entry & { readonly jid: string }>
+  readonly pttl: number
+  readonly score: number | undefined
+}
+
 /** @internal */
-export const make = (): RedisService["Type"] => {
+export const make = (): RedisService["Type"] => makeInspectable().store
+
+/**
+ * The store, and a view of its state for the differential tests (`inspect`, and the prefix's fencing counter).
+ *
+ * @internal
+ */
+export const makeInspectable = () => {
   const hashes = new Map<string, Hash>()
   const indexes = new Map<string, Map<string, number>>()
   const fences = new Map<string, number>()
@@ -149,16 +169,20 @@ export const make = (): RedisService["Type"] => {
 
   // Like a script, a call either runs whole or is refused (RedisError) before it changes anything.
   const run = <A>(operation: string, f: (now: number, micros: number) => A): Effect.Effect<A, RedisError> =>
-    Effect.flatMap(Clock.currentTimeNanos, (nanos) => {
+    Clock.clockWith((clock) => {
+      // Milliseconds and microseconds of one instant, as TIME gives them. Nanoseconds alone will not do: TestClock
+      // makes them from milliseconds in floating point, which loses the last digits at today's epoch.
+      const now = clock.unsafeCurrentTimeMillis()
+      const micros = Math.min(Math.max(Number(clock.unsafeCurrentTimeNanos() / 1_000n), now * 1000), now * 1000 + 999)
       try {
-        return Effect.succeed(f(Number(nanos / 1_000_000n), Number(nanos / 1_000n)))
+        return Effect.succeed(f(now, micros))
       } catch (error) {
         if (error instanceof Refused) return Effect.fail(new RedisError({ operation, reason: error.reason }))
         throw error
       }
     })
 
-  return {
+  const store: RedisService["Type"] = {
     lock: (lock, request) => run("lock", (now, micros) => acquire(lock, request, now, micros)),
     unlock: (lock, jid, fence = 0) => run("unlock", (now) => release(lock, jid, fence, now)),
     renew: (lock, jid, leaseMs, fence = 0) => run("renew", (now) => renew(lock, jid, leaseMs, fence, now)),
@@ -182,4 +206,17 @@ export const make = (): RedisService["Type"] => {
           info: entry.info === "" ? undefined : JSON.parse(entry.info)
         })))
   }
+
+  const inspect = (lock: LockKey): Effect.Effect<LockState> =>
+    Effect.map(Clock.currentTimeMillis, (now) => {
+      const { index, locked } = keysOf(lock)
+      const hash = getHash(locked, now)
+      return {
+        entries: Array.from(hash?.entries ?? [], ([jid, entry]) => ({ jid, ...entry })),
+        pttl: hash === undefined ? -2 : hash.expiresAt === undefined ? -1 : hash.expiresAt - now,
+        score: indexes.get(index)?.get(lock.name)
+      }
+    })
+
+  return { store, inspect, fence: (prefix: string): number | undefined => fences.get(`${prefix}:fence`) }
 }

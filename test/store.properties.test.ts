@@ -1,0 +1,462 @@
+/**
+ * Differential properties of the two stores: random calls (lock, unlock, renew, handoff, calls out of range) on a
+ * clock that moves by random amounts, so some TTLs and leases pass and others do not, holders expire one by one under
+ * lockLimit > 1, redelivered copies of a jid hold fencing tokens of their own, and renewals race their leases. The Lua
+ * scripts run on a real Redis whose clock the test moves (support/virtualRedis.ts); the memory store runs on
+ * TestClock. After every call the two must agree on the answer and on everything either holds: each entry byte for
+ * byte, each key's time to live, each lock's score in the index and the fencing counter. Beside the comparison, the
+ * rules themselves are checked (fencing tokens increase, the limit holds, a key outlives its holders, a lock in the
+ * index, ...), so a rule both stores broke alike would still be caught.
+ * More cases: UNIQUE_JOBS_PROPERTY_RUNS=500 npx vitest run test/store.properties.test.ts
+ */
+import { Redis as IORedis } from "ioredis"
+import { afterAll, beforeAll, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as fc from "effect/FastCheck"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
+import * as Scope from "effect/Scope"
+import * as TestClock from "effect/TestClock"
+import * as TestContext from "effect/TestContext"
+import * as Lock from "../src/Lock.js"
+import type * as Redis from "../src/Redis.js"
+import * as RedisServer from "../src/RedisServer.js"
+import * as Memory from "../src/internal/memory.js"
+import * as Model from "./support/model.js"
+import { uniquePrefix } from "./support/redis.js"
+import * as VirtualRedis from "./support/virtualRedis.js"
+
+/** Store time at the start of every run (both clocks): a realistic epoch, so fencing tokens look like Redis'. */
+const START_MS = 1_750_000_000_000
+const DIGESTS = 2
+const JIDS = ["j0", "j1", "j2", "j3"] as const
+
+type Phase = "queue" | "run"
+/** Which acquisition's token a release or renewal carries: none (0), the jid's latest, its first, or a made-up one. */
+type Token = "any" | "latest" | "first" | "bogus"
+
+type Call =
+  | {
+    readonly _tag: "lock"
+    readonly digest: number
+    readonly phase: Phase
+    readonly jid: string
+    readonly limit: number
+    readonly ttl: number
+    readonly lease: number
+    readonly info: boolean
+  }
+  | { readonly _tag: "unlock"; readonly digest: number; readonly phase: Phase; readonly jid: string; readonly token: Token }
+  | {
+    readonly _tag: "renew"
+    readonly digest: number
+    readonly phase: Phase
+    readonly jid: string
+    readonly lease: number
+    readonly token: Token
+  }
+  | {
+    readonly _tag: "handoff"
+    readonly digest: number
+    readonly jid: string
+    readonly limit: number
+    readonly ttl: number
+    readonly lease: number
+    readonly keep: boolean
+  }
+  | { readonly _tag: "advance"; readonly ms: number }
+  | {
+    readonly _tag: "refuse"
+    readonly call: "lock" | "renew" | "handoff"
+    readonly digest: number
+    readonly phase: Phase
+    readonly jid: string
+    readonly field: "limit" | "ttlMs" | "leaseMs"
+    readonly value: number
+  }
+
+const show = (call: Call): string => {
+  const { _tag, ...rest } = call
+  return `${_tag}(${Object.entries(rest).map(([k, v]) => `${k}=${Object.is(v, -0) ? "-0" : v}`).join(" ")})`
+}
+
+// -- the calls each lock type makes, and a few it never would -------------------------------------------------------
+
+/**
+ * A lock type's calls: queue locks (unfenced, with a TTL or none), run locks (fenced, with a lease), the handoff
+ * between them; with the odd combination the middleware never sends (a queue lock with a lease, a run lock with a
+ * TTL: the stores must still agree, and `horizon` is min(expiry, lease) only when both are there).
+ */
+const callArbitrary = (lock: Lock.LockType, limit: number): fc.Arbitrary<Call> => {
+  const { queue, run } = Lock.phases(lock)
+  const phases: Array<Phase> = [...(queue ? ["queue" as const] : []), ...(run ? ["run" as const] : [])]
+  const digest = fc.nat(DIGESTS - 1)
+  const phase = fc.constantFrom(...phases)
+  const jid = fc.constantFrom(...JIDS)
+  const limits = fc.oneof({ weight: 6, arbitrary: fc.constant(limit) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 3 }) })
+  const ttl = lock === "until_expired"
+    ? fc.constantFrom(100, 250, 700)
+    : fc.constantFrom(0, 0, 100, 250, 700)
+  const lease = fc.constantFrom(100, 150, 400)
+  const token = fc.constantFrom<Token>("any", "latest", "latest", "first", "bogus")
+  const lockCall = phase.chain((p) =>
+    fc.record({
+      _tag: fc.constant("lock" as const),
+      digest,
+      phase: fc.constant(p),
+      jid,
+      limit: limits,
+      ttl: p === "queue" ? ttl : fc.constantFrom(0, 0, 0, 250),
+      lease: p === "run" ? lease : fc.constantFrom(0, 0, 0, 150),
+      info: fc.boolean()
+    })
+  )
+  const calls: Array<fc.Arbitrary<Call>> = [
+    lockCall,
+    lockCall,
+    fc.record({ _tag: fc.constant("unlock" as const), digest, phase, jid, token }),
+    fc.record({ _tag: fc.constant("unlock" as const), digest, phase, jid, token }),
+    fc.integer({ min: 0, max: 800 }).map((ms) => ({ _tag: "advance" as const, ms })),
+    fc.constantFrom(1, 50, 99, 100, 101, 149, 150, 151, 250, 400).map((ms) => ({ _tag: "advance" as const, ms })),
+    fc.record({ _tag: fc.constant("renew" as const), digest, phase, jid, lease, token }),
+    fc.record({
+      _tag: fc.constant("refuse" as const),
+      call: fc.constantFrom<"lock" | "renew" | "handoff">("lock", "renew", "handoff"),
+      digest,
+      phase,
+      jid,
+      field: fc.constantFrom<"limit" | "ttlMs" | "leaseMs">("limit", "ttlMs", "leaseMs")
+    }).chain((r) => {
+      const field = r.call === "renew" ? "leaseMs" : r.field
+      return Model.outOfRange(field === "limit" || r.call === "renew" ? 1 : 0).map((value) => ({ ...r, field, value }))
+    })
+  ]
+  if (run) calls.push(fc.record({ _tag: fc.constant("renew" as const), digest, phase: fc.constant("run" as const), jid, lease, token }))
+  if (queue && run) {
+    const handoff = fc.record({
+      _tag: fc.constant("handoff" as const),
+      digest,
+      jid,
+      limit: limits,
+      ttl: fc.constantFrom(0, 0, 0, 250),
+      lease,
+      keep: fc.boolean()
+    })
+    calls.push(handoff, handoff)
+  }
+  return fc.oneof(...calls)
+}
+
+const runArbitrary = (lock: Lock.LockType, maxCalls: number) =>
+  fc.integer({ min: 1, max: 3 }).chain((limit) =>
+    fc.array(callArbitrary(lock, limit), { minLength: 1, maxLength: maxCalls }).map((calls) => ({ limit, calls }))
+  )
+
+// -- the two stores, in step ----------------------------------------------------------------------------------------
+
+interface Both {
+  readonly prefix: string
+  readonly memory: ReturnType<typeof Memory.makeInspectable>
+  readonly memoryRuntime: Runtime.Runtime<never>
+  readonly redis: Redis.RedisService["Type"]
+  readonly virtual: VirtualRedis.VirtualRedis
+  now: number
+}
+
+const lockKey = (prefix: string, digest: number, phase: Phase): Redis.LockKey => ({
+  prefix,
+  name: phase === "queue" ? `${prefix}:d${digest}` : `${prefix}:d${digest}:RUN`
+})
+
+const allLocks = (prefix: string): Array<Redis.LockKey> =>
+  Array.from({ length: DIGESTS }, (_, d) => [lockKey(prefix, d, "queue"), lockKey(prefix, d, "run")]).flat()
+
+/** An entry as the scripts write it: the memory store's, in Redis' bytes. */
+const rawOf = (e: Memory.Entry): string =>
+  `{"t":${e.t},"x":${e.x},"l":${e.l}${e.f > 0 ? `,"f":${e.f}` : ""}${e.info === "" ? "" : `,"i":${e.info}`}}`
+
+interface State {
+  readonly locks: ReadonlyArray<{
+    readonly name: string
+    readonly entries: ReadonlyArray<{ readonly jid: string; readonly raw: string; readonly entry?: Memory.Entry }>
+    readonly pttl: number
+    readonly score: number | undefined
+  }>
+  readonly fence: number | undefined
+}
+
+const memoryState = async (both: Both): Promise<State> => {
+  const locks = allLocks(both.prefix)
+  const states = await Promise.all(
+    locks.map((l) => Runtime.runPromise(both.memoryRuntime)(both.memory.inspect(l)))
+  )
+  return {
+    locks: states.map((s, i) => ({
+      name: locks[i]!.name,
+      entries: s.entries.map((e) => ({ jid: e.jid, raw: rawOf(e), entry: e })),
+      pttl: s.pttl,
+      score: s.score
+    })),
+    fence: both.memory.fence(both.prefix)
+  }
+}
+
+const redisState = async (both: Both): Promise<State> => {
+  const locks = allLocks(both.prefix)
+  const { fence, locks: states } = await both.virtual.inspect(both.prefix, locks)
+  return { locks: states.map((s, i) => ({ name: locks[i]!.name, ...s })), fence }
+}
+
+/** A state without the memory store's decoded entries, to compare; entries by jid (a hash has no order to keep). */
+const comparable = (state: State) => ({
+  fence: state.fence,
+  locks: state.locks.map((l) => ({ ...l, entries: l.entries.map((e) => `${e.jid} ${e.raw}`).sort() }))
+})
+
+type Answer = Either.Either<unknown, Redis.RedisError>
+
+const shown = (answer: Answer): string =>
+  Either.match(answer, {
+    onLeft: (error) => `${error._tag}(${error.operation}): ${Model.refusalReason(error)}`,
+    onRight: (value) => {
+      if (typeof value === "object" && value !== null && "holders" in value) {
+        return JSON.stringify({ ...value, holders: [...(value.holders as ReadonlyArray<string>)].sort() })
+      }
+      return JSON.stringify(value)
+    }
+  })
+
+const horizon = (e: Memory.Entry): number => (e.x > 0 && e.l > 0 ? Math.min(e.x, e.l) : e.x || e.l)
+const isLive = (e: Memory.Entry, now: number): boolean => horizon(e) === 0 || horizon(e) > now
+
+/** One run of calls on both stores, in step. Throws at the first disagreement or broken rule, with the calls so far. */
+const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): Promise<void> => {
+  const tokens = new Map<string, Array<number>>()
+  let lastFence = 0
+  const done: Array<string> = []
+  const fail = (message: string): never => {
+    throw new Error(`${message}\nafter: ${done.join(", ")}`)
+  }
+  const tokenOf = (lock: Redis.LockKey, jid: string, token: Token): number => {
+    const held = tokens.get(`${lock.name} ${jid}`) ?? []
+    switch (token) {
+      case "any":
+        return 0
+      case "latest":
+        return held.at(-1) ?? 0
+      case "first":
+        return held[0] ?? 0
+      case "bogus":
+        return (held.at(-1) ?? lastFence) + 1
+    }
+  }
+  const onMemory = <A>(effect: Effect.Effect<A, Redis.RedisError>) =>
+    Runtime.runPromise(both.memoryRuntime)(Effect.either(effect))
+  const onRedis = <A>(effect: Effect.Effect<A, Redis.RedisError>) => Effect.runPromise(Effect.either(effect))
+
+  for (const call of calls) {
+    const before = await memoryState(both)
+    let answers: [Answer, Answer]
+    let request: Redis.HolderRequest | undefined
+    let lock: Redis.LockKey | undefined
+    let token = 0
+    switch (call._tag) {
+      case "advance": {
+        both.now += call.ms
+        await Runtime.runPromise(both.memoryRuntime)(TestClock.adjust(call.ms))
+        await both.virtual.setTime(both.now)
+        answers = [Either.right(undefined), Either.right(undefined)]
+        break
+      }
+      case "lock": {
+        lock = lockKey(both.prefix, call.digest, call.phase)
+        request = {
+          jid: call.jid,
+          limit: call.limit,
+          ttlMs: call.ttl,
+          leaseMs: call.lease,
+          info: call.info ? `{"worker":"W","n":${done.length}}` : "",
+          fenced: call.phase === "run"
+        }
+        answers = [await onMemory(both.memory.store.lock(lock, request)), await onRedis(both.redis.lock(lock, request))]
+        break
+      }
+      case "unlock": {
+        lock = lockKey(both.prefix, call.digest, call.phase)
+        token = tokenOf(lock, call.jid, call.token)
+        answers = [
+          await onMemory(both.memory.store.unlock(lock, call.jid, token)),
+          await onRedis(both.redis.unlock(lock, call.jid, token))
+        ]
+        break
+      }
+      case "renew": {
+        lock = lockKey(both.prefix, call.digest, call.phase)
+        token = tokenOf(lock, call.jid, call.token)
+        answers = [
+          await onMemory(both.memory.store.renew(lock, call.jid, call.lease, token)),
+          await onRedis(both.redis.renew(lock, call.jid, call.lease, token))
+        ]
+        break
+      }
+      case "handoff": {
+        const from = lockKey(both.prefix, call.digest, "queue")
+        lock = lockKey(both.prefix, call.digest, "run")
+        request = { jid: call.jid, limit: call.limit, ttlMs: call.ttl, leaseMs: call.lease, info: "", fenced: true }
+        const options = { keepOnConflict: call.keep }
+        answers = [
+          await onMemory(both.memory.store.handoff(from, lock, request, options)),
+          await onRedis(both.redis.handoff(from, lock, request, options))
+        ]
+        break
+      }
+      case "refuse": {
+        const key = lockKey(both.prefix, call.digest, call.call === "handoff" ? "run" : call.phase)
+        const bad: Redis.HolderRequest = {
+          jid: call.jid,
+          limit,
+          ttlMs: 0,
+          leaseMs: call.phase === "run" ? 150 : 0,
+          info: "",
+          fenced: call.phase === "run",
+          [call.field]: call.value
+        }
+        const attempt = (store: Redis.RedisService["Type"]): Effect.Effect<unknown, Redis.RedisError> =>
+          call.call === "renew"
+            ? store.renew(key, call.jid, call.value, 0)
+            : call.call === "handoff"
+            ? store.handoff(lockKey(both.prefix, call.digest, "queue"), key, bad, { keepOnConflict: true })
+            : store.lock(key, bad)
+        answers = [await onMemory(attempt(both.memory.store)), await onRedis(attempt(both.redis))]
+        if (Either.isRight(answers[0])) fail(`the memory store accepted ${show(call)}`)
+        break
+      }
+    }
+    done.push(`${show(call)} -> ${shown(answers[0])}`)
+    const [m, r] = answers
+    if (shown(m) !== shown(r)) fail(`the stores answered ${show(call)} differently: memory ${shown(m)}, redis ${shown(r)}`)
+    const after = await memoryState(both)
+    const onRedisAfter = await redisState(both)
+    const a = JSON.stringify(comparable(after))
+    const b = JSON.stringify(comparable(onRedisAfter))
+    if (a !== b) fail(`the stores hold different things after ${show(call)}:\nmemory ${a}\nredis  ${b}`)
+    if (call._tag === "refuse" && JSON.stringify(comparable(before)) !== a) {
+      fail(`refused ${show(call)} changed what the store holds`)
+    }
+
+    // -- the rules, on the state both stores agree on ------------------------------------------------------------
+    const now = both.now
+    const stateOf = (key: Redis.LockKey) => after.locks.find((l) => l.name === key.name)!
+    const result = Either.getOrUndefined(m) as
+      | (Redis.LockResult & { readonly queueLockHeld?: boolean })
+      | boolean
+      | undefined
+    if (lock !== undefined && request !== undefined && typeof result === "object" && result !== null) {
+      const held = stateOf(lock).entries.filter((e) => isLive(e.entry!, now))
+      if (result._tag === "Acquired") {
+        // A re-entry takes no new place: only a new holder must find room under its limit.
+        if (!result.reentrant && held.length > request.limit) fail(`${show(call)}: ${held.length} live holders > limit ${request.limit}`)
+        if (!held.some((e) => e.jid === request!.jid)) fail(`${show(call)} acquired, but ${request.jid} holds nothing`)
+        if (request.fenced) {
+          if (!(result.fence > lastFence)) fail(`${show(call)}: fencing token ${result.fence} not above ${lastFence}`)
+          lastFence = result.fence
+          const key = `${lock.name} ${request.jid}`
+          tokens.set(key, [...(tokens.get(key) ?? []), result.fence])
+        } else if (result.fence !== 0) {
+          fail(`${show(call)}: a queue lock got fencing token ${result.fence}`)
+        }
+      } else {
+        const live = held.map((e) => e.jid).sort()
+        if (JSON.stringify([...result.holders].sort()) !== JSON.stringify(live)) {
+          fail(`${show(call)}: conflict names ${result.holders}, the live holders are ${live}`)
+        }
+        const copy = request.fenced && live.includes(request.jid)
+        if (!copy && live.length < request.limit) fail(`${show(call)}: conflict with ${live.length} < ${request.limit}`)
+      }
+    }
+    if ((call._tag === "unlock" || call._tag === "renew") && lock !== undefined && result === true) {
+      const was = before.locks.find((l) => l.name === lock!.name)!.entries.find((e) => e.jid === call.jid)
+      if (was === undefined || !isLive(was.entry!, now) || (token !== 0 && was.entry!.f !== token)) {
+        fail(`${show(call)} answered true, but jid ${call.jid} held no live entry with token ${token}`)
+      }
+      if (call._tag === "renew") {
+        const entry = stateOf(lock).entries.find((e) => e.jid === call.jid)!.entry!
+        if (entry.l !== now + call.lease) fail(`${show(call)}: lease until ${entry.l}, not ${now + call.lease}`)
+      }
+    }
+    for (const state of after.locks) {
+      if (state.pttl !== -2 && state.score === undefined) fail(`${state.name} is held but not in the index`)
+      for (const { entry, jid } of state.entries) {
+        const h = horizon(entry!)
+        if (!isLive(entry!, now)) continue
+        if (h === 0 ? state.pttl !== -1 : state.pttl !== -1 && now + state.pttl < h) {
+          fail(`${state.name}: the key (pttl ${state.pttl}) ends before its holder ${jid} (horizon ${h}, now ${now})`)
+        }
+      }
+    }
+  }
+}
+
+// -- the properties -------------------------------------------------------------------------------------------------
+
+const lockTypes: ReadonlyArray<Lock.LockType> = [
+  "until_executing",
+  "until_executed",
+  "until_expired",
+  "while_executing",
+  "while_executing_reject",
+  "until_and_while_executing"
+]
+
+describe("store properties: the scripts on Redis against the memory store, on a clock that moves by random steps", () => {
+  let raw: IORedis
+  let close: () => Promise<void>
+  beforeAll(async () => {
+    const scope = Effect.runSync(Scope.make())
+    const source = await Effect.runPromise(Scope.extend(RedisServer.acquire, scope))
+    raw = new IORedis(source.url, { lazyConnect: true })
+    await raw.connect()
+    close = async () => {
+      raw.disconnect()
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  })
+  afterAll(() => close())
+
+  const fresh = async (): Promise<Both & { readonly release: () => Promise<void> }> => {
+    const scope = Effect.runSync(Scope.make())
+    const runtime = await Effect.runPromise(Scope.extend(Layer.toRuntime(TestContext.TestContext), scope))
+    await Runtime.runPromise(runtime)(TestClock.setTime(START_MS))
+    const prefix = uniquePrefix("sp")
+    const virtual = VirtualRedis.make(raw, prefix)
+    await virtual.setTime(START_MS)
+    return {
+      prefix,
+      memory: Memory.makeInspectable(),
+      memoryRuntime: runtime as Runtime.Runtime<never>,
+      redis: await Effect.runPromise(virtual.store),
+      virtual,
+      now: START_MS,
+      release: () => Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  }
+
+  for (const lock of lockTypes) {
+    it.live(`${lock}: the stores agree call for call, and keep the rules`, () =>
+      Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(runArbitrary(lock, 40), async ({ calls, limit }) => {
+            const both = await fresh()
+            try {
+              await runBoth(both, limit, calls)
+            } finally {
+              await both.release()
+            }
+          }),
+          { numRuns: Model.runs(100) }
+        )
+      ), 120_000)
+  }
+})

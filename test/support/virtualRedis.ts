@@ -1,0 +1,125 @@
+/**
+ * The lock scripts on a real Redis, on a clock the test moves. Redis' own clock cannot be stopped (libfaketime
+ * deadlocks against redis-server's jemalloc at start), so the scripts run unchanged behind a shim that shadows
+ * `redis.call` for the script's chunk: TIME answers the virtual time, and PEXPIRE, PTTL and PERSIST keep each key's
+ * expiry in a side hash on that clock, expiring a key lazily when a call touches it, as Redis does. Every other call
+ * goes to Redis as written. A store over it runs the same code as production's (the same sources, the same client
+ * code in `Redis.makeFromClient`), so a mutant of `lua/` is seen here exactly as in production.
+ */
+import type { Redis as IORedis } from "ioredis"
+import * as Effect from "effect/Effect"
+import * as Redis from "../../src/Redis.js"
+import * as Scripts from "../../src/internal/scripts.js"
+
+// Lua's false comes back as a nil reply (null) in the inspection below.
+/** Keys of the shim under `namespace`: the clock (ms) and the expiries of keys. */
+const shim = (namespace: string) => `
+local real = redis
+local NOW = tonumber(real.call('GET', '${namespace}:vclock'))
+local EXPIRY = '${namespace}:vexpiry'
+local function purge(key)
+  local at = real.call('HGET', EXPIRY, key)
+  if at and tonumber(at) <= NOW then
+    real.call('DEL', key)
+    real.call('HDEL', EXPIRY, key)
+  end
+end
+local function call(command, ...)
+  local c = string.upper(command)
+  if c == 'TIME' then
+    local seconds = (NOW - NOW % 1000) / 1000
+    return {string.format('%d', seconds), string.format('%d', (NOW % 1000) * 1000)}
+  end
+  local key = ...
+  purge(key)
+  if c == 'PEXPIRE' then
+    if real.call('EXISTS', key) == 0 then return 0 end
+    real.call('HSET', EXPIRY, key, string.format('%d', NOW + tonumber((select(2, ...)))))
+    return 1
+  elseif c == 'PTTL' then
+    if real.call('EXISTS', key) == 0 then return -2 end
+    local at = real.call('HGET', EXPIRY, key)
+    if not at then return -1 end
+    return tonumber(at) - NOW
+  elseif c == 'PERSIST' then
+    return real.call('HDEL', EXPIRY, key)
+  end
+  local reply = real.call(command, ...)
+  -- A key that went (its last field deleted) takes its expiry with it, as in Redis.
+  if real.call('EXISTS', key) == 0 then real.call('HDEL', EXPIRY, key) end
+  return reply
+end
+local redis = setmetatable({call = call}, {__index = real})
+`
+
+/** What Redis holds for one lock, as `Memory.LockState` shows the memory store's. */
+export interface LockState {
+  /** Raw entries in hash order. */
+  readonly entries: ReadonlyArray<{ readonly jid: string; readonly raw: string }>
+  readonly pttl: number
+  readonly score: number | undefined
+}
+
+const inspectScript = `
+local out = {}
+for i = 1, #KEYS - 2 do
+  local key = KEYS[i]
+  redis.call('EXISTS', key)
+  local entries = real.call('HGETALL', key)
+  out[#out + 1] = {entries, redis.call('PTTL', key), real.call('ZSCORE', KEYS[#KEYS - 1], ARGV[i]) or false}
+end
+return {out, real.call('GET', KEYS[#KEYS]) or false}
+`
+
+export interface VirtualRedis {
+  /** A store over the shimmed scripts; it never reads Redis' own clock. */
+  readonly store: Effect.Effect<Redis.RedisService["Type"], Redis.RedisError>
+  readonly setTime: (ms: number) => Promise<void>
+  /** Each lock's state (in the order given) and the prefix's fencing counter, on the virtual clock. */
+  readonly inspect: (
+    prefix: string,
+    locks: ReadonlyArray<Redis.LockKey>
+  ) => Promise<{ readonly locks: ReadonlyArray<LockState>; readonly fence: number | undefined }>
+}
+
+/** The virtual-clock store for keys under `namespace` (the shim's own keys live there too). */
+export const make = (raw: IORedis, namespace: string): VirtualRedis => {
+  const prelude = shim(namespace)
+  const sources = new Map(Object.values(Scripts.loadScripts()).map((s) => [s.sha, s.source]))
+  const evalShimmed = (source: string, numKeys: number, args: ReadonlyArray<string | number>) =>
+    raw.eval(`${prelude}\n${source}`, numKeys, ...args)
+  const client: Redis.Client = {
+    evalsha: (sha, numKeys, ...args) => {
+      const source = sources.get(sha)
+      return source === undefined ? Promise.reject(new Error(`NOSCRIPT ${sha}`)) : evalShimmed(source, numKeys, args)
+    },
+    eval: (source, numKeys, ...args) => evalShimmed(source, numKeys, args),
+    script: () => Promise.resolve("OK"),
+    hgetall: (key) =>
+      evalShimmed("redis.call('EXISTS', KEYS[1]) return real.call('HGETALL', KEYS[1])", 1, [key]).then((reply) => {
+        const pairs = reply as Array<string>
+        const record: Record<string, string> = {}
+        for (let i = 0; i < pairs.length; i += 2) record[pairs[i]!] = pairs[i + 1]!
+        return record
+      })
+  }
+  return {
+    store: Redis.makeFromClient(client),
+    setTime: (ms) => raw.set(`${namespace}:vclock`, String(ms)).then(() => undefined),
+    inspect: async (prefix, locks) => {
+      const keys = [...locks.map((l) => Redis.keysOf(l).locked), `${prefix}:digests`, `${prefix}:fence`]
+      const [states, fence] = (await evalShimmed(inspectScript, keys.length, [keys, locks.map((l) => l.name)].flat())) as [
+        Array<[Array<string>, number, string | null]>,
+        string | null
+      ]
+      return {
+        locks: states.map(([flat, pttl, score]) => {
+          const entries: Array<{ jid: string; raw: string }> = []
+          for (let i = 0; i < flat.length; i += 2) entries.push({ jid: flat[i]!, raw: flat[i + 1]! })
+          return { entries, pttl, score: score === null ? undefined : Number(score) }
+        }),
+        fence: fence === null ? undefined : Number(fence)
+      }
+    }
+  }
+}
