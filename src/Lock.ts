@@ -426,18 +426,14 @@ export const OptionsSchema = Schema.Struct({
   lockLease: Schema.optionalWith(LeaseDuration, { as: "Option" }),
   onConflict: Schema.optionalWith(OnConflictGiven, { as: "Option" }),
   rescheduleDelay: Schema.optionalWith(PositiveDuration, { as: "Option" }),
-  lockArgs: Schema.optionalWith(FunctionSchema<(args: ReadonlyArray<unknown>) => unknown>("lockArgs"), {
-    exact: true
-  }),
+  // `undefined` reads as absent, as the Options type says (`lockArgs: cond ? f : undefined`).
+  lockArgs: Schema.optional(FunctionSchema<(args: ReadonlyArray<unknown>) => unknown>("lockArgs")),
   uniqueAcrossQueues: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   uniqueAcrossWorkers: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   lockInfo: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   lockPrefix: Schema.optionalWith(PrefixSchema, { default: () => Digest.defaultPrefix }),
   digestAlgorithm: Schema.optionalWith(Schema.Literal("legacy", "modern"), { default: () => "legacy" }),
-  afterUnlock: Schema.optionalWith(
-    FunctionSchema<(unlocked: Unlocked) => Effect.Effect<unknown, unknown>>("afterUnlock"),
-    { exact: true }
-  )
+  afterUnlock: Schema.optional(FunctionSchema<(unlocked: Unlocked) => Effect.Effect<unknown, unknown>>("afterUnlock"))
 }).pipe(
   Schema.filter((o) => [
     o.lock === "until_expired" && Option.isNone(o.lockTtl)

@@ -35,6 +35,13 @@ describe("Lock options", () => {
       }
     }))
 
+  it.effect("lockArgs and afterUnlock given as undefined read as absent, as their type allows", () =>
+    Effect.gen(function*() {
+      const def = yield* Lock.make({ lock: "until_executed", lockArgs: undefined, afterUnlock: undefined })
+      assert.strictEqual(def.lockArgs, undefined)
+      assert.strictEqual(def.afterUnlock, undefined)
+    }))
+
   it.effect("until_expired without lockTtl fails naming lockTtl", () =>
     Effect.gen(function*() {
       const error = yield* invalid({ lock: "until_expired" })

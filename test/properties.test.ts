@@ -1,12 +1,11 @@
 /**
- * Model-based properties of the whole lifecycle (client, queue, server, retries, deaths, crashes, redelivered jids,
- * stalled workers, TTL and lease expiry, store calls out of range) for every lock type and strategy: on the memory
- * store (TestClock, many cases) and on Redis (real time, fewer cases, each compared with the memory store's run of
- * the same commands; a Redis run that a busy machine took past what the model assumes of real time is repeated, and
- * the property fails if more cases are discarded than compared). Beside them: durations out of range are refused at
+ * Model-based properties of the whole lifecycle on Redis (real time), each case compared with the memory store's run
+ * of the same commands (test/lifecycle.properties.test.ts runs the model on the memory store alone, with more
+ * commands). A Redis run that a busy machine took past what the model assumes of real time is repeated, and the
+ * property fails if more cases are discarded than compared. Beside them: durations out of range are refused at
  * definition, naming the field, and by both stores alike; `__proto__` keys count in digests. A lock script with its
  * limit check removed must be caught.
- * More cases: UNIQUE_JOBS_PROPERTY_RUNS=500 npx vitest run test/properties.test.ts
+ * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/properties.test.ts
  */
 import { Redis as IORedis } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
@@ -16,12 +15,9 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as fc from "effect/FastCheck"
-import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
-import * as TestClock from "effect/TestClock"
-import * as TestContext from "effect/TestContext"
 import * as Digest from "../src/Digest.js"
 import * as Lock from "../src/Lock.js"
 import * as Redis from "../src/Redis.js"
@@ -30,65 +26,7 @@ import * as Memory from "../src/internal/memory.js"
 import * as Model from "./support/model.js"
 import { uniquePrefix } from "./support/redis.js"
 
-const lockTypes: ReadonlyArray<Lock.LockType> = [
-  "until_executing",
-  "until_executed",
-  "until_expired",
-  "while_executing",
-  "while_executing_reject",
-  "until_and_while_executing"
-]
-
-/** A fresh memory store on a TestClock of its own. */
-const memorySystem = async (config: Model.Config, scopes: Array<Scope.CloseableScope>) => {
-  const scope = Effect.runSync(Scope.make())
-  scopes.push(scope)
-  const runtime = await Effect.runPromise(Scope.extend(Layer.toRuntime(TestContext.TestContext), scope))
-  return new Model.System(
-    config,
-    Memory.make(),
-    runtime as Runtime.Runtime<never>,
-    (ms) => TestClock.adjust(ms),
-    uniquePrefix("pm")
-  )
-}
-
-const closeAll = (scopes: Array<Scope.CloseableScope>) =>
-  Effect.runPromise(Effect.forEach(scopes.splice(0), (s) => Scope.close(s, Exit.void), { discard: true }))
-
-/** Memory systems for one property: each case's TestClock scope closes when the next case starts, the last after. */
-const withMemory = <A>(use: (memory: (config: Model.Config) => Promise<Model.System>) => Promise<A>) => {
-  const scopes: Array<Scope.CloseableScope> = []
-  return Effect.acquireUseRelease(
-    Effect.succeed((config: Model.Config) => closeAll(scopes).then(() => memorySystem(config, scopes))),
-    (memory) => Effect.promise(() => use(memory)),
-    () => Effect.promise(() => closeAll(scopes))
-  )
-}
-
-/**
- * Redelivered and stalled workers change what run locks do: on the memory store, the types that hold one get longer
- * sequences (fast-check's "medium": up to 30 commands, against "small"'s 10), where those paths come up often.
- */
-const commandsFor = (lock: Lock.LockType, maxCommands: number, store: "memory" | "redis") =>
-  Model.commandsArbitrary(maxCommands, {
-    runLock: Lock.phases(lock).run,
-    size: store === "memory" && Lock.phases(lock).run ? "medium" : "small"
-  })
-
-describe("lifecycle properties: memory store", () => {
-  for (const lock of lockTypes) {
-    it.live(lock, () =>
-      withMemory((memory) =>
-        fc.assert(
-          fc.asyncProperty(Model.configArbitrary(lock), commandsFor(lock, 30, "memory"), async (config, cmds) => {
-            await Model.runCommands(cmds, () => memory(config))
-          }),
-          { numRuns: Model.runs(100), examples: [Model.scenario(lock)] }
-        )
-      ), 120_000)
-  }
-})
+import { commandsFor, lockTypes, withMemory } from "./support/lifecycle.js"
 
 // -- durations at definition ----------------------------------------------------------------------------------------
 
@@ -370,7 +308,7 @@ describe("lifecycle properties: redis, differential against the memory store", (
               assert.deepStrictEqual(onRedis, inMemory)
             }),
             // The scripted run first: each type's redelivery and stall on both stores, whatever the random runs hold.
-            { numRuns: Model.runs(6), examples: [Model.scenario(lock)], maxSkipsPerRun: 1 }
+            { numRuns: Model.runs(25), examples: [Model.scenario(lock)], maxSkipsPerRun: 1 }
           )
         } finally {
           reportRuns(lock, runs)

@@ -6,6 +6,7 @@
  * across the Redis and the memory store.
  */
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -17,7 +18,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Runtime from "effect/Runtime"
 import type * as Job from "../../src/Job.js"
-import { JobQueue } from "../../src/JobQueue.js"
+import { JobQueue, QueueError } from "../../src/JobQueue.js"
 import * as Lock from "../../src/Lock.js"
 import * as Redis from "../../src/Redis.js"
 import type * as Strategy from "../../src/Strategy.js"
@@ -47,6 +48,9 @@ export interface Config {
 export const TTL_MS = 300
 export const LEASE_MS = 300
 export const ADVANCE_MS = 400
+
+/** Lets forked fibers (renewals, keepers woken by TestClock) run to their next wait. */
+const yieldMany = Effect.repeatN(Effect.yieldNow(), 20)
 const MAX_RETRIES = 2
 const DIGESTS = 2
 
@@ -103,11 +107,17 @@ interface Waiting {
   fresh: boolean
 }
 
-/** What a worker's store calls go through: a crashed worker reaches nothing; a stalled one renews nothing. */
+/**
+ * What a worker's store calls go through: a crashed worker reaches nothing; a stalled one renews nothing; a
+ * partitioned one's renewals fail (Redis is out of its reach) while its perform goes on.
+ */
 interface Worker {
   readonly jid: string
   crashed: boolean
   stalled: boolean
+  partitioned: boolean
+  /** Store time at which its last confirmed acquisition or renewal was sent (virtual time only). */
+  confirmedAt: number | undefined
 }
 
 interface Running {
@@ -154,6 +164,16 @@ export class System {
   readonly digestOf = new Map<string, number>()
   /** Per digest, the fencing tokens handed to performs, in the order the performs started. */
   readonly fences = new Map<number, Array<{ readonly jid: string; readonly fence: number }>>()
+  /** Broken ordering promises seen while commands ran (inside performs, in the queue): checkInvariants reports them. */
+  readonly violations: Array<string> = []
+  /** The model's time: the store's on TestClock, which moves only by `advance`. */
+  private clockMs = 0
+  /** Whether the next push fails in the queue (the job is not enqueued). */
+  private failNextPush = false
+  /** Jids the queue removed (replace). */
+  private readonly removed = new Set<string>()
+  /** The longest delay of a scheduled job pushed. */
+  private longestDelay = 0
   private nextJid = 0
   private timeBound = false
   /** Whether the job being started held its queue lock (a reschedule keeps it). */
@@ -191,6 +211,11 @@ export class System {
     this.timeBound = config.ttl
   }
 
+  /** The store runs on TestClock (the memory store): time moves by exactly what the commands say. */
+  get virtualTime(): boolean {
+    return this.realTime === undefined
+  }
+
   get hasRunLock(): boolean {
     return Lock.phases(this.config.lock).run
   }
@@ -207,21 +232,31 @@ export class System {
   // -- the queue port, hand-driven --------------------------------------------------------------------------------
 
   private readonly queue: JobQueue["Type"] = {
-    push: (job) => Effect.sync(() => void this.waiting.push({ job, fresh: true })),
-    schedule: (job) =>
-      Effect.sync(() =>
+    push: (job) =>
+      Effect.suspend(() => {
+        if (!this.failNextPush) return Effect.sync(() => void this.waiting.push({ job, fresh: true }))
+        this.failNextPush = false
+        return Effect.fail(new QueueError({ operation: "push", jid: job.jid, reason: "the model's queue refused it" }))
+      }),
+    schedule: (job, at) =>
+      Effect.sync(() => {
+        // The reschedule strategy puts the job off by rescheduleDelay (1 ms here), counted on the store's clock.
+        if (this.virtualTime && at - this.clockMs !== 1) {
+          this.violations.push(`${job.jid} was rescheduled ${at - this.clockMs} ms ahead, not rescheduleDelay (1 ms)`)
+        }
         // A rescheduled until_and_while_executing job keeps its queue lock if it had one: still the one queued copy.
-        void this.waiting.push({
+        this.waiting.push({
           job,
           fresh: this.config.lock === "until_and_while_executing" && this.startingFresh
         })
-      ),
+      }),
     remove: (jid) =>
       Effect.sync(() => {
         const i = this.waiting.findIndex((w) => w.job.jid === jid)
         if (i < 0) return false
         this.waiting.splice(i, 1)
         this.fates.set(jid, "replaced")
+        this.removed.add(jid)
         return true
       }),
     kill: (job, reason) => Effect.sync(() => void this.dead.push({ job, reason })),
@@ -255,21 +290,76 @@ export class System {
 
   // -- commands ----------------------------------------------------------------------------------------------------
 
-  /** `n`: the digest is n % 2, the spelling of its arguments n >> 1 (same content, so the same digest). */
-  async push(n: number): Promise<void> {
+  /**
+   * `n`: the digest is n % 2, the spelling of its arguments n >> 1 (same content, so the same digest). `delayMs`: a
+   * scheduled job, to run that long from now; `failing`: the queue refuses the job.
+   */
+  async push(n: number, options?: { readonly delayMs?: number | undefined; readonly failing?: boolean | undefined }): Promise<void> {
     const digest = n % DIGESTS
-    const job = this.unique.job(argsOf(this.config.args, digest, (n >> 1) % 2), { jid: `j${this.nextJid++}` })
+    const delayMs = options?.delayMs
+    this.longestDelay = Math.max(this.longestDelay, delayMs ?? 0)
+    const at = delayMs === undefined ? undefined : (await this.exec(Clock.currentTimeMillis)) + delayMs
+    const job = this.unique.job(argsOf(this.config.args, digest, (n >> 1) % 2), {
+      jid: `j${this.nextJid++}`,
+      ...(at === undefined ? {} : { at })
+    })
     this.digestOf.set(job.jid, digest)
+    this.failNextPush = options?.failing === true
     const exit = await this.exec(Effect.exit(this.provide(this.unique.client(job, (j) => this.queue.push(j)))))
+    this.failNextPush = false
+    const shown = `push ${job.jid}(${digest})${delayMs === undefined ? "" : ` in ${delayMs} ms`}${
+      options?.failing === true ? ", failing" : ""
+    }`
     if (Exit.isSuccess(exit)) {
       const outcome = exit.value
       if (outcome._tag === "Enqueued" || outcome._tag === "Replaced") this.accepted.add(job.jid)
       if (outcome._tag === "Rejected") this.fates.set(job.jid, "dead")
       const extra = outcome._tag === "Replaced" ? ` ${[...outcome.replaced].sort()}` : ""
-      this.trace.push(`push ${job.jid}(${digest}) -> ${outcome._tag}${extra}`)
+      this.trace.push(`${shown} -> ${outcome._tag}${extra}`)
+      if (outcome._tag === "Replaced") {
+        for (const jid of outcome.replaced) {
+          // A job that runs cannot be replaced (only a copy of it that waits, when the broker delivered it twice).
+          if (this.running.some((r) => r.job.jid === jid) && !this.removed.has(jid)) {
+            this.violations.push(`replace took ${jid}, which runs`)
+          }
+          if (await this.holdsQueueLock(jid)) this.violations.push(`replaced ${jid} still holds its queue lock`)
+        }
+      }
+      if ((outcome._tag === "Enqueued" || outcome._tag === "Replaced") && delayMs !== undefined && this.config.ttl) {
+        // A scheduled job's queue lock lasts its TTL from its run time: the TTL grows by the delay.
+        const entry = (await this.queueEntries(digest)).find((e) => e.jid === job.jid)
+        const ttl = entry?.expiresAt === undefined ? undefined : entry.expiresAt - entry.lockedAt
+        const ok = ttl !== undefined &&
+          (this.virtualTime ? ttl === TTL_MS + delayMs : ttl >= TTL_MS && ttl <= TTL_MS + delayMs)
+        if (!ok) this.violations.push(`${job.jid}, scheduled in ${delayMs} ms, got a queue lock for ${ttl} ms`)
+      }
     } else {
-      this.trace.push(`push ${job.jid}(${digest}) -> ${failureTag(exit.cause)}`)
+      this.trace.push(`${shown} -> ${failureTag(exit.cause)}`)
+      // A queue lock whose enqueue failed is released: nothing queued holds it.
+      if (await this.holdsQueueLock(job.jid)) this.violations.push(`${job.jid} was not enqueued, but holds its lock`)
     }
+  }
+
+  /** The entries of a digest's queue lock. */
+  private async queueEntries(digest: number): Promise<ReadonlyArray<Redis.Holder>> {
+    return this.exec(this.store.holders(await this.lockKey(digest, "queue")))
+  }
+
+  /** The store's time now: TestClock's, or (Redis) this machine's clock, which Redis' is close to. */
+  private storeNow(): number {
+    return this.virtualTime ? this.clockMs : Date.now()
+  }
+
+  private isLive(entry: Redis.Holder, now = this.storeNow()): boolean {
+    const end = Math.min(entry.expiresAt ?? Infinity, entry.leaseUntil ?? Infinity)
+    return end > now
+  }
+
+  /** Whether jid has a live entry in its digest's queue lock. */
+  async holdsQueueLock(jid: string): Promise<boolean> {
+    if (!Lock.phases(this.config.lock).queue) return false
+    const entries = await this.queueEntries(this.digestOf.get(jid)!)
+    return entries.some((e) => e.jid === jid && this.isLive(e))
   }
 
   /** Hands a job to a worker: it runs until a command finishes it, or its server wrapper ends at once. */
@@ -278,8 +368,9 @@ export class System {
     | { readonly _tag: "ended"; readonly fiber: Fiber.RuntimeFiber<Strategy.ServerOutcome<void>, unknown> }
   > {
     this.starts.set(job.jid, (this.starts.get(job.jid) ?? 0) + 1)
-    const worker: Worker = { jid: job.jid, crashed: false, stalled: false }
+    const worker: Worker = { jid: job.jid, crashed: false, stalled: false, partitioned: false, confirmedAt: undefined }
     const digest = this.digestOf.get(job.jid)!
+    const queueKey = await this.lockKey(digest, "queue")
     let fence: number | undefined
     this.startingFresh = fresh
     const result = await this.exec(Effect.gen(this, function*() {
@@ -293,7 +384,10 @@ export class System {
             tokens.push({ jid: job.jid, fence })
             this.fences.set(digest, tokens)
           }
-          return Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish))
+          return Effect.zipRight(
+            Effect.flatMap(this.store.holders(queueKey), (entries) => Effect.sync(() => this.atPerform(job, entries))),
+            Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish))
+          )
         })
       // A daemon: the worker outlives this command (a plain fork would be interrupted when the command returns).
       const fiber = yield* Effect.forkDaemon(
@@ -312,14 +406,39 @@ export class System {
     return { _tag: "running", entry }
   }
 
+  /**
+   * The ordering promises at the moment perform starts: until_executing and until_and_while_executing have let
+   * their queue lock go; until_executed (without a TTL that may have run out) still holds it.
+   */
+  private atPerform(job: Job.Job, queueEntries: ReadonlyArray<Redis.Holder>): void {
+    const mine = queueEntries.filter((e) => e.jid === job.jid && this.isLive(e))
+    const lock = this.config.lock
+    if ((lock === "until_executing" || lock === "until_and_while_executing") && mine.length > 0) {
+      this.violations.push(`${job.jid} (${lock}) performs while it still holds its queue lock`)
+    }
+    if (lock === "until_executed" && !this.config.ttl && !this.fates.has(job.jid) && mine.length === 0) {
+      this.violations.push(`${job.jid} (until_executed) performs without its queue lock`)
+    }
+  }
+
   async start(index: number): Promise<void> {
     const [entry] = this.waiting.splice(index % this.waiting.length, 1)
     const job = entry!.job
+    const heldQueueLock = this.config.lock === "until_and_while_executing" && (await this.holdsQueueLock(job.jid))
     const delivered = await this.deliver(job, entry!.fresh)
     if (delivered._tag === "running") {
       this.trace.push(`start ${job.jid} -> running`)
     } else {
-      await this.settle(job, delivered.fiber, "start")
+      const outcome = await this.settle(job, delivered.fiber, "start")
+      if (heldQueueLock) {
+        // The handoff met a conflict: a job going back to the queue (raise, reschedule) stays the one queued copy and
+        // keeps its queue lock; one that is discarded (log, reject) lets it go.
+        const back = (outcome === "ExecutionConflict" || outcome === "Rescheduled") && this.fates.get(job.jid) !== "dead"
+        const discarded = outcome === "Skipped" || outcome === "Rejected"
+        const holds = await this.holdsQueueLock(job.jid)
+        if (back && !holds) this.violations.push(`${job.jid} went back to the queue (${outcome}) without its queue lock`)
+        if (discarded && holds) this.violations.push(`${job.jid} was discarded (${outcome}) but keeps its queue lock`)
+      }
     }
   }
 
@@ -354,12 +473,23 @@ export class System {
     const completable = this.completable()
     const run = completable[index % completable.length]!
     this.running.splice(this.running.indexOf(run), 1)
+    const jid = run.job.jid
+    const heldQueueLock = await this.holdsQueueLock(jid)
     await this.exec(Deferred.complete(run.finish, how === "finish" ? Effect.void : Effect.fail("perform failed")))
     const outcome = await this.settle(run.job, run.fiber, how)
     if (how === "finish") {
       // A release that finds the hold gone is a lost lock, never a success; one that finds it is a success.
       const expected = run.lapsed ? "LockLost" : "Performed"
-      if (outcome !== expected) throw new Error(`${run.job.jid} finished ${outcome}, not ${expected}`)
+      if (outcome !== expected) throw new Error(`${jid} finished ${outcome}, not ${expected}`)
+    }
+    if (this.config.lock === "until_executed") {
+      // until_executed keeps its lock while the job may still run again (a failure is retried with the same jid),
+      // and lets it go once it has run (or died: settle checks that).
+      const holds = await this.holdsQueueLock(jid)
+      if (outcome === "Performed" && holds) this.violations.push(`${jid} was performed but still holds its queue lock`)
+      if (how === "fail" && heldQueueLock && !this.fates.has(jid) && !holds) {
+        this.violations.push(`${jid} failed and will be retried, but its queue lock was released`)
+      }
     }
     if (run.fence !== undefined) {
       const key = await this.lockKey(this.digestOf.get(run.job.jid)!, "run")
@@ -397,15 +527,67 @@ export class System {
    * Time passes beyond every TTL and lease. With `redeliverStalled`, the broker then delivers again each job whose
    * worker stalled past its lease meanwhile (as BullMQ's stalled-job check does): the copy may take the lock.
    */
-  async advance(redeliverStalled = false): Promise<void> {
+  async advance(redeliverStalled = false, ms = ADVANCE_MS): Promise<void> {
     this.realTime?.advancing()
-    await this.exec(this.advanceTime(ADVANCE_MS))
-    // Every TTL has run out: what was queued under one is no longer the one locked copy.
-    if (this.config.ttl) for (const w of this.waiting) w.fresh = false
-    const lapsed = this.running.filter((r) => r.worker.stalled && !r.lapsed)
+    // On real time (Redis) time only ever moves past every TTL and lease (see RealTime).
+    const step = this.virtualTime ? ms : ADVANCE_MS
+    await this.exec(Effect.zipRight(this.advanceTime(step), yieldMany))
+    this.clockMs += step
+    let lapsed: Array<Running>
+    if (step >= ADVANCE_MS) {
+      // Every TTL has run out: what was queued under one is no longer the one locked copy.
+      if (this.config.ttl) for (const w of this.waiting) w.fresh = false
+      lapsed = this.running.filter((r) => r.worker.stalled && !r.lapsed)
+    } else {
+      // Some TTLs and leases ran out, others not: the store says which.
+      for (const w of this.waiting) if (w.fresh && this.config.ttl) w.fresh = await this.holdsQueueLock(w.job.jid)
+      lapsed = []
+      for (const r of this.running) {
+        if (!r.worker.stalled || r.lapsed) continue
+        const entries = await this.exec(this.store.holders(await this.lockKey(this.digestOf.get(r.job.jid)!, "run")))
+        if (!entries.some((e) => e.jid === r.job.jid && e.fence === r.fence && this.isLive(e))) lapsed.push(r)
+      }
+    }
     for (const r of lapsed) r.lapsed = true
-    this.trace.push(redeliverStalled ? "advance, redelivering stalled jobs" : "advance")
+    this.trace.push(`${step === ADVANCE_MS ? "advance" : `advance ${step} ms`}${redeliverStalled ? ", redelivering stalled jobs" : ""}`)
+    await this.checkPartitioned()
     if (redeliverStalled) for (const r of lapsed) await this.redeliver(this.running.indexOf(r))
+  }
+
+  /**
+   * A holder cut off from Redis (its renewals fail) gives its run lock up leaseGuardMs before its last confirmed
+   * lease can end in Redis, and not before: by then its perform has been interrupted and its outcome is LockLost.
+   */
+  private async checkPartitioned(): Promise<void> {
+    // A stalled process runs no timers: it finds out when it wakes (stall's own rules).
+    for (const r of this.running.filter((r) => r.worker.partitioned && !r.worker.stalled)) {
+      const deadline = r.worker.confirmedAt! + LEASE_MS - Lock.leaseGuardMs(LEASE_MS)
+      const ended = r.fiber.unsafePoll() !== null
+      if (this.clockMs >= deadline && !ended) {
+        throw new Error(`${r.job.jid}, cut off from Redis, still performs at ${this.clockMs} (its deadline: ${deadline})`)
+      }
+      if (this.clockMs < deadline && ended) {
+        throw new Error(`${r.job.jid}, cut off from Redis, gave up at ${this.clockMs}, before its deadline ${deadline}`)
+      }
+      if (!ended) continue
+      this.running.splice(this.running.indexOf(r), 1)
+      const outcome = await this.settle(r.job, r.fiber, "cut off")
+      if (outcome !== "LockLost") throw new Error(`${r.job.jid}, cut off from Redis, ended ${outcome}, not LockLost`)
+    }
+  }
+
+  /** A worker's renewals stop reaching Redis (a network partition) while its perform goes on (TestClock only). */
+  async partition(index: number): Promise<void> {
+    const partitionable = this.partitionable()
+    const run = partitionable[index % partitionable.length]!
+    run.worker.partitioned = true
+    this.trace.push(`partition ${run.job.jid}`)
+  }
+
+  partitionable(): Array<Running> {
+    return this.hasRunLock && this.virtualTime
+      ? this.running.filter((r) => !r.worker.stalled && !r.worker.partitioned && r.worker.confirmedAt !== undefined)
+      : []
   }
 
   /** A store call with an argument out of range: both stores refuse it, with the same reason, writing nothing. */
@@ -486,6 +668,10 @@ export class System {
       this.dead.push({ job, reason: "retries exhausted" })
       this.fates.set(job.jid, "dead")
       await this.exec(this.provide(Effect.ignore(this.unique.died(job))))
+      // A job that died for good lets its queue lock go (until_expired's lasts its TTL).
+      if (this.config.lock !== "until_expired" && (await this.holdsQueueLock(job.jid))) {
+        this.violations.push(`${job.jid} died, but its queue lock is still held`)
+      }
     }
     return tag
   }
@@ -507,6 +693,7 @@ export class System {
   async checkInvariants(): Promise<void> {
     const { config } = this
     const phases = Lock.phases(config.lock)
+    if (this.violations.length > 0) throw new Error(this.violations.join("; "))
     const held = await this.holders()
     if (new Set(this.digests.values()).size !== this.digests.size) {
       throw new Error(`the two digests' arguments share a digest: ${[...this.digests.values()]}`)
@@ -533,8 +720,13 @@ export class System {
         const entries = held.find((h) => h.digest === d && h.phase === "run")!.entries
         for (const r of executing) {
           if (r.worker.stalled) continue
-          if (!entries.some((e) => e.jid === r.job.jid && e.fence === r.fence)) {
+          const hold = entries.find((e) => e.jid === r.job.jid && e.fence === r.fence)
+          if (hold === undefined) {
             throw new Error(`${r.job.jid} runs, but its hold (fence ${r.fence}) is gone: ${JSON.stringify(entries)}`)
+          }
+          // Renewals keep a live holder's lease ahead of the clock (on TestClock, to the millisecond).
+          if (this.virtualTime && !this.isLive(hold)) {
+            throw new Error(`${r.job.jid} runs, but its lease ended at ${hold.leaseUntil} (now ${this.clockMs})`)
           }
         }
       }
@@ -584,7 +776,8 @@ export class System {
     if (this.waiting.length > 0) {
       throw new Error(`jobs still waiting after draining: ${this.waiting.map((w) => w.job.jid)}`)
     }
-    if (this.timeBound) await this.advance()
+    // A scheduled job's queue lock lasts its TTL from its run time.
+    if (this.timeBound) for (let t = 0; t < TTL_MS + this.longestDelay; t += ADVANCE_MS) await this.advance()
     const held = (await this.holders()).filter((h) => h.entries.length > 0)
     if (held.length > 0) {
       const shown = held.map((h) => `digest ${h.digest} ${h.phase}: ${h.entries.map((e) => e.jid)}`)
@@ -632,6 +825,12 @@ const workerStore = (
     Effect.suspend(() =>
       worker.crashed ? Effect.fail(new Redis.RedisError({ operation, reason: "the worker crashed" })) : call()
     )
+  /** On TestClock: when the worker's last confirmed acquisition or renewal of its run lock was sent. */
+  const confirming = <A>(call: Effect.Effect<A, Redis.RedisError>, confirmed: (a: A) => boolean) =>
+    realTime !== undefined ? call : Effect.flatMap(Clock.currentTimeMillis, (sent) =>
+      Effect.tap(call, (a) => {
+        if (confirmed(a)) worker.confirmedAt = sent
+      }))
   /** A run lock's acquisition (the request has a lease): the worker holds it from the moment the call was sent. */
   const acquiring = <A extends Redis.LockResult>(
     request: Redis.HolderRequest,
@@ -644,7 +843,9 @@ const workerStore = (
       })
     })
   return {
-    lock: (lock, request) => guard("lock", () => acquiring(request, store.lock(lock, request))),
+    lock: (lock, request) =>
+      guard("lock", () =>
+        confirming(acquiring(request, store.lock(lock, request)), (r) => request.fenced && r._tag === "Acquired")),
     // Whether the release finds the hold depends on when Redis runs it: the deadline is checked at its answer.
     unlock: (lock, jid, fence) =>
       guard("unlock", () =>
@@ -655,11 +856,16 @@ const workerStore = (
     renew: (lock, jid, leaseMs, fence) =>
       guard("renew", () => {
         if (worker.stalled) return Effect.succeed(true)
+        if (worker.partitioned) return Effect.fail(new Redis.RedisError({ operation: "renew", reason: "partitioned" }))
         const sent = performance.now()
-        return Effect.tap(store.renew(lock, jid, leaseMs, fence), (renewed) => realTime?.renewed(worker, sent, renewed))
+        return confirming(
+          Effect.tap(store.renew(lock, jid, leaseMs, fence), (renewed) => realTime?.renewed(worker, sent, renewed)),
+          (renewed) => renewed
+        )
       }),
     handoff: (from, to, request, options) =>
-      guard("handoff", () => acquiring(request, store.handoff(from, to, request, options))),
+      guard("handoff", () =>
+        confirming(acquiring(request, store.handoff(from, to, request, options)), (r) => r._tag === "Acquired")),
     holders: (lock) => guard("holders", () => store.holders(lock))
   }
 }
@@ -789,7 +995,13 @@ export class RealTime {
 
 // -- fast-check commands --------------------------------------------------------------------------------------------
 
-export type Model = { waiting: number; running: number; completable: number; stallable: number }
+export type Model = {
+  waiting: number
+  running: number
+  completable: number
+  stallable: number
+  partitionable: number
+}
 export type Cmd = fc.AsyncCommand<Model, System>
 
 /** Runs a command's step, checks the invariants, and brings the model's counts up to date. */
@@ -800,7 +1012,8 @@ const step = async (m: Model, s: System, run: () => Promise<void>) => {
     waiting: s.waiting.length,
     running: s.running.length,
     completable: s.completable().length,
-    stallable: s.stallable().length
+    stallable: s.stallable().length,
+    partitionable: s.partitionable().length
   })
 }
 
@@ -809,6 +1022,29 @@ class Push implements Cmd {
   check = () => true
   run = (m: Model, s: System) => step(m, s, () => s.push(this.digest))
   toString = () => `push(${this.digest})`
+}
+
+/** A scheduled job, to run `delayMs` from now. */
+class PushScheduled implements Cmd {
+  constructor(readonly digest: number, readonly delayMs: number) {}
+  check = () => true
+  run = (m: Model, s: System) => step(m, s, () => s.push(this.digest, { delayMs: this.delayMs }))
+  toString = () => `pushScheduled(${this.digest}, ${this.delayMs}ms)`
+}
+
+/** The queue refuses the job: its queue lock must not stay behind. */
+class PushFailing implements Cmd {
+  constructor(readonly digest: number) {}
+  check = () => true
+  run = (m: Model, s: System) => step(m, s, () => s.push(this.digest, { failing: true }))
+  toString = () => `pushFailing(${this.digest})`
+}
+
+class Partition implements Cmd {
+  constructor(readonly index: number) {}
+  check = (m: Readonly<Model>) => m.partitionable > 0
+  run = (m: Model, s: System) => step(m, s, () => s.partition(this.index))
+  toString = () => `partition(${this.index})`
 }
 
 class Start implements Cmd {
@@ -847,10 +1083,10 @@ class Stall implements Cmd {
 }
 
 class Advance implements Cmd {
-  constructor(readonly redeliverStalled: boolean) {}
+  constructor(readonly redeliverStalled: boolean, readonly ms: number = ADVANCE_MS) {}
   check = () => true
-  run = (m: Model, s: System) => step(m, s, () => s.advance(this.redeliverStalled))
-  toString = () => `advance(${ADVANCE_MS}ms${this.redeliverStalled ? ", redeliver stalled" : ""})`
+  run = (m: Model, s: System) => step(m, s, () => s.advance(this.redeliverStalled, this.ms))
+  toString = () => `advance(${this.ms}ms${this.redeliverStalled ? ", redeliver stalled" : ""})`
 }
 
 class Refuse implements Cmd {
@@ -914,6 +1150,11 @@ export interface CommandOptions {
   readonly runLock?: boolean | undefined
   /** How long the sequences get: fast-check's default ("small") stays at 10 commands or fewer. */
   readonly size?: fc.SizeForArbitrary | undefined
+  /**
+   * The store runs on TestClock: time moves by random amounts (some TTLs and leases pass, others not), jobs are
+   * scheduled, and workers get cut off from Redis. On real time (Redis) time only moves past everything.
+   */
+  readonly virtualTime?: boolean | undefined
 }
 
 export const commandsArbitrary = (maxCommands: number, options?: CommandOptions): fc.Arbitrary<Iterable<Cmd>> => {
@@ -928,6 +1169,18 @@ export const commandsArbitrary = (maxCommands: number, options?: CommandOptions)
     fc.nat(3).map((i) => new Complete(i, "fail")),
     fc.nat(3).map((i) => new Crash(i)),
     ...(time ? [fc.boolean().map((redeliver) => new Advance(redeliver))] : []),
+    ...(time && options?.virtualTime === true
+      ? [
+        fc.tuple(fc.boolean(), fc.constantFrom(1, 29, 30, 31, 99, 100, 101, 150, 269, 270, 271, 299, 300, 301))
+          .map(([redeliver, ms]) => new Advance(redeliver, ms)),
+        fc.tuple(fc.boolean(), fc.integer({ min: 1, max: 350 })).map(([redeliver, ms]) => new Advance(redeliver, ms)),
+        fc.tuple(fc.nat(3), fc.constantFrom(1, 100, 250, 600)).map(([d, delay]) => new PushScheduled(d, delay)),
+        fc.nat(3).map((d) => new PushFailing(d))
+      ]
+      : []),
+    ...(faults && time && options?.virtualTime === true && options.runLock === true
+      ? [fc.nat(3).map((i) => new Partition(i))]
+      : []),
     ...(faults ? [fc.nat(3).map((i) => new Redeliver(i)), refusalArbitrary.map((r) => new Refuse(r))] : []),
     ...(faults && time && options?.runLock === true ? [fc.nat(3).map((i) => new Stall(i))] : [])
   ]
@@ -984,7 +1237,7 @@ export const runCommands = async (
 ): Promise<ReadonlyArray<string>> => {
   const system = await makeSystem()
   await fc.asyncModelRun(
-    () => ({ model: { waiting: 0, running: 0, completable: 0, stallable: 0 }, real: system }),
+    () => ({ model: { waiting: 0, running: 0, completable: 0, stallable: 0, partitionable: 0 }, real: system }),
     cmds
   )
   await system.drain()
