@@ -13,7 +13,7 @@
 //                                        its first failing test (--bail), no baseline (npm test ran just before)
 // More: --bail (stop each run at its first failing test), --no-baseline, --timeout <seconds per mutant>,
 // --out <file.md>, --strict (also fail a mutant killed by fewer than 2 tests or by no property test), --keep (keep the
-// scratch copy).
+// scratch copy), --readme (put the run's summary table in README.md, between its mutation-run markers).
 //
 // Mutants run one at a time: vitest already uses both cores. The scratch copy is taken once per run (without
 // node_modules, which is symlinked, .git and dist), so edits made to the working tree meanwhile do not leak into it.
@@ -48,7 +48,7 @@ const ciTimeoutSeconds = 10 * 60
 // ---------------------------------------------------------------------------------------------------------------
 
 const usage = `usage: npm run mutate -- [--check] [--list] [--only id,id] [--tests file,file] [--share N/M] [--ci] [--bail] [--no-baseline]
-                          [--timeout seconds] [--out file.md] [--strict] [--keep]`
+                          [--timeout seconds] [--out file.md] [--strict] [--keep] [--readme]`
 
 let args
 try {
@@ -65,6 +65,7 @@ try {
       timeout: { type: "string" },
       out: { type: "string" },
       strict: { type: "boolean", default: false },
+      readme: { type: "boolean", default: false },
       keep: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false }
     },
@@ -381,6 +382,37 @@ const markdown = ({ results, selection, started, commit, propertyFiles, baseline
   return lines.join("\n")
 }
 
+/** The README's copy of a run: its date, result, and one row per mutant with the tests that killed it. */
+const readmeSection = ({ results, started, commit, propertyFiles }) => {
+  const killed = results.filter((r) => r.status === "killed")
+  const strong = killed.filter((r) => r.strong).length
+  const lines = [
+    `Last full run: ${started.toISOString().slice(0, 10)} (commit ${commit?.slice(0, 7) ?? "unknown"}${bail ? ", bail mode" : ""}): ` +
+    `${killed.length} of ${results.length} mutants killed` +
+    (bail ? "." : `, ${strong} of them by at least two tests of which one is a property.`) +
+    " Each test file counts its failing tests; (property) marks the property files.",
+    "",
+    "| mutant | rule it breaks | killed by |",
+    "| --- | --- | --- |"
+  ]
+  for (const r of results) {
+    const kills = r.killers.length === 0 ? `**${r.status}**` : `${r.killers.filter((k) => !k.suite).length}: ${byFile(r.killers, propertyFiles)}`
+    lines.push(`| \`${r.mutant.id}\` | ${cell(r.mutant.rule)} | ${cell(kills)} |`)
+  }
+  return lines.join("\n")
+}
+
+const writeReadme = (section) => {
+  const path = join(root, "README.md")
+  const text = readFileSync(path, "utf8")
+  const start = "<!-- mutation-run:start -->"
+  const end = "<!-- mutation-run:end -->"
+  const from = text.indexOf(start)
+  const to = text.indexOf(end)
+  if (from < 0 || to < from) fail(`README.md has no ${start} … ${end} section to write the table into`)
+  writeFileSync(path, `${text.slice(0, from + start.length)}\n${section}\n${text.slice(to)}`)
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Main
 // ---------------------------------------------------------------------------------------------------------------
@@ -416,7 +448,12 @@ const main = async () => {
   if (!(timeoutMs > 0)) fail(`--timeout takes seconds, got ${args.timeout}`)
   const started = new Date()
   const commit = git("rev-parse", "HEAD")
-  const out = args.out !== undefined ? resolve(args.out) : join(root, "mutants", "last-run.md")
+  // A CI share leaves the full run's table in mutants/last-run.md alone.
+  const out = args.out !== undefined
+    ? resolve(args.out)
+    : args.ci
+    ? join(tmpdir(), "unique-jobs-mutate-ci.md")
+    : join(root, "mutants", "last-run.md")
 
   log(`mutate: ${picked.length} mutants (${selection})`)
   scratch = makeScratch()
@@ -481,6 +518,7 @@ const main = async () => {
 
   const text = markdown({ results, selection, started, commit, propertyFiles, baseline })
   writeFileSync(out, `${text}\n`)
+  if (args.readme) writeReadme(readmeSection({ results, started, commit, propertyFiles }))
   log("")
   log(text.split("\n## Killing tests")[0].trimEnd())
   log("")

@@ -48,6 +48,10 @@ export interface Config {
 export const TTL_MS = 300
 export const LEASE_MS = 300
 export const ADVANCE_MS = 400
+/** The documented guard, min(2 s, lease / 10), written out: the code's own leaseGuardMs is what is under test. */
+const LEASE_GUARD_MS = 30
+/** Renewals come every lease / 3. */
+const RENEW_EVERY_MS = 100
 
 /** Lets forked fibers (renewals, keepers woken by TestClock) run to their next wait. */
 const yieldMany = Effect.repeatN(Effect.yieldNow(), 20)
@@ -129,6 +133,8 @@ interface Running {
   readonly fence: number | undefined
   /** Stalled, and time has passed since: its lease is over in the store, while the worker still runs. */
   lapsed: boolean
+  /** When its hold was taken away from outside (an operator's unlock, a failover that lost the write). */
+  revokedAt?: number | undefined
 }
 
 type Fate = "performed" | "dead" | "replaced" | "dropped"
@@ -226,7 +232,7 @@ export class System {
   }
 
   stallable(): Array<Running> {
-    return this.hasRunLock ? this.running.filter((r) => !r.worker.stalled) : []
+    return this.hasRunLock ? this.running.filter((r) => !r.worker.stalled && r.revokedAt === undefined) : []
   }
 
   // -- the queue port, hand-driven --------------------------------------------------------------------------------
@@ -452,7 +458,7 @@ export class System {
     const delivered = await this.deliver(job, false)
     if (delivered._tag === "running") {
       this.trace.push(`redeliver ${job.jid} -> running`)
-      if (this.hasRunLock && !original.lapsed) {
+      if (this.hasRunLock && !original.lapsed && original.revokedAt === undefined) {
         throw new Error(
           `a redelivered copy of ${job.jid} runs beside its original, whose lease is live ` +
             `(fences ${original.fence} and ${delivered.entry.fence})`
@@ -461,7 +467,7 @@ export class System {
       return
     }
     const outcome = await this.settle(job, delivered.fiber, "redeliver")
-    if (this.hasRunLock && !original.lapsed) {
+    if (this.hasRunLock && !original.lapsed && original.revokedAt === undefined) {
       const expected = serverOutcome[this.config.server]
       if (outcome !== expected) {
         throw new Error(`a redelivered copy of running ${job.jid} ended ${outcome}, not ${expected} (its conflict)`)
@@ -479,7 +485,7 @@ export class System {
     const outcome = await this.settle(run.job, run.fiber, how)
     if (how === "finish") {
       // A release that finds the hold gone is a lost lock, never a success; one that finds it is a success.
-      const expected = run.lapsed ? "LockLost" : "Performed"
+      const expected = run.lapsed || run.revokedAt !== undefined ? "LockLost" : "Performed"
       if (outcome !== expected) throw new Error(`${jid} finished ${outcome}, not ${expected}`)
     }
     if (this.config.lock === "until_executed") {
@@ -551,6 +557,7 @@ export class System {
     for (const r of lapsed) r.lapsed = true
     this.trace.push(`${step === ADVANCE_MS ? "advance" : `advance ${step} ms`}${redeliverStalled ? ", redelivering stalled jobs" : ""}`)
     await this.checkPartitioned()
+    await this.checkRevoked()
     if (redeliverStalled) for (const r of lapsed) await this.redeliver(this.running.indexOf(r))
   }
 
@@ -561,7 +568,7 @@ export class System {
   private async checkPartitioned(): Promise<void> {
     // A stalled process runs no timers: it finds out when it wakes (stall's own rules).
     for (const r of this.running.filter((r) => r.worker.partitioned && !r.worker.stalled)) {
-      const deadline = r.worker.confirmedAt! + LEASE_MS - Lock.leaseGuardMs(LEASE_MS)
+      const deadline = r.worker.confirmedAt! + LEASE_MS - LEASE_GUARD_MS
       const ended = r.fiber.unsafePoll() !== null
       if (this.clockMs >= deadline && !ended) {
         throw new Error(`${r.job.jid}, cut off from Redis, still performs at ${this.clockMs} (its deadline: ${deadline})`)
@@ -586,8 +593,36 @@ export class System {
 
   partitionable(): Array<Running> {
     return this.hasRunLock && this.virtualTime
-      ? this.running.filter((r) => !r.worker.stalled && !r.worker.partitioned && r.worker.confirmedAt !== undefined)
+      ? this.running.filter((r) =>
+        !r.worker.stalled && !r.worker.partitioned && r.revokedAt === undefined && r.worker.confirmedAt !== undefined
+      )
       : []
+  }
+
+  /**
+   * A holder's run lock is taken away from outside while it performs (an operator's unlock, a failover that lost the
+   * write): its next renewal, within lease / 3, finds the hold gone, and its perform ends LockLost (TestClock only).
+   */
+  async revoke(index: number): Promise<void> {
+    const revocable = this.partitionable()
+    const run = revocable[index % revocable.length]!
+    const key = await this.lockKey(this.digestOf.get(run.job.jid)!, "run")
+    await this.exec(this.store.unlock(key, run.job.jid, run.fence))
+    run.revokedAt = this.clockMs
+    this.trace.push(`revoke ${run.job.jid}`)
+  }
+
+  private async checkRevoked(): Promise<void> {
+    for (const r of this.running.filter((r) => r.revokedAt !== undefined)) {
+      const ended = r.fiber.unsafePoll() !== null
+      if (!ended && this.clockMs - r.revokedAt! >= RENEW_EVERY_MS) {
+        throw new Error(`${r.job.jid} still performs ${this.clockMs - r.revokedAt!} ms after its hold was taken away`)
+      }
+      if (!ended) continue
+      this.running.splice(this.running.indexOf(r), 1)
+      const outcome = await this.settle(r.job, r.fiber, "revoked")
+      if (outcome !== "LockLost") throw new Error(`${r.job.jid}, its hold taken away, ended ${outcome}, not LockLost`)
+    }
   }
 
   /** A store call with an argument out of range: both stores refuse it, with the same reason, writing nothing. */
@@ -711,7 +746,9 @@ export class System {
     for (let d = 0; d < DIGESTS; d++) {
       if (phases.run) {
         // A stalled worker whose lease is over no longer holds the lock (it finds out when it releases).
-        const executing = this.running.filter((r) => !r.lapsed && this.digestOf.get(r.job.jid) === d)
+        const executing = this.running.filter((r) =>
+          !r.lapsed && r.revokedAt === undefined && this.digestOf.get(r.job.jid) === d
+        )
         if (executing.length > config.limit) {
           const jids = executing.map((r) => r.job.jid)
           throw new Error(`digest ${d}: ${executing.length} executions at once (${jids}) > ${config.limit}`)
@@ -1040,6 +1077,13 @@ class PushFailing implements Cmd {
   toString = () => `pushFailing(${this.digest})`
 }
 
+class Revoke implements Cmd {
+  constructor(readonly index: number) {}
+  check = (m: Readonly<Model>) => m.partitionable > 0
+  run = (m: Model, s: System) => step(m, s, () => s.revoke(this.index))
+  toString = () => `revoke(${this.index})`
+}
+
 class Partition implements Cmd {
   constructor(readonly index: number) {}
   check = (m: Readonly<Model>) => m.partitionable > 0
@@ -1179,7 +1223,7 @@ export const commandsArbitrary = (maxCommands: number, options?: CommandOptions)
       ]
       : []),
     ...(faults && time && options?.virtualTime === true && options.runLock === true
-      ? [fc.nat(3).map((i) => new Partition(i))]
+      ? [fc.nat(3).map((i) => new Partition(i)), fc.nat(3).map((i) => new Revoke(i))]
       : []),
     ...(faults ? [fc.nat(3).map((i) => new Redeliver(i)), refusalArbitrary.map((r) => new Refuse(r))] : []),
     ...(faults && time && options?.runLock === true ? [fc.nat(3).map((i) => new Stall(i))] : [])
