@@ -540,7 +540,7 @@ export class System {
     await this.exec(Effect.zipRight(this.advanceTime(step), yieldMany))
     this.clockMs += step
     let lapsed: Array<Running>
-    if (step >= ADVANCE_MS) {
+    if (!this.virtualTime) {
       // Every TTL has run out: what was queued under one is no longer the one locked copy.
       if (this.config.ttl) for (const w of this.waiting) w.fresh = false
       lapsed = this.running.filter((r) => r.worker.stalled && !r.lapsed)
