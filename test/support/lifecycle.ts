@@ -57,7 +57,7 @@ export const withMemory = <A>(use: (memory: (config: Model.Config) => Promise<Mo
 export const commandsFor = (lock: Lock.LockType, maxCommands: number, store: "memory" | "redis") =>
   Model.commandsArbitrary(maxCommands, {
     runLock: Lock.phases(lock).run,
-    size: store === "memory" && Lock.phases(lock).run ? "medium" : "small",
+    size: store === "memory" ? "medium" : "small",
     virtualTime: store === "memory"
   })
 

@@ -55,7 +55,7 @@ const RENEW_EVERY_MS = 100
 
 /** Lets forked fibers (renewals, keepers woken by TestClock) run to their next wait. */
 const yieldMany = Effect.repeatN(Effect.yieldNow(), 20)
-const MAX_RETRIES = 2
+const MAX_RETRIES = 1
 const DIGESTS = 2
 
 /** Only options the lock type reads: the Schema refuses the others. */
@@ -679,6 +679,29 @@ export class System {
     this.trace.push(`refuse ${shown} -> ${result.left._tag}: ${refusalReason(result.left)}; ${jids.join(" ")}`)
   }
 
+  /** The job dies for good; the queue tells the middleware, which lets its queue lock go (until_expired's lasts its TTL). */
+  private async die(job: Job.Job, reason: string): Promise<void> {
+    this.dead.push({ job, reason })
+    this.fates.set(job.jid, "dead")
+    await this.exec(this.provide(Effect.ignore(this.unique.died(job))))
+    if (this.config.lock !== "until_expired" && (await this.holdsQueueLock(job.jid))) {
+      this.violations.push(`${job.jid} died (${reason}), but its queue lock is still held`)
+    }
+  }
+
+  /** An operator kills a waiting job (it goes to the dead set): it dies for good. */
+  async kill(index: number): Promise<void> {
+    const [entry] = this.waiting.splice(index % this.waiting.length, 1)
+    const job = entry!.job
+    // Another copy of the jid may still run (a redelivery): then the job is not dead yet, only this copy.
+    if (this.running.some((r) => r.job.jid === job.jid)) {
+      this.trace.push(`kill ${job.jid} (a copy still runs)`)
+      return
+    }
+    await this.die(job, "killed")
+    this.trace.push(`kill ${job.jid}`)
+  }
+
   /** The outcome of a server wrapper that ended: what becomes of the job, as the queue would do it. */
   private async settle(
     job: Job.Job,
@@ -700,13 +723,7 @@ export class System {
     if (retryCount <= MAX_RETRIES) {
       this.waiting.push({ job: { ...job, retryCount }, fresh: false })
     } else {
-      this.dead.push({ job, reason: "retries exhausted" })
-      this.fates.set(job.jid, "dead")
-      await this.exec(this.provide(Effect.ignore(this.unique.died(job))))
-      // A job that died for good lets its queue lock go (until_expired's lasts its TTL).
-      if (this.config.lock !== "until_expired" && (await this.holdsQueueLock(job.jid))) {
-        this.violations.push(`${job.jid} died, but its queue lock is still held`)
-      }
+      await this.die(job, "retries exhausted")
     }
     return tag
   }
@@ -1105,6 +1122,13 @@ class Complete implements Cmd {
   toString = () => `${this.how}(${this.index})`
 }
 
+class Kill implements Cmd {
+  constructor(readonly index: number) {}
+  check = (m: Readonly<Model>) => m.waiting > 0
+  run = (m: Model, s: System) => step(m, s, () => s.kill(this.index))
+  toString = () => `kill(${this.index})`
+}
+
 class Crash implements Cmd {
   constructor(readonly index: number) {}
   check = (m: Readonly<Model>) => m.running > 0
@@ -1219,7 +1243,8 @@ export const commandsArbitrary = (maxCommands: number, options?: CommandOptions)
           .map(([redeliver, ms]) => new Advance(redeliver, ms)),
         fc.tuple(fc.boolean(), fc.integer({ min: 1, max: 350 })).map(([redeliver, ms]) => new Advance(redeliver, ms)),
         fc.tuple(fc.nat(3), fc.constantFrom(1, 100, 250, 600)).map(([d, delay]) => new PushScheduled(d, delay)),
-        fc.nat(3).map((d) => new PushFailing(d))
+        fc.nat(3).map((d) => new PushFailing(d)),
+        fc.nat(3).map((i) => new Kill(i))
       ]
       : []),
     ...(faults && time && options?.virtualTime === true && options.runLock === true
