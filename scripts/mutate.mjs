@@ -38,8 +38,8 @@ import { parseArgs } from "node:util"
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const cataloguePath = join(root, "mutants", "catalogue.json")
 const generated = "src/internal/lua.generated.ts"
-/** Mutants per CI share: about 5, so a CI run (bail on) takes a few minutes. */
-const ciPerShare = 5
+/** Mutants per CI share: about 8; with bail on, most die in seconds, so a share takes a minute or two. */
+const ciPerShare = 8
 const defaultTimeoutSeconds = 20 * 60
 const ciTimeoutSeconds = 10 * 60
 
@@ -173,7 +173,7 @@ const select = (mutants) => {
     share = { n: Number(match[1]), m: Number(match[2]) }
     selection = `share ${share.n}/${share.m} (catalogue index % ${share.m} == ${share.n})`
   } else if (args.ci) {
-    // ceil(count / 5) shares of 4 or 5 mutants; the commit picks one, so successive commits rotate through them.
+    // ceil(count / ciPerShare) shares; the commit picks one, so successive commits rotate through them.
     const m = Math.ceil(mutants.length / ciPerShare)
     const sha = git("rev-parse", "HEAD")
     const seed = sha !== undefined && /^[0-9a-f]{12}/.test(sha)
