@@ -382,35 +382,60 @@ const markdown = ({ results, selection, started, commit, propertyFiles, baseline
   return lines.join("\n")
 }
 
-/** The README's copy of a run: its date, result, and one row per mutant with the tests that killed it. */
-const readmeSection = ({ results, started, commit, propertyFiles }) => {
-  const killed = results.filter((r) => r.status === "killed")
-  const strong = killed.filter((r) => r.strong).length
-  const lines = [
-    `Last full run: ${started.toISOString().slice(0, 10)} (commit ${commit?.slice(0, 7) ?? "unknown"}${bail ? ", bail mode" : ""}): ` +
-    `${killed.length} of ${results.length} mutants killed` +
-    (bail ? "." : `, ${strong} of them by at least two tests of which one is a property.`) +
-    " Each test file counts its failing tests; (property) marks the property files.",
-    "",
-    "| mutant | rule it breaks | killed by |",
-    "| --- | --- | --- |"
-  ]
-  for (const r of results) {
-    const kills = r.killers.length === 0 ? `**${r.status}**` : `${r.killers.filter((k) => !k.suite).length}: ${byFile(r.killers, propertyFiles)}`
-    lines.push(`| \`${r.mutant.id}\` | ${cell(r.mutant.rule)} | ${cell(kills)} |`)
-  }
-  return lines.join("\n")
-}
+/**
+ * The README's copy of the runs: one row per catalogue mutant with the tests that killed it, and when. A run of some
+ * mutants (--only) replaces their rows and keeps the others' from earlier runs, so the table always covers the whole
+ * catalogue; the summary counts the rows.
+ */
+const readmeMarkers = { start: "<!-- mutation-run:start -->", end: "<!-- mutation-run:end -->" }
+const rowPattern = /^\| `([^`]+)` \| .* \| (.*) \| (\d{4}-\d\d-\d\d \S+) \|$/
 
-const writeReadme = (section) => {
+const writeReadme = ({ results, started, commit, propertyFiles, mutants }) => {
   const path = join(root, "README.md")
   const text = readFileSync(path, "utf8")
-  const start = "<!-- mutation-run:start -->"
-  const end = "<!-- mutation-run:end -->"
-  const from = text.indexOf(start)
-  const to = text.indexOf(end)
-  if (from < 0 || to < from) fail(`README.md has no ${start} … ${end} section to write the table into`)
-  writeFileSync(path, `${text.slice(0, from + start.length)}\n${section}\n${text.slice(to)}`)
+  const from = text.indexOf(readmeMarkers.start)
+  const to = text.indexOf(readmeMarkers.end)
+  if (from < 0 || to < from) fail(`README.md has no ${readmeMarkers.start} … ${readmeMarkers.end} section to write the table into`)
+  const earlier = new Map()
+  const section = text.slice(from, to)
+  // Tables written before rows carried their run: one date and commit for all, in the summary line.
+  const single = /Last full run: (\d{4}-\d\d-\d\d) \(commit (\w+)/.exec(section)
+  for (const line of section.split("\n")) {
+    const match = rowPattern.exec(line)
+    if (match !== null) earlier.set(match[1], { kills: match[2], when: match[3] })
+    const old = single === null ? null : /^\| `([^`]+)` \| .* \| (.*) \|$/.exec(line)
+    if (match === null && old !== null) {
+      const count = /^(\d+):/.exec(old[2])
+      const weak = count !== null && (Number(count[1]) < 2 || !old[2].includes("(property)"))
+      const kills = weak ? `${old[2]} **(weak)**` : old[2]
+      earlier.set(old[1], { kills, when: `${single[1]} ${single[2]}` })
+    }
+  }
+  const when = `${started.toISOString().slice(0, 10)} ${commit?.slice(0, 7) ?? "unknown"}`
+  const rows = new Map(earlier)
+  for (const r of results) {
+    const tests = r.killers.filter((k) => !k.suite).length
+    const kills = r.killers.length === 0
+      ? `**${r.status}**`
+      : `${tests}: ${byFile(r.killers, propertyFiles)}${bail || r.strong ? "" : " **(weak)**"}`
+    rows.set(r.mutant.id, { kills, when })
+  }
+  const strong = (kills) => /^\d+:/.test(kills) && !kills.includes("(weak)")
+  const listed = mutants.filter((m) => rows.has(m.id))
+  const killed = listed.filter((m) => /^\d+:/.test(rows.get(m.id).kills)).length
+  const lines = [
+    `${killed} of ${mutants.length} mutants killed, ${listed.filter((m) => strong(rows.get(m.id).kills)).length} of them by at least ` +
+    `two tests of which one is a property (mode: ${bail ? "bail, which lists only the first killers" : "full"}). Each file ` +
+    "counts its failing tests; (property) marks the property suites; the last column is the run's date and commit.",
+    "",
+    "| mutant | rule it breaks | killed by | run |",
+    "| --- | --- | --- | --- |"
+  ]
+  for (const m of mutants) {
+    const row = rows.get(m.id) ?? { kills: "not run yet", when: "-" }
+    lines.push(`| \`${m.id}\` | ${cell(m.rule)} | ${cell(row.kills)} | ${row.when} |`)
+  }
+  writeFileSync(path, `${text.slice(0, from + readmeMarkers.start.length)}\n${lines.join("\n")}\n${text.slice(to)}`)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -518,7 +543,7 @@ const main = async () => {
 
   const text = markdown({ results, selection, started, commit, propertyFiles, baseline })
   writeFileSync(out, `${text}\n`)
-  if (args.readme) writeReadme(readmeSection({ results, started, commit, propertyFiles }))
+  if (args.readme) writeReadme({ results, started, commit, propertyFiles, mutants })
   log("")
   log(text.split("\n## Killing tests")[0].trimEnd())
   log("")

@@ -8,6 +8,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as TestClock from "effect/TestClock"
 import { Redis as IORedis } from "ioredis"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
@@ -298,5 +299,50 @@ describe("reliability: redis only", () => {
         // Its lock (no lockTtl) is the documented exception: a queue lock whose job exists.
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(job.definition.lockPrefix, [again.digest]), [])
       }).pipe(Effect.scoped), { timeout: 60_000 })
+  })
+})
+
+describe("reliability: memory store on TestClock", () => {
+  layer(Redis.layerMemory)((it) => {
+    it.effect("a holder cut off from Redis ends LockLost leaseGuardMs before its lease ends there, not earlier", () =>
+      Effect.gen(function*() {
+        const redis = yield* Redis.RedisService
+        let cut = false
+        const cutOff: Redis.RedisService["Type"] = {
+          ...redis,
+          renew: (...args) =>
+            cut ? Effect.fail(new Redis.RedisError({ operation: "renew", reason: "cut off" })) : redis.renew(...args)
+        }
+        const job = UniqueJob.unsafeMake({
+          worker: "CutOffJob",
+          lock: "while_executing",
+          lockLease: 300,
+          lockPrefix: RedisTest.uniquePrefix("rel")
+        })
+        const started = yield* Deferred.make<void>()
+        const fiber = yield* Effect.fork(
+          job.server(job.job([1]), Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)).pipe(
+            Effect.provideService(Redis.RedisService, cutOff),
+            Effect.provide(MemoryQueue.layer())
+          )
+        )
+        yield* Deferred.await(started)
+        assert.strictEqual(Lock.leaseGuardMs(300), 30)
+        assert.strictEqual(Lock.leaseGuardMs(60_000), 2000)
+        // Acquired at 0 with a 300 ms lease, renewed at 100 (lease / 3); cut off from 150: the store keeps the lease
+        // until 100 + 300, the holder gives it up 30 ms before, at 370.
+        yield* TestClock.adjust(150)
+        cut = true
+        yield* TestClock.adjust(219)
+        yield* Effect.repeatN(Effect.yieldNow(), 20)
+        assert.isNull(fiber.unsafePoll(), "gave up before its deadline")
+        yield* TestClock.adjust(1)
+        yield* Effect.repeatN(Effect.yieldNow(), 20)
+        assert.isNotNull(fiber.unsafePoll(), "still performing at its deadline, 30 ms before the store lets go")
+        const [entry] = yield* redis.holders(Lock.keyOf(job.definition, (yield* job.digest([1])), "run"))
+        assert.isTrue(entry === undefined || entry.leaseUntil === 400, JSON.stringify(entry))
+        const error = yield* Effect.flip(Fiber.join(fiber))
+        assert.strictEqual(error._tag, "LockLost")
+      }))
   })
 })

@@ -1248,7 +1248,7 @@ export const commandsArbitrary = (maxCommands: number, options?: CommandOptions)
       ]
       : []),
     ...(faults && time && options?.virtualTime === true && options.runLock === true
-      ? [fc.nat(3).map((i) => new Partition(i)), fc.nat(3).map((i) => new Revoke(i))]
+      ? [fc.nat(3).map((i) => new Partition(i)), fc.nat(3).map((i) => new Partition(i)), fc.nat(3).map((i) => new Revoke(i))]
       : []),
     ...(faults ? [fc.nat(3).map((i) => new Redeliver(i)), refusalArbitrary.map((r) => new Refuse(r))] : []),
     ...(faults && time && options?.runLock === true ? [fc.nat(3).map((i) => new Stall(i))] : [])
