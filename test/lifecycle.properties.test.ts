@@ -21,7 +21,7 @@ describe("lifecycle properties: memory store", () => {
           fc.asyncProperty(Model.configArbitrary(lock), commandsFor(lock, 30, "memory"), async (config, cmds) => {
             await Model.runCommands(cmds, () => memory(config))
           }),
-          { numRuns: Model.runs(100), examples: [Model.scenario(lock)] }
+          { numRuns: Model.runs(100), examples: [Model.scenario(lock), Model.conflictScenario(lock)] }
         )
       ), 120_000)
   }

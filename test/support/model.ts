@@ -1299,6 +1299,32 @@ export const scenario = (lock: Lock.LockType): [Config, Iterable<Cmd>] => {
   return [config, commands]
 }
 
+/**
+ * A scripted conflict per lock type, run before the random ones: a job runs, a second job of the same digest is
+ * pushed and started while it does (raise, limit 1), then both finish. For until_and_while_executing the second
+ * job's handoff meets the first's run lock: it goes back to the queue for a retry and must keep its queue lock.
+ */
+export const conflictScenario = (lock: Lock.LockType): [Config, Iterable<Cmd>] => {
+  const { queue, run } = Lock.phases(lock)
+  const config: Config = {
+    lock,
+    limit: 1,
+    client: "log",
+    server: lock === "while_executing_reject" ? "reject" : run ? "raise" : "log",
+    ttl: lock === "until_expired",
+    args: "number"
+  }
+  const commands: Array<Cmd> = [
+    new Push(0),
+    new Start(0),
+    new Push(0),
+    new Start(0),
+    new Complete(0, "finish"),
+    ...(queue ? [new Start(0), new Complete(0, "finish")] : [])
+  ]
+  return [config, commands]
+}
+
 /** Runs the commands on a fresh system, then drains it; answers the trace. */
 export const runCommands = async (
   cmds: Iterable<fc.AsyncCommand<Model, System>>,
