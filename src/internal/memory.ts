@@ -6,8 +6,8 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { Holder, HolderRequest, LockKey, LockResult, RedisService } from "../Redis.js"
-import { keysOf, RedisError } from "../Redis.js"
+import type { Holder, HolderRequest, LockKey, LockResult, Store } from "./models.js"
+import { keysOf, RedisError } from "./models.js"
 
 /** @internal */
 export interface Entry {
@@ -57,7 +57,7 @@ export interface LockState {
 }
 
 /** @internal */
-export const make = (): RedisService["Type"] => makeInspectable().store
+export const make = (): Store => makeInspectable().store
 
 /**
  * The store, and a view of its state for the differential tests (`inspect`, and the prefix's fencing counter).
@@ -182,7 +182,7 @@ export const makeInspectable = () => {
       }
     })
 
-  const store: RedisService["Type"] = {
+  const store: Store = {
     lock: (lock, request) => run("lock", (now, micros) => acquire(lock, request, now, micros)),
     unlock: (lock, jid, fence = 0) => run("unlock", (now) => release(lock, jid, fence, now)),
     renew: (lock, jid, leaseMs, fence = 0) => run("renew", (now) => renew(lock, jid, leaseMs, fence, now)),

@@ -1,0 +1,139 @@
+/**
+ * The lock store's shared models: the error, the keys of a lock, the requests and results of the scripts, and the
+ * store's shape. `Redis.ts` re-exports them as the public face; the stores (the Lua scripts over ioredis, the
+ * in-process one) build on them without importing `Redis.ts` back.
+ *
+ * @internal
+ */
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+
+/**
+ * A Redis call failed: connection, script, reply or timeout. Carries the cause.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RedisError extends Schema.TaggedError<RedisError>("effect-unique-jobs/RedisError")("RedisError", {
+  operation: Schema.String,
+  reason: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    return `Redis ${this.operation} failed: ${this.reason}`
+  }
+}
+
+/**
+ * Which lock a call is about: its name (`<prefix>:<hex>` or `<prefix>:<hex>:RUN`), which is also its member in
+ * the `<prefix>:digests` index.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LockKey {
+  readonly prefix: string
+  readonly name: string
+}
+
+/**
+ * The Redis keys of a lock: its holders hash, its prefix's index, and its prefix's fencing counter.
+ *
+ * @since 0.1.0
+ * @category keys
+ */
+export const keysOf = (lock: LockKey): { readonly locked: string; readonly index: string; readonly fence: string } => ({
+  locked: `${lock.name}:LOCKED`,
+  index: `${lock.prefix}:digests`,
+  fence: `${lock.prefix}:fence`
+})
+
+/**
+ * Who asks for a lock and on what terms. Times in milliseconds; 0 means none.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HolderRequest {
+  readonly jid: string
+  readonly limit: number
+  /** The entry counts until Redis time + ttl (and the index score is that expiry). */
+  readonly ttlMs: number
+  /** The entry counts until Redis time + lease unless renewed. */
+  readonly leaseMs: number
+  /** Compact JSON stored with the entry (`lockInfo`), or `""`. */
+  readonly info: string
+  /**
+   * false: the hold is re-entrant by jid (a queue lock: a retry of the same jid re-enters it). true: the hold belongs
+   * to this acquisition (a run lock): a second live copy of the jid is a conflict, the acquisition gets a fencing
+   * token, and only that token releases or renews it.
+   */
+  readonly fenced: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type LockResult =
+  | {
+    readonly _tag: "Acquired"
+    readonly reentrant: boolean
+    /** The fencing token of a fenced acquisition: above every token handed out before under the prefix; else 0. */
+    readonly fence: number
+  }
+  | { readonly _tag: "Conflict"; readonly holders: ReadonlyArray<string> }
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type HandoffResult = LockResult & {
+  /** Whether the job still held its queue lock; false means its uniqueness lapsed (TTL, manual delete). */
+  readonly queueLockHeld: boolean
+}
+
+/**
+ * One entry of a lock's holders hash, as stored.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Holder {
+  readonly jid: string
+  readonly lockedAt: number
+  readonly expiresAt: number | undefined
+  readonly leaseUntil: number | undefined
+  /** The fencing token of a run lock's acquisition; 0 for a queue lock. */
+  readonly fence: number
+  readonly info: unknown
+  /** The raw value when it is not this library's (another library's, the gem's): it counts as gone. */
+  readonly foreign?: string | undefined
+}
+
+/**
+ * What a lock store does: one method per script, each a single round trip.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Store {
+  /** Takes a place in the lock, evicting holders whose expiry or lease has passed. */
+  readonly lock: (lock: LockKey, request: HolderRequest) => Effect.Effect<LockResult, RedisError>
+  /**
+   * Removes jid's entry, only the acquisition `fence` when it is not 0; true when that hold was still live. False
+   * when it was gone, another acquisition's, or past its expiry or lease (the lock may have passed to another job).
+   */
+  readonly unlock: (lock: LockKey, jid: string, fence?: number) => Effect.Effect<boolean, RedisError>
+  /** Moves jid's lease forward; false when the hold is gone, another acquisition's (`fence`), or already lapsed. */
+  readonly renew: (lock: LockKey, jid: string, leaseMs: number, fence?: number) => Effect.Effect<boolean, RedisError>
+  /** Takes `to` for the holder and releases jid's entry in `from`, atomically. */
+  readonly handoff: (
+    from: LockKey,
+    to: LockKey,
+    request: HolderRequest,
+    options: { readonly keepOnConflict: boolean }
+  ) => Effect.Effect<HandoffResult, RedisError>
+  /** The entries of a lock's holders hash. */
+  readonly holders: (lock: LockKey) => Effect.Effect<ReadonlyArray<Holder>, RedisError>
+}
