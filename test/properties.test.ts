@@ -358,7 +358,7 @@ describe("lifecycle properties: redis, differential against the memory store", (
             : on.lock(call === "lock queue" ? queue : runKey, request)
           const result = await Effect.runPromise(Effect.either(attempt))
           reasons.push(
-            Either.isLeft(result) ? Model.refusalReason(result.left) : `accepted: ${JSON.stringify(result.right)}`
+            Either.isLeft(result) ? result.left.reason : `accepted: ${JSON.stringify(result.right)}`
           )
         }
         assert.strictEqual(await snapshot(), before, "a refused call changed the holders")

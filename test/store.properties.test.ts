@@ -275,10 +275,10 @@ const redisState = async (both: Both): Promise<State> => {
 
 const isForeign = (raw: string): boolean => Redis.parseHolder("", raw).foreign !== undefined
 
+// Redis' raw entry, read as the scripts read it (expiry and lease 0 when none).
 const isLiveRaw = (raw: string, now: number): boolean => {
   const h = Redis.parseHolder("", raw)
-  const end = Math.min(h.expiresAt ?? Infinity, h.leaseUntil ?? Infinity)
-  return end > now
+  return isLive({ x: h.expiresAt ?? 0, l: h.leaseUntil ?? 0 }, now)
 }
 
 /** Every key of the run's, dumped: what all or nothing compares. */
@@ -298,7 +298,7 @@ type Answer = Either.Either<unknown, Redis.RedisError>
 
 const shown = (answer: Answer): string =>
   Either.match(answer, {
-    onLeft: (error) => `${error._tag}(${error.operation}): ${Model.refusalReason(error)}`,
+    onLeft: (error) => `${error._tag}(${error.operation}): ${error.reason}`,
     onRight: (value) => {
       if (typeof value === "object" && value !== null && "holders" in value) {
         return JSON.stringify({ ...value, holders: [...(value.holders as ReadonlyArray<string>)].sort() })
@@ -307,8 +307,9 @@ const shown = (answer: Answer): string =>
     }
   })
 
-const horizon = (e: Memory.Entry): number => (e.x > 0 && e.l > 0 ? Math.min(e.x, e.l) : e.x || e.l)
-const isLive = (e: Memory.Entry, now: number): boolean => horizon(e) === 0 || horizon(e) > now
+/** When an entry stops counting (0: never), written out from the rule rather than taken from the stores under test. */
+const horizon = (e: Pick<Memory.Entry, "x" | "l">): number => (e.x > 0 && e.l > 0 ? Math.min(e.x, e.l) : e.x || e.l)
+const isLive = (e: Pick<Memory.Entry, "x" | "l">, now: number): boolean => horizon(e) === 0 || horizon(e) > now
 
 /** A store call of the run, ready to send to either store, with what the rules need to know of it. */
 interface Planned {

@@ -676,7 +676,7 @@ export class System {
     const jids = after
       .filter((h) => h.digest === digest)
       .map((h) => `${h.phase} [${h.entries.map((e) => e.jid).sort()}]`)
-    this.trace.push(`refuse ${shown} -> ${result.left._tag}: ${refusalReason(result.left)}; ${jids.join(" ")}`)
+    this.trace.push(`refuse ${shown} -> ${result.left._tag}: ${result.left.reason}; ${jids.join(" ")}`)
   }
 
   /** The job dies for good; the queue tells the middleware, which lets its queue lock go (until_expired's lasts its TTL). */
@@ -858,13 +858,6 @@ const failureTag = (cause: Cause.Cause<unknown>): string => {
   }
   return Cause.isInterruptedOnly(cause) ? "Interrupted" : "Defect"
 }
-
-/**
- * A refusal's reason. Redis appends where in which script the error was raised (` script: <sha>, on
- * @user_script:<line>.`); the memory store has no script to name, so that suffix is left out of the comparison.
- */
-export const refusalReason = (error: Redis.RedisError): string =>
-  error.reason.replace(/ script: [0-9a-f]{40}, on @user_script:\d+\.$/, "")
 
 /**
  * A worker's view of the store: every call fails once it has crashed; renewals are lost once it has stalled. On real
