@@ -397,19 +397,9 @@ const writeReadme = ({ results, started, commit, propertyFiles, mutants }) => {
   const to = text.indexOf(readmeMarkers.end)
   if (from < 0 || to < from) fail(`README.md has no ${readmeMarkers.start} … ${readmeMarkers.end} section to write the table into`)
   const earlier = new Map()
-  const section = text.slice(from, to)
-  // Tables written before rows carried their run: one date and commit for all, in the summary line.
-  const single = /Last full run: (\d{4}-\d\d-\d\d) \(commit (\w+)/.exec(section)
-  for (const line of section.split("\n")) {
+  for (const line of text.slice(from, to).split("\n")) {
     const match = rowPattern.exec(line)
     if (match !== null) earlier.set(match[1], { kills: match[2], when: match[3] })
-    const old = single === null ? null : /^\| `([^`]+)` \| .* \| (.*) \|$/.exec(line)
-    if (match === null && old !== null) {
-      const count = /^(\d+):/.exec(old[2])
-      const weak = count !== null && (Number(count[1]) < 2 || !old[2].includes("(property)"))
-      const kills = weak ? `${old[2]} **(weak)**` : old[2]
-      earlier.set(old[1], { kills, when: `${single[1]} ${single[2]}` })
-    }
   }
   const when = `${started.toISOString().slice(0, 10)} ${commit?.slice(0, 7) ?? "unknown"}`
   const rows = new Map(earlier)
