@@ -18,6 +18,7 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
 import * as Metrics from "./Metrics.js"
+import { unsafeIncrement } from "./internal/metrics.js"
 import type { HolderRequest, LockKey, LockResult, RedisError } from "./Redis.js"
 import { RedisService } from "./Redis.js"
 import * as Strategy from "./Strategy.js"
@@ -682,7 +683,7 @@ const settle = <Extra extends object>(
 ): Effect.Effect<Acquired & Extra, LockConflict> =>
   Effect.withFiberRuntime((fiber) => {
     if (result._tag === "Acquired") {
-      Metrics.unsafeIncrement(counter(Metrics.acquired, definition.lock, phase), fiber)
+      unsafeIncrement(counter(Metrics.acquired, definition.lock, phase), fiber)
       return Effect.succeed({
         digest: target.digest,
         jid: target.jid,
@@ -692,7 +693,7 @@ const settle = <Extra extends object>(
         ...extra
       })
     }
-    Metrics.unsafeIncrement(counter(Metrics.conflicts, definition.lock, phase), fiber)
+    unsafeIncrement(counter(Metrics.conflicts, definition.lock, phase), fiber)
     return Effect.fail(
       new LockConflict({
         digest: target.digest,
@@ -754,7 +755,7 @@ const wasReleased = Effect.succeed(true)
 
 const afterRelease = (definition: Definition, target: Target, phase: Phase): Effect.Effect<boolean> =>
   Effect.withFiberRuntime((fiber) => {
-    Metrics.unsafeIncrement(counter(Metrics.released, definition.lock, phase), fiber)
+    unsafeIncrement(counter(Metrics.released, definition.lock, phase), fiber)
     return definition.afterUnlock === undefined || definition.lock === "until_expired"
       ? wasReleased
       : Effect.as(

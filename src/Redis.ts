@@ -1,23 +1,19 @@
 /**
  * `RedisService`: the lock store. One typed method per Lua script, each a single round trip; a memory store
- * with the same semantics for users' own tests and for differential tests.
+ * with the same semantics for users' own tests and for differential tests. This module is the public face: the
+ * Tag, the models and the layers; the stores themselves live in `internal/`.
  *
  * @since 0.1.0
  */
-import type { RedisOptions as IORedisOptions } from "ioredis"
-import { Redis } from "ioredis"
 import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
+import * as IORedisStore from "./internal/ioredis.js"
 import * as Memory from "./internal/memory.js"
-import * as Scripts from "./internal/scripts.js"
-
 import type { HandoffResult, Holder, HolderRequest, LockKey, LockResult, Store } from "./internal/models.js"
 import { keysOf, RedisError } from "./internal/models.js"
 
@@ -32,76 +28,12 @@ export type { HandoffResult, Holder, HolderRequest, LockKey, LockResult, Store }
 export class RedisService extends Context.Tag("effect-unique-jobs/RedisService")<RedisService, Store>() {}
 
 /**
+ * Connection options: `url`, the per-call `timeout`, auto-pipelining, and any other ioredis option.
+ *
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  /** `redis://[user:password@]host:port/db`; a secret when it carries a password. */
-  readonly url?: string | Redacted.Redacted<string> | undefined
-  /** Per-call limit; a call still unanswered then fails with `RedisError`. Default 5 seconds. */
-  readonly timeout?: Duration.DurationInput | undefined
-  /** ioredis' automatic pipelining: many concurrent calls share one write. */
-  readonly enableAutoPipelining?: boolean | undefined
-  /** Anything else ioredis takes. */
-  readonly client?: IORedisOptions | undefined
-}
-
-const defaultTimeout = Duration.seconds(5)
-
-const toArray = (reply: unknown, operation: string): ReadonlyArray<unknown> => {
-  if (Array.isArray(reply)) return reply
-  throw new Error(`unexpected ${operation} reply: ${JSON.stringify(reply)}`)
-}
-
-const toLockResult = (reply: ReadonlyArray<unknown>): LockResult =>
-  Number(reply[0]) === 1
-    ? { _tag: "Acquired", reentrant: Number(reply[1]) === 1, fence: Number(reply[2] ?? 0) }
-    : { _tag: "Conflict", holders: reply.slice(1).map(String) }
-
-const toLockResultReply = (reply: unknown): LockResult => toLockResult(toArray(reply, "lock"))
-
-const isOne = (reply: unknown): boolean => Number(reply) === 1
-
-// A script's error names the script's sha and line; the cause keeps them, the reason reads like the memory store's.
-const reasonOf = (cause: unknown): string =>
-  cause instanceof Error ? cause.message.replace(/ script: [0-9a-f]{40}, on @user_script:\d+\.$/, "") : String(cause)
-
-// The call was sent and may have run without its reply reaching us: timed out, or its connection closed first.
-const mayHaveRun = (cause: unknown): boolean =>
-  cause instanceof Error &&
-  (cause.message === "Command timed out" || cause.message.startsWith(closedBeforeAnswer))
-
-const closedBeforeAnswer = "the connection to Redis closed before it answered"
-
-const entryShape = /^\{"t":(\d+),"x":(\d+),"l":(\d+)(?:,"f":(\d+))?(?:,"i":(.*))?\}$/s
-
-/**
- * Reads a holder entry as the scripts do; one in any other shape is reported as `foreign` (it counts as gone).
- *
- * @since 0.1.0
- * @category utils
- */
-export const parseHolder = (jid: string, raw: string): Holder => {
-  const match = entryShape.exec(raw)
-  let info: unknown = undefined
-  if (match !== null && match[5] !== undefined) {
-    try {
-      info = JSON.parse(match[5])
-    } catch {
-      info = match[5]
-    }
-  }
-  return match === null
-    ? { jid, lockedAt: 0, expiresAt: undefined, leaseUntil: undefined, fence: 0, info: undefined, foreign: raw }
-    : {
-      jid,
-      lockedAt: Number(match[1]),
-      expiresAt: Number(match[2]) > 0 ? Number(match[2]) : undefined,
-      leaseUntil: Number(match[3]) > 0 ? Number(match[3]) : undefined,
-      fence: Number(match[4] ?? 0),
-      info
-    }
-}
+export type Options = IORedisStore.Options
 
 /**
  * The client surface the store needs: ioredis' `Redis` (and later `Cluster`).
@@ -109,10 +41,15 @@ export const parseHolder = (jid: string, raw: string): Holder => {
  * @since 0.1.0
  * @category models
  */
-export type Client = Scripts.ScriptClient & {
-  hgetall(key: string): Promise<Record<string, string>>
-  script(subcommand: "LOAD", script: string): Promise<unknown>
-}
+export type Client = IORedisStore.Client
+
+/**
+ * Reads a holder entry as the scripts do; one in any other shape is reported as `foreign` (it counts as gone).
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const parseHolder: (jid: string, raw: string) => Holder = IORedisStore.parseHolder
 
 /**
  * A store over a connected client that the caller owns.
@@ -120,259 +57,10 @@ export type Client = Scripts.ScriptClient & {
  * @since 0.1.0
  * @category constructors
  */
-export const makeFromClient = (
+export const makeFromClient: (
   client: Client,
   options?: { readonly timeout?: Duration.DurationInput | undefined }
-): Effect.Effect<RedisService["Type"], RedisError> =>
-  Effect.gen(function*() {
-    // From the generated module: nothing is read from disk, so bundles work.
-    const scripts = Scripts.loadScripts()
-    const timeout = Duration.decode(options?.timeout ?? defaultTimeout)
-    const timeoutMs = Duration.toMillis(timeout)
-    const timedOut = (operation: string) =>
-      new RedisError({ operation, reason: `no answer within ${Duration.format(timeout)} (the timeout option)` })
-    // The hot path: one callback pair per call, and no timer of its own. A fiber per call (Effect.timeout), a
-    // setTimeout per call, or a promise chain per call each cost more Node CPU than the Redis call itself.
-    const deadlines = Scripts.makeDeadlines(timeoutMs)
-    const finish = <A>(
-      resume: (effect: Effect.Effect<A, RedisError>) => void,
-      operation: string,
-      decode: (reply: unknown) => A,
-      reply: unknown
-    ) => {
-      try {
-        resume(Effect.succeed(decode(reply)))
-      } catch (cause) {
-        resume(Effect.fail(new RedisError({ operation, reason: `unexpected reply: ${String(cause)}`, cause })))
-      }
-    }
-    const failWith = <A>(resume: (effect: Effect.Effect<A, RedisError>) => void, operation: string, cause: unknown) =>
-      resume(Effect.fail(new RedisError({ operation, reason: reasonOf(cause), cause })))
-    const call = <A>(operation: string, f: () => Promise<unknown>, decode: (reply: unknown) => A) =>
-      Effect.async<A, RedisError>((resume) => {
-        const pending = deadlines.add(() => resume(Effect.fail(timedOut(operation))))
-        f().then(
-          (reply) => {
-            if (pending.settle()) finish(resume, operation, decode, reply)
-          },
-          (cause) => {
-            if (pending.settle()) failWith(resume, operation, cause)
-          }
-        )
-        // No canceler: an interrupted call's reply settles its deadline, and resuming then is a no-op.
-      })
-    // EVALSHA, and EVAL when Redis lost the script (NOSCRIPT): `args` is numkeys, the keys, then ARGV.
-    // `compensate` undoes a call that timed out: a stalled Redis still runs what it was sent once it resumes, so a
-    // lock whose caller already failed would stay held. The undo goes out on the same connection, which Redis
-    // answers in order, so it runs after the late call if that ever runs.
-    const script = <A>(
-      operation: string,
-      script: Scripts.Script,
-      args: Array<string | number>,
-      decode: (reply: unknown) => A,
-      compensate?: () => void
-    ) =>
-      Effect.async<A, RedisError>((resume) => {
-        const pending = deadlines.add(() => {
-          compensate?.()
-          resume(Effect.fail(timedOut(operation)))
-        })
-        const done = (reply: unknown) => {
-          if (pending.settle()) finish(resume, operation, decode, reply)
-        }
-        const failed = (cause: unknown) => {
-          if (pending.settle()) {
-            if (compensate !== undefined && mayHaveRun(cause)) compensate()
-            failWith(resume, operation, cause)
-          }
-        }
-        client.evalsha(script.sha, ...(args as [number, ...Array<string | number>])).then(done, (cause: unknown) => {
-          // A NOSCRIPT that comes after the deadline is not answered with EVAL: its caller has already failed.
-          if (Scripts.isNoScript(cause) && !pending.settled) {
-            client.eval(script.source, ...(args as [number, ...Array<string | number>])).then(done, failed)
-          } else {
-            failed(cause)
-          }
-        })
-      })
-    // The compensation of a lock or handoff: release what the late call may take for jid. Fire and forget, tried
-    // again while the connection is down (a call lost with its connection is undone once it is back), for up to 30 s.
-    // A late lock's fence is unknown here: release whichever acquisition of jid it made.
-    const releaseLate = (lock: LockKey, jid: string) => () => {
-      const keys = keysOf(lock)
-      const args: [number, ...Array<string>] = [2, keys.locked, keys.index, jid, lock.name, "0"]
-      const attempt = (left: number): void => {
-        client.evalsha(scripts.unlock.sha, ...args)
-          .catch((cause: unknown) => (Scripts.isNoScript(cause) ? client.eval(scripts.unlock.source, ...args) : Promise.reject(cause)))
-          .catch(() => {
-            if (left > 0) setTimeout(() => attempt(left - 1), 500).unref()
-          })
-      }
-      attempt(60)
-    }
-
-    // Load once now; a later SCRIPT FLUSH is answered by EVAL on NOSCRIPT.
-    yield* Effect.forEach(
-      Object.values(scripts),
-      (script) => call("load scripts", () => client.script("LOAD", script.source), () => undefined),
-      { discard: true }
-    )
-
-    return RedisService.of({
-      lock: (lock, request) => {
-        const keys = keysOf(lock)
-        return script(
-          "lock",
-          scripts.lock,
-          [
-            3,
-            keys.locked,
-            keys.index,
-            keys.fence,
-            request.jid,
-            lock.name,
-            request.limit,
-            request.ttlMs,
-            request.leaseMs,
-            request.info,
-            request.fenced ? "1" : "0"
-          ],
-          toLockResultReply,
-          releaseLate(lock, request.jid)
-        )
-      },
-      unlock: (lock, jid, fence = 0) => {
-        const keys = keysOf(lock)
-        return script("unlock", scripts.unlock, [2, keys.locked, keys.index, jid, lock.name, fence], isOne)
-      },
-      renew: (lock, jid, leaseMs, fence = 0) =>
-        script("renew", scripts.renew, [1, keysOf(lock).locked, jid, leaseMs, fence], isOne),
-      handoff: (from, to, request, { keepOnConflict }) =>
-        script(
-          "handoff",
-          scripts.handoff,
-          [
-            4,
-            keysOf(from).locked,
-            keysOf(to).locked,
-            keysOf(to).index,
-            keysOf(to).fence,
-            request.jid,
-            from.name,
-            to.name,
-            request.limit,
-            request.ttlMs,
-            request.leaseMs,
-            request.info,
-            keepOnConflict ? "1" : "0"
-          ],
-          (reply) => {
-            const [held, ...rest] = toArray(reply, "handoff")
-            return { ...toLockResult(rest), queueLockHeld: Number(held) === 1 }
-          },
-          releaseLate(to, request.jid)
-        ),
-      holders: (lock) =>
-        call(
-          "holders",
-          () => client.hgetall(keysOf(lock).locked),
-          (reply) => Object.entries(reply as Record<string, string>).map(([jid, raw]) => parseHolder(jid, raw))
-        )
-    })
-  })
-
-/**
- * The client `make` hands to the store: it fails calls at once, naming the connection's state, while ioredis knows the
- * connection is down. ioredis alone rejects a call made while disconnected at once, but not one it sent just before
- * the connection closed: with `autoResendUnfulfilledCommands: false` it parks the unanswered commands on close and
- * drops them on reconnect unanswered, so only the timeout ends them (an enqueue then waits the whole timeout).
- */
-const failFast = (client: Redis, options: IORedisOptions): Client => {
-  if (options.autoResendUnfulfilledCommands === false) {
-    // A close after "ready": what is still in the queue was sent on the lost connection and gets no answer. A close
-    // while connecting leaves ioredis' own handshake commands alone.
-    let ready = client.status === "ready"
-    client.on("ready", () => {
-      ready = true
-    })
-    client.on("close", () => {
-      if (!ready) return
-      ready = false
-      const lost = new Error(`${closedBeforeAnswer} (connection ${client.status}); the call may have run`)
-      for (let item = client.commandQueue.shift(); item !== undefined; item = client.commandQueue.shift()) {
-        item.command.reject(lost)
-      }
-    })
-  }
-  // With the offline queue on, the caller wants calls to wait for a reconnect.
-  if (options.enableOfflineQueue !== false) return client
-  const commands = new Set(client.getBuiltinCommands())
-  const guarded = new Map<string, (...args: Array<unknown>) => unknown>()
-  // Every command, not only those `Client` lists today, so the store can use more of them without a change here.
-  return new Proxy(client, {
-    get: (target, key, receiver) => {
-      if (typeof key !== "string" || !commands.has(key)) return Reflect.get(target, key, receiver)
-      let command = guarded.get(key)
-      if (command === undefined) {
-        const send = Reflect.get(target, key, receiver) as (...args: Array<unknown>) => unknown
-        // "ready" with a socket that no longer writes: the close is known, its event not handled yet.
-        command = (...args) =>
-          target.status === "ready" && target.stream?.writable === true
-            ? send.apply(target, args)
-            : Promise.reject(
-              new Error(
-                `not connected to Redis (connection ${
-                  target.status === "ready" ? "closing" : target.status
-                }); the call was not sent`
-              )
-            )
-        guarded.set(key, command)
-      }
-      return command
-    }
-  })
-}
-
-// Checked before connecting: ioredis parses a db that is not a number to NaN, never selects it (db 0 it is), and
-// its ready handler then sends `SELECT NaN` with no one to catch the rejection.
-const databaseOf = (client: Redis): Effect.Effect<number, RedisError> => {
-  const db: unknown = client.options.db ?? 0
-  return typeof db === "number" && Number.isSafeInteger(db) && db >= 0
-    ? Effect.succeed(db)
-    : Effect.fail(
-      new RedisError({
-        operation: "connect",
-        reason: "the database (the url's /db or the db option) is not a whole number"
-      })
-    )
-}
-
-// ioredis answers a failed SELECT (a db out of range) with an error event and goes on in db 0: selecting it again
-// here makes it a RedisError at connect.
-const selectDatabase = (client: Redis, db: number): Effect.Effect<void, RedisError> => {
-  if (db === 0) return Effect.void
-  // How many databases the server has, when the user may read its config (CONFIG may be denied or renamed).
-  const databases = Effect.tryPromise(() => client.config("GET", "databases")).pipe(
-    Effect.map((reply) => Number((reply as ReadonlyArray<unknown>)[1])),
-    Effect.filterOrFail((count) => Number.isSafeInteger(count) && count > 0),
-    Effect.option
-  )
-  return Effect.tryPromise({ try: () => client.select(db), catch: (cause) => cause }).pipe(
-    Effect.asVoid,
-    Effect.catchAll((cause) =>
-      Effect.flatMap(databases, (count) =>
-        Effect.fail(
-          new RedisError({
-            operation: "connect",
-            reason: count._tag === "Some"
-              ? `database ${db} is out of range: this server has databases 0 to ${count.value - 1}`
-              : `cannot select database ${db}: ${cause instanceof Error ? cause.message : String(cause)}`,
-            cause
-          })
-        ))
-    )
-  )
-}
+) => Effect.Effect<Store, RedisError> = IORedisStore.makeFromClient
 
 /**
  * A store that owns its ioredis connection: connected (and checked) when built, closed with its scope.
@@ -380,72 +68,7 @@ const selectDatabase = (client: Redis, db: number): Effect.Effect<void, RedisErr
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options = {}): Effect.Effect<RedisService["Type"], RedisError, Scope.Scope> =>
-  Effect.gen(function*() {
-    const timeout = Duration.decode(options.timeout ?? defaultTimeout)
-    const clientOptions: IORedisOptions = {
-      // Fail fast while disconnected: a lock call queued offline could run long after its caller gave up.
-      enableOfflineQueue: false,
-      // Never send a command again after a reconnect: its caller has had its answer (a RedisError) long before.
-      autoResendUnfulfilledCommands: false,
-      lazyConnect: true,
-      // ioredis' command timeout too, beside each call's own deadline (makeFromClient): without it a timed-out
-      // command stays pending inside ioredis, which changes what its late reply or a reconnect does with it.
-      commandTimeout: Duration.toMillis(timeout),
-      connectTimeout: Duration.toMillis(timeout),
-      enableAutoPipelining: options.enableAutoPipelining ?? false,
-      ...options.client
-    }
-    const url = options.url === undefined
-      ? undefined
-      : Redacted.isRedacted(options.url)
-      ? Redacted.value(options.url)
-      : options.url
-    const runtime = yield* Effect.runtime<never>()
-    // The connect() rejection only says "Connection is closed"; the error event says why.
-    let lastError: Error | undefined
-    const client = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const client = url === undefined ? new Redis(clientOptions) : new Redis(url, clientOptions)
-        // Connection errors surface as RedisError on the calls; the event itself is only worth a debug line.
-        client.on("error", (error: Error) => {
-          lastError = error
-          Runtime.runFork(runtime)(
-            Effect.logDebug("Redis connection error", error.message).pipe(
-              Effect.annotateLogs({ package: "effect-unique-jobs", module: "Redis" })
-            )
-          )
-        })
-        return client
-      }),
-      (client) =>
-        // A client that never connected ("wait") would connect to send QUIT.
-        (client.status === "wait" ? Effect.void : Effect.promise(() => client.quit().catch(() => undefined))).pipe(
-          Effect.timeoutOption(timeout),
-          Effect.ensuring(Effect.sync(() => client.disconnect()))
-        )
-    )
-    const db = yield* databaseOf(client)
-    yield* Effect.tryPromise({
-      try: () => client.connect(),
-      catch: (cause) =>
-        new RedisError({
-          operation: "connect",
-          reason: `cannot reach Redis${url === undefined ? "" : " at the configured url"}: ${
-            lastError?.message ?? String(cause)
-          }`,
-          cause
-        })
-    }).pipe(
-      Effect.timeoutFail({
-        duration: timeout,
-        onTimeout: () =>
-          new RedisError({ operation: "connect", reason: `no connection within ${Duration.format(timeout)}` })
-      })
-    )
-    yield* selectDatabase(client, db)
-    return yield* makeFromClient(failFast(client, clientOptions), { timeout })
-  })
+export const make: (options?: Options) => Effect.Effect<Store, RedisError, Scope.Scope> = IORedisStore.make
 
 /**
  * @since 0.1.0
@@ -485,7 +108,7 @@ const explainMissing = (error: ConfigError.ConfigError): ConfigError.ConfigError
 export const layerConfig = (
   config: Config.Config.Wrap<Options> = { url: Config.redacted("REDIS_URL") }
 ): Layer.Layer<RedisService, RedisError | ConfigError.ConfigError> =>
-  Layer.scoped(RedisService, Effect.flatMap(Effect.mapError(Config.unwrap(config), explainMissing), make))
+  Layer.scoped(RedisService, Effect.flatMap(Effect.mapError(Config.unwrap(config), explainMissing), IORedisStore.make))
 
 /**
  * A store over a client the caller owns and closes.
@@ -506,4 +129,4 @@ export const layerFromClient = (
  * @since 0.1.0
  * @category layers
  */
-export const layerMemory: Layer.Layer<RedisService> = Layer.sync(RedisService, () => RedisService.of(Memory.make()))
+export const layerMemory: Layer.Layer<RedisService> = Layer.sync(RedisService, () => Memory.make())

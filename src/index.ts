@@ -47,11 +47,6 @@ export * as Redis from "./Redis.js"
 /**
  * @since 0.1.0
  */
-export * as RedisServer from "./RedisServer.js"
-
-/**
- * @since 0.1.0
- */
 export * as Strategy from "./Strategy.js"
 
 /**
