@@ -112,6 +112,20 @@ export interface Holder {
 }
 
 /**
+ * One held run lock's lease to move forward, in a batch (`Store.renewAll`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Renewal {
+  readonly lock: LockKey
+  readonly jid: string
+  readonly leaseMs: number
+  /** The acquisition's fencing token; 0 renews whichever acquisition holds jid's entry. */
+  readonly fence: number
+}
+
+/**
  * What a lock store does: one method per script, each a single round trip.
  *
  * @since 0.1.0
@@ -127,6 +141,11 @@ export interface Store {
   readonly unlock: (lock: LockKey, jid: string, fence?: number) => Effect.Effect<boolean, RedisError>
   /** Moves jid's lease forward; false when the hold is gone, another acquisition's (`fence`), or already lapsed. */
   readonly renew: (lock: LockKey, jid: string, leaseMs: number, fence?: number) => Effect.Effect<boolean, RedisError>
+  /**
+   * `renew` for many holds in one round trip (one script call): answers, in order, whether each was renewed. The
+   * caller bounds the batch (the lease keeper sends chunks of at most a few hundred).
+   */
+  readonly renewAll: (renewals: ReadonlyArray<Renewal>) => Effect.Effect<ReadonlyArray<boolean>, RedisError>
   /** Takes `to` for the holder and releases jid's entry in `from`, atomically. */
   readonly handoff: (
     from: LockKey,
