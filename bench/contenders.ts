@@ -26,6 +26,7 @@ import * as Effect from "effect/Effect"
 import type { Job } from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
 import * as Middleware from "../src/Middleware.js"
 import * as Redis from "../src/Redis.js"
 import { loopFibers, loopPromises, spyCommands, type Window } from "./harness.js"
@@ -84,8 +85,8 @@ export const connectIORedis = async (url: string, options: { readonly enableAuto
 
 /** The lock definitions the bench uses. */
 export const definitions = {
-  untilExecuted: Lock.unsafeMake({ lock: "until_executed", lockTtl: "30 seconds" }),
-  untilAndWhile: Lock.unsafeMake({ lock: "until_and_while_executing", lockTtl: "30 seconds" })
+  untilExecuted: LockOptions.unsafeMake({ lock: "until_executed", lockTtl: "30 seconds" }),
+  untilAndWhile: LockOptions.unsafeMake({ lock: "until_and_while_executing", lockTtl: "30 seconds" })
 }
 
 /**

@@ -11,12 +11,13 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import { hex32, jidFor } from "./contenders.js"
 import { delta, interleave, loopFibers, loopPromises, median, type Probe, round, withCpu } from "./harness.js"
 
 const ttlMs = 60 * 60 * 1000
-const definition = Lock.unsafeMake({ lock: "until_executed", lockTtl: ttlMs })
+const definition = LockOptions.unsafeMake({ lock: "until_executed", lockTtl: ttlMs })
 
 /** Takes locks from..to (inclusive) with acquire() itself; digests and jids from sha1 of the number. */
 const loader = () => {

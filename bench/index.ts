@@ -7,6 +7,7 @@
  *   npm run bench -- --quick   a short run (under 2 minutes): bench/results/quick.{json,md,svg}
  *   --sections=roundtrips,throughput,memory,growth   a subset (results not written)
  *   --from=bench/results/latest.json                  rewrites the report, plot and README table from saved results
+ *   --foundation                                      the foundation targets alone (about a minute): results/foundation.md
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
@@ -14,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import * as RedisServer from "../src/RedisServer.js"
+import * as Foundation from "./foundation.js"
 import * as Growth from "./growth.js"
 import { Probe, round } from "./harness.js"
 import * as Memory from "./memory.js"
@@ -73,6 +75,7 @@ const write = (results: Report.Results) => {
 }
 
 const main = async () => {
+  if (args.includes("--foundation")) return Foundation.main(log)
   const from = args.find((a) => a.startsWith("--from="))
   if (from !== undefined) {
     const saved = JSON.parse(readFileSync(from.slice(7), "utf8")) as Report.Results

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import { hex32 } from "./contenders.js"
 import { interleave, median, type Probe, round } from "./harness.js"
@@ -52,9 +53,9 @@ export const run = async (options: {
   const scope = Effect.runSync(Scope.make())
   const redis = await Effect.runPromise(Scope.extend(Redis.make({ url }), scope))
   const definitions = {
-    ours: Lock.unsafeMake({ lock: "until_executed", lockTtl: ttlMs }),
-    oursNoTtl: Lock.unsafeMake({ lock: "until_executed" }),
-    oursInfo: Lock.unsafeMake({ lock: "until_executed", lockTtl: ttlMs, lockInfo: true })
+    ours: LockOptions.unsafeMake({ lock: "until_executed", lockTtl: ttlMs }),
+    oursNoTtl: LockOptions.unsafeMake({ lock: "until_executed" }),
+    oursInfo: LockOptions.unsafeMake({ lock: "until_executed", lockTtl: ttlMs, lockInfo: true })
   }
   const digest = (i: number) => `uniquejobs:${hex32(`memory/${i}`)}`
   const jid = (i: number) => hex32(`jid/${i}`).slice(0, 24)

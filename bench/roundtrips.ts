@@ -8,14 +8,15 @@ import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
 import type { Job } from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
-import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
+import * as LockType from "../src/LockType.js"
 import * as Middleware from "../src/Middleware.js"
 import * as Redis from "../src/Redis.js"
 import { jidFor, noQueue } from "./contenders.js"
 import { delta, type Probe, round, split, spyCommands } from "./harness.js"
 
 export interface Row {
-  readonly lockType: Lock.LockType
+  readonly lockType: LockType.LockType
   /** Lock phases of one lifecycle: lock at enqueue, handoff, lock before perform, release(s). */
   readonly phases: ReadonlyArray<string>
   readonly clientCommandsPerLifecycle: number
@@ -25,7 +26,7 @@ export interface Row {
   readonly commands: Readonly<Record<string, number>>
 }
 
-const phasesOf: Record<Lock.LockType, ReadonlyArray<string>> = {
+const phasesOf: Record<LockType.LockType, ReadonlyArray<string>> = {
   until_executing: ["lock (enqueue)", "release (before perform)"],
   until_executed: ["lock (enqueue)", "release (after perform)"],
   until_expired: ["lock (enqueue)"],
@@ -48,11 +49,11 @@ export const run = async (options: {
   const rows: Array<Row> = []
   try {
     let run = 0
-    for (const lockType of Object.keys(phasesOf) as Array<Lock.LockType>) {
-      const definition = Lock.unsafeMake({
+    for (const lockType of Object.keys(phasesOf) as Array<LockType.LockType>) {
+      const definition = LockOptions.unsafeMake({
         lock: lockType,
         // A type with no queue lock refuses lockTtl.
-        lockTtl: Lock.phases(lockType).queue ? "30 seconds" : undefined,
+        lockTtl: LockType.phases(lockType).queue ? "30 seconds" : undefined,
         lockPrefix: `rt-${lockType}`
       })
       const r = ++run

@@ -24,7 +24,7 @@ import type * as Scope from "effect/Scope"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import type { Job } from "../src/Job.js"
 import type { JobQueue } from "../src/JobQueue.js"
-import type * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
 import type * as Middleware from "../src/Middleware.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisServer from "../src/RedisServer.js"
@@ -174,7 +174,7 @@ const run = (
   prefix: string,
   index: number,
   spec: Spec
-): Effect.Effect<Result, DemoError | Middleware.ClientError | Lock.InvalidLockOptions, Redis.RedisService> =>
+): Effect.Effect<Result, DemoError | Middleware.ClientError | LockOptions.InvalidLockOptions, Redis.RedisService> =>
   Effect.gen(function*() {
     const unique = yield* UniqueJob.make({ ...spec.options, lockPrefix: prefix })
     const queue = yield* MemoryQueue.MemoryQueue

@@ -1,572 +1,32 @@
 /**
- * Lock types, their options (a Schema decoded once, when a worker's uniqueness is defined), and the lock steps:
- * `lock` / `unlock` / `handoff` / `renew` for phases that happen in different processes, and `acquire` /
- * `withLock` for a lock held as a scoped resource.
+ * The lock steps and resources: `lock` / `unlock` / `handoff` / `renew` for phases that happen in different
+ * processes (each one round trip), the queue lock an enqueue holds (`withQueueLock`), and a lock held as a scoped
+ * resource (`acquire`, `withLock`) whose run lock's lease the process' lease keeper renews.
  *
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import { dual } from "effect/Function"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
-import * as Schema from "effect/Schema"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import { Defaults, resolve } from "./Defaults.js"
 import * as Digest from "./Digest.js"
-import * as Metrics from "./Metrics.js"
+import { LockConflict, LockLost } from "./Errors.js"
+import * as Keeper from "./internal/leaseKeeper.js"
 import { unsafeIncrement } from "./internal/metrics.js"
-import type { HolderRequest, LockKey, LockResult, RedisError } from "./Redis.js"
+import type { Phase } from "./LockType.js"
+import * as LockType from "./LockType.js"
+import * as Metrics from "./Metrics.js"
+import type { Definition, Unlocked } from "./Options.js"
+import type { HolderRequest, LockKey, LockResult, RedisError, Store } from "./Redis.js"
 import { RedisService } from "./Redis.js"
-import * as Strategy from "./Strategy.js"
-
-// ---------------------------------------------------------------------------------------------------------------
-// Lock types
-// ---------------------------------------------------------------------------------------------------------------
-
-/**
- * The canonical lock types.
- *
- * @since 0.1.0
- * @category models
- */
-export type LockType =
-  | "until_executing"
-  | "until_executed"
-  | "until_expired"
-  | "while_executing"
-  | "while_executing_reject"
-  | "until_and_while_executing"
-
-/**
- * Every name `lock` accepts, aliases included.
- *
- * @since 0.1.0
- * @category models
- */
-export type LockTypeName =
-  | LockType
-  | "while_enqueued"
-  | "until_completed"
-  | "until_performed"
-  | "until_processed"
-  | "until_successfully_completed"
-  | "around_perform"
-  | "while_busy"
-  | "while_working"
-
-/**
- * Each accepted name and the type it stands for.
- *
- * @since 0.1.0
- * @category constants
- */
-export const lockTypes: { readonly [K in LockTypeName]: LockType } = {
-  until_executing: "until_executing",
-  while_enqueued: "until_executing",
-  until_executed: "until_executed",
-  until_completed: "until_executed",
-  until_performed: "until_executed",
-  until_processed: "until_executed",
-  until_successfully_completed: "until_executed",
-  until_expired: "until_expired",
-  while_executing: "while_executing",
-  around_perform: "while_executing",
-  while_busy: "while_executing",
-  while_working: "while_executing",
-  while_executing_reject: "while_executing_reject",
-  until_and_while_executing: "until_and_while_executing"
-}
-
-/**
- * Which lock a type holds: `queue` from enqueue (the digest itself), `run` during perform (`<digest>:RUN`).
- *
- * @since 0.1.0
- * @category models
- */
-export type Phase = "queue" | "run"
-
-/**
- * Whether a type takes a lock at enqueue (client) and/or around perform (server).
- *
- * @since 0.1.0
- * @category utils
- */
-export const phases = (type: LockType): { readonly queue: boolean; readonly run: boolean } => {
-  switch (type) {
-    case "until_executing":
-    case "until_executed":
-    case "until_expired":
-      return { queue: true, run: false }
-    case "while_executing":
-    case "while_executing_reject":
-      return { queue: false, run: true }
-    case "until_and_while_executing":
-      return { queue: true, run: true }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Options
-// ---------------------------------------------------------------------------------------------------------------
-
-/**
- * What `afterUnlock` is told.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Unlocked {
-  readonly digest: string
-  readonly jid: string
-  readonly lockType: LockType
-  readonly phase: Phase
-}
-
-/**
- * A worker's uniqueness, as the user writes it. Durations are whole milliseconds, strings like `"30 seconds"`, or
- * Durations, up to `maxDurationMs`. An option the lock type never reads is refused, not ignored.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Options {
-  /** The lock type, or one of its aliases. */
-  readonly lock: LockTypeName
-  /**
-   * How long the queue lock lives, counted from enqueue (from the run time for a scheduled job). Types that lock at
-   * enqueue.
-   */
-  readonly lockTtl?: Duration.DurationInput | undefined
-  /** Validated and stored with `lockInfo`; never makes anything wait (locks are non-blocking). */
-  readonly lockTimeout?: Duration.DurationInput | undefined
-  /** How many jobs may hold one digest at once. Default 1. */
-  readonly lockLimit?: number | undefined
-  /**
-   * How long an execution lock outlives a worker that stopped renewing it (crash). Default 30 seconds, at least
-   * `minLeaseMs`. Types that lock around perform.
-   */
-  readonly lockLease?: Duration.DurationInput | undefined
-  /** What a duplicate turns into, one name or `{ client, server }`. Default `log`. */
-  readonly onConflict?: Strategy.OnConflict | undefined
-  /** How long the `reschedule` strategy puts a duplicate execution off. Default 5 seconds. */
-  readonly rescheduleDelay?: Duration.DurationInput | undefined
-  /** Selects the arguments that count for uniqueness. */
-  readonly lockArgs?: ((args: ReadonlyArray<unknown>) => unknown) | undefined
-  readonly uniqueAcrossQueues?: boolean | undefined
-  readonly uniqueAcrossWorkers?: boolean | undefined
-  /** Store worker, queue, arguments and options with each holder, for the admin UI. */
-  readonly lockInfo?: boolean | undefined
-  /** Key prefix. Default `uniquejobs`. */
-  readonly lockPrefix?: string | undefined
-  /** `legacy` (MD5, default) or `modern` (SHA3-256). */
-  readonly digestAlgorithm?: Digest.Algorithm | undefined
-  /** Runs once after each release; never for `until_expired`. Its failures are logged, not raised. */
-  readonly afterUnlock?: ((unlocked: Unlocked) => Effect.Effect<unknown, unknown>) | undefined
-}
-
-/**
- * The options, decoded: aliases resolved, durations decoded, defaults filled in, strategies split by side.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Definition {
-  readonly lock: LockType
-  readonly lockTtl: Option.Option<Duration.Duration>
-  readonly lockTimeout: Duration.Duration
-  readonly lockLimit: number
-  readonly lockLease: Duration.Duration
-  readonly onConflict: Strategy.Resolved
-  readonly rescheduleDelay: Duration.Duration
-  readonly lockArgs: ((args: ReadonlyArray<unknown>) => unknown) | undefined
-  readonly uniqueAcrossQueues: boolean
-  readonly uniqueAcrossWorkers: boolean
-  readonly lockInfo: boolean
-  readonly lockPrefix: string
-  readonly digestAlgorithm: Digest.Algorithm
-  readonly afterUnlock: ((unlocked: Unlocked) => Effect.Effect<unknown, unknown>) | undefined
-}
-
-/**
- * The options could not be decoded. `field` names the first offending option; `issues` lists every one.
- *
- * @since 0.1.0
- * @category errors
- */
-export class InvalidLockOptions extends Schema.TaggedError<InvalidLockOptions>(
-  "effect-unique-jobs/InvalidLockOptions"
-)("InvalidLockOptions", {
-  field: Schema.String,
-  reason: Schema.String,
-  issues: Schema.Array(Schema.Struct({ field: Schema.String, reason: Schema.String }))
-}) {
-  override get message(): string {
-    return `Invalid lock options: ${this.issues.map((issue) => `${issue.field}: ${issue.reason}`).join("; ")}`
-  }
-}
-
-/**
- * The longest duration any option takes, in milliseconds: 1000 years of 365 days. An expiry (Redis time plus a
- * duration) then stays a whole number that a double, the index's score, holds exactly.
- *
- * @since 0.1.0
- * @category constants
- */
-export const maxDurationMs = 31_536_000_000_000
-
-/**
- * The shortest `lockLease`, in milliseconds. The lease is renewed every lease/3, so a shorter one runs out before a
- * renewal's round trip can keep it.
- *
- * @since 0.1.0
- * @category constants
- */
-export const minLeaseMs = 100
-
-// Duration clamps a negative to zero: "got 0" would hide the -5 that was written, so look at the input itself.
-const isNegative = (input: unknown): boolean =>
-  typeof input === "number"
-    ? !(input >= 0)
-    : typeof input === "bigint"
-    ? input < 0n
-    : typeof input === "string"
-    ? parseFloat(input) < 0
-    : Array.isArray(input) && !(Number(input[0]) * 1e9 + Number(input[1]) >= 0)
-
-const written = (input: unknown): string =>
-  typeof input === "number"
-    ? `${input} ms`
-    : typeof input === "bigint"
-    ? `${input} ns`
-    : Array.isArray(input)
-    ? `[${input.join(", ")}]`
-    : String(input)
-
-// Exactly: a Duration keeps a fraction of a millisecond as nanoseconds, which a double cannot always carry.
-const wholeMillis = (d: Duration.Duration): number | undefined =>
-  d.value._tag === "Millis"
-    ? (Number.isInteger(d.value.millis) ? d.value.millis : undefined)
-    : d.value._tag === "Nanos" && d.value.nanos % 1_000_000n === 0n
-    ? Number(d.value.nanos / 1_000_000n)
-    : undefined
-
-// Every duration reaches a script as whole milliseconds within range (PEXPIRE refuses a fraction after the
-// script's first write), so it decodes to exactly that or fails here.
-const durationFrom = (minMs: number, expected: string) =>
-  Schema.transformOrFail(Schema.Unknown, Schema.DurationFromSelf, {
-    strict: true,
-    decode: (input, _, ast) => {
-      const fail = (reason: string) => ParseResult.fail(new ParseResult.Type(ast, input, reason))
-      const decoded = Duration.decodeUnknown(input)
-      if (Option.isNone(decoded)) {
-        return fail(`expected ${expected}: milliseconds, a string like "30 seconds", or a Duration`)
-      }
-      if (isNegative(input)) return fail(`expected ${expected}, got ${written(input)}`)
-      // Duration keeps nanoseconds: a number with a finer fraction would be rounded into a whole millisecond.
-      if (typeof input === "number" && !Number.isInteger(input) && Number.isFinite(input)) {
-        return fail(`expected whole milliseconds, got ${input} ms (use ${Math.round(input)})`)
-      }
-      const ms = Duration.toMillis(decoded.value)
-      if (!(ms <= maxDurationMs)) {
-        const got = ms === Infinity ? "Infinity" : `${ms} ms`
-        return fail(`expected at most 1000 years (${maxDurationMs} ms), got ${got}`)
-      }
-      const whole = wholeMillis(decoded.value)
-      if (whole === undefined) return fail(`expected whole milliseconds, got ${ms} ms (use ${Math.round(ms)})`)
-      return whole < minMs ? fail(`expected ${expected}, got ${whole} ms`) : ParseResult.succeed(Duration.millis(whole))
-    },
-    encode: ParseResult.succeed
-  })
-
-const PositiveDuration = durationFrom(1, "a positive duration")
-const NonNegativeDuration = durationFrom(0, "a duration >= 0")
-const LeaseDuration = durationFrom(
-  minLeaseMs,
-  `at least ${minLeaseMs} ms (the lease is renewed every lease/3; a shorter one runs out before a renewal keeps it)`
-)
-
-const FunctionSchema = <F>(what: string) =>
-  Schema.declare((u: unknown): u is F => typeof u === "function", {
-    message: (issue) => `expected a function (${what}), got ${typeof issue.actual}`
-  })
-
-const lockNames = Object.keys(lockTypes) as Array<LockTypeName>
-
-const LockTypeSchema = Schema.transformOrFail(Schema.Unknown, Schema.Literal(...new Set(Object.values(lockTypes))), {
-  strict: true,
-  decode: (input, _, ast) =>
-    typeof input === "string" && Object.hasOwn(lockTypes, input)
-      ? ParseResult.succeed(lockTypes[input as LockTypeName])
-      : ParseResult.fail(
-        new ParseResult.Type(ast, input, `unknown lock type ${JSON.stringify(input)}; use one of ${lockNames.join(", ")}`)
-      ),
-  encode: ParseResult.succeed
-})
-
-// A prefix ends up inside key names that are parsed and matched with patterns: keep it to plain characters, and
-// clear of the suffixes the data model uses.
-const PrefixSchema = Schema.String.pipe(
-  Schema.filter((prefix) =>
-    (/^[A-Za-z0-9_.\-:]+$/.test(prefix) && !prefix.endsWith(":") && !/:(LOCKED|RUN|digests)/.test(prefix)) ||
-    "use letters, digits, '_', '-', '.' and inner ':' only (no spaces, '*', braces, or :LOCKED, :RUN, :digests)"
-  )
-)
-
-const defaultLease = Duration.seconds(30)
-const defaultRescheduleDelay = Duration.seconds(5)
-const defaultOnConflict: Strategy.Resolved = { client: "log", server: "log" }
-
-interface OnConflictGiven {
-  readonly resolved: Strategy.Resolved
-  /** The one name given for both sides, if so. */
-  readonly name: string | undefined
-}
-
-const decodeOnConflict = ParseResult.decodeUnknown(Strategy.OnConflictSchema)
-
-// A single name is checked only on the sides a type has; an explicit side is checked as written.
-const OnConflictGiven = Schema.transformOrFail(
-  Schema.Unknown,
-  Schema.declare((u: unknown): u is OnConflictGiven => typeof u === "object" && u !== null),
-  {
-    strict: true,
-    decode: (input, options) =>
-      ParseResult.map(decodeOnConflict(input, options), (resolved) => ({
-        resolved,
-        name: typeof input === "string" ? input : undefined
-      })),
-    encode: (given) => ParseResult.succeed(given.resolved)
-  }
-)
-
-// An option the type never reads would be dropped without a word: refuse it, and say what to do instead.
-const ignoredOptions = (o: {
-  readonly lock: LockType
-  readonly lockTtl: Option.Option<Duration.Duration>
-  readonly lockLease: Option.Option<Duration.Duration>
-  readonly onConflict: Option.Option<OnConflictGiven>
-  readonly rescheduleDelay: Option.Option<Duration.Duration>
-}): Array<Schema.FilterIssue> => {
-  const issues: Array<Schema.FilterIssue> = []
-  const { queue, run } = phases(o.lock)
-  const { name, resolved } = Option.getOrElse(o.onConflict, () => ({ resolved: defaultOnConflict, name: undefined }))
-  if (!queue && Option.isSome(o.lockTtl)) {
-    issues.push({
-      path: ["lockTtl"],
-      message: `${o.lock} takes no lock at enqueue, so lockTtl would never apply; its run lock lives by lockLease ` +
-        "(drop lockTtl, or use until_and_while_executing to lock at enqueue too)"
-    })
-  }
-  if (!run && Option.isSome(o.lockLease)) {
-    issues.push({
-      path: ["lockLease"],
-      message: `${o.lock} takes no lock around perform, so lockLease would never apply; its lock is bounded by ` +
-        "lockTtl (drop lockLease, or use until_and_while_executing to lock around perform too)"
-    })
-  }
-  if (!queue && (name === undefined ? resolved.client !== "log" : !Strategy.serverNames.includes(name as never))) {
-    issues.push({
-      path: name === undefined ? ["onConflict", "client"] : ["onConflict"],
-      message: `${o.lock} takes no lock at enqueue, so ${
-        name === undefined ? `a client strategy (${Strategy.nameOf(resolved.client)})` : `"${name}" (client only)`
-      } would never apply; use a server strategy (${Strategy.serverNames.join(", ")}) or a type that locks at enqueue`
-    })
-  }
-  if (!run && (name === undefined ? resolved.server !== "log" : !Strategy.clientNames.includes(name as never))) {
-    issues.push({
-      path: name === undefined ? ["onConflict", "server"] : ["onConflict"],
-      message: `${o.lock} takes no lock around perform, so ${
-        name === undefined ? `a server strategy (${Strategy.nameOf(resolved.server)})` : `"${name}" (server only)`
-      } would never apply; use a client strategy (${Strategy.clientNames.join(", ")}) or until_and_while_executing`
-    })
-  }
-  if (o.lock === "while_executing_reject" && resolved.server !== "reject" && resolved.server !== "log") {
-    issues.push({
-      path: name === undefined ? ["onConflict", "server"] : ["onConflict"],
-      message: `while_executing_reject always rejects on the server; drop ${
-        Strategy.nameOf(resolved.server)
-      } or use while_executing`
-    })
-  }
-  // A strategy function may read rescheduleDelay; a built-in other than reschedule never does.
-  const server = o.lock === "while_executing_reject" ? "reject" : resolved.server
-  if (Option.isSome(o.rescheduleDelay) && typeof server === "string" && server !== "reschedule") {
-    issues.push({
-      path: ["rescheduleDelay"],
-      message: run
-        ? `only the reschedule strategy reads rescheduleDelay, and the server strategy here is ${server} ` +
-          `(drop rescheduleDelay, or set onConflict: { server: "reschedule" })`
-        : `${o.lock} takes no lock around perform, so nothing is rescheduled (drop rescheduleDelay)`
-    })
-  }
-  return issues
-}
-
-/**
- * The options Schema: decodes and checks user input, leaving the options not given as `None` (an option a lock
- * type never reads is refused only when given). `make` turns the result into a `Definition`.
- *
- * @since 0.1.0
- * @category schemas
- */
-export const OptionsSchema = Schema.Struct({
-  lock: LockTypeSchema,
-  lockTtl: Schema.optionalWith(PositiveDuration, { as: "Option" }),
-  lockTimeout: Schema.optionalWith(NonNegativeDuration, { default: () => Duration.zero }),
-  lockLimit: Schema.optionalWith(
-    Schema.Number.pipe(
-      Schema.filter((n) => (Number.isSafeInteger(n) && n >= 1) || "expected a whole number >= 1")
-    ),
-    { default: () => 1 }
-  ),
-  // Options, not defaults, where a type refuses an option it never reads: the check must see what was given.
-  lockLease: Schema.optionalWith(LeaseDuration, { as: "Option" }),
-  onConflict: Schema.optionalWith(OnConflictGiven, { as: "Option" }),
-  rescheduleDelay: Schema.optionalWith(PositiveDuration, { as: "Option" }),
-  // `undefined` reads as absent, as the Options type says (`lockArgs: cond ? f : undefined`).
-  lockArgs: Schema.optional(FunctionSchema<(args: ReadonlyArray<unknown>) => unknown>("lockArgs")),
-  uniqueAcrossQueues: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  uniqueAcrossWorkers: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  lockInfo: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  lockPrefix: Schema.optionalWith(PrefixSchema, { default: () => Digest.defaultPrefix }),
-  digestAlgorithm: Schema.optionalWith(Schema.Literal("legacy", "modern"), { default: () => "legacy" }),
-  afterUnlock: Schema.optional(FunctionSchema<(unlocked: Unlocked) => Effect.Effect<unknown, unknown>>("afterUnlock"))
-}).pipe(
-  Schema.filter((o) => [
-    o.lock === "until_expired" && Option.isNone(o.lockTtl)
-      ? { path: ["lockTtl"], message: "until_expired needs a lockTtl: nothing else ever releases it" }
-      : undefined,
-    ...ignoredOptions(o)
-  ])
-)
-
-const fieldName = (path: ReadonlyArray<PropertyKey>): string =>
-  path.length === 0
-    ? "options"
-    : path.map((key, i) =>
-      typeof key === "string" && /^[A-Za-z_$][\w$]*$/.test(key)
-        ? (i === 0 ? key : `.${key}`)
-        : `[${JSON.stringify(String(key))}]`
-    ).join("")
-
-// One reason per field: an optional field is a union with undefined, whose "Expected undefined" adds nothing.
-const formatIssues = (error: ParseResult.ParseError) => {
-  const byField = new Map<string, string>()
-  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
-    const field = fieldName(issue.path)
-    if (!byField.has(field) && !issue.message.startsWith("Expected undefined")) byField.set(field, issue.message)
-  }
-  return Array.from(byField, ([field, reason]) => ({ field, reason }))
-}
-
-const decodeOptions = Schema.decodeUnknownEither(OptionsSchema, { errors: "all", onExcessProperty: "error" })
-
-const fromDecoded = (decoded: typeof OptionsSchema.Type): Definition => {
-  const onConflict = Option.match(decoded.onConflict, {
-    onNone: () => defaultOnConflict,
-    onSome: (given) => given.resolved
-  })
-  return {
-    ...decoded,
-    lockLease: Option.getOrElse(decoded.lockLease, () => defaultLease),
-    rescheduleDelay: Option.getOrElse(decoded.rescheduleDelay, () => defaultRescheduleDelay),
-    lockArgs: decoded.lockArgs ?? undefined,
-    afterUnlock: decoded.afterUnlock ?? undefined,
-    onConflict: decoded.lock === "while_executing_reject" ? { ...onConflict, server: "reject" } : onConflict
-  }
-}
-
-/**
- * Decodes a worker's options once. An impossible combination fails here, naming the field.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const make = (options: Options): Effect.Effect<Definition, InvalidLockOptions> => decode(options)
-
-const decode = (options: Options): Either.Either<Definition, InvalidLockOptions> =>
-  Either.mapBoth(decodeOptions(options), {
-    onLeft: (error) => {
-      const issues = formatIssues(error)
-      const first = issues[0] ?? { field: "options", reason: "invalid" }
-      return new InvalidLockOptions({ field: first.field, reason: first.reason, issues })
-    },
-    onRight: fromDecoded
-  })
-
-/**
- * `make` for module top level: throws the `InvalidLockOptions` at definition time.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const unsafeMake = (options: Options): Definition =>
-  Either.getOrThrowWith(decode(options), (error) => error)
-
-/**
- * The digest of a job under a definition.
- *
- * @since 0.1.0
- * @category utils
- */
-export const digest = (definition: Definition, input: Digest.Input): Effect.Effect<string, Digest.DigestError> =>
-  Digest.make(input, {
-    lockArgs: definition.lockArgs,
-    uniqueAcrossQueues: definition.uniqueAcrossQueues,
-    uniqueAcrossWorkers: definition.uniqueAcrossWorkers,
-    algorithm: definition.digestAlgorithm,
-    prefix: definition.lockPrefix
-  })
-
-// ---------------------------------------------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------------------------------------------
-
-/**
- * The lock is held by other jobs (as many as `lockLimit`). The conflict strategies turn it into an outcome.
- *
- * @since 0.1.0
- * @category errors
- */
-export class LockConflict extends Schema.TaggedError<LockConflict>("effect-unique-jobs/LockConflict")("LockConflict", {
-  digest: Schema.String,
-  jid: Schema.String,
-  phase: Schema.Literal("queue", "run"),
-  lockType: Schema.String,
-  holders: Schema.Array(Schema.String)
-}) {
-  override get message(): string {
-    return `Job ${this.jid} cannot take the ${this.phase} lock ${this.digest}: held by ${this.holders.join(", ")}`
-  }
-}
-
-/**
- * A held execution lock was lost while the job ran: a renewal or the release found it gone (deleted, or its lease
- * passed and another job may have taken it), or no renewal was confirmed before the lease ended. The perform is
- * interrupted when the loss is seen while it runs. The job's writes since then may overlap another holder's: pass
- * the fencing token (`Running.fence`) to the stores it writes to so they can refuse the stale holder.
- *
- * @since 0.1.0
- * @category errors
- */
-export class LockLost extends Schema.TaggedError<LockLost>("effect-unique-jobs/LockLost")("LockLost", {
-  digest: Schema.String,
-  jid: Schema.String,
-  lockType: Schema.String,
-  reason: Schema.String
-}) {
-  override get message(): string {
-    return `Job ${this.jid} lost its lock ${this.digest} while running (${this.reason}); another copy may run now`
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Lock steps
-// ---------------------------------------------------------------------------------------------------------------
 
 /**
  * Which job wants which lock.
@@ -607,7 +67,7 @@ export interface Acquired {
 }
 
 const phaseOf = (definition: Definition, target: Target): Phase =>
-  target.phase ?? (phases(definition.lock).queue ? "queue" : "run")
+  target.phase ?? (LockType.phases(definition.lock).queue ? "queue" : "run")
 
 /**
  * The lock's Redis identity: the digest for the queue phase, `<digest>:RUN` for the run phase.
@@ -668,7 +128,7 @@ const requestOf = (definition: Definition, target: Target, phase: Phase): Holder
   fenced: phase === "run"
 })
 
-const counter = (family: Metrics.Family, lockType: LockType, phase: Phase) => family.of(lockType, phase)
+const counter = (family: Metrics.Family, lockType: string, phase: Phase) => family.of(lockType, phase)
 
 // Lock steps carry no span of their own: a span costs more Node CPU than the Redis call (measured in bench/);
 // the middleware phases that call them carry one each.
@@ -706,6 +166,35 @@ const settle = <Extra extends object>(
   })
 
 /**
+ * The digest of a job under a definition.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const digest = (definition: Definition, input: Digest.Input): Effect.Effect<string, Digest.DigestError> =>
+  Effect.flatMap(Defaults, (settings) => digestWith(resolve(definition, settings), input))
+
+/** @internal */
+export const digestWith = (definition: Definition, input: Digest.Input): Effect.Effect<string, Digest.DigestError> =>
+  Digest.make(input, {
+    lockArgs: definition.lockArgs,
+    uniqueAcrossQueues: definition.uniqueAcrossQueues,
+    uniqueAcrossWorkers: definition.uniqueAcrossWorkers,
+    algorithm: definition.digestAlgorithm,
+    prefix: definition.lockPrefix
+  })
+
+// Every step reads the store and the global defaults in one go; a definition without options left to the defaults,
+// or under the built-in ones, is used as it is.
+const withStore = <A, E, R = never>(
+  definition: Definition,
+  f: (redis: Store, definition: Definition) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R | RedisService> =>
+  Effect.contextWithEffect((context: Context.Context<RedisService>) =>
+    f(Context.get(context, RedisService), resolve(definition, Context.get(context, Defaults)))
+  )
+
+/**
  * Takes the lock for `target.jid` in one round trip, or fails with `LockConflict` naming the holders.
  * Never waits: a held lock is a conflict at once.
  *
@@ -715,17 +204,19 @@ const settle = <Extra extends object>(
 export const lock = (
   definition: Definition,
   target: Target
-): Effect.Effect<Acquired, LockConflict | RedisError, RedisService> => {
+): Effect.Effect<Acquired, LockConflict | RedisError, RedisService> =>
+  withStore(definition, (redis, definition) => lockWith(redis, definition, target))
+
+const lockWith = (redis: Store, definition: Definition, target: Target) => {
   const phase = phaseOf(definition, target)
-  return Effect.flatMap(RedisService, (redis) =>
-    Effect.flatMap(
-      redis.lock(keyOf(definition, target.digest, phase), requestOf(definition, target, phase)),
-      (result) => settle(definition, target, phase, result, {})
-    ))
+  return Effect.flatMap(
+    redis.lock(keyOf(definition, target.digest, phase), requestOf(definition, target, phase)),
+    (result) => settle(definition, target, phase, result, {})
+  )
 }
 
 const runAfterUnlock = (definition: Definition, unlocked: Unlocked): Effect.Effect<void> =>
-  definition.afterUnlock === undefined || definition.lock === "until_expired"
+  definition.afterUnlock === undefined || LockType.records[definition.lock].releasedBy === "expiry"
     ? Effect.void
     : Effect.suspend(() => definition.afterUnlock!(unlocked)).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("afterUnlock failed", cause)),
@@ -741,13 +232,15 @@ const runAfterUnlock = (definition: Definition, unlocked: Unlocked): Effect.Effe
  * @since 0.1.0
  * @category lock steps
  */
-export const unlock = (definition: Definition, target: Target): Effect.Effect<boolean, RedisError, RedisService> => {
+export const unlock = (definition: Definition, target: Target): Effect.Effect<boolean, RedisError, RedisService> =>
+  withStore(definition, (redis, definition) => unlockWith(redis, definition, target))
+
+const unlockWith = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean, RedisError> => {
   const phase = phaseOf(definition, target)
-  return Effect.flatMap(RedisService, (redis) =>
-    Effect.flatMap(
-      redis.unlock(keyOf(definition, target.digest, phase), target.jid, target.fence ?? 0),
-      (released) => released ? afterRelease(definition, target, phase) : notReleased
-    ))
+  return Effect.flatMap(
+    redis.unlock(keyOf(definition, target.digest, phase), target.jid, target.fence ?? 0),
+    (released) => released ? afterRelease(definition, target, phase) : notReleased
+  )
 }
 
 const notReleased = Effect.succeed(false)
@@ -756,7 +249,7 @@ const wasReleased = Effect.succeed(true)
 const afterRelease = (definition: Definition, target: Target, phase: Phase): Effect.Effect<boolean> =>
   Effect.withFiberRuntime((fiber) => {
     unsafeIncrement(counter(Metrics.released, definition.lock, phase), fiber)
-    return definition.afterUnlock === undefined || definition.lock === "until_expired"
+    return definition.afterUnlock === undefined || LockType.records[definition.lock].releasedBy === "expiry"
       ? wasReleased
       : Effect.as(
         runAfterUnlock(definition, { digest: target.digest, jid: target.jid, lockType: definition.lock, phase }),
@@ -776,33 +269,41 @@ export const handoff = (
   target: Target,
   options: { readonly keepQueueLock: boolean }
 ): Effect.Effect<Acquired & { readonly queueLockHeld: boolean }, LockConflict | RedisError, RedisService> =>
-  Effect.flatMap(RedisService, (redis) =>
-    Effect.flatMap(
-      redis.handoff(
-        keyOf(definition, target.digest, "queue"),
-        keyOf(definition, target.digest, "run"),
-        requestOf(definition, target, "run"),
-        { keepOnConflict: options.keepQueueLock }
-      ),
-      (result) => {
-        const taken = settle(definition, target, "run", result, { queueLockHeld: result.queueLockHeld })
-        // The script released the queue lock unless it kept it for a job going back to the queue: that release counts
-        // (and runs afterUnlock) like any other.
-        return result.queueLockHeld && (result._tag === "Acquired" || !options.keepQueueLock)
-          ? Effect.zipRight(afterRelease(definition, { ...target, phase: "queue" }, "queue"), taken)
-          : taken
-      }
-    ))
+  withStore(definition, (redis, definition) => handoffWith(redis, definition, target, options))
+
+const handoffWith = (
+  redis: Store,
+  definition: Definition,
+  target: Target,
+  options: { readonly keepQueueLock: boolean }
+) =>
+  Effect.flatMap(
+    redis.handoff(
+      keyOf(definition, target.digest, "queue"),
+      keyOf(definition, target.digest, "run"),
+      requestOf(definition, target, "run"),
+      { keepOnConflict: options.keepQueueLock }
+    ),
+    (result) => {
+      const taken = settle(definition, target, "run", result, { queueLockHeld: result.queueLockHeld })
+      // The script released the queue lock unless it kept it for a job going back to the queue: that release counts
+      // (and runs afterUnlock) like any other.
+      return result.queueLockHeld && (result._tag === "Acquired" || !options.keepQueueLock)
+        ? Effect.zipRight(afterRelease(definition, { ...target, phase: "queue" }, "queue"), taken)
+        : taken
+    }
+  )
 
 /**
  * Moves the run lock's lease forward (only the acquisition `target.fence` when given); fails with `LockLost` when the
- * hold is gone, another acquisition's, or its lease already passed.
+ * hold is gone, another acquisition's, or its lease already passed. A lock held by `acquire` or `withLock` needs no
+ * call of this: the process' lease keeper renews it.
  *
  * @since 0.1.0
  * @category lock steps
  */
 export const renew = (definition: Definition, target: Target): Effect.Effect<void, LockLost | RedisError, RedisService> =>
-  Effect.flatMap(RedisService, (redis) =>
+  withStore(definition, (redis, definition) =>
     Effect.flatMap(
       redis.renew(
         keyOf(definition, target.digest, "run"),
@@ -828,69 +329,127 @@ export const renew = (definition: Definition, target: Target): Effect.Effect<voi
  * @since 0.1.0
  * @category utils
  */
-export const leaseGuardMs = (leaseMs: number): number => Math.min(2000, Math.ceil(leaseMs / 10))
+export const leaseGuardMs: (leaseMs: number) => number = Keeper.leaseGuardMs
+
+const annotations = (target: Target) => ({
+  package: "effect-unique-jobs",
+  module: "Lock",
+  digest: target.digest,
+  jid: target.jid
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// The queue lock of an enqueue
+// ---------------------------------------------------------------------------------------------------------------
+
+// A queue lock often has no TTL: an unlock lost to a dropped connection would keep its digest locked for good. So a
+// failed release is tried again (100 ms, doubling, at most 2 s apart) for up to 30 s, which outlasts a reconnect or a
+// failover; the job's outcome waits for it, and never fails because of it.
+const releaseRetry = Schedule.exponential("100 millis").pipe(
+  Schedule.union(Schedule.spaced("2 seconds")),
+  Schedule.upTo("30 seconds")
+)
 
 /**
- * Keeps a run lock: renews its lease every lease/3 (a failed renewal is retried within a second), and fails with
- * `LockLost` when a renewal finds the hold gone, or the moment the last confirmed lease ends. A lease counts from when
- * its renewal (or, for the first, the acquisition at `sentAt`) was sent, by this process' clock, less
- * `leaseGuardMs`: the call reached Redis after it was sent, so the lease ends here before it can end in Redis, and no
- * other process can take the lock while this one still believes it holds it.
+ * Releases a queue lock without failing: a release that finds the lock already ended (its own `lockTtl` passed, or
+ * it was deleted) is logged at debug; one that cannot reach Redis is retried for up to 30 seconds, then logged.
+ * Answers whether the hold was live. The common case, a release that works, pays for none of it.
  *
  * @since 0.1.0
  * @category lock steps
  */
-export const keepAlive = (
-  definition: Definition,
-  target: Target,
-  sentAt: number
-): Effect.Effect<never, LockLost, RedisService> => {
-  const leaseMs = Duration.toMillis(definition.lockLease)
-  const guard = leaseGuardMs(leaseMs)
-  const every = Math.max(1, Math.floor(leaseMs / 3))
-  const retry = Math.min(every, 1000)
-  let lastError: RedisError | undefined
-  const ended = () =>
-    new LockLost({
-      digest: target.digest,
-      jid: target.jid,
-      lockType: definition.lock,
-      reason: `no renewal was confirmed before its lease ended${
-        lastError === undefined ? "" : ` (last renewal: ${lastError.message})`
-      }`
-    })
-  // One renewal after `delay`: the next deadline and delay. Only the renewal call races the deadline (a timeout forks a
-  // fiber): the wait before it simply stops at the deadline, so a short-lived lock costs no fiber beyond its keeper.
-  const step = (deadline: number, delay: number) =>
-    Effect.flatMap(
-      Clock.currentTimeMillis,
-      (now): Effect.Effect<readonly [number, number], LockLost, RedisService> =>
-        Effect.zipRight(
-          Effect.sleep(Math.max(0, Math.min(delay, deadline - now))),
-          Effect.flatMap(Clock.currentTimeMillis, (sent) =>
-            deadline <= sent ? Effect.fail(ended()) : renew(definition, target).pipe(
-              Effect.as([sent + leaseMs - guard, every] as const),
-              Effect.catchTag("RedisError", (error) => {
-                lastError = error
-                return Effect.as(
-                  Effect.logWarning("lease renewal failed; retrying until the lease ends", error).pipe(
-                    Effect.annotateLogs(lockAnnotations(target))
-                  ),
-                  [deadline, retry] as const
-                )
-              }),
-              Effect.timeoutFail({ duration: deadline - sent, onTimeout: ended })
-            ))
+export const releaseQueueLock = (definition: Definition, target: Target): Effect.Effect<boolean, never, RedisService> =>
+  withStore(definition, (redis, definition) => releaseQueueLockWith(redis, definition, target))
+
+const releaseQueueLockWith = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean> => {
+  const queued: Target = { ...target, phase: "queue" }
+  const logged = <A>(self: Effect.Effect<A>) => Effect.annotateLogs(self, annotations(target))
+  return Effect.matchEffect(unlockWith(redis, definition, queued), {
+    onSuccess: (released) =>
+      released
+        ? wasReleased
+        : logged(Effect.as(Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)"), false)),
+    onFailure: () =>
+      unlockWith(redis, definition, queued).pipe(
+        Effect.retry(releaseRetry),
+        Effect.catchAll((error) =>
+          logged(
+            Effect.as(Effect.logWarning("could not release the queue lock; it stays until its TTL or the reaper", error), false)
+          )
         )
-    )
-  const loop = (deadline: number, delay: number): Effect.Effect<never, LockLost, RedisService> =>
-    Effect.flatMap(step(deadline, delay), ([next, after]) => loop(next, after))
-  return loop(sentAt + leaseMs - guard, every)
+      )
+  })
 }
 
 /**
+ * Runs an enqueue holding the job's queue lock: takes it first (a held lock fails with `LockConflict` and the
+ * enqueue never runs), releases it when the enqueue fails or is interrupted, and keeps it when the enqueue succeeds
+ * (the job now holds it until its lock type lets it go).
+ *
+ * @since 0.1.0
+ * @category resources
+ */
+export const withQueueLock: {
+  (definition: Definition, target: Target): <A, E, R>(
+    self: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | LockConflict | RedisError, R | RedisService>
+  <A, E, R>(
+    self: Effect.Effect<A, E, R>,
+    definition: Definition,
+    target: Target
+  ): Effect.Effect<A, E | LockConflict | RedisError, R | RedisService>
+} = dual(3, <A, E, R>(self: Effect.Effect<A, E, R>, definition: Definition, target: Target) =>
+  withStore(definition, (redis, definition) => queueLocked(redis, definition, target, self, Effect.fail)))
+
+/**
+ * `withQueueLock` over a store, with the conflict handled by `onConflict` (the lock's typed failure, matched by its
+ * tag: never confused with a failure of `self`).
+ *
+ * @internal
+ */
+export const queueLocked = <A, E, R, B, E2, R2>(
+  redis: Store,
+  definition: Definition,
+  target: Target,
+  self: Effect.Effect<A, E, R>,
+  onConflict: (conflict: LockConflict) => Effect.Effect<B, E2, R2>
+): Effect.Effect<A | B, E | E2 | RedisError, R | R2> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.matchEffect(lockWith(redis, definition, { ...target, phase: "queue" }), {
+      onFailure: (error): Effect.Effect<B, E2 | RedisError, R2> =>
+        error._tag === "LockConflict" ? restore(onConflict(error)) : Effect.fail(error),
+      onSuccess: () =>
+        Effect.onExit(
+          restore(self),
+          (exit) => Exit.isSuccess(exit) ? Effect.void : releaseQueueLockWith(redis, definition, target)
+        )
+    })
+  )
+
+/**
+ * `withQueueLock` as a scoped resource: the queue lock is released when the scope closes with a failure or an
+ * interruption, and kept when it closes with a success.
+ *
+ * @since 0.1.0
+ * @category resources
+ */
+export const acquireQueueLock = (
+  definition: Definition,
+  target: Target
+): Effect.Effect<Acquired, LockConflict | RedisError, RedisService | Scope.Scope> =>
+  withStore(definition, (redis, definition) =>
+    Effect.acquireRelease(
+      lockWith(redis, definition, { ...target, phase: "queue" }),
+      (_, exit) => Exit.isSuccess(exit) ? Effect.void : releaseQueueLockWith(redis, definition, target)
+    ))
+
+// ---------------------------------------------------------------------------------------------------------------
+// A lock held for a while
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
  * A lock held for as long as its scope: released (and `afterUnlock` run) when the scope closes, however it
- * closes, or earlier by `release`. A run lock's lease is kept meanwhile.
+ * closes, or earlier by `release`. A run lock's lease is kept meanwhile by the process' lease keeper.
  *
  * @since 0.1.0
  * @category models
@@ -906,110 +465,109 @@ export interface Held extends Acquired {
   readonly release: Effect.Effect<void, LockLost>
 }
 
-const lockAnnotations = (target: Target) => ({
-  package: "effect-unique-jobs",
-  module: "Lock",
-  digest: target.digest,
-  jid: target.jid
-})
+interface Holding extends Held {
+  readonly lease: Keeper.Lease | undefined
+}
 
-const hold = <A extends Acquired, E>(
+// Takes a lock and, for a run lock, hands its lease to the keeper: the step and the registration run without an
+// interruption between them, so a taken lock always has its release.
+const take = <A extends Acquired, E>(
+  redis: Store,
   definition: Definition,
   target: Target,
   phase: Phase,
-  take: Effect.Effect<A, E, RedisService>
-): Effect.Effect<A & Held, E, RedisService | Scope.Scope> =>
-  // Built step by step rather than with Effect.gen, and annotated only where it logs: a scoped lock is taken once
-  // per job, and each of these costs more Node CPU than the Redis call.
-  Effect.flatMap(Effect.zip(Clock.currentTimeMillis, RedisService), ([start, redis]) => {
-    const state: { released: boolean; lostReported: boolean; keeper: Fiber.RuntimeFiber<void> | undefined } = {
-      released: false,
-      lostReported: false,
-      keeper: undefined
-    }
-    const lostAtRelease = (pinned: Target) =>
-      new LockLost({
-        digest: target.digest,
-        jid: target.jid,
-        lockType: definition.lock,
-        reason: `the release found the hold gone (its lease passed or it was deleted)${
-          pinned.fence ? `; fence ${pinned.fence}` : ""
-        }`
-      })
-    // Unlocks once; answers whether the hold was still live, or undefined when Redis could not be reached.
-    const unlockOnce = (pinned: Target) =>
-      Effect.suspend(() => {
-        if (state.released) return Effect.succeed(true as boolean | undefined)
-        state.released = true
-        const keeper = state.keeper
-        // The keeper is stopped without waiting for it: a renewal still in flight is ignored (released is set).
-        return Effect.zipRight(
-          keeper === undefined ? Effect.void : Fiber.interruptFork(keeper),
-          unlock(definition, pinned).pipe(
-            Effect.provideService(RedisService, redis),
-            Effect.tap(() =>
-              Effect.flatMap(Clock.currentTimeMillis, (end) => Metric.update(Metrics.holdTime, end - start))
-            ),
-            Effect.catchAll((error) =>
-              Effect.as(
-                Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error).pipe(
-                  Effect.annotateLogs(lockAnnotations(target))
-                ),
-                undefined
-              )
-            )
-          )
+  step: Effect.Effect<A, E>
+): Effect.Effect<A & Holding, E> =>
+  Effect.flatMap(Clock.currentTimeMillis, (start) =>
+    Effect.flatMap(step, (acquired) =>
+      phase === "queue"
+        ? Effect.succeed(holding(redis, definition, target, phase, acquired, undefined, start))
+        : Effect.map(
+          Keeper.keep(
+            redis,
+            {
+              lock: keyOf(definition, target.digest, "run"),
+              jid: target.jid,
+              leaseMs: Duration.toMillis(definition.lockLease),
+              fence: acquired.fence
+            },
+            { digest: target.digest, lockType: definition.lock },
+            start
+          ),
+          (lease) => holding(redis, definition, target, phase, acquired, lease, start)
+        )))
+
+const holding = <A extends Acquired>(
+  redis: Store,
+  definition: Definition,
+  target: Target,
+  phase: Phase,
+  acquired: A,
+  lease: Keeper.Lease | undefined,
+  start: number
+): A & Holding => {
+  const pinned: Target = { ...target, phase, fence: acquired.fence }
+  let released = false
+  // Unlocks once; answers whether the hold was still live, or undefined when Redis could not be reached.
+  const unlockOnce = Effect.suspend(() => {
+    if (released) return Effect.succeed(true as boolean | undefined)
+    released = true
+    if (lease !== undefined) Keeper.letGo(redis, lease)
+    return unlockWith(redis, definition, pinned).pipe(
+      Effect.tap(() => Effect.flatMap(Clock.currentTimeMillis, (end) => Metric.update(Metrics.holdTime, end - start))),
+      Effect.catchAll((error) =>
+        Effect.as(
+          Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error).pipe(
+            Effect.annotateLogs(annotations(target))
+          ),
+          undefined
         )
-      })
-    // A run lock's loss is counted once, whoever sees it first: the keeper or the release.
-    const countLost = Effect.suspend(() => {
-      if (state.lostReported) return Effect.succeed(false)
-      state.lostReported = true
-      return Effect.as(Metric.increment(counter(Metrics.lost, definition.lock, "run")), true)
-    })
-    // The one release, used by `Held.release` and by the scope: a hold found gone is logged (and, for a run lock,
-    // counted and failed with LockLost; the scope ignores that failure, the job's own outcome stands).
-    const releaseOf = (acquired: A): Effect.Effect<void, LockLost> => {
-      const pinned: Target = { ...target, phase, fence: acquired.fence }
-      return Effect.flatMap(unlockOnce(pinned), (live) => {
-        if (live !== false) return Effect.void
-        if (phase === "queue") {
-          return Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)").pipe(
-            Effect.annotateLogs(lockAnnotations(target))
-          )
-        }
-        const lost = lostAtRelease(pinned)
-        return Effect.zipRight(
-          Effect.flatMap(countLost, (first) =>
-            first ? Effect.logWarning(lost.message).pipe(Effect.annotateLogs(lockAnnotations(target))) : Effect.void),
-          Effect.fail(lost)
-        )
-      })
-    }
-    return Effect.flatMap(
-      Effect.acquireRelease(take, (acquired) => Effect.ignore(releaseOf(acquired))),
-      (acquired): Effect.Effect<A & Held, never, RedisService | Scope.Scope> => {
-        const release = releaseOf(acquired)
-        if (phase === "queue") return Effect.succeed({ ...acquired, lost: Effect.never, release })
-        return Effect.flatMap(Deferred.make<never, LockLost>(), (lostSignal) =>
-          keepAlive(definition, { ...target, phase, fence: acquired.fence }, start).pipe(
-            // After the release, a renewal still in flight finds the hold gone: that is no loss.
-            Effect.catchAll((lost) =>
-              state.released ? Effect.void : Effect.zipRight(countLost, Deferred.fail(lostSignal, lost))
-            ),
-            Effect.asVoid,
-            Effect.forkScoped,
-            Effect.map((keeper) => {
-              state.keeper = keeper
-              return { ...acquired, lost: Deferred.await(lostSignal), release }
-            })
-          ))
-      }
+      )
     )
   })
+  const release: Effect.Effect<void, LockLost> = Effect.flatMap(unlockOnce, (live) => {
+    if (live !== false) return Effect.void
+    if (phase === "queue") {
+      return Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)").pipe(
+        Effect.annotateLogs(annotations(target))
+      )
+    }
+    // The keeper saw the loss first: it counted and logged it.
+    if (lease?.lost !== undefined) return Effect.fail(lease.lost)
+    const lost = new LockLost({
+      digest: target.digest,
+      jid: target.jid,
+      lockType: definition.lock,
+      reason: `the release found the hold gone (its lease passed or it was deleted)${
+        acquired.fence ? `; fence ${acquired.fence}` : ""
+      }`
+    })
+    return Effect.zipRight(
+      Effect.zipRight(
+        Metric.increment(counter(Metrics.lost, definition.lock, "run")),
+        Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(target)))
+      ),
+      Effect.fail(lost)
+    )
+  })
+  const lost: Effect.Effect<never, LockLost> = lease === undefined ? Effect.never : Effect.async((resume) => {
+    if (lease.lost !== undefined) return resume(Effect.fail(lease.lost))
+    const previous = lease.onLost
+    lease.onLost = (error) => {
+      previous?.(error)
+      resume(Effect.fail(error))
+    }
+  })
+  return { ...acquired, lease, lost, release }
+}
+
+const takeFor = (redis: Store, definition: Definition, target: Target) => {
+  const phase = phaseOf(definition, target)
+  return take(redis, definition, target, phase, lockWith(redis, definition, { ...target, phase }))
+}
 
 /**
- * Takes the lock as a scoped resource.
+ * Takes the lock as a scoped resource; a run lock's lease is kept until the scope closes.
  *
  * @since 0.1.0
  * @category resources
@@ -1017,10 +575,9 @@ const hold = <A extends Acquired, E>(
 export const acquire = (
   definition: Definition,
   target: Target
-): Effect.Effect<Held, LockConflict | RedisError, RedisService | Scope.Scope> => {
-  const phase = phaseOf(definition, target)
-  return hold(definition, target, phase, lock(definition, { ...target, phase }))
-}
+): Effect.Effect<Held, LockConflict | RedisError, RedisService | Scope.Scope> =>
+  withStore(definition, (redis, definition) =>
+    Effect.acquireRelease(takeFor(redis, definition, target), (held) => Effect.ignore(held.release)))
 
 /**
  * `handoff` as a scoped resource: the run lock is held (and its lease kept) until the scope closes.
@@ -1033,7 +590,11 @@ export const acquireHandoff = (
   target: Target,
   options: { readonly keepQueueLock: boolean }
 ): Effect.Effect<Held & { readonly queueLockHeld: boolean }, LockConflict | RedisError, RedisService | Scope.Scope> =>
-  hold(definition, target, "run", handoff(definition, target, options))
+  withStore(definition, (redis, definition) =>
+    Effect.acquireRelease(
+      take(redis, definition, target, "run", handoffWith(redis, definition, target, options)),
+      (held) => Effect.ignore(held.release)
+    ))
 
 /**
  * What a perform is told about the lock it runs under.
@@ -1052,6 +613,14 @@ export interface Running {
 }
 
 /**
+ * A perform: an effect, or a function of the lock it runs under (`running.fence` is the run lock's fencing token).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Perform<A, E, R> = Effect.Effect<A, E, R> | ((running: Running) => Effect.Effect<A, E, R>)
+
+/**
  * Runs `self` holding the lock: released when `self` ends, fails, or is interrupted. If the run lock is lost
  * meanwhile, `self` is interrupted and the result is a `LockLost` failure; a release that finds the run lock already
  * gone is a `LockLost` failure too.
@@ -1059,24 +628,71 @@ export interface Running {
  * @since 0.1.0
  * @category resources
  */
-export const withLock = (definition: Definition, target: Target) =>
-<A, E, R>(
-  self: Effect.Effect<A, E, R> | ((running: Running) => Effect.Effect<A, E, R>)
-): Effect.Effect<A, E | LockConflict | LockLost | RedisError, R | RedisService> =>
-  Effect.scoped(Effect.flatMap(acquire(definition, target), (held) => runHolding(held, self)))
+export const withLock: {
+  (definition: Definition, target: Target): <A, E, R>(
+    self: Perform<A, E, R>
+  ) => Effect.Effect<A, E | LockConflict | LockLost | RedisError, R | RedisService>
+  <A, E, R>(
+    self: Perform<A, E, R>,
+    definition: Definition,
+    target: Target
+  ): Effect.Effect<A, E | LockConflict | LockLost | RedisError, R | RedisService>
+} = dual(3, <A, E, R>(self: Perform<A, E, R>, definition: Definition, target: Target) =>
+  withStore(definition, (redis, definition) => holdWhile(takeFor(redis, definition, target), self, Effect.fail)))
 
 /**
- * Runs a perform under a held lock: racing the lease (losing it interrupts the perform with `LockLost`), then
- * releasing it, so a release that finds the hold gone is a `LockLost` too.
+ * Runs `self` under the lock `take` takes, then releases it (also on failure or interruption).
+ *
+ * @internal
+ */
+export const holdWhile = <H extends Held, A, E, R, B, E2, R2>(
+  take: Effect.Effect<H, LockConflict | RedisError>,
+  self: Perform<A, E, R>,
+  onConflict: (conflict: LockConflict) => Effect.Effect<B, E2, R2>
+): Effect.Effect<A | B, E | E2 | RedisError | LockLost, R | R2> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.matchEffect(take, {
+      onFailure: (error): Effect.Effect<B, E2 | RedisError, R2> =>
+        error._tag === "LockConflict" ? restore(onConflict(error)) : Effect.fail(error),
+      onSuccess: (held) => Effect.onExit(restore(runHolding(held, self)), () => Effect.ignore(held.release))
+    })
+  )
+
+/** @internal */
+export const takeRunLock = (redis: Store, definition: Definition, target: Target) =>
+  take(redis, definition, target, "run", lockWith(redis, definition, { ...target, phase: "run" }))
+
+/** @internal */
+export const takeHandoff = (
+  redis: Store,
+  definition: Definition,
+  target: Target,
+  options: { readonly keepQueueLock: boolean }
+) => take(redis, definition, target, "run", handoffWith(redis, definition, target, options))
+
+/**
+ * Runs a perform under a held lock, then releases it, so a release that finds the hold gone is a `LockLost` too.
+ * Under a run lock the perform runs in a fiber of its own, which the lease keeper interrupts if the lock is lost:
+ * the result is then that `LockLost`.
  *
  * @since 0.1.0
  * @category resources
  */
-export const runHolding = <A, E, R>(
-  held: Held,
-  self: Effect.Effect<A, E, R> | ((running: Running) => Effect.Effect<A, E, R>)
-): Effect.Effect<A, E | LockLost, R> => {
+export const runHolding = <A, E, R>(held: Held, self: Perform<A, E, R>): Effect.Effect<A, E | LockLost, R> => {
   const running: Running = { digest: held.digest, jid: held.jid, fence: held.phase === "run" ? held.fence : undefined }
   const perform = Effect.isEffect(self) ? self : Effect.suspend(() => self(running))
-  return Effect.zipLeft(held.phase === "run" ? Effect.raceFirst(perform, held.lost) : perform, held.release)
+  const lease = (held as Partial<Holding>).lease
+  if (held.phase === "queue") return Effect.zipLeft(perform, held.release)
+  if (lease === undefined) return Effect.zipLeft(Effect.raceFirst(perform, held.lost), held.release)
+  return Effect.zipLeft(
+    Effect.flatMap(Effect.fork(perform), (fiber) => {
+      lease.onLost = () => fiber.unsafeInterruptAsFork(fiber.id())
+      return Effect.flatMap(
+        Effect.onInterrupt(Fiber.await(fiber), () => Fiber.interrupt(fiber)),
+        (exit): Effect.Effect<A, E | LockLost> =>
+          lease.lost !== undefined && Exit.isInterrupted(exit) ? Effect.fail(lease.lost) : exit
+      )
+    }),
+    held.release
+  )
 }

@@ -1,31 +1,37 @@
 /**
  * The client and server wrappers around any queue's effects. `client` wraps an enqueue, `server` wraps a perform;
- * each lock phase is one Redis round trip, and each lock type takes and releases its locks at the moments the
- * spec gives (see the README's lock-type table).
+ * each lock phase is one Redis round trip, and what each phase does is read from the lock type's record
+ * (`LockType.records`), with the worker's definition completed by the global `Defaults`.
  *
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
-import * as Schedule from "effect/Schedule"
+import { Defaults, resolve } from "./Defaults.js"
 import type * as Digest from "./Digest.js"
+import type { ExecutionConflict, LockConflict, LockLost } from "./Errors.js"
+import type { DuplicateJob } from "./Errors.js"
 import type { Job } from "./Job.js"
 import type { JobQueue, QueueError } from "./JobQueue.js"
 import * as Lock from "./Lock.js"
+import * as LockType from "./LockType.js"
 import * as Metrics from "./Metrics.js"
-import type { RedisError, RedisService } from "./Redis.js"
+import type { Definition } from "./Options.js"
+import type { RedisError, Store } from "./Redis.js"
+import { RedisService } from "./Redis.js"
 import * as Strategy from "./Strategy.js"
 
 const annotations = { package: "effect-unique-jobs", module: "Middleware" }
 
 /** The digest computed at enqueue travels in the job; only a job that never met the client computes it here. */
-const digestOf = (definition: Lock.Definition, job: Job): Effect.Effect<string, Digest.DigestError> =>
-  job.lockDigest !== undefined ? Effect.succeed(job.lockDigest) : Lock.digest(definition, job)
+const digestOf = (definition: Definition, job: Job): Effect.Effect<string, Digest.DigestError> =>
+  job.lockDigest !== undefined ? Effect.succeed(job.lockDigest) : Lock.digestWith(definition, job)
 
 const infoOf = (job: Job) => ({ worker: job.worker, queue: job.queue, args: job.args })
 
-const spanAttributes = (definition: Lock.Definition, job: Job) => ({
+const spanAttributes = (definition: Definition, job: Job) => ({
   "messaging.destination.name": job.queue,
   "messaging.message.id": job.jid,
   "unique_jobs.worker": job.worker,
@@ -38,7 +44,7 @@ const spanAttributes = (definition: Lock.Definition, job: Job) => ({
  * @since 0.1.0
  * @category models
  */
-export type Perform<A, E, R> = Effect.Effect<A, E, R> | ((running: Lock.Running) => Effect.Effect<A, E, R>)
+export type Perform<A, E, R> = Lock.Perform<A, E, R>
 
 /**
  * The errors of the client wrapper, beside the enqueue's own.
@@ -46,7 +52,7 @@ export type Perform<A, E, R> = Effect.Effect<A, E, R> | ((running: Lock.Running)
  * @since 0.1.0
  * @category models
  */
-export type ClientError = Strategy.DuplicateJob | Digest.DigestError | RedisError | QueueError
+export type ClientError = DuplicateJob | Digest.DigestError | RedisError | QueueError
 
 /**
  * The errors of the server wrapper, beside the perform's own.
@@ -54,237 +60,211 @@ export type ClientError = Strategy.DuplicateJob | Digest.DigestError | RedisErro
  * @since 0.1.0
  * @category models
  */
-export type ServerError = Strategy.ExecutionConflict | Lock.LockLost | Digest.DigestError | RedisError | QueueError
+export type ServerError = ExecutionConflict | LockLost | Digest.DigestError | RedisError | QueueError
+
+// The store and the defaults in one read of the context; the definition completed by the defaults.
+const withContext = <A, E, R>(
+  definition: Definition,
+  f: (redis: Store, definition: Definition, enabled: boolean) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R | RedisService> =>
+  Effect.contextWithEffect((context: Context.Context<RedisService>) => {
+    const settings = Context.get(context, Defaults)
+    return f(Context.get(context, RedisService), resolve(definition, settings), settings.enabled)
+  })
+
+const clientPhase = <A, E, R>(
+  definition: Definition,
+  job: Job,
+  enqueue: (job: Job) => Effect.Effect<A, E, R>
+): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> =>
+  withContext(definition, (redis, definition, enabled) => {
+    if (!enabled) return Effect.map(enqueue(job), (value) => Strategy.ClientOutcome.Enqueued({ digest: "", job, value }))
+    return Effect.flatMap(digestOf(definition, job), (digest) => {
+      const stamped: Job = { ...job, lockDigest: digest }
+      const enqueued = (value: A) => Strategy.ClientOutcome.Enqueued({ digest, job: stamped, value })
+      if (LockType.records[definition.lock].enqueue === "pass") return Effect.map(enqueue(stamped), enqueued)
+      const target = (delay: number): Lock.Target => ({ digest, jid: job.jid, phase: "queue", delay, info: infoOf(job) })
+      // Lock, then enqueue; the lock is released when the enqueue fails or is interrupted. A conflict is the lock's
+      // typed failure: it goes to the strategy, never confused with a failure of the user's enqueue.
+      // Both branches end in an outcome: the enqueue's value mapped by `then`, or the conflict's outcome.
+      const attempt = <E2, R2>(
+        delay: number,
+        then: (value: A) => Strategy.ClientOutcome<A>,
+        onConflict: (conflict: LockConflict) => Effect.Effect<Strategy.ClientOutcome<A>, E2, R2>
+      ) => Lock.queueLocked(redis, definition, target(delay), Effect.map(enqueue(stamped), then), onConflict)
+      // Only a scheduled job needs the time: its TTL counts from when it runs (in whole ms, as the scripts take them).
+      const delayed = job.at === undefined
+        ? Effect.succeed(0)
+        : Effect.map(Clock.currentTimeMillis, (now) => Math.max(0, Math.ceil(job.at! - now)))
+      return Effect.flatMap(delayed, (delay) => {
+        // The holders' jobs are gone: release their places and try once more. Another duplicate may take the freed
+        // place first: this one is the duplicate then.
+        const replace = (holders: ReadonlyArray<string>) =>
+          Effect.zipRight(
+            Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target(delay), jid }), { discard: true }),
+            attempt(
+              delay,
+              (value) => Strategy.ClientOutcome.Replaced({ digest, job: stamped, replaced: holders, value }),
+              (again) => Effect.succeed(Strategy.skipped({ conflict: again, job: stamped }) as Strategy.ClientOutcome<A>)
+            )
+          )
+        return attempt(
+          delay,
+          enqueued,
+          (conflict) => Strategy.clientStrategy(definition.onConflict.client)({ conflict, job: stamped, replace })
+        )
+      })
+    })
+  })
 
 /**
  * Wraps an enqueue. Computes the digest once and stamps it into `job.lockDigest`; for types that lock at enqueue,
  * takes the queue lock (its TTL grows by a scheduled job's delay) and runs `enqueue` only when it got it. A lock
- * whose enqueue fails or is interrupted is released. A conflict goes to the client strategy.
+ * whose enqueue fails or is interrupted is released. A conflict goes to the client strategy. Under
+ * `Defaults.enabled: false` the enqueue runs as it is.
  *
  * @since 0.1.0
  * @category middleware
  */
-export const client = (definition: Lock.Definition) =>
-<A, E, R>(
-  job: Job,
-  enqueue: (job: Job) => Effect.Effect<A, E, R>
-): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> =>
-  Effect.gen(function*() {
-    const digest = yield* digestOf(definition, job)
-    const stamped: Job = { ...job, lockDigest: digest }
-    if (!Lock.phases(definition.lock).queue) {
-      return { _tag: "Enqueued", digest, job: stamped, value: yield* enqueue(stamped) } as const
-    }
-    // Only a scheduled job needs the time: its TTL counts from when it runs (in whole ms, as the scripts take them).
-    const delay = job.at === undefined ? 0 : Math.max(0, Math.ceil(job.at - (yield* Clock.currentTimeMillis)))
-    const target: Lock.Target = {
-      digest,
-      jid: job.jid,
-      phase: "queue",
-      delay,
-      info: infoOf(job)
-    }
-    // Lock, then enqueue; a lock whose enqueue fails or is interrupted is released. A conflict comes back as a
-    // value, so it is never confused with a failure of the user's enqueue.
-    const lockAndEnqueue = Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(
-        Effect.catchTag(Lock.lock(definition, target), "LockConflict", Effect.succeed),
-        (acquired): Effect.Effect<Lock.LockConflict | { readonly value: A }, E | RedisError, R | RedisService> =>
-          acquired instanceof Lock.LockConflict
-            ? Effect.succeed(acquired)
-            : restore(enqueue(stamped)).pipe(
-              Effect.onError(() => releaseQueueLock(definition, target)),
-              Effect.map((value) => ({ value }))
-            )
-      )
-    )
-    const first = yield* lockAndEnqueue
-    if (!(first instanceof Lock.LockConflict)) {
-      return { _tag: "Enqueued", digest, job: stamped, value: first.value } as const
-    }
-    const decision = yield* Strategy.clientStrategy(definition.onConflict.client)({
-      conflict: first,
-      job: stamped,
-      definition
-    })
-    switch (decision._tag) {
-      case "Skip":
-        return { _tag: "Skipped", digest, job: stamped, holders: first.holders } as const
-      case "Reject":
-        return { _tag: "Rejected", digest, job: stamped, holders: first.holders, reason: decision.reason } as const
-      case "Retry": {
-        yield* Effect.forEach(decision.replaced, (jid) => Lock.unlock(definition, { ...target, jid }), { discard: true })
-        const again = yield* lockAndEnqueue
-        // Another duplicate took the freed place first: this one is the duplicate now.
-        return again instanceof Lock.LockConflict
-          ? { _tag: "Skipped", digest, job: stamped, holders: again.holders } as const
-          : { _tag: "Replaced", digest, job: stamped, replaced: decision.replaced, value: again.value } as const
-      }
-    }
-  }).pipe(
-    Effect.withSpan("UniqueJobs.client", {
+export const client: {
+  (definition: Definition): <A, E, R>(
+    job: Job,
+    enqueue: (job: Job) => Effect.Effect<A, E, R>
+  ) => Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue>
+  <A, E, R>(
+    definition: Definition,
+    job: Job,
+    enqueue: (job: Job) => Effect.Effect<A, E, R>
+  ): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue>
+} = function(
+  definition: Definition,
+  ...rest: [] | [Job, (job: Job) => Effect.Effect<unknown, unknown, unknown>]
+): any {
+  const wrapped = <A, E, R>(job: Job, enqueue: (job: Job) => Effect.Effect<A, E, R>) =>
+    Effect.withSpan(clientPhase(definition, job, enqueue), "UniqueJobs.client", {
       kind: "producer",
       attributes: spanAttributes(definition, job),
       captureStackTrace: false
     })
-  )
-
-const afterConflict = <A>(
-  definition: Lock.Definition,
-  job: Job,
-  digest: string,
-  conflict: Lock.LockConflict
-) =>
-  Effect.map(
-    Strategy.serverStrategy(definition.onConflict.server)({ conflict, job, definition }),
-    (decision): Strategy.ServerOutcome<A> => {
-      switch (decision._tag) {
-        case "Skip":
-          return { _tag: "Skipped", digest, job, holders: conflict.holders }
-        case "Reject":
-          return { _tag: "Rejected", digest, job, holders: conflict.holders, reason: decision.reason }
-        case "Reschedule":
-          return { _tag: "Rescheduled", digest, job, holders: conflict.holders, at: decision.at }
-      }
-    }
-  )
-
-// A queue lock often has no TTL: an unlock lost to a dropped connection would keep its digest locked for good. So a
-// failed release is tried again (100 ms, doubling, at most 2 s apart) for up to 30 s, which outlasts a reconnect or a
-// failover; the job's outcome waits for it, and never fails because of it.
-const releaseRetry = Schedule.exponential("100 millis").pipe(
-  Schedule.union(Schedule.spaced("2 seconds")),
-  Schedule.upTo("30 seconds")
-)
-
-/**
- * Releases a queue lock without failing the job: a release that finds the lock already ended (its own `lockTtl`
- * passed, or it was deleted) is logged; one that cannot reach Redis is retried, then logged. The common case, a
- * release that works, pays for none of it: retries, logs and their annotations are built only when needed.
- */
-const releaseQueueLock = (definition: Lock.Definition, target: Lock.Target): Effect.Effect<boolean, never, RedisService> => {
-  const queued: Lock.Target = { ...target, phase: "queue" }
-  const logged = <A>(self: Effect.Effect<A>) =>
-    Effect.annotateLogs(self, { ...annotations, digest: target.digest, jid: target.jid })
-  return Effect.matchEffect(Lock.unlock(definition, queued), {
-    onSuccess: (released) =>
-      released
-        ? wasReleased
-        : logged(Effect.as(Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)"), false)),
-    onFailure: () =>
-      Lock.unlock(definition, queued).pipe(
-        Effect.retry(releaseRetry),
-        Effect.catchAll((error) =>
-          logged(
-            Effect.as(Effect.logWarning("could not release the queue lock; it stays until its TTL or the reaper", error), false)
-          )
-        )
-      )
-  })
+  return rest.length === 0 ? wrapped : wrapped(rest[0], rest[1])
 }
 
-const wasReleased = Effect.succeed(true)
+// A conflict on the server: the strategy's outcome. A job turned away under the handoff has kept its queue lock when
+// the strategy said it would (it goes back to the queue); one dropped against that word gives it up here.
+const afterConflict = (
+  definition: Definition,
+  job: Job,
+  conflict: LockConflict,
+  keptQueueLock: boolean
+): Effect.Effect<Strategy.ServerOutcome<never>, ExecutionConflict | QueueError, JobQueue | RedisService> =>
+  Effect.flatMap(
+    Strategy.serverStrategy(definition.onConflict.server)({
+      conflict,
+      job,
+      rescheduleDelay: definition.rescheduleDelay
+    }),
+    (outcome) =>
+      keptQueueLock && outcome._tag !== "Rescheduled"
+        ? Effect.as(Lock.releaseQueueLock(definition, { digest: conflict.digest, jid: job.jid }), outcome)
+        : Effect.succeed(outcome)
+  )
+
+const serverPhase = <A, E, R>(
+  definition: Definition,
+  job: Job,
+  perform: Perform<A, E, R>
+): Effect.Effect<Strategy.ServerOutcome<A>, E | ServerError, R | RedisService | JobQueue> =>
+  withContext(definition, (redis, definition, enabled) => {
+    const bare = (digest: string) =>
+      Effect.isEffect(perform) ? perform : Effect.suspend(() => perform({ digest, jid: job.jid, fence: undefined }))
+    if (!enabled) return Effect.map(bare(""), (value) => Strategy.ServerOutcome.Performed({ digest: "", job, value }))
+    return Effect.flatMap(digestOf(definition, job), (digest) => {
+      const performed = (value: A) => Strategy.ServerOutcome.Performed({ digest, job, value })
+      const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
+      const record = LockType.records[definition.lock]
+      const release = Lock.releaseQueueLock(definition, target)
+      const held = (take: Effect.Effect<Lock.Held, LockConflict | RedisError>, keptQueueLock: boolean) =>
+        Lock.holdWhile(
+          take,
+          Effect.isEffect(perform)
+            ? Effect.map(perform, performed)
+            : (running: Lock.Running) => Effect.map(perform(running), performed),
+          (conflict) => afterConflict(definition, job, conflict, keptQueueLock)
+        )
+      switch (record.beforePerform) {
+        case "releaseQueueLock":
+          return Effect.zipRight(release, Effect.map(bare(digest), performed))
+        case "none":
+          return record.afterPerform === "releaseQueueLockOnSuccess"
+            ? Effect.flatMap(bare(digest), (value) => Effect.as(release, performed(value)))
+            : Effect.map(bare(digest), performed)
+        case "takeRunLock":
+          return held(Lock.takeRunLock(redis, definition, { ...target, phase: "run" }), false)
+        case "handoff": {
+          const keepQueueLock = Strategy.keepsQueueLock(definition.onConflict.server)
+          return held(
+            Effect.tap(Lock.takeHandoff(redis, definition, target, { keepQueueLock }), (taken) =>
+              taken.queueLockHeld || (job.retryCount ?? 0) > 0 ? Effect.void : lapsed(definition, digest, job)),
+            keepQueueLock
+          )
+        }
+      }
+    })
+  })
+
+const lapsed = (definition: Definition, digest: string, job: Job) =>
+  Effect.zipRight(
+    Metric.increment(Metrics.uniquenessLapsed.of(definition.lock, "queue")),
+    Effect.logWarning("the queue lock was gone when the job started (expired or deleted); running it anyway").pipe(
+      Effect.annotateLogs({ ...annotations, digest, jid: job.jid })
+    )
+  )
 
 /**
- * Wraps a perform. `until_executing` releases its queue lock just before; `until_executed` releases it after a
- * success (a failure keeps it for the retry, which has the same jid); `while_executing` holds `<digest>:RUN` with
- * a kept lease around it; `until_and_while_executing` hands the queue lock over to `<digest>:RUN` in one script.
- * A run lock is held per acquisition: a redelivered copy of a job that still runs is a conflict, and goes to the
- * server strategy like any other duplicate. A run lock lost while the perform runs interrupts it with `LockLost`;
- * one found gone when it is released fails it with `LockLost` too, never `Performed`. `perform` may be a function of
- * the lock (`Lock.Running`) to receive the run lock's fencing token.
+ * Wraps a perform, as the lock type's record says: `until_executing` releases its queue lock just before;
+ * `until_executed` releases it after a success (a failure keeps it for the retry, which has the same jid);
+ * `while_executing` holds `<digest>:RUN` around it, its lease kept by the process' lease keeper;
+ * `until_and_while_executing` hands the queue lock over to `<digest>:RUN` in one script. A run lock is held per
+ * acquisition: a redelivered copy of a job that still runs is a conflict, and goes to the server strategy like any
+ * other duplicate. A run lock lost while the perform runs interrupts it with `LockLost`; one found gone when it is
+ * released fails it with `LockLost` too, never `Performed`. `perform` may be a function of the lock
+ * (`Lock.Running`) to receive the run lock's fencing token. Under `Defaults.enabled: false` the perform runs as it is.
  *
  * @since 0.1.0
  * @category middleware
  */
-export const server = (definition: Lock.Definition) =>
-<A, E, R>(
-  job: Job,
-  perform: Perform<A, E, R>
-): Effect.Effect<Strategy.ServerOutcome<A>, E | ServerError, R | RedisService | JobQueue> =>
-  Effect.gen(function*() {
-    const digest = yield* digestOf(definition, job)
-    const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
-    const performed = (value: A): Strategy.ServerOutcome<A> => ({ _tag: "Performed", digest, job, value })
-    const unlocked = Effect.isEffect(perform)
-      ? perform
-      : Effect.suspend(() => perform({ digest, jid: job.jid, fence: undefined }))
-    switch (definition.lock) {
-      case "until_executing": {
-        yield* releaseQueueLock(definition, target)
-        return performed(yield* unlocked)
-      }
-      case "until_executed": {
-        const value = yield* unlocked
-        yield* releaseQueueLock(definition, target)
-        return performed(value)
-      }
-      case "until_expired":
-        return performed(yield* unlocked)
-      case "while_executing":
-      case "while_executing_reject":
-        return yield* Effect.scoped(
-          Effect.flatMap(
-            Effect.catchTag(Lock.acquire(definition, { ...target, phase: "run" }), "LockConflict", Effect.succeed),
-            (held): Effect.Effect<
-              Strategy.ServerOutcome<A>,
-              E | Lock.LockLost | Strategy.ExecutionConflict | QueueError,
-              R | JobQueue
-            > =>
-              held instanceof Lock.LockConflict
-                ? afterConflict<A>(definition, job, digest, held)
-                : Effect.map(Lock.runHolding(held, perform), performed)
-          )
-        )
-      case "until_and_while_executing": {
-        const strategy = definition.onConflict.server
-        // The queue lock stays with a job that goes back to the queue (reschedule, raise, or a custom strategy's
-        // choice); it is dropped with a job that is discarded.
-        const keepQueueLock = strategy !== "log" && strategy !== "reject"
-        return yield* Effect.scoped(
-          Effect.gen(function*() {
-            const held = yield* Effect.catchTag(
-              Lock.acquireHandoff(definition, target, { keepQueueLock }),
-              "LockConflict",
-              Effect.succeed
-            )
-            if (held instanceof Lock.LockConflict) {
-              const outcome = yield* afterConflict<A>(definition, job, digest, held)
-              if (keepQueueLock && (outcome._tag === "Skipped" || outcome._tag === "Rejected")) {
-                yield* releaseQueueLock(definition, target)
-              }
-              return outcome
-            }
-            if (!held.queueLockHeld && (job.retryCount ?? 0) === 0) {
-              yield* Metric.increment(Metrics.uniquenessLapsed.of(definition.lock, "queue"))
-              yield* Effect.logWarning(
-                "the queue lock was gone when the job started (expired or deleted); running it anyway"
-              ).pipe(Effect.annotateLogs({ ...annotations, digest, jid: job.jid }))
-            }
-            return performed(yield* Lock.runHolding(held, perform))
-          })
-        )
-      }
-    }
-  }).pipe(
-    Effect.withSpan("UniqueJobs.server", {
+export const server: {
+  (definition: Definition): <A, E, R>(
+    job: Job,
+    perform: Perform<A, E, R>
+  ) => Effect.Effect<Strategy.ServerOutcome<A>, E | ServerError, R | RedisService | JobQueue>
+  <A, E, R>(
+    definition: Definition,
+    job: Job,
+    perform: Perform<A, E, R>
+  ): Effect.Effect<Strategy.ServerOutcome<A>, E | ServerError, R | RedisService | JobQueue>
+} = function(definition: Definition, ...rest: [] | [Job, Perform<unknown, unknown, unknown>]): any {
+  const wrapped = <A, E, R>(job: Job, perform: Perform<A, E, R>) =>
+    Effect.withSpan(serverPhase(definition, job, perform), "UniqueJobs.server", {
       kind: "consumer",
       attributes: spanAttributes(definition, job),
       captureStackTrace: false
     })
-  )
+  return rest.length === 0 ? wrapped : wrapped(rest[0], rest[1])
+}
 
 /**
  * For the queue adapter to call when a job has died for good (retries exhausted, killed): releases the queue
- * lock it still holds (`until_executed`, and `until_and_while_executing` while it waited for a retry).
- * `until_expired` keeps its lock: only its TTL ends it. Answers whether a lock was released.
+ * lock it still holds where its lock type's record says so (`until_executed`, and `until_and_while_executing` while
+ * it waited for a retry); `until_expired` keeps its lock: only its TTL ends it. Answers whether a lock was released.
  *
  * @since 0.1.0
  * @category middleware
  */
-export const died = (definition: Lock.Definition) =>
+export const died = (definition: Definition) =>
 (job: Job): Effect.Effect<boolean, RedisError | Digest.DigestError, RedisService> =>
-  !Lock.phases(definition.lock).queue || definition.lock === "until_expired"
-    ? Effect.succeed(false)
-    : Effect.flatMap(digestOf(definition, job), (digest) =>
-      Lock.unlock(definition, { digest, jid: job.jid, phase: "queue" }))
+  withContext(definition, (_, definition, enabled) =>
+    !enabled || LockType.records[definition.lock].onDeath === "none"
+      ? Effect.succeed(false)
+      : Effect.flatMap(digestOf(definition, job), (digest) =>
+        Lock.unlock(definition, { digest, jid: job.jid, phase: "queue" })))

@@ -1,176 +1,190 @@
 /**
  * Conflict strategies: what a lost race turns into, on the client (a duplicate enqueue) and on the server
- * (a duplicate execution). A strategy is a function from the conflict to a decision or a typed error; the
+ * (a duplicate execution). A strategy is a function from the conflict to the side's outcome or a typed error; the
  * built-in ones are named, and users can pass their own functions.
  *
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
+import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import type { LockConflict } from "./Errors.js"
+import { DuplicateJob, ExecutionConflict } from "./Errors.js"
 import type { Job } from "./Job.js"
 import { JobQueue, type QueueError } from "./JobQueue.js"
-import type { Definition, LockConflict } from "./Lock.js"
+import type { RedisError, RedisService } from "./Redis.js"
 
 // ---------------------------------------------------------------------------------------------------------------
-// Outcomes and errors
+// Outcomes
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
- * The duplicate was dropped; `holders` are the jobs that held the lock.
+ * The fields of an outcome that went through: the job (stamped with its digest) and what the enqueue or perform
+ * returned.
  *
  * @since 0.1.0
  * @category outcomes
  */
-export interface Skipped {
-  readonly _tag: "Skipped"
+export interface Done<A> {
+  readonly digest: string
+  readonly job: Job
+  readonly value: A
+}
+
+/**
+ * The fields of an outcome that turned a duplicate away: `holders` are the jobs that held the lock.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export interface Turned {
   readonly digest: string
   readonly job: Job
   readonly holders: ReadonlyArray<string>
 }
 
 /**
- * The duplicate went to the dead set.
+ * What the client middleware did with an enqueue: `Enqueued`, `Replaced` (the holders' waiting jobs were removed
+ * and this one took their place), `Skipped` (a duplicate, dropped; `holders` hold the lock) or `Rejected` (a
+ * duplicate sent to the dead set).
  *
  * @since 0.1.0
  * @category outcomes
  */
-export interface Rejected {
-  readonly _tag: "Rejected"
-  readonly digest: string
-  readonly job: Job
-  readonly holders: ReadonlyArray<string>
-  readonly reason: string
+export type ClientOutcome<A> = Data.TaggedEnum<{
+  Enqueued: Done<A>
+  Replaced: Done<A> & { readonly replaced: ReadonlyArray<string> }
+  Skipped: Turned
+  Rejected: Turned & { readonly reason: string }
+}>
+
+interface ClientOutcomeDefinition extends Data.TaggedEnum.WithGenerics<1> {
+  readonly taggedEnum: ClientOutcome<this["A"]>
 }
 
 /**
- * What the client middleware did with an enqueue.
+ * Constructors and `$is` / `$match` for `ClientOutcome`.
  *
  * @since 0.1.0
  * @category outcomes
  */
-export type ClientOutcome<A> =
-  | { readonly _tag: "Enqueued"; readonly digest: string; readonly job: Job; readonly value: A }
-  | {
-    readonly _tag: "Replaced"
-    readonly digest: string
-    readonly job: Job
-    readonly replaced: ReadonlyArray<string>
-    readonly value: A
-  }
-  | Skipped
-  | Rejected
+export const ClientOutcome = Data.taggedEnum<ClientOutcomeDefinition>()
 
 /**
- * What the server middleware did with an execution.
+ * What the server middleware did with an execution: `Performed`, `Rescheduled` (a duplicate put off until `at`, its
+ * queue lock kept), `Skipped` or `Rejected`.
  *
  * @since 0.1.0
  * @category outcomes
  */
-export type ServerOutcome<A> =
-  | { readonly _tag: "Performed"; readonly digest: string; readonly job: Job; readonly value: A }
-  | {
-    readonly _tag: "Rescheduled"
-    readonly digest: string
-    readonly job: Job
-    readonly holders: ReadonlyArray<string>
-    readonly at: number
-  }
-  | Skipped
-  | Rejected
+export type ServerOutcome<A> = Data.TaggedEnum<{
+  Performed: Done<A>
+  Rescheduled: Turned & { readonly at: number }
+  Skipped: Turned
+  Rejected: Turned & { readonly reason: string }
+}>
 
-/**
- * A duplicate enqueue under `raise`.
- *
- * @since 0.1.0
- * @category errors
- */
-export class DuplicateJob extends Schema.TaggedError<DuplicateJob>("effect-unique-jobs/DuplicateJob")("DuplicateJob", {
-  digest: Schema.String,
-  jid: Schema.String,
-  worker: Schema.String,
-  holders: Schema.Array(Schema.String)
-}) {
-  override get message(): string {
-    return `${this.worker} ${this.jid} is a duplicate of ${this.holders.join(", ")} (${this.digest}); ` +
-      "it was not enqueued. Catch DuplicateJob, or use onConflict: \"log\" to skip duplicates quietly."
-  }
+interface ServerOutcomeDefinition extends Data.TaggedEnum.WithGenerics<1> {
+  readonly taggedEnum: ServerOutcome<this["A"]>
 }
 
 /**
- * A duplicate execution under `raise`: fails the job so the queue retries it later.
+ * Constructors and `$is` / `$match` for `ServerOutcome`.
  *
  * @since 0.1.0
- * @category errors
+ * @category outcomes
  */
-export class ExecutionConflict extends Schema.TaggedError<ExecutionConflict>("effect-unique-jobs/ExecutionConflict")(
-  "ExecutionConflict",
-  {
-    digest: Schema.String,
-    jid: Schema.String,
-    worker: Schema.String,
-    holders: Schema.Array(Schema.String)
-  }
-) {
-  override get message(): string {
-    return `${this.worker} ${this.jid} cannot run while ${this.holders.join(", ")} runs (${this.digest}); ` +
-      "failing it so the queue retries it later."
-  }
-}
+export const ServerOutcome = Data.taggedEnum<ServerOutcomeDefinition>()
 
 // ---------------------------------------------------------------------------------------------------------------
 // Strategies
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
- * What a strategy is told.
+ * What a client strategy is told: the conflict, the duplicate job, and how to take the holders' place.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Conflict {
+export interface ClientConflict<A, E, R> {
   readonly conflict: LockConflict
   readonly job: Job
-  readonly definition: Definition
+  /**
+   * Releases the given holders' locks (their jobs must be gone from the queue first) and runs the enqueue again:
+   * `Replaced`, or `Skipped` when another duplicate took the freed place first.
+   */
+  readonly replace: (holders: ReadonlyArray<string>) => Effect.Effect<ClientOutcome<A>, E | RedisError, R | RedisService>
 }
 
 /**
- * A client strategy's decision. `Retry` means the holders were cleared out of the way: lock again and enqueue.
+ * What a server strategy is told: the conflict, the duplicate job, and the settings it may read.
  *
  * @since 0.1.0
  * @category models
  */
-export type ClientDecision =
-  | { readonly _tag: "Skip" }
-  | { readonly _tag: "Reject"; readonly reason: string }
-  | { readonly _tag: "Retry"; readonly replaced: ReadonlyArray<string> }
+export interface ServerConflict {
+  readonly conflict: LockConflict
+  readonly job: Job
+  /** The worker's `rescheduleDelay`. */
+  readonly rescheduleDelay: Duration.Duration
+}
 
 /**
- * A server strategy's decision.
+ * A client strategy: the outcome of a duplicate enqueue, or a typed failure.
  *
  * @since 0.1.0
  * @category models
  */
-export type ServerDecision =
-  | { readonly _tag: "Skip" }
-  | { readonly _tag: "Reject"; readonly reason: string }
-  | { readonly _tag: "Reschedule"; readonly at: number }
+export type ClientStrategy = <A, E, R>(
+  conflict: ClientConflict<A, E, R>
+) => Effect.Effect<ClientOutcome<A>, E | DuplicateJob | QueueError | RedisError, R | JobQueue | RedisService>
 
 /**
+ * A server strategy: the outcome of a duplicate execution (`Skipped`, `Rejected` or `Rescheduled`), or a typed
+ * failure (`raise`: the queue retries the job). `keepsQueueLock` says, before the conflict is known, whether a job it
+ * turns away keeps its queue lock (`until_and_while_executing`): true when the job goes back to the queue
+ * (`Rescheduled`, a failure), false when it is dropped (`Skipped`, `Rejected`). The handoff script is told, so the
+ * strategy costs no call of its own. Unset (a plain function) counts as true; an outcome that contradicts the
+ * declaration costs one more call (a dropped job's queue lock is released).
+ *
  * @since 0.1.0
  * @category models
  */
-export type ClientStrategy = (conflict: Conflict) => Effect.Effect<ClientDecision, DuplicateJob | QueueError, JobQueue>
+export type ServerStrategy =
+  & ((conflict: ServerConflict) => Effect.Effect<ServerOutcome<never>, ExecutionConflict | QueueError, JobQueue>)
+  & { readonly keepsQueueLock?: boolean | undefined }
 
 /**
+ * A server strategy of your own, declaring whether the jobs it turns away keep their queue lock.
+ *
  * @since 0.1.0
- * @category models
+ * @category constructors
  */
-export type ServerStrategy = (
-  conflict: Conflict
-) => Effect.Effect<ServerDecision, ExecutionConflict | QueueError, JobQueue>
+export const makeServer = (
+  options: { readonly keepsQueueLock: boolean },
+  decide: (conflict: ServerConflict) => Effect.Effect<ServerOutcome<never>, ExecutionConflict | QueueError, JobQueue>
+): ServerStrategy => Object.assign((conflict: ServerConflict) => decide(conflict), { keepsQueueLock: options.keepsQueueLock })
+
+/**
+ * The outcome of a dropped duplicate: `Skipped`, naming the holders.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export const skipped = (c: { readonly conflict: LockConflict; readonly job: Job }) =>
+  ClientOutcome.Skipped({ digest: c.conflict.digest, job: c.job, holders: c.conflict.holders })
+
+/**
+ * The outcome of a duplicate sent to the dead set: `Rejected` with its reason.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export const rejected = (c: { readonly conflict: LockConflict; readonly job: Job }, reason: string) =>
+  ClientOutcome.Rejected({ digest: c.conflict.digest, job: c.job, holders: c.conflict.holders, reason })
 
 /**
  * @since 0.1.0
@@ -307,21 +321,26 @@ export const OnConflictSchema: Schema.Schema<Resolved, unknown> = Schema.transfo
  * @since 0.1.0
  * @category utils
  */
-export const nameOf = (strategy: string | ((conflict: Conflict) => unknown)): string =>
+export const nameOf = (strategy: string | ((conflict: never) => unknown)): string =>
   typeof strategy === "string" ? strategy : "custom"
 
-const holdersText = (c: Conflict) => c.conflict.holders.join(", ")
+const holdersText = (c: { readonly conflict: LockConflict }) => c.conflict.holders.join(", ")
 
 // Debug: the outcome (Skipped) already tells the caller, and a busy queue has a duplicate at every enqueue.
-const logConflict = (c: Conflict, side: string) =>
+const logConflict = (c: { readonly conflict: LockConflict; readonly job: Job }, side: string) =>
   Effect.logDebug(`${side} conflict: ${c.job.worker} ${c.job.jid} is a duplicate of ${holdersText(c)}`).pipe(
     Effect.annotateLogs({ package: "effect-unique-jobs", module: "Strategy", digest: c.conflict.digest, jid: c.job.jid })
   )
 
-const rejectReason = (c: Conflict, side: "client" | "server") =>
+const rejectReason = (c: { readonly conflict: LockConflict }, side: "client" | "server") =>
   side === "client"
     ? `duplicate enqueue of ${c.conflict.digest} while ${holdersText(c)} holds it`
     : `duplicate execution of ${c.conflict.digest} while ${holdersText(c)} runs`
+
+const reject = (c: { readonly conflict: LockConflict; readonly job: Job }, side: "client" | "server") => {
+  const reason = rejectReason(c, side)
+  return Effect.as(Effect.flatMap(JobQueue, (queue) => queue.kill(c.job, reason)), rejected(c, reason))
+}
 
 /**
  * The built-in client strategies.
@@ -330,40 +349,37 @@ const rejectReason = (c: Conflict, side: "client" | "server") =>
  * @category strategies
  */
 export const client: { readonly [K in ClientName]: ClientStrategy } = {
-  log: (c) => Effect.as(logConflict(c, "client"), { _tag: "Skip" } as const),
+  log: (c) => Effect.as(logConflict(c, "client"), skipped(c)),
   raise: (c) =>
     Effect.fail(
       new DuplicateJob({ digest: c.conflict.digest, jid: c.job.jid, worker: c.job.worker, holders: c.conflict.holders })
     ),
-  reject: (c) => {
-    const reason = rejectReason(c, "client")
-    return Effect.as(Effect.flatMap(JobQueue, (queue) => queue.kill(c.job, reason)), { _tag: "Reject", reason } as const)
-  },
-  // Removes the holders' waiting jobs; the middleware then releases their locks and locks again. A holder the
-  // queue no longer knows at all is an orphaned lock and is replaced too. A holder that already runs cannot be
-  // replaced: the duplicate is skipped.
+  reject: (c) => reject(c, "client"),
+  // Removes the holders' waiting jobs, then takes their place. A holder the queue no longer knows at all is an
+  // orphaned lock and is replaced too. A holder that already runs cannot be replaced: the duplicate is skipped.
   replace: (c) =>
     Effect.flatMap(JobQueue, (queue) =>
-      Effect.map(
+      Effect.flatMap(
         Effect.forEach(c.conflict.holders, (holder) =>
           Effect.flatMap(queue.remove(holder), (removed) =>
             removed ? Effect.succeed(true) : Effect.map(queue.exists(holder), (exists) => !exists))),
-        (replaceable): ClientDecision => {
+        (replaceable) => {
           const replaced = c.conflict.holders.filter((_, i) => replaceable[i])
-          return replaced.length > 0 ? { _tag: "Retry", replaced } : { _tag: "Skip" }
+          return replaced.length > 0 ? c.replace(replaced) : Effect.succeed(skipped(c))
         }
       ))
 }
 
 /**
- * The built-in server strategies.
+ * The built-in server strategies. `log` and `reject` drop the duplicate (its queue lock goes with it); `raise` and
+ * `reschedule` send it back to the queue (its queue lock stays).
  *
  * @since 0.1.0
  * @category strategies
  */
 export const server: { readonly [K in ServerName]: ServerStrategy } = {
-  log: (c) => Effect.as(logConflict(c, "server"), { _tag: "Skip" } as const),
-  raise: (c) =>
+  log: makeServer({ keepsQueueLock: false }, (c) => Effect.as(logConflict(c, "server"), skipped(c))),
+  raise: makeServer({ keepsQueueLock: true }, (c) =>
     Effect.fail(
       new ExecutionConflict({
         digest: c.conflict.digest,
@@ -371,18 +387,15 @@ export const server: { readonly [K in ServerName]: ServerStrategy } = {
         worker: c.job.worker,
         holders: c.conflict.holders
       })
-    ),
-  reject: (c) => {
-    const reason = rejectReason(c, "server")
-    return Effect.as(Effect.flatMap(JobQueue, (queue) => queue.kill(c.job, reason)), { _tag: "Reject", reason } as const)
-  },
-  reschedule: (c) =>
+    )),
+  reject: makeServer({ keepsQueueLock: false }, (c) => reject(c, "server")),
+  reschedule: makeServer({ keepsQueueLock: true }, (c) =>
     Effect.gen(function*() {
       const queue = yield* JobQueue
-      const at = (yield* Clock.currentTimeMillis) + Duration.toMillis(c.definition.rescheduleDelay)
+      const at = (yield* Clock.currentTimeMillis) + Duration.toMillis(c.rescheduleDelay)
       yield* queue.schedule({ ...c.job, at }, at)
-      return { _tag: "Reschedule", at } as const
-    })
+      return ServerOutcome.Rescheduled({ digest: c.conflict.digest, job: c.job, holders: c.conflict.holders, at })
+    }))
 }
 
 /**
@@ -400,3 +413,12 @@ export const clientStrategy = (strategy: ClientName | ClientStrategy): ClientStr
  */
 export const serverStrategy = (strategy: ServerName | ServerStrategy): ServerStrategy =>
   typeof strategy === "string" ? server[strategy] : strategy
+
+/**
+ * Whether a job the strategy turns away keeps its queue lock, as it declares (a plain function: yes).
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const keepsQueueLock = (strategy: ServerName | ServerStrategy): boolean =>
+  serverStrategy(strategy).keepsQueueLock ?? true

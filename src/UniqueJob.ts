@@ -27,20 +27,17 @@ import * as Job from "./Job.js"
 import { JobQueue } from "./JobQueue.js"
 import * as Lock from "./Lock.js"
 import * as Middleware from "./Middleware.js"
+import * as LockOptions from "./Options.js"
 import type { RedisError, RedisService } from "./Redis.js"
 import type * as Strategy from "./Strategy.js"
 
 /**
- * A worker's uniqueness options: the lock options plus the worker's name and default queue.
+ * A worker's uniqueness options: the lock options plus the worker's name and default queue (`default`).
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options extends Lock.Options {
-  readonly worker: string
-  /** Default `default`. */
-  readonly queue?: string | undefined
-}
+export type Options = LockOptions.WorkerOptions
 
 /**
  * @since 0.1.0
@@ -49,7 +46,8 @@ export interface Options extends Lock.Options {
 export interface UniqueJob {
   readonly worker: string
   readonly queue: string
-  readonly definition: Lock.Definition
+  /** The worker's options, decoded; the global `Defaults` fill in what it left out where the job runs. */
+  readonly definition: LockOptions.Definition
   /** A new job of this worker. */
   readonly job: (
     args: ReadonlyArray<unknown>,
@@ -75,7 +73,7 @@ export interface UniqueJob {
   readonly died: (job: Job.Job) => Effect.Effect<boolean, RedisError | Digest.DigestError, RedisService>
 }
 
-const fromDefinition = (worker: string, queue: string, definition: Lock.Definition): UniqueJob => {
+const fromDefinition = (worker: string, queue: string, definition: LockOptions.Definition): UniqueJob => {
   const client = Middleware.client(definition)
   const job: UniqueJob["job"] = (args, options) => Job.make({ worker, queue, args, jid: options?.jid, at: options?.at })
   return {
@@ -93,43 +91,14 @@ const fromDefinition = (worker: string, queue: string, definition: Lock.Definiti
   }
 }
 
-const split = (options: Options): { worker: string; queue: string; lock: Lock.Options } => {
-  const { queue, worker, ...lock } = options
-  return { worker, queue: queue ?? "default", lock }
-}
-
-const shown = (u: unknown): string => {
-  try {
-    return JSON.stringify(u) ?? typeof u
-  } catch {
-    return typeof u
-  }
-}
-
-// Both names go into every job and its digest: refuse an empty one where the worker is defined, as Lock.make does.
-const invalidNames = (worker: unknown, queue: unknown): Lock.InvalidLockOptions | undefined => {
-  const issues = ([["worker", worker, "the worker's name"], ["queue", queue, "the queue's name"]] as const)
-    .filter(([, name]) => typeof name !== "string" || name === "")
-    .map(([field, name, what]) => ({
-      field,
-      reason: `expected ${what}, a non-empty string, got ${shown(name)}`
-    }))
-  const [first] = issues
-  return first === undefined ? undefined : new Lock.InvalidLockOptions({ ...first, issues })
-}
-
 /**
  * Decodes the options once; an impossible combination fails with `InvalidLockOptions` naming the field.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<UniqueJob, Lock.InvalidLockOptions> => {
-  const { lock, queue, worker } = split(options)
-  const invalid = invalidNames(worker, queue)
-  if (invalid !== undefined) return Effect.fail(invalid)
-  return Effect.map(Lock.make(lock), (definition) => fromDefinition(worker, queue, definition))
-}
+export const make = (options: Options): Effect.Effect<UniqueJob, LockOptions.InvalidLockOptions> =>
+  Either.map(LockOptions.makeWorker(options), ({ definition, queue, worker }) => fromDefinition(worker, queue, definition))
 
 /**
  * `make` for module top level: invalid options throw `InvalidLockOptions` right where the worker is defined.
@@ -138,4 +107,8 @@ export const make = (options: Options): Effect.Effect<UniqueJob, Lock.InvalidLoc
  * @category constructors
  */
 export const unsafeMake = (options: Options): UniqueJob =>
-  Either.getOrThrowWith(Effect.runSync(Effect.either(make(options))), (error) => error)
+  Either.getOrThrowWith(
+    Either.map(LockOptions.makeWorker(options), ({ definition, queue, worker }) =>
+      fromDefinition(worker, queue, definition)),
+    (error) => error
+  )

@@ -7,7 +7,17 @@
 /**
  * @since 0.1.0
  */
+export * as Defaults from "./Defaults.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Digest from "./Digest.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Errors from "./Errors.js"
 
 /**
  * @since 0.1.0
@@ -27,6 +37,11 @@ export * as Lock from "./Lock.js"
 /**
  * @since 0.1.0
  */
+export * as LockType from "./LockType.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as MemoryQueue from "./adapters/MemoryQueue.js"
 
 /**
@@ -38,6 +53,11 @@ export * as Metrics from "./Metrics.js"
  * @since 0.1.0
  */
 export * as Middleware from "./Middleware.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Options from "./Options.js"
 
 /**
  * @since 0.1.0

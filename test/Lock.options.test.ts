@@ -2,10 +2,11 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
+import * as LockType from "../src/LockType.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 
-const invalid = (options: unknown) => Effect.flip(Lock.make(options as Lock.Options))
+const invalid = (options: unknown) => Effect.flip(LockOptions.make(options as LockOptions.Options))
 
 const refused = (options: unknown, field: string, ...reason: Array<string>) =>
   Effect.gen(function*() {
@@ -22,22 +23,22 @@ const runTypes = ["while_executing", "while_executing_reject"] as const
 describe("Lock options", () => {
   it.effect("decodes aliases, durations and defaults once", () =>
     Effect.gen(function*() {
-      const def = yield* Lock.make({ lock: "until_completed", lockTtl: "2 seconds", lockTimeout: 0 })
+      const def = yield* LockOptions.make({ lock: "until_completed", lockTtl: "2 seconds", lockTimeout: 0 })
       assert.strictEqual(def.lock, "until_executed")
       assert.deepStrictEqual(def.lockTtl, Option.some(Duration.seconds(2)))
       assert.strictEqual(def.lockLimit, 1)
       assert.deepStrictEqual(def.onConflict, { client: "log", server: "log" })
       assert.strictEqual(def.lockPrefix, "uniquejobs")
       assert.strictEqual(def.digestAlgorithm, "legacy")
-      for (const [alias, type] of Object.entries(Lock.lockTypes)) {
-        const lockTtl = Lock.phases(type).queue ? 1000 : undefined
-        assert.strictEqual((yield* Lock.make({ lock: alias as Lock.LockTypeName, lockTtl })).lock, type)
+      for (const [alias, type] of Object.entries(LockType.names)) {
+        const lockTtl = LockType.phases(type).queue ? 1000 : undefined
+        assert.strictEqual((yield* LockOptions.make({ lock: alias as LockType.Name, lockTtl })).lock, type)
       }
     }))
 
   it.effect("lockArgs and afterUnlock given as undefined read as absent, as their type allows", () =>
     Effect.gen(function*() {
-      const def = yield* Lock.make({ lock: "until_executed", lockArgs: undefined, afterUnlock: undefined })
+      const def = yield* LockOptions.make({ lock: "until_executed", lockArgs: undefined, afterUnlock: undefined })
       assert.strictEqual(def.lockArgs, undefined)
       assert.strictEqual(def.afterUnlock, undefined)
     }))
@@ -68,9 +69,9 @@ describe("Lock options", () => {
 
   it.effect("strategies: one name applies where it means something; an explicit wrong side is refused", () =>
     Effect.gen(function*() {
-      const both = yield* Lock.make({ lock: "until_and_while_executing", onConflict: "reschedule" })
+      const both = yield* LockOptions.make({ lock: "until_and_while_executing", onConflict: "reschedule" })
       assert.deepStrictEqual(both.onConflict, { client: "log", server: "reschedule" })
-      assert.deepStrictEqual((yield* Lock.make({ lock: "until_executed", onConflict: "replace" })).onConflict, {
+      assert.deepStrictEqual((yield* LockOptions.make({ lock: "until_executed", onConflict: "replace" })).onConflict, {
         client: "replace",
         server: "log"
       })
@@ -84,7 +85,7 @@ describe("Lock options", () => {
 
   it.effect("while_executing_reject forces reject on the server", () =>
     Effect.gen(function*() {
-      assert.strictEqual((yield* Lock.make({ lock: "while_executing_reject" })).onConflict.server, "reject")
+      assert.strictEqual((yield* LockOptions.make({ lock: "while_executing_reject" })).onConflict.server, "reject")
       const error = yield* invalid({ lock: "while_executing_reject", onConflict: { server: "reschedule" } })
       assert.strictEqual(error.field, "onConflict.server")
     }))
@@ -123,10 +124,10 @@ describe("Lock options", () => {
 
   it.effect("a duration above 1000 years, or infinite, is refused", () =>
     Effect.gen(function*() {
-      assert.strictEqual(Lock.maxDurationMs, 1000 * 365 * 24 * 60 * 60 * 1000)
+      assert.strictEqual(LockOptions.maxDurationMs, 1000 * 365 * 24 * 60 * 60 * 1000)
       const max = "at most 1000 years"
       yield* refused({ lock: "until_executed", lockTtl: 1e17 }, "lockTtl", max, "got 100000000000000000 ms")
-      yield* refused({ lock: "until_executed", lockTtl: Lock.maxDurationMs + 1 }, "lockTtl", max)
+      yield* refused({ lock: "until_executed", lockTtl: LockOptions.maxDurationMs + 1 }, "lockTtl", max)
       yield* refused({ lock: "until_executed", lockTtl: Infinity }, "lockTtl", max, "Infinity")
       yield* refused({ lock: "until_executed", lockTtl: Duration.infinity }, "lockTtl", max)
       yield* refused({ lock: "until_executed", lockTimeout: "52200 weeks" }, "lockTimeout", max)
@@ -134,8 +135,8 @@ describe("Lock options", () => {
       yield* refused({ lock: "while_executing", lockLease: 1e17 }, "lockLease", max)
       const rescheduling = { lock: "while_executing", onConflict: "reschedule" }
       yield* refused({ ...rescheduling, rescheduleDelay: 1e17 }, "rescheduleDelay", max)
-      const longest = yield* Lock.make({ lock: "until_executed", lockTtl: Lock.maxDurationMs })
-      assert.deepStrictEqual(longest.lockTtl, Option.some(Duration.millis(Lock.maxDurationMs)))
+      const longest = yield* LockOptions.make({ lock: "until_executed", lockTtl: LockOptions.maxDurationMs })
+      assert.deepStrictEqual(longest.lockTtl, Option.some(Duration.millis(LockOptions.maxDurationMs)))
     }))
 
   it.effect("a negative duration is reported as written, not as the 0 it clamps to", () =>
@@ -150,17 +151,17 @@ describe("Lock options", () => {
 
   it.effect("lockLease has a floor: below it a lease runs out before it is renewed", () =>
     Effect.gen(function*() {
-      assert.strictEqual(Lock.minLeaseMs, 100)
+      assert.strictEqual(LockOptions.minLeaseMs, 100)
       for (const lease of [1, 99, "50 millis", 0]) {
         yield* refused({ lock: "while_executing", lockLease: lease }, "lockLease", "at least 100 ms", "lease/3")
       }
-      const floor = yield* Lock.make({ lock: "until_and_while_executing", lockLease: Lock.minLeaseMs })
+      const floor = yield* LockOptions.make({ lock: "until_and_while_executing", lockLease: LockOptions.minLeaseMs })
       assert.strictEqual(Duration.toMillis(floor.lockLease), 100)
     }))
 
   it.effect("valid durations still decode, to whole milliseconds", () =>
     Effect.gen(function*() {
-      const def = yield* Lock.make({
+      const def = yield* LockOptions.make({
         lock: "until_and_while_executing",
         lockTtl: "1.5 seconds",
         lockTimeout: 2_000_000_000n,
@@ -172,7 +173,7 @@ describe("Lock options", () => {
       assert.strictEqual(Duration.toMillis(def.lockTimeout), 2000)
       assert.strictEqual(Duration.toMillis(def.lockLease), 2000)
       assert.strictEqual(Duration.toMillis(def.rescheduleDelay), 250)
-      const defaults = yield* Lock.make({ lock: "while_executing" })
+      const defaults = yield* LockOptions.make({ lock: "while_executing" })
       assert.strictEqual(Duration.toMillis(defaults.lockLease), 30_000)
       assert.strictEqual(Duration.toMillis(defaults.rescheduleDelay), 5_000)
       assert.strictEqual(Duration.toMillis(defaults.lockTimeout), 0)
@@ -200,13 +201,13 @@ describe("Lock options", () => {
           yield* refused({ lock, onConflict: { client } }, "onConflict.client", "no lock at enqueue", "server strategy")
         }
         yield* refused({ lock, onConflict: "replace" }, "onConflict", "\"replace\"", "no lock at enqueue")
-        assert.strictEqual((yield* Lock.make({ lock, onConflict: { client: "log" } })).onConflict.client, "log")
+        assert.strictEqual((yield* LockOptions.make({ lock, onConflict: { client: "log" } })).onConflict.client, "log")
       }
       for (const name of ["raise", "reject", "reschedule", "log"] as const) {
-        assert.strictEqual((yield* Lock.make({ lock: "while_executing", onConflict: name })).onConflict.server, name)
+        assert.strictEqual((yield* LockOptions.make({ lock: "while_executing", onConflict: name })).onConflict.server, name)
       }
       assert.strictEqual(
-        (yield* Lock.make({ lock: "while_executing_reject", onConflict: "reject" })).onConflict.server,
+        (yield* LockOptions.make({ lock: "while_executing_reject", onConflict: "reject" })).onConflict.server,
         "reject"
       )
     }))
@@ -225,7 +226,7 @@ describe("Lock options", () => {
         yield* refused({ lock, lockTtl: 1000, onConflict: "reschedule" }, "onConflict", "\"reschedule\"")
       }
       for (const name of ["raise", "reject", "replace", "log"] as const) {
-        assert.strictEqual((yield* Lock.make({ lock: "until_executed", onConflict: name })).onConflict.client, name)
+        assert.strictEqual((yield* LockOptions.make({ lock: "until_executed", onConflict: name })).onConflict.client, name)
       }
     }))
 
@@ -240,9 +241,9 @@ describe("Lock options", () => {
       )
       yield* refused({ lock: "while_executing_reject", rescheduleDelay: 100 }, "rescheduleDelay", "is reject")
       yield* refused({ lock: "until_executed", rescheduleDelay: 100 }, "rescheduleDelay", "nothing is rescheduled")
-      const rescheduling = yield* Lock.make({ lock: "while_executing", onConflict: "reschedule", rescheduleDelay: 100 })
+      const rescheduling = yield* LockOptions.make({ lock: "while_executing", onConflict: "reschedule", rescheduleDelay: 100 })
       assert.strictEqual(Duration.toMillis(rescheduling.rescheduleDelay), 100)
-      const custom = yield* Lock.make({
+      const custom = yield* LockOptions.make({
         lock: "until_and_while_executing",
         onConflict: { server: () => Effect.succeed({ _tag: "Skip" }) as never },
         rescheduleDelay: 100
@@ -273,11 +274,11 @@ describe("Lock options", () => {
 
   it("unsafeMake throws the typed error at definition time", () => {
     try {
-      Lock.unsafeMake({ lock: "until_expired" })
+      LockOptions.unsafeMake({ lock: "until_expired" })
       assert.fail("expected a throw")
     } catch (error) {
-      assert.instanceOf(error, Lock.InvalidLockOptions)
-      assert.strictEqual((error as Lock.InvalidLockOptions).field, "lockTtl")
+      assert.instanceOf(error, LockOptions.InvalidLockOptions)
+      assert.strictEqual((error as LockOptions.InvalidLockOptions).field, "lockTtl")
     }
   })
 })

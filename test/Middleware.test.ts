@@ -14,9 +14,10 @@ import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
+import * as LockType from "../src/LockType.js"
 import * as Metrics from "../src/Metrics.js"
 import * as Redis from "../src/Redis.js"
-import type * as Strategy from "../src/Strategy.js"
+import * as Strategy from "../src/Strategy.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as RedisTest from "./support/redis.js"
 
@@ -86,7 +87,7 @@ const maxConcurrent = (intervals: ReadonlyArray<Interval>) => {
 const define = (options: UniqueJob.Options) =>
   UniqueJob.make({ ...options, lockPrefix: RedisTest.uniquePrefix("mw") })
 
-const holdersOf = (uj: UniqueJob.UniqueJob, digest: string, phase: Lock.Phase) =>
+const holdersOf = (uj: UniqueJob.UniqueJob, digest: string, phase: LockType.Phase) =>
   Effect.flatMap(Redis.RedisService, (redis) =>
     Effect.map(redis.holders(Lock.keyOf(uj.definition, digest, phase)), (hs) => hs.map((h) => h.jid)))
 
@@ -526,7 +527,7 @@ for (const [name, store] of stores) {
           Effect.gen(function*() {
             const seen = yield* Ref.make<Array<string>>([])
             const custom: Strategy.ClientStrategy = (c) =>
-              Effect.as(Ref.update(seen, (s) => [...s, ...c.conflict.holders]), { _tag: "Skip" } as const)
+              Effect.as(Ref.update(seen, (s) => [...s, ...c.conflict.holders]), Strategy.skipped(c))
             const job = yield* define({ worker: "CustomJob", lock: "until_executed", onConflict: { client: custom } })
             const first = yield* job.enqueue([1])
             assert.strictEqual((yield* job.enqueue([1]))._tag, "Skipped")

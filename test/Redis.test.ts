@@ -7,11 +7,12 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisTest from "./support/redis.js"
 
-const setup = (options: Lock.Options) =>
-  Effect.map(Lock.make({ ...options, lockPrefix: RedisTest.uniquePrefix("r") }), (definition) => ({
+const setup = (options: LockOptions.Options) =>
+  Effect.map(LockOptions.make({ ...options, lockPrefix: RedisTest.uniquePrefix("r") }), (definition) => ({
     definition,
     digest: `${definition.lockPrefix}:ace64a5ce1899f22b3c3cb97985a733d`,
     index: `${definition.lockPrefix}:digests`
@@ -123,7 +124,7 @@ describe("Redis data model", () => {
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { definition: withTtl, digest } = yield* setup({ lock: "until_executed", lockLimit: 2, lockTtl: 5000 })
-        const forever = { ...withTtl, lockTtl: (yield* Lock.make({ lock: "until_executed" })).lockTtl }
+        const forever = { ...withTtl, lockTtl: (yield* LockOptions.make({ lock: "until_executed" })).lockTtl }
         yield* Lock.lock(withTtl, { digest, jid: "a" })
         assert.isAbove(yield* Effect.promise(() => raw.pttl(`${digest}:LOCKED`)), 0)
         yield* Lock.lock(forever, { digest, jid: "b" })
@@ -138,6 +139,54 @@ describe("Redis data model", () => {
         yield* Lock.lock(definition, { digest, jid: "a" })
         yield* Effect.promise(() => raw.script("FLUSH"))
         assert.isTrue(yield* Lock.unlock(definition, { digest, jid: "a" }))
+      }))
+  })
+})
+
+/** How many EVALSHA calls the server has run (INFO commandstats). */
+const evalshaCalls = Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
+  Effect.promise(async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await raw.info("commandstats"))?.[1] ?? 0)))
+
+describe("Redis batch renewal", () => {
+  // A server of its own: no other test's script calls in the count.
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    it.effect("renewAll: 300 holds in one script call, answered in order; a deleted entry answers false alone", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const redis = yield* Redis.RedisService
+        const prefix = RedisTest.uniquePrefix("batch")
+        const request = (jid: string) => ({ jid, limit: 1, ttlMs: 0, leaseMs: 5_000, info: "", fenced: true })
+        const holds = yield* Effect.forEach(Array.from({ length: 300 }, (_, i) => i), (i) => {
+          const lock: Redis.LockKey = { prefix, name: `${prefix}:d${i}:RUN` }
+          return Effect.map(redis.lock(lock, request(`j${i}`)), (result) => {
+            assert.strictEqual(result._tag, "Acquired")
+            return { lock, jid: `j${i}`, fence: result._tag === "Acquired" ? result.fence : 0 }
+          })
+        })
+        const keyOf = (i: number) => Redis.keysOf(holds[i]!.lock).locked
+        const leaseOf = (i: number) =>
+          Effect.promise(async () => JSON.parse((await raw.hget(keyOf(i), `j${i}`))!).l as number)
+        const before = [yield* leaseOf(0), yield* leaseOf(299)]
+        // Gone: one entry deleted; another acquisition's: one renewal with a token it never had.
+        yield* Effect.promise(() => raw.hdel(keyOf(137), "j137"))
+        const renewals = holds.map((hold, i) => ({
+          ...hold,
+          leaseMs: 60_000,
+          fence: i === 42 ? hold.fence + 1 : hold.fence
+        }))
+        const calls = yield* evalshaCalls
+        const renewed = yield* redis.renewAll(renewals)
+        assert.strictEqual((yield* evalshaCalls) - calls, 1)
+        assert.deepStrictEqual(renewed, holds.map((_, i) => i !== 137 && i !== 42))
+        // The renewed leases moved by about the minute asked for, the refused one did not move, the deleted is gone.
+        assert.isAbove(yield* leaseOf(0), before[0]! + 50_000)
+        assert.isAbove(yield* leaseOf(299), before[1]! + 50_000)
+        assert.isBelow(yield* leaseOf(42), before[0]! + 50_000)
+        assert.isNull(yield* Effect.promise(() => raw.hget(keyOf(137), "j137")))
+        assert.isAbove(yield* Effect.promise(() => raw.pttl(keyOf(299))), 50_000)
+        // An empty batch makes no call.
+        assert.deepStrictEqual(yield* redis.renewAll([]), [])
+        assert.strictEqual((yield* evalshaCalls) - calls, 1)
       }))
   })
 })

@@ -12,21 +12,24 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Lock from "../src/Lock.js"
+import * as Errors from "../src/Errors.js"
+import * as LockOptions from "../src/Options.js"
+import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisTest from "./support/redis.js"
 import { stores } from "./support/stores.js"
 
-const setup = (options: Lock.Options) =>
-  Effect.map(Lock.make({ ...options, lockPrefix: RedisTest.uniquePrefix() }), (definition) => ({
+const setup = (options: LockOptions.Options) =>
+  Effect.map(LockOptions.make({ ...options, lockPrefix: RedisTest.uniquePrefix() }), (definition) => ({
     definition,
     digest: `${definition.lockPrefix}:0123456789abcdef`
   }))
 
-const holders = (definition: Lock.Definition, digest: string, phase: Lock.Phase) =>
+const holders = (definition: LockOptions.Definition, digest: string, phase: LockType.Phase) =>
   Effect.flatMap(Redis.RedisService, (redis) => redis.holders(Lock.keyOf(definition, digest, phase)))
 
 /** The conflict a lock step failed with (any other failure fails the test). */
-const conflictOf = <A, R>(self: Effect.Effect<A, Lock.LockConflict | Redis.RedisError, R>) =>
+const conflictOf = <A, R>(self: Effect.Effect<A, Errors.LockConflict | Redis.RedisError, R>) =>
   Effect.flatMap(Effect.flip(self), (e) => (e._tag === "LockConflict" ? Effect.succeed(e) : Effect.die(e)))
 
 /** The store's clock: Redis time on Redis, Effect's Clock (TestClock) on the memory store. */
@@ -42,7 +45,7 @@ const storeNow: Effect.Effect<number> = Effect.flatMap(
   })
 )
 
-const jids = (definition: Lock.Definition, digest: string, phase: Lock.Phase) =>
+const jids = (definition: LockOptions.Definition, digest: string, phase: LockType.Phase) =>
   Effect.map(holders(definition, digest, phase), (hs) => hs.map((h) => h.jid).sort())
 
 for (const store of stores) {

@@ -14,6 +14,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisServer from "../src/RedisServer.js"
 import * as RedisTest from "./support/redis.js"
@@ -89,7 +90,7 @@ describe("connect: the database", () => {
       const server = yield* RedisServer.start
       const raw = yield* rawClient(`${server.url}/7`)
       const prefix = RedisTest.uniquePrefix("db")
-      const definition = Lock.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+      const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
       const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [1] })
       yield* Lock.lock(definition, { digest, jid: "j1" }).pipe(
         Effect.provide(Layer.fresh(Redis.layer({ url: `${server.url}/7` })))
@@ -141,7 +142,7 @@ describe("an outage", () => {
     const server = yield* RedisServer.start
     const redis = yield* Redis.make({ url: server.url, timeout })
     const prefix = RedisTest.uniquePrefix("outage")
-    const definition = Lock.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+    const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
     let n = 0
     const lock = Effect.suspend(() =>
       Effect.flatMap(
@@ -207,7 +208,7 @@ describe("an outage", () => {
       const raw = yield* rawClient(server.url)
       yield* startSpin(raw)
       yield* Effect.sleep(300)
-      const definition = Lock.unsafeMake({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("slow") })
+      const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("slow") })
       const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [1] })
       const result = yield* Effect.either(
         Lock.lock(definition, { digest, jid: "j1" }).pipe(Effect.provideService(Redis.RedisService, redis))

@@ -26,6 +26,7 @@ import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
+import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
 import type * as RedisServer from "../src/RedisServer.js"
 import * as UniqueJob from "../src/UniqueJob.js"
@@ -354,7 +355,7 @@ const serverOf = (source: RedisServer.Source): RedisServer.Server | undefined =>
 // Interruption at random points
 // ---------------------------------------------------------------------------------------------------------------
 
-const interruptedTypes: ReadonlyArray<Lock.LockType> = [
+const interruptedTypes: ReadonlyArray<LockType.LockType> = [
   "until_executing",
   "until_executed",
   "while_executing",
@@ -362,7 +363,7 @@ const interruptedTypes: ReadonlyArray<Lock.LockType> = [
   "until_and_while_executing"
 ]
 
-const serverStrategies = (type: Lock.LockType): ReadonlyArray<"log" | "raise" | "reject" | "reschedule"> =>
+const serverStrategies = (type: LockType.LockType): ReadonlyArray<"log" | "raise" | "reject" | "reschedule"> =>
   type === "while_executing_reject"
     ? ["reject"]
     : type === "while_executing" || type === "until_and_while_executing"
@@ -398,7 +399,7 @@ const interruptions = (prefix: string, seed: number, iterations: number) =>
         const client = (["log", "raise", "reject", "replace"] as const)[rnd.int(4)]!
         const server = strategies[rnd.int(strategies.length)]!
         // Only the options the type reads: the others are refused.
-        const { queue: queued, run } = Lock.phases(type)
+        const { queue: queued, run } = LockType.phases(type)
         const uj = yield* UniqueJob.make({
           worker: "InterruptedJob",
           lock: type,
@@ -409,7 +410,7 @@ const interruptions = (prefix: string, seed: number, iterations: number) =>
         })
         const args = [i]
         const digest = yield* uj.digest(args)
-        const held = (phase: Lock.Phase) =>
+        const held = (phase: LockType.Phase) =>
           Effect.flatMap(Redis.RedisService, (redis) =>
             Effect.map(redis.holders(Lock.keyOf(uj.definition, digest, phase)), (hs) => hs.map((h) => h.jid).sort()))
         const where = `iteration ${i} (${type}, ${JSON.stringify(uj.definition.onConflict)}, seed ${seed})`
@@ -431,7 +432,7 @@ const interruptions = (prefix: string, seed: number, iterations: number) =>
               assert.isTrue(known.has(jid), `${where}, ${moment}: the queue lock of ${jid}, a job the queue lost`)
             }
             assert.deepStrictEqual(yield* held("run"), [], `${where}, ${moment}: an execution lock with no worker`)
-            if (Lock.phases(type).queue) {
+            if (LockType.phases(type).queue) {
               // A job that waits without its queue lock must be one that had started (and released it) before its
               // worker was interrupted: a redelivery. A job that never started has its lock, or it was never pushed.
               const events = yield* queue.events

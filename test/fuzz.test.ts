@@ -8,7 +8,8 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as fc from "effect/FastCheck"
 import * as Digest from "../src/Digest.js"
-import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
+import * as LockType from "../src/LockType.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 
 const optionKeys = [
@@ -67,7 +68,7 @@ const randomOptions = fc.oneof(
   fc.anything()
 )
 
-const decodeExit = (input: unknown) => Effect.runSyncExit(Lock.make(input as Lock.Options))
+const decodeExit = (input: unknown) => Effect.runSyncExit(LockOptions.make(input as LockOptions.Options))
 
 /**
  * A synchronous predicate made asynchronous, every 100th call first giving the event loop a turn. Thousands of runs
@@ -88,14 +89,14 @@ describe("fuzzed options", () => {
       fc.asyncProperty(randomOptions, yielding((input) => {
         const exit = decodeExit(input)
         if (Exit.isSuccess(exit)) {
-          assert.include(Object.values(Lock.lockTypes), exit.value.lock)
+          assert.include(Object.values(LockType.names), exit.value.lock)
           assert.isAtLeast(exit.value.lockLimit, 1)
           return
         }
         const failure = Cause.failureOption(exit.cause)
         assert.isTrue(failure._tag === "Some", `not a typed failure: ${Cause.pretty(exit.cause)}`)
         const error = failure._tag === "Some" ? failure.value : undefined
-        assert.instanceOf(error, Lock.InvalidLockOptions)
+        assert.instanceOf(error, LockOptions.InvalidLockOptions)
         const known = typeof input === "object" && input !== null && !Array.isArray(input)
           ? [...Object.keys(input), "lock", "lockTtl", "options"]
           : ["options", "lock"]

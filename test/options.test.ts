@@ -21,8 +21,10 @@ import * as Digest from "../src/Digest.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
+import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
-import type * as Strategy from "../src/Strategy.js"
+import * as Strategy from "../src/Strategy.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as RedisTest from "./support/redis.js"
 import { stores } from "./support/stores.js"
@@ -41,13 +43,13 @@ const withQueue = <A, E, R>(body: (queue: MemoryQueue.MemoryQueue) => Effect.Eff
     )
   )
 
-const holdersOf = (uj: UniqueJob.UniqueJob, digest: string, phase: Lock.Phase) =>
+const holdersOf = (uj: UniqueJob.UniqueJob, digest: string, phase: LockType.Phase) =>
   Effect.flatMap(Redis.RedisService, (redis) => redis.holders(Lock.keyOf(uj.definition, digest, phase)))
 
-const jidsOf = (uj: UniqueJob.UniqueJob, digest: string, phase: Lock.Phase) =>
+const jidsOf = (uj: UniqueJob.UniqueJob, digest: string, phase: LockType.Phase) =>
   Effect.map(holdersOf(uj, digest, phase), (hs) => hs.map((h) => h.jid).sort())
 
-const holderOf = (uj: UniqueJob.UniqueJob, digest: string, phase: Lock.Phase, jid: string) =>
+const holderOf = (uj: UniqueJob.UniqueJob, digest: string, phase: LockType.Phase, jid: string) =>
   Effect.map(holdersOf(uj, digest, phase), (hs) => {
     const holder = hs.find((h) => h.jid === jid)
     assert.isDefined(holder, `${jid} holds ${digest} (${phase})`)
@@ -691,10 +693,15 @@ for (const store of stores) {
               onConflict: {
                 server: (c) =>
                   Effect.gen(function*() {
-                    const ms = (yield* Clock.currentTimeMillis) + Duration.toMillis(c.definition.rescheduleDelay)
+                    const ms = (yield* Clock.currentTimeMillis) + Duration.toMillis(c.rescheduleDelay)
                     yield* Ref.update(seen, (s) => [...s, ms])
                     yield* (yield* JobQueue).schedule({ ...c.job, at: ms }, ms)
-                    return { _tag: "Reschedule", at: ms } as const
+                    return Strategy.ServerOutcome.Rescheduled({
+                      digest: c.conflict.digest,
+                      job: c.job,
+                      holders: c.conflict.holders,
+                      at: ms
+                    })
                   })
               }
             })
@@ -767,7 +774,7 @@ for (const store of stores) {
             {
               // A function of your own.
               const { duplicate, job } = yield* holderAndDuplicate({
-                client: () => Effect.succeed({ _tag: "Reject", reason: "mine" } as const)
+                client: (c) => Effect.succeed(Strategy.rejected(c, "mine"))
               })
               const outcome = yield* job.client(duplicate, () => Effect.die("must not enqueue"))
               assert.strictEqual(outcome._tag === "Rejected" && outcome.reason, "mine")
@@ -824,9 +831,9 @@ for (const store of stores) {
         withQueue(() =>
           Effect.gen(function*() {
             const redis = yield* Redis.RedisService
-            const calls = yield* Ref.make<Array<Lock.Unlocked & { readonly holdersLeft: number }>>([])
+            const calls = yield* Ref.make<Array<LockOptions.Unlocked & { readonly holdersLeft: number }>>([])
             // Records the call and how many holders the released lock still had then: 0 proves it ran after.
-            const afterUnlock = (key: (u: Lock.Unlocked) => Redis.LockKey) => (u: Lock.Unlocked) =>
+            const afterUnlock = (key: (u: LockOptions.Unlocked) => Redis.LockKey) => (u: LockOptions.Unlocked) =>
               Effect.flatMap(
                 Effect.orDie(redis.holders(key(u))),
                 (hs) =>

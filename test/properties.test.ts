@@ -19,7 +19,7 @@ import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Digest from "../src/Digest.js"
-import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisServer from "../src/RedisServer.js"
 import * as Memory from "../src/internal/memory.js"
@@ -33,7 +33,7 @@ import { commandsFor, lockTypes, withMemory } from "./support/lifecycle.js"
 type DurationField = "lockTtl" | "lockLease" | "rescheduleDelay" | "lockTimeout"
 
 /** Options in which each duration field is read (the Schema refuses it where the lock type ignores it). */
-const readers: Record<DurationField, ReadonlyArray<Lock.Options>> = {
+const readers: Record<DurationField, ReadonlyArray<LockOptions.Options>> = {
   lockTtl: [
     { lock: "until_executing" },
     { lock: "until_executed" },
@@ -50,7 +50,7 @@ const readers: Record<DurationField, ReadonlyArray<Lock.Options>> = {
 
 const minimum: Record<DurationField, number> = {
   lockTtl: 1,
-  lockLease: Lock.minLeaseMs,
+  lockLease: LockOptions.minLeaseMs,
   rescheduleDelay: 1,
   lockTimeout: 0
 }
@@ -72,8 +72,8 @@ const written = (input: unknown, what: string): Written => ({ input, what })
 const fractionalMs = fc.tuple(fc.integer({ min: 0, max: 1_000_000_000 }), fc.integer({ min: 1, max: 999_999 }))
 
 const tooLarge = fc.oneof(
-  fc.integer({ min: Lock.maxDurationMs + 1, max: Number.MAX_SAFE_INTEGER }),
-  fc.double({ min: Lock.maxDurationMs + 0.5, noNaN: true }),
+  fc.integer({ min: LockOptions.maxDurationMs + 1, max: Number.MAX_SAFE_INTEGER }),
+  fc.double({ min: LockOptions.maxDurationMs + 0.5, noNaN: true }),
   fc.constantFrom(1e17, 1e21, Number.MAX_VALUE, 2 ** 50, 2 ** 53)
 )
 
@@ -110,7 +110,7 @@ const badDuration = (field: DurationField): fc.Arbitrary<Written> =>
       )
     ),
     tooLarge.map((n) => written(n, "too large")),
-    fc.integer({ min: Lock.maxDurationMs + 1, max: Number.MAX_SAFE_INTEGER }).chain((n) =>
+    fc.integer({ min: LockOptions.maxDurationMs + 1, max: Number.MAX_SAFE_INTEGER }).chain((n) =>
       fc.constantFrom(
         written(`${n} millis`, "too large string"),
         written(Duration.millis(n), "too large Duration"),
@@ -135,7 +135,7 @@ const badDuration = (field: DurationField): fc.Arbitrary<Written> =>
 
 /** A whole number of milliseconds in range, written every way a user can. */
 const goodDuration = (field: DurationField): fc.Arbitrary<{ readonly written: Written; readonly ms: number }> =>
-  fc.integer({ min: minimum[field], max: Lock.maxDurationMs }).chain((ms) =>
+  fc.integer({ min: minimum[field], max: LockOptions.maxDurationMs }).chain((ms) =>
     fc.constantFrom(
       { written: written(ms, "ms"), ms },
       { written: written(`${ms} millis`, "string"), ms },
@@ -147,7 +147,7 @@ const goodDuration = (field: DurationField): fc.Arbitrary<{ readonly written: Wr
     )
   )
 
-const decodedMs = (definition: Lock.Definition, field: DurationField): number =>
+const decodedMs = (definition: LockOptions.Definition, field: DurationField): number =>
   Duration.toMillis(
     field === "lockTtl" ? Option.getOrThrow(definition.lockTtl) : definition[field]
   )
@@ -157,14 +157,14 @@ describe("durations at definition: whole milliseconds within range, or InvalidLo
     const cases = fieldArbitrary.chain((c) => badDuration(c.field).map((bad) => ({ ...c, bad })))
     fc.assert(
       fc.property(cases, ({ bad, field, options }) => {
-        const exit = Effect.runSyncExit(Lock.make({ ...options, [field]: bad.input } as Lock.Options))
+        const exit = Effect.runSyncExit(LockOptions.make({ ...options, [field]: bad.input } as LockOptions.Options))
         if (Exit.isSuccess(exit)) {
           assert.fail(`${field}: ${bad.what} ${String(bad.input)} was accepted as ${decodedMs(exit.value, field)} ms`)
         }
         const failure = Cause.failureOption(exit.cause)
         assert.isTrue(Option.isSome(failure), Cause.pretty(exit.cause))
         const error = Option.getOrThrow(failure)
-        assert.instanceOf(error, Lock.InvalidLockOptions)
+        assert.instanceOf(error, LockOptions.InvalidLockOptions)
         assert.strictEqual(error.field, field, error.message)
         assert.deepStrictEqual(error.issues.map((i) => i.field), [field], error.message)
         assert.include(error.message, field)
@@ -178,7 +178,7 @@ describe("durations at definition: whole milliseconds within range, or InvalidLo
     fc.assert(
       fc.property(cases, ({ field, good, options }) => {
         const definition = Either.getOrThrowWith(
-          Either.try(() => Lock.unsafeMake({ ...options, [field]: good.written.input } as Lock.Options)),
+          Either.try(() => LockOptions.unsafeMake({ ...options, [field]: good.written.input } as LockOptions.Options)),
           (error) => new Error(`${field}: ${good.written.what} ${String(good.written.input)} refused: ${error}`)
         )
         assert.strictEqual(decodedMs(definition, field), good.ms)

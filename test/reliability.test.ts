@@ -13,13 +13,15 @@ import { Redis as IORedis } from "ioredis"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
+import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as RedisTest from "./support/redis.js"
 import { stores } from "./support/stores.js"
 
-const setup = (options: Lock.Options) =>
-  Effect.map(Lock.make({ ...options, lockPrefix: RedisTest.uniquePrefix("rel") }), (definition) => ({
+const setup = (options: LockOptions.Options) =>
+  Effect.map(LockOptions.make({ ...options, lockPrefix: RedisTest.uniquePrefix("rel") }), (definition) => ({
     definition,
     digest: `${definition.lockPrefix}:0123456789abcdef`
   }))
@@ -34,7 +36,7 @@ const request = (jid: string, overrides: Partial<Redis.HolderRequest> = {}): Red
   ...overrides
 })
 
-const jidsOf = (definition: Lock.Definition, digest: string, phase: Lock.Phase) =>
+const jidsOf = (definition: LockOptions.Definition, digest: string, phase: LockType.Phase) =>
   Effect.flatMap(Redis.RedisService, (redis) =>
     Effect.map(redis.holders(Lock.keyOf(definition, digest, phase)), (hs) => hs.map((h) => h.jid).sort()))
 
@@ -311,7 +313,10 @@ describe("reliability: memory store on TestClock", () => {
         const cutOff: Redis.RedisService["Type"] = {
           ...redis,
           renew: (...args) =>
-            cut ? Effect.fail(new Redis.RedisError({ operation: "renew", reason: "cut off" })) : redis.renew(...args)
+            cut ? Effect.fail(new Redis.RedisError({ operation: "renew", reason: "cut off" })) : redis.renew(...args),
+          // The lease keeper renews in batches.
+          renewAll: (renewals) =>
+            cut ? Effect.fail(new Redis.RedisError({ operation: "renewAll", reason: "cut off" })) : redis.renewAll(renewals)
         }
         const job = UniqueJob.unsafeMake({
           worker: "CutOffJob",

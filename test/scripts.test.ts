@@ -1,7 +1,8 @@
 /**
  * The Lua scripts ship inside the code (issue 8, item 16): `src/internal/lua.generated.ts` is generated from `lua/`
  * (`npm run generate`), matches it byte for byte, and an esbuild bundle of the package runs its scripts from a
- * folder with no `lua/` next to it.
+ * folder with no `lua/` next to it. A script is the prelude (`lua/lib/`) and its own file, and its errors on Redis
+ * name the file and line they were raised at.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
@@ -11,6 +12,8 @@ import { tmpdir } from "node:os"
 import { join, relative, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Effect from "effect/Effect"
+import * as Redis from "../src/Redis.js"
+import * as Memory from "../src/internal/memory.js"
 import * as Scripts from "../src/internal/scripts.js"
 import { sources } from "../src/internal/lua.generated.js"
 import * as RedisTest from "./support/redis.js"
@@ -42,15 +45,83 @@ describe("the generated Lua module", () => {
     assert.strictEqual(check.status, 0, check.stderr.trim() || regenerate)
   })
 
-  it("gives every script the prelude in front", () => {
+  it("gives every script the prelude (lua/lib/) in front, and knows which lines come from which file", () => {
     const scripts = Scripts.loadScripts()
+    assert.deepStrictEqual(Scripts.prelude, ["lib/prelude.lua"])
     for (const [name, script] of Object.entries(scripts)) {
       assert.strictEqual(script.name, name)
-      const own = readFileSync(join(luaDir, `${name}.lua`), "utf8")
-      assert.strictEqual(script.source, `${sources["acquire.lua"]}\n${own}`)
+      const files = ["lib/prelude.lua", Scripts.files[name as Scripts.ScriptName]]
+      const texts = files.map((file) => readFileSync(join(luaDir, file), "utf8"))
+      // Every file ends in a newline, so the files join line for line.
+      assert.strictEqual(script.source, texts.join(""))
       assert.strictEqual(script.sha, createHash("sha1").update(script.source).digest("hex"))
+      let from = 1
+      script.parts.forEach((part, i) => {
+        const lines = texts[i]!.split("\n").length - 1
+        assert.deepStrictEqual(part, { file: `lua/${files[i]}`, from, lines })
+        from += lines
+      })
+      const sourceLines = script.source.split("\n")
+      for (let line = 1; line < from; line++) {
+        const [file, at] = Scripts.locate(script, line)!.split(":")
+        assert.strictEqual(readFileSync(join(root, file!), "utf8").split("\n")[Number(at) - 1], sourceLines[line - 1])
+      }
+      assert.isUndefined(Scripts.locate(script, from))
     }
   })
+})
+
+/** The 1-based line of `file` (under lua/) holding `text`; the text must be there exactly once. */
+const lineOf = (file: string, text: string): number => {
+  const lines = readFileSync(join(luaDir, file), "utf8").split("\n")
+  const found = lines.flatMap((line, i) => (line.includes(text) ? [i + 1] : []))
+  assert.strictEqual(found.length, 1, `${text} in lua/${file}`)
+  return found[0]!
+}
+
+layer(RedisTest.layerServer, { excludeTestServices: true })("a script's error on Redis", (it) => {
+  it.scoped("names the lua/ file and line it was raised at: a refused argument, in the prelude", () =>
+    Effect.gen(function*() {
+      const { raw } = yield* RedisTest.TestRedis
+      const store = yield* Redis.makeFromClient(raw)
+      const lock: Redis.LockKey = { prefix: RedisTest.uniquePrefix("where"), name: "refused" }
+      const request = { jid: "j", limit: 0, ttlMs: 0, leaseMs: 0, info: "", fenced: false }
+      const error = yield* Effect.flip(store.lock(lock, request))
+      const at = `lua/lib/prelude.lua:${lineOf("lib/prelude.lua", "error(")}`
+      assert.strictEqual(error._tag, "RedisError")
+      assert.strictEqual(error.script, at)
+      // The reason is the memory store's, word for word; the place is at the end of the message.
+      const memory = yield* Effect.flip(Memory.make().lock(lock, request))
+      assert.strictEqual(error.reason, memory.reason)
+      assert.strictEqual(error.reason, "ERR limit must be a whole number from 1 to 2^50, got 0")
+      assert.strictEqual(error.message, `Redis lock failed: ${error.reason} (at ${at})`)
+      assert.isUndefined(memory.script)
+    }))
+
+  it.scoped("a wrong-typed key, in the script's own file; the batch it was in renewed nothing", () =>
+    Effect.gen(function*() {
+      const { raw } = yield* RedisTest.TestRedis
+      const store = yield* Redis.makeFromClient(raw)
+      const prefix = RedisTest.uniquePrefix("where")
+      const held: Redis.LockKey = { prefix, name: `${prefix}:held` }
+      const wrong: Redis.LockKey = { prefix, name: `${prefix}:wrong` }
+      const acquired = yield* store.lock(held, { jid: "j", limit: 1, ttlMs: 0, leaseMs: 1000, info: "", fenced: true })
+      assert.strictEqual(acquired._tag, "Acquired")
+      const entry = () => raw.hget(Redis.keysOf(held).locked, "j")
+      const before = yield* Effect.promise(entry)
+      yield* Effect.promise(() => raw.rpush(Redis.keysOf(wrong).locked, "x"))
+      const error = yield* Effect.flip(
+        store.renewAll([
+          { lock: held, jid: "j", leaseMs: 60_000, fence: acquired._tag === "Acquired" ? acquired.fence : 0 },
+          { lock: wrong, jid: "j", leaseMs: 60_000, fence: 0 }
+        ])
+      )
+      assert.match(error.reason, /^WRONGTYPE /)
+      assert.strictEqual(error.script, `lua/renew_all.lua:${lineOf("renew_all.lua", "redis.call('HGET'")}`)
+      // All or nothing: the renewable hold before the wrong-typed key kept its lease and its key's TTL.
+      assert.strictEqual(yield* Effect.promise(entry), before)
+      assert.isAtMost(yield* Effect.promise(() => raw.pttl(Redis.keysOf(held).locked)), 1000)
+    }))
 })
 
 layer(RedisTest.layerServer, { excludeTestServices: true })("an esbuild bundle", (it) => {
@@ -79,8 +150,8 @@ layer(RedisTest.layerServer, { excludeTestServices: true })("an esbuild bundle",
       writeFileSync(
         join(dir, "check.mjs"),
         `import * as Effect from "effect/Effect"
-import { Lock, Redis } from "./bundle.mjs"
-const definition = Lock.unsafeMake({ lock: "until_executed", lockPrefix: ${JSON.stringify(prefix)} })
+import { Lock, Options, Redis } from "./bundle.mjs"
+const definition = Options.unsafeMake({ lock: "until_executed", lockPrefix: ${JSON.stringify(prefix)} })
 const program = Effect.gen(function*() {
   const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [1] })
   const acquired = yield* Lock.lock(definition, { digest, jid: "j1" })

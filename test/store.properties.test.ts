@@ -1,5 +1,6 @@
 /**
- * Differential properties of the two stores: random calls (lock, unlock, renew, handoff, calls out of range) on a
+ * Differential properties of the two stores: random calls (lock, unlock, renew, batches of renewals, handoff, calls out
+ * of range) on a
  * clock that moves by random amounts, so some TTLs and leases pass and others do not, holders expire one by one under
  * lockLimit > 1, redelivered copies of a jid hold fencing tokens of their own, and renewals race their leases. The Lua
  * scripts run on a real Redis whose clock the test moves (support/virtualRedis.ts); the memory store runs on
@@ -20,7 +21,7 @@ import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
-import * as Lock from "../src/Lock.js"
+import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisServer from "../src/RedisServer.js"
 import * as Memory from "../src/internal/memory.js"
@@ -67,6 +68,15 @@ type Call =
     readonly lease: number
     readonly keep: boolean
   }
+  /**
+   * renewAll: a batch of renewals (the lease keeper's), some with a lease out of range. `wrong`: Redis only, that
+   * renewal's key is of the wrong type during the call, which must then fail whole, having written nothing.
+   */
+  | {
+    readonly _tag: "renewAll"
+    readonly renewals: ReadonlyArray<Renewing>
+    readonly wrong: number | undefined
+  }
   | { readonly _tag: "advance"; readonly ms: number }
   /** Redis only: another library's entry (the gem's float timestamp) for a jid that holds nothing there. */
   | { readonly _tag: "foreign"; readonly digest: number; readonly phase: Phase; readonly jid: string }
@@ -82,11 +92,31 @@ type Call =
     readonly value: number
   }
 
+/** One renewal of a batch: renew's fields. */
+interface Renewing {
+  readonly digest: number
+  readonly phase: Phase
+  readonly jid: string
+  readonly lease: number
+  readonly token: Token
+}
+
 const show = (call: Call): string => {
   const { _tag, ...rest } = call
-  const value = (v: unknown) => (Object.is(v, -0) ? "-0" : typeof v === "object" ? show(v as Call) : v)
-  return `${_tag}(${Object.entries(rest).map(([k, v]) => `${k}=${value(v)}`).join(" ")})`
+  return `${_tag}(${fields(rest)})`
 }
+
+const fields = (o: object): string =>
+  Object.entries(o).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${shownValue(v)}`).join(" ")
+
+const shownValue = (v: unknown): string =>
+  Object.is(v, -0)
+    ? "-0"
+    : Array.isArray(v)
+    ? `[${v.map(shownValue).join(", ")}]`
+    : typeof v === "object" && v !== null
+    ? "_tag" in v ? show(v as Call) : `{${fields(v)}}`
+    : String(v)
 
 // -- the calls each lock type makes, and a few it never would -------------------------------------------------------
 
@@ -95,8 +125,8 @@ const show = (call: Call): string => {
  * between them; with the odd combination the middleware never sends (a queue lock with a lease, a run lock with a
  * TTL: the stores must still agree, and `horizon` is min(expiry, lease) only when both are there).
  */
-const callArbitrary = (lock: Lock.LockType, limit: number): fc.Arbitrary<Call> => {
-  const { queue, run } = Lock.phases(lock)
+const callArbitrary = (lock: LockType.LockType, limit: number): fc.Arbitrary<Call> => {
+  const { queue, run } = LockType.phases(lock)
   const phases: Array<Phase> = [...(queue ? ["queue" as const] : []), ...(run ? ["run" as const] : [])]
   // Mostly one digest, so calls meet: full locks, conflicts, a handoff over a held queue lock.
   const digest = fc.oneof({ weight: 4, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.nat(DIGESTS - 1) })
@@ -127,6 +157,22 @@ const callArbitrary = (lock: Lock.LockType, limit: number): fc.Arbitrary<Call> =
     lease,
     token
   })
+  // Batches of up to 5 (empty ones too), mostly in range, the odd lease out of range or key of the wrong type.
+  const renewal = fc.record({
+    digest,
+    phase: run ? fc.constant("run" as const) : phase,
+    jid,
+    lease: fc.oneof({ weight: 20, arbitrary: lease }, { weight: 1, arbitrary: Model.outOfRange(1) }),
+    token
+  })
+  const renewAll = fc.array(renewal, { maxLength: 5 }).chain((renewals) =>
+    fc.oneof(
+      { weight: 6, arbitrary: fc.constant(undefined) },
+      // Mostly the last: every renewal before it could have written, were the keys not all read first.
+      { weight: renewals.length === 0 ? 0 : 2, arbitrary: fc.constant(renewals.length - 1) },
+      { weight: renewals.length === 0 ? 0 : 1, arbitrary: fc.nat(Math.max(renewals.length - 1, 0)) }
+    ).map((wrong): Call => ({ _tag: "renewAll", renewals, wrong }))
+  )
   const handoff = fc.record({
     _tag: fc.constant("handoff" as const),
     digest,
@@ -159,6 +205,7 @@ const callArbitrary = (lock: Lock.LockType, limit: number): fc.Arbitrary<Call> =
     { weight: 6, arbitrary: lockCall },
     { weight: 4, arbitrary: unlock },
     { weight: run ? 3 : 1, arbitrary: renew },
+    { weight: run ? 3 : 1, arbitrary: renewAll },
     { weight: queue && run ? 5 : 0, arbitrary: handoff },
     { weight: 5, arbitrary: advance },
     { weight: 1, arbitrary: refuse },
@@ -178,8 +225,8 @@ const callArbitrary = (lock: Lock.LockType, limit: number): fc.Arbitrary<Call> =
  * A scripted run per lock type, before the random ones: under lockLimit 2 one holder lapses while the other keeps the
  * key alive, then the lapsed one renews and releases (both must say the hold was lost), and a third takes its place.
  */
-const lapsedExample = (lock: Lock.LockType): { readonly limit: number; readonly calls: ReadonlyArray<Call> } => {
-  const phase: Phase = Lock.phases(lock).run ? "run" : "queue"
+const lapsedExample = (lock: LockType.LockType): { readonly limit: number; readonly calls: ReadonlyArray<Call> } => {
+  const phase: Phase = LockType.phases(lock).run ? "run" : "queue"
   const hold = (jid: string, short: boolean): Call => ({
     _tag: "lock",
     digest: 0,
@@ -203,7 +250,51 @@ const lapsedExample = (lock: Lock.LockType): { readonly limit: number; readonly 
   }
 }
 
-const runArbitrary = (lock: Lock.LockType, maxCalls: number) =>
+/**
+ * A scripted run of batch renewals per lock type: a batch with a wrong-typed key after a renewable hold fails whole
+ * (nothing renewed), one with a lease out of range is refused whole, then a batch mixes a renewable hold, a made-up
+ * token, a jid that holds nothing and a second renewal of one hold.
+ */
+const batchExample = (lock: LockType.LockType): { readonly limit: number; readonly calls: ReadonlyArray<Call> } => {
+  const phase: Phase = LockType.phases(lock).run ? "run" : "queue"
+  const hold = (digest: number, jid: string): Call => ({
+    _tag: "lock",
+    digest,
+    phase,
+    jid,
+    limit: 2,
+    ttl: 0,
+    lease: phase === "run" ? 400 : 0,
+    info: false
+  })
+  const renewal = (digest: number, jid: string, lease: number, token: Token): Renewing => ({
+    digest,
+    phase,
+    jid,
+    lease,
+    token
+  })
+  const both = [renewal(0, "j0", 400, "latest"), renewal(1, "j1", 400, "latest")]
+  return {
+    limit: 2,
+    calls: [
+      hold(0, "j0"),
+      hold(1, "j1"),
+      // Time moves first, so a renewal would change the entry (a lease of 400 from now, not from the acquisition).
+      { _tag: "advance", ms: 50 },
+      { _tag: "renewAll", renewals: both, wrong: 1 },
+      { _tag: "renewAll", renewals: [both[0]!, renewal(1, "j1", 0.5, "latest")], wrong: undefined },
+      { _tag: "advance", ms: 100 },
+      {
+        _tag: "renewAll",
+        renewals: [...both, renewal(1, "j1", 250, "bogus"), renewal(0, "j2", 400, "any"), renewal(1, "j1", 150, "any")],
+        wrong: undefined
+      }
+    ]
+  }
+}
+
+const runArbitrary = (lock: LockType.LockType, maxCalls: number) =>
   fc.constantFrom(1, 2, 2, 3).chain((limit) =>
     fc.array(callArbitrary(lock, limit), { minLength: 1, maxLength: maxCalls }).map((calls) => ({ limit, calls }))
   )
@@ -310,13 +401,18 @@ const shown = (answer: Answer): string =>
 /** When an entry stops counting (0: never), written out from the rule rather than taken from the stores under test. */
 const horizon = (e: Pick<Memory.Entry, "x" | "l">): number => (e.x > 0 && e.l > 0 ? Math.min(e.x, e.l) : e.x || e.l)
 const isLive = (e: Pick<Memory.Entry, "x" | "l">, now: number): boolean => horizon(e) === 0 || horizon(e) > now
+/** A lease the stores take: whole milliseconds from 1 to 2^50. */
+const isLease = (ms: number): boolean => Number.isInteger(ms) && ms >= 1 && ms <= 2 ** 50
 
 /** A store call of the run, ready to send to either store, with what the rules need to know of it. */
 interface Planned {
   readonly send: (store: Redis.RedisService["Type"]) => Effect.Effect<unknown, Redis.RedisError>
-  readonly lock: Redis.LockKey
+  /** The lock of a call on one lock. */
+  readonly lock?: Redis.LockKey | undefined
   readonly request?: Redis.HolderRequest | undefined
   readonly token: number
+  /** The renewals of a batch, tokens resolved. */
+  readonly renewals?: ReadonlyArray<Redis.Renewal> | undefined
 }
 
 /** One run of calls on both stores, in step. Throws at the first disagreement or broken rule, with the calls so far. */
@@ -364,6 +460,13 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
         const token = tokenOf(lock, call.jid, call.token)
         return { lock, token, send: (store) => store.renew(lock, call.jid, call.lease, token) }
       }
+      case "renewAll": {
+        const renewals = call.renewals.map((r): Redis.Renewal => {
+          const lock = lockKey(both.prefix, r.digest, r.phase)
+          return { lock, jid: r.jid, leaseMs: r.lease, fence: tokenOf(lock, r.jid, r.token) }
+        })
+        return { token: 0, renewals, send: (store) => store.renewAll(renewals) }
+      }
       case "handoff": {
         const from = lockKey(both.prefix, call.digest, "queue")
         const lock = lockKey(both.prefix, call.digest, "run")
@@ -403,6 +506,19 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
   const onMemory = <A>(effect: Effect.Effect<A, Redis.RedisError>) =>
     Runtime.runPromise(both.memoryRuntime)(Effect.either(effect))
   const onRedis = <A>(effect: Effect.Effect<A, Redis.RedisError>) => Effect.runPromise(Effect.either(effect))
+  /** A call on Redis while `key` is of the wrong type (a list), and whether anything else changed meanwhile. */
+  const withWrongType = async (key: string, planned: Planned): Promise<{ answer: Answer; unchanged: boolean }> => {
+    const aside = `${both.prefix}:aside`
+    const existed = (await both.raw.exists(key)) === 1
+    if (existed) await both.raw.rename(key, aside)
+    await both.raw.rpush(key, "x")
+    const dumped = await dumpAll(both)
+    const answer = await onRedis(planned.send(both.redis))
+    const unchanged = (await dumpAll(both)) === dumped
+    await both.raw.del(key)
+    if (existed) await both.raw.rename(aside, key)
+    return { answer, unchanged }
+  }
 
   for (const listed of calls) {
     let call = listed
@@ -431,23 +547,16 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
       // that key, and then it runs on the memory store too and both go on as usual.
       const inner = call.call
       planned = plan(inner)
-      const queue = "digest" in inner ? lockKey(both.prefix, inner.digest, "queue") : planned.lock
+      const own = planned.lock!
+      const queue = "digest" in inner ? lockKey(both.prefix, inner.digest, "queue") : own
       const key = call.key === "locked"
-        ? Redis.keysOf(planned.lock).locked
+        ? Redis.keysOf(own).locked
         : call.key === "queue"
         ? Redis.keysOf(queue).locked
         : call.key === "index"
         ? `${both.prefix}:digests`
         : `${both.prefix}:fence`
-      const aside = `${both.prefix}:aside`
-      const existed = (await both.raw.exists(key)) === 1
-      if (existed) await both.raw.rename(key, aside)
-      await both.raw.rpush(key, "x")
-      const dumped = await dumpAll(both)
-      const answer = await onRedis(planned.send(both.redis))
-      const unchanged = (await dumpAll(both)) === dumped
-      await both.raw.del(key)
-      if (existed) await both.raw.rename(aside, key)
+      const { answer, unchanged } = await withWrongType(key, planned)
       if (Either.isLeft(answer)) {
         done.push(`${show(call)} -> ${shown(answer)}`)
         if (!/WRONGTYPE/.test(answer.left.reason)) fail(`${show(call)} failed, but not on the key's type: ${shown(answer)}`)
@@ -456,6 +565,24 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
       }
       answers = [await onMemory(planned.send(both.memory.store)), answer]
       call = inner
+    } else if (call._tag === "renewAll" && call.wrong !== undefined) {
+      // A batch reads every key before its first write: a wrong-typed one fails it whole, having written nothing.
+      // The leases are checked before any key is read, so a lease out of range is refused as on the memory store.
+      planned = plan(call)
+      const wrong = Redis.keysOf(planned.renewals![call.wrong]!.lock).locked
+      const { answer, unchanged } = await withWrongType(wrong, planned)
+      if (!unchanged) fail(`${show(call)} wrote with the key of renewal ${call.wrong} of the wrong type`)
+      if (Either.isRight(answer)) {
+        fail(`${show(call)} answered ${shown(answer)} with a wrong-typed key: it must read every key`)
+      }
+      if (Either.isLeft(answer) && /WRONGTYPE/.test(answer.left.reason)) {
+        done.push(`${show(call)} -> ${shown(answer)}`)
+        if (!call.renewals.every((r) => isLease(r.lease))) {
+          fail(`${show(call)} failed on the key's type before it refused the lease out of range`)
+        }
+        continue
+      }
+      answers = [await onMemory(planned.send(both.memory.store)), answer]
     } else {
       planned = plan(call)
       answers = [await onMemory(planned.send(both.memory.store)), await onRedis(planned.send(both.redis))]
@@ -482,8 +609,15 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
     const a = JSON.stringify(comparable(liveOnly(after)))
     const b = JSON.stringify(comparable(liveOnly(onRedisAfter)))
     if (a !== b) fail(`the stores hold different things after ${show(call)}:\nmemory ${a}\nredis  ${b}`)
-    if (call._tag === "refuse" && JSON.stringify(comparable(before)) !== JSON.stringify(comparable(after))) {
+    if (
+      (call._tag === "refuse" || (call._tag === "renewAll" && Either.isLeft(m))) &&
+      JSON.stringify(comparable(before)) !== JSON.stringify(comparable(after))
+    ) {
       fail(`refused ${show(call)} changed what the store holds`)
+    }
+    if (call._tag === "renewAll") {
+      const bad = call.renewals.findIndex((r) => !isLease(r.lease))
+      if (bad >= 0 && Either.isRight(m)) fail(`${show(call)}: renewal ${bad}'s lease is out of range, yet it ran`)
     }
 
     // -- the rules, on the state both stores agree on ------------------------------------------------------------
@@ -524,6 +658,33 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
       if (call._tag === "renew") {
         const entry = stateOf(lock).entries.find((e) => e.jid === call.jid)!.entry!
         if (entry.l !== now + call.lease) fail(`${show(call)}: lease until ${entry.l}, not ${now + call.lease}`)
+      }
+    }
+    if (call._tag === "renewAll" && Either.isRight(m)) {
+      // Each answer is renew's for its hold as it was before the batch (a renewal leaves the token and liveness of
+      // the hold as they were), and a renewed hold's lease ends at now + the lease of its last renewal.
+      const answered = m.right as ReadonlyArray<boolean>
+      const renewals = planned!.renewals!
+      if (answered.length !== renewals.length) fail(`${show(call)}: ${answered.length} answers to ${renewals.length}`)
+      const leases = new Map<string, { readonly lock: Redis.LockKey; readonly jid: string; readonly ms: number }>()
+      renewals.forEach((renewal, i) => {
+        const was = before.locks.find((l) => l.name === renewal.lock.name)!.entries.find((e) => e.jid === renewal.jid)
+        const held = was !== undefined && isLive(was.entry!, now) &&
+          (renewal.fence === 0 || was.entry!.f === renewal.fence)
+        if (answered[i] !== held) {
+          fail(
+            `${show(call)}: renewal ${i} answered ${answered[i]}, but ${renewal.jid} held ${
+              held ? "a" : "no"
+            } live entry with token ${renewal.fence}`
+          )
+        }
+        if (held) {
+          leases.set(`${renewal.lock.name} ${renewal.jid}`, { lock: renewal.lock, jid: renewal.jid, ms: renewal.leaseMs })
+        }
+      })
+      for (const { jid, lock, ms } of leases.values()) {
+        const entry = stateOf(lock).entries.find((e) => e.jid === jid)!.entry!
+        if (entry.l !== now + ms) fail(`${show(call)}: ${jid}'s lease until ${entry.l}, not ${now + ms}`)
       }
     }
     for (const state of after.locks) {
@@ -589,7 +750,7 @@ describe("store properties: the scripts on Redis against the memory store, on a 
               await both.release()
             }
           }),
-          { numRuns: Model.runs(200), examples: [[lapsedExample(lock)]] }
+          { numRuns: Model.runs(200), examples: [[lapsedExample(lock)], [batchExample(lock)]] }
         )
       ), 120_000)
   }

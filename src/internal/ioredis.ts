@@ -48,9 +48,19 @@ const toLockResultReply = (reply: unknown): LockResult => toLockResult(toArray(r
 
 const isOne = (reply: unknown): boolean => Number(reply) === 1
 
-// A script's error names the script's sha and line; the cause keeps them, the reason reads like the memory store's.
+// A script's error ends naming the script's sha and the line of its source (prelude included).
+const scriptSuffix = / script: [0-9a-f]{40}, on @user_script:(\d+)\.$/
+
+// The cause keeps the suffix; the reason leaves it out, so it reads like the memory store's.
 const reasonOf = (cause: unknown): string =>
-  cause instanceof Error ? cause.message.replace(/ script: [0-9a-f]{40}, on @user_script:\d+\.$/, "") : String(cause)
+  cause instanceof Error ? cause.message.replace(scriptSuffix, "") : String(cause)
+
+// Where in lua/ a script's error was raised: the suffix's line, mapped back to its file and line.
+const locationOf = (cause: unknown, script: Scripts.Script): { readonly script?: string } => {
+  const line = cause instanceof Error ? scriptSuffix.exec(cause.message)?.[1] : undefined
+  const location = line === undefined ? undefined : Scripts.locate(script, Number(line))
+  return location === undefined ? {} : { script: location }
+}
 
 // The call was sent and may have run without its reply reaching us: timed out, or its connection closed first.
 const mayHaveRun = (cause: unknown): boolean =>
@@ -132,8 +142,22 @@ export const makeFromClient = (
         resume(Effect.fail(new RedisError({ operation, reason: `unexpected reply: ${String(cause)}`, cause })))
       }
     }
-    const failWith = <A>(resume: (effect: Effect.Effect<A, RedisError>) => void, operation: string, cause: unknown) =>
-      resume(Effect.fail(new RedisError({ operation, reason: reasonOf(cause), cause })))
+    const failWith = <A>(
+      resume: (effect: Effect.Effect<A, RedisError>) => void,
+      operation: string,
+      cause: unknown,
+      script?: Scripts.Script
+    ) =>
+      resume(
+        Effect.fail(
+          new RedisError({
+            operation,
+            reason: reasonOf(cause),
+            ...(script === undefined ? {} : locationOf(cause, script)),
+            cause
+          })
+        )
+      )
     const call = <A>(operation: string, f: () => Promise<unknown>, decode: (reply: unknown) => A) =>
       Effect.async<A, RedisError>((resume) => {
         const pending = deadlines.add(() => resume(Effect.fail(timedOut(operation))))
@@ -169,7 +193,7 @@ export const makeFromClient = (
         const failed = (cause: unknown) => {
           if (pending.settle()) {
             if (compensate !== undefined && mayHaveRun(cause)) compensate()
-            failWith(resume, operation, cause)
+            failWith(resume, operation, cause, script)
           }
         }
         client.evalsha(script.sha, ...(args as [number, ...Array<string | number>])).then(done, (cause: unknown) => {
@@ -233,6 +257,26 @@ export const makeFromClient = (
       },
       renew: (lock, jid, leaseMs, fence = 0) =>
         script("renew", scripts.renew, [1, keysOf(lock).locked, jid, leaseMs, fence], isOne),
+      // One script call for the batch: the keys, then jid, lease and fence per renewal.
+      renewAll: (renewals) =>
+        renewals.length === 0
+          ? Effect.succeed([])
+          : script(
+            "renewAll",
+            scripts.renewAll,
+            [
+              renewals.length,
+              ...renewals.map((renewal) => keysOf(renewal.lock).locked),
+              ...renewals.flatMap((renewal) => [renewal.jid, renewal.leaseMs, renewal.fence])
+            ],
+            (reply) => {
+              const answers = toArray(reply, "renewAll")
+              if (answers.length !== renewals.length) {
+                throw new Error(`${answers.length} answers to ${renewals.length} renewals`)
+              }
+              return answers.map(isOne)
+            }
+          ),
       handoff: (from, to, request, { keepOnConflict }) =>
         script(
           "handoff",

@@ -7,14 +7,39 @@
  * @internal
  */
 export const sources: {
-  readonly "acquire.lua": string
   readonly "handoff.lua": string
+  readonly "lib/prelude.lua": string
   readonly "lock.lua": string
   readonly "renew.lua": string
+  readonly "renew_all.lua": string
   readonly "unlock.lua": string
 } = {
-  "acquire.lua": `-- Shared prelude of the scripts (prepended when they are loaded). Every function defined here is a closure made
--- again on each run of each script, so the prelude keeps to a few.
+  "handoff.lua": `-- The execution handoff of until_and_while_executing, in one step: take <digest>:RUN, then let go of the
+-- queue lock, so there is no moment when the job holds neither.
+-- KEYS[1] <digest>:LOCKED  KEYS[2] <digest>:RUN:LOCKED  KEYS[3] <prefix>:digests  KEYS[4] <prefix>:fence
+-- ARGV jid, queue member, run member, limit, ttl ms, lease ms, info JSON or '', keep queue lock on conflict ('1'/'0')
+-- Returns {queue lock was held (1/0), acquire result...}.
+local ms, micros = now()
+local jid = ARGV[1]
+-- The queue lock's and the index's types are checked before acquire writes anything.
+local queued = redis.call('HGET', KEYS[1], jid)
+redis.call('ZSCORE', KEYS[3], ARGV[2])
+local result = acquire(KEYS[2], KEYS[3], ARGV[3], jid, ARGV[4], ARGV[5], ARGV[6], ARGV[7], KEYS[4], ms, micros)
+local held
+if result[1] == 1 or ARGV[8] ~= '1' then
+  held = release(KEYS[1], KEYS[3], ARGV[2], jid, '0', ms)
+elseif queued and live(queued, ms) then
+  held = 1
+else
+  held = 0
+end
+table.insert(result, 1, held)
+return result
+`,
+  "lib/prelude.lua": `-- The scripts' shared prelude. src/internal/scripts.ts puts the files of lua/lib/ in front of each script of lua/
+-- (lock, unlock, renew, renew_all, handoff), so each stays one self-contained EVAL, and maps the line of a script's
+-- error back to the file and line it comes from. Every function defined here is a closure made again on each run of
+-- each script, so the prelude keeps to a few.
 -- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>][,"i":<info>]}
 -- with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a run lock's acquisition (absent
 -- for a queue lock). t, x, l and f lead, so a pattern reads them without decoding JSON, whatever the info holds.
@@ -22,8 +47,8 @@ export const sources: {
 --
 -- All or nothing: every call that can fail (argument checks, WRONGTYPE on any key) runs before the first write.
 
--- Redis time: {milliseconds, microseconds}. Lua coerces TIME's strings.
-local function clock()
+-- Redis time, read once per script: {milliseconds, microseconds} of one instant. Lua coerces TIME's strings.
+local function now()
   local t = redis.call('TIME')
   return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000, t[1] * 1000000 + t[2]
 end
@@ -74,6 +99,27 @@ local function extend(key, h, now, created)
     local pttl = redis.call('PTTL', key)
     if pttl >= 0 and pttl < want then redis.call('PEXPIRE', key, want) end
   end
+end
+
+-- Writes jid's entry leased until l (0: no lease): t and x as text (a renewal copies them unchanged), rest what follows
+-- l, closing brace included. The one place an entry is written; returns it.
+local function write_entry(key, jid, t, x, l, rest)
+  local entry = '{"t":' .. t .. ',"x":' .. x .. ',"l":' .. string.format('%d', l) .. rest
+  redis.call('HSET', key, jid, entry)
+  return entry
+end
+
+-- Moves jid's lease to now + lease, and the key's TTL with it. current is jid's entry as read (false when none);
+-- token '0' renews whichever acquisition holds it. Returns 0 when the hold is gone: no entry, a foreign one, another
+-- acquisition's, or its lease or expiry already passed (another process may hold it now; renewing would hide that).
+-- Nothing here can fail: its HSET goes to the key whose HGET (the caller's read of current) found a hash.
+local function renew_entry(key, jid, current, token, lease, now)
+  if not current then return 0 end
+  local t, x, _, f, rest = parse(current)
+  if t == nil or (token ~= '0' and f ~= tonumber(token)) or not live(current, now) then return 0 end
+  local renewed = write_entry(key, jid, t, x, now + lease, rest)
+  extend(key, horizon(renewed), now, false)
+  return 1
 end
 
 -- Takes a place in the lock for jid, or reports the holders. Returns {1, reentrant, fence} or {0, holder, ...}.
@@ -130,10 +176,10 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
   end
   if #evict > 0 then redis.call('HDEL', key, unpack(evict)) end
   -- A queue lock's entry leaves the token out: it is the common case, and every byte is held per lock.
-  local entry = string.format('{"t":%d,"x":%d,"l":%d', now, x, l)
-  if f > 0 then entry = entry .. string.format(',"f":%d', f) end
-  if info ~= '' then entry = entry .. ',"i":' .. info end
-  redis.call('HSET', key, jid, entry .. '}')
+  local rest = '}'
+  if info ~= '' then rest = ',"i":' .. info .. rest end
+  if f > 0 then rest = string.format(',"f":%d', f) .. rest end
+  write_entry(key, jid, string.format('%d', now), string.format('%d', x), l, rest)
   local h = l
   if x > 0 and (l == 0 or x < l) then h = x end
   extend(key, h, now, count == 0)
@@ -160,53 +206,42 @@ local function release(key, index, member, jid, token, now)
   return 0
 end
 `,
-  "handoff.lua": `-- The execution handoff of until_and_while_executing, in one step: take <digest>:RUN, then let go of the
--- queue lock, so there is no moment when the job holds neither.
--- KEYS[1] <digest>:LOCKED  KEYS[2] <digest>:RUN:LOCKED  KEYS[3] <prefix>:digests  KEYS[4] <prefix>:fence
--- ARGV jid, queue member, run member, limit, ttl ms, lease ms, info JSON or '', keep queue lock on conflict ('1'/'0')
--- Returns {queue lock was held (1/0), acquire result...}.
-local now, micros = clock()
-local jid = ARGV[1]
--- The queue lock's and the index's types are checked before acquire writes anything.
-local queued = redis.call('HGET', KEYS[1], jid)
-redis.call('ZSCORE', KEYS[3], ARGV[2])
-local result = acquire(KEYS[2], KEYS[3], ARGV[3], jid, ARGV[4], ARGV[5], ARGV[6], ARGV[7], KEYS[4], now, micros)
-local held
-if result[1] == 1 or ARGV[8] ~= '1' then
-  held = release(KEYS[1], KEYS[3], ARGV[2], jid, '0', now)
-elseif queued and live(queued, now) then
-  held = 1
-else
-  held = 0
-end
-table.insert(result, 1, held)
-return result
-`,
   "lock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <prefix>:fence
 -- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock)
-local now, micros = clock()
+local ms, micros = now()
 local fence = ''
 if ARGV[7] == '1' then fence = KEYS[3] end
-return acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fence, now, micros)
+return acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fence, ms, micros)
 `,
   "renew.lua": `-- KEYS[1] <lock>:LOCKED   ARGV jid, lease ms, fencing token of the acquisition ('0': whichever holds jid's entry)
--- Moves the lease to now + lease. Returns 0 when the hold is gone: no entry, another acquisition's, or its lease or
--- expiry already passed (another process may hold it now; renewing would hide that).
+-- Moves the lease to now + lease (renew_entry). Returns 1, or 0 when the hold is gone: no entry, another
+-- acquisition's, or its lease or expiry already passed.
 local lease = whole(ARGV[2], 'lease', 1)
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return 0 end
-local now = clock()
-local t, x, _, f, rest = parse(current)
-if t == nil or (ARGV[3] ~= '0' and f ~= tonumber(ARGV[3])) or not live(current, now) then return 0 end
-local renewed = '{"t":' .. t .. ',"x":' .. x .. ',"l":' .. string.format('%d', now + lease) .. rest
-redis.call('HSET', KEYS[1], ARGV[1], renewed)
-extend(KEYS[1], horizon(renewed), now, false)
-return 1
+local ms = now()
+return renew_entry(KEYS[1], ARGV[1], current, ARGV[3], lease, ms)
+`,
+  "renew_all.lua": `-- renew.lua for a batch, in one call at one instant (the lease keeper renews every held lease at once).
+-- KEYS[i] the i-th renewal's <lock>:LOCKED   ARGV per renewal, in threes: jid, lease ms, fencing token of the
+-- acquisition ('0': whichever holds jid's entry). Returns {1 or 0 per renewal, in order}: renew.lua's answer for each.
+-- All or nothing for the batch: every lease is checked, then every entry read (HGET fails on a wrong-typed key),
+-- before the first write.
+local leases = {}
+for i = 1, #KEYS do leases[i] = whole(ARGV[i * 3 - 1], 'lease', 1) end
+local current = {}
+for i = 1, #KEYS do current[i] = redis.call('HGET', KEYS[i], ARGV[i * 3 - 2]) end
+local ms = now()
+local renewed = {}
+for i = 1, #KEYS do
+  renewed[i] = renew_entry(KEYS[i], ARGV[i * 3 - 2], current[i], ARGV[i * 3], leases[i], ms)
+end
+return renewed
 `,
   "unlock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests
 -- ARGV jid, member, fencing token of the acquisition ('0': whichever holds jid's entry).
 -- Returns 1 when jid held the lock, 0 when it did not (gone, another acquisition's, or past its horizon).
-local now = clock()
-return release(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], now)
+local ms = now()
+return release(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ms)
 `
 }

@@ -186,6 +186,12 @@ export const makeInspectable = () => {
     lock: (lock, request) => run("lock", (now, micros) => acquire(lock, request, now, micros)),
     unlock: (lock, jid, fence = 0) => run("unlock", (now) => release(lock, jid, fence, now)),
     renew: (lock, jid, leaseMs, fence = 0) => run("renew", (now) => renew(lock, jid, leaseMs, fence, now)),
+    // renew_all.lua: every lease checked before the first renewal, all at one instant.
+    renewAll: (renewals) =>
+      run("renewAll", (now) => {
+        for (const renewal of renewals) whole(renewal.leaseMs, "lease", 1)
+        return renewals.map((renewal) => renew(renewal.lock, renewal.jid, renewal.leaseMs, renewal.fence, now))
+      }),
     handoff: (from, to, request, { keepOnConflict }) =>
       run("handoff", (now, micros) => {
         const queued = getHash(keysOf(from).locked, now)?.entries.get(request.jid)

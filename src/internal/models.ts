@@ -9,7 +9,8 @@ import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 
 /**
- * A Redis call failed: connection, script, reply or timeout. Carries the cause.
+ * A Redis call failed: connection, script, reply or timeout. Carries the cause; a script's error also names where in
+ * `lua/` it was raised (`script`).
  *
  * @since 0.1.0
  * @category errors
@@ -17,10 +18,12 @@ import * as Schema from "effect/Schema"
 export class RedisError extends Schema.TaggedError<RedisError>("effect-unique-jobs/RedisError")("RedisError", {
   operation: Schema.String,
   reason: Schema.String,
+  /** Where a script's error was raised: the file under `lua/` and its line (`lua/lib/prelude.lua:21`). */
+  script: Schema.optional(Schema.String),
   cause: Schema.optional(Schema.Defect)
 }) {
   override get message(): string {
-    return `Redis ${this.operation} failed: ${this.reason}`
+    return `Redis ${this.operation} failed: ${this.reason}${this.script === undefined ? "" : ` (at ${this.script})`}`
   }
 }
 

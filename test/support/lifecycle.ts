@@ -9,12 +9,12 @@ import type * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
-import * as Lock from "../../src/Lock.js"
+import * as LockType from "../../src/LockType.js"
 import * as Memory from "../../src/internal/memory.js"
 import * as Model from "./model.js"
 import { uniquePrefix } from "./redis.js"
 
-export const lockTypes: ReadonlyArray<Lock.LockType> = [
+export const lockTypes: ReadonlyArray<LockType.LockType> = [
   "until_executing",
   "until_executed",
   "until_expired",
@@ -54,9 +54,9 @@ export const withMemory = <A>(use: (memory: (config: Model.Config) => Promise<Mo
  * Redelivered and stalled workers change what run locks do: on the memory store, the types that hold one get longer
  * sequences (fast-check's "medium": up to 30 commands, against "small"'s 10), where those paths come up often.
  */
-export const commandsFor = (lock: Lock.LockType, maxCommands: number, store: "memory" | "redis") =>
+export const commandsFor = (lock: LockType.LockType, maxCommands: number, store: "memory" | "redis") =>
   Model.commandsArbitrary(maxCommands, {
-    runLock: Lock.phases(lock).run,
+    runLock: LockType.phases(lock).run,
     size: store === "memory" ? "medium" : "small",
     virtualTime: store === "memory"
   })

@@ -20,6 +20,7 @@ import * as Runtime from "effect/Runtime"
 import type * as Job from "../../src/Job.js"
 import { JobQueue, QueueError } from "../../src/JobQueue.js"
 import * as Lock from "../../src/Lock.js"
+import * as LockType from "../../src/LockType.js"
 import * as Redis from "../../src/Redis.js"
 import type * as Strategy from "../../src/Strategy.js"
 import * as UniqueJob from "../../src/UniqueJob.js"
@@ -32,7 +33,7 @@ import * as UniqueJob from "../../src/UniqueJob.js"
 export type ArgsFamily = "number" | "proto" | "empty"
 
 export interface Config {
-  readonly lock: Lock.LockType
+  readonly lock: LockType.LockType
   readonly limit: number
   readonly client: Strategy.ClientName
   readonly server: Strategy.ServerName
@@ -59,8 +60,8 @@ const MAX_RETRIES = 1
 const DIGESTS = 2
 
 /** Only options the lock type reads: the Schema refuses the others. */
-export const configArbitrary = (lock: Lock.LockType): fc.Arbitrary<Config> => {
-  const { queue, run } = Lock.phases(lock)
+export const configArbitrary = (lock: LockType.LockType): fc.Arbitrary<Config> => {
+  const { queue, run } = LockType.phases(lock)
   return fc.record({
     lock: fc.constant(lock),
     limit: lock.startsWith("while") ? fc.constantFrom(1, 2) : fc.constantFrom(1, 1, 2),
@@ -142,7 +143,7 @@ type Fate = "performed" | "dead" | "replaced" | "dropped"
 /** The holders of one lock of one digest. */
 export interface Held {
   readonly digest: number
-  readonly phase: Lock.Phase
+  readonly phase: LockType.Phase
   readonly entries: ReadonlyArray<Redis.Holder>
 }
 
@@ -202,7 +203,7 @@ export class System {
     readonly realTime?: RealTime | undefined
   ) {
     this.store = realTime === undefined ? store : realTime.watch(store)
-    const { run } = Lock.phases(config.lock)
+    const { run } = LockType.phases(config.lock)
     this.unique = UniqueJob.unsafeMake({
       worker: "ModelJob",
       lock: config.lock,
@@ -223,7 +224,7 @@ export class System {
   }
 
   get hasRunLock(): boolean {
-    return Lock.phases(this.config.lock).run
+    return LockType.phases(this.config.lock).run
   }
 
   /** Running entries a command may finish: a stalled worker does nothing until its lease is over. */
@@ -285,7 +286,7 @@ export class System {
     return Runtime.runPromise(this.runtime)(effect)
   }
 
-  private async lockKey(digest: number, phase: Lock.Phase): Promise<Redis.LockKey> {
+  private async lockKey(digest: number, phase: LockType.Phase): Promise<Redis.LockKey> {
     let name = this.digests.get(digest)
     if (name === undefined) {
       name = await this.exec(this.unique.digest(argsOf(this.config.args, digest, 0)))
@@ -363,7 +364,7 @@ export class System {
 
   /** Whether jid has a live entry in its digest's queue lock. */
   async holdsQueueLock(jid: string): Promise<boolean> {
-    if (!Lock.phases(this.config.lock).queue) return false
+    if (!LockType.phases(this.config.lock).queue) return false
     const entries = await this.queueEntries(this.digestOf.get(jid)!)
     return entries.some((e) => e.jid === jid && this.isLive(e))
   }
@@ -744,7 +745,7 @@ export class System {
   /** The invariants that hold after every command. */
   async checkInvariants(): Promise<void> {
     const { config } = this
-    const phases = Lock.phases(config.lock)
+    const phases = LockType.phases(config.lock)
     if (this.violations.length > 0) throw new Error(this.violations.join("; "))
     const held = await this.holders()
     if (new Set(this.digests.values()).size !== this.digests.size) {
@@ -889,7 +890,7 @@ const workerStore = (
         if (result._tag === "Acquired") realTime.holding(worker, result.fence, sent)
       })
     })
-  return {
+  const fake: Redis.RedisService["Type"] = {
     lock: (lock, request) =>
       guard("lock", () =>
         confirming(acquiring(request, store.lock(lock, request)), (r) => request.fenced && r._tag === "Acquired")),
@@ -910,11 +911,15 @@ const workerStore = (
           (renewed) => renewed
         )
       }),
+    // The worker's renewals one by one, each as `renew` above.
+    renewAll: (renewals) =>
+      Effect.forEach(renewals, (renewal) => fake.renew(renewal.lock, renewal.jid, renewal.leaseMs, renewal.fence)),
     handoff: (from, to, request, options) =>
       guard("handoff", () =>
         confirming(acquiring(request, store.handoff(from, to, request, options)), (r) => r._tag === "Acquired")),
     holders: (lock) => guard("holders", () => store.holders(lock))
   }
+  return fake
 }
 
 // -- real time ------------------------------------------------------------------------------------------------------
@@ -1255,8 +1260,8 @@ export const commandsArbitrary = (maxCommands: number, options?: CommandOptions)
  * fractional lease, then (types with a run lock) a worker stalls past its lease: the next copy takes the lock and
  * the original ends `LockLost`.
  */
-export const scenario = (lock: Lock.LockType): [Config, Iterable<Cmd>] => {
-  const { queue, run } = Lock.phases(lock)
+export const scenario = (lock: LockType.LockType): [Config, Iterable<Cmd>] => {
+  const { queue, run } = LockType.phases(lock)
   const config: Config = {
     lock,
     limit: 1,
@@ -1297,8 +1302,8 @@ export const scenario = (lock: Lock.LockType): [Config, Iterable<Cmd>] => {
  * pushed and started while it does (raise, limit 1), then both finish. For until_and_while_executing the second
  * job's handoff meets the first's run lock: it goes back to the queue for a retry and must keep its queue lock.
  */
-export const conflictScenario = (lock: Lock.LockType): [Config, Iterable<Cmd>] => {
-  const { queue, run } = Lock.phases(lock)
+export const conflictScenario = (lock: LockType.LockType): [Config, Iterable<Cmd>] => {
+  const { queue, run } = LockType.phases(lock)
   const config: Config = {
     lock,
     limit: 1,

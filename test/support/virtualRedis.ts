@@ -84,10 +84,13 @@ export interface VirtualRedis {
 
 /** The virtual-clock store for keys under `namespace` (the shim's own keys live there too). */
 export const make = (raw: IORedis, namespace: string): VirtualRedis => {
-  const prelude = shim(namespace)
+  // All on the script's first line (its comment lines left out), so an error's line is the script's own, as in
+  // production, and the store maps it back to its lua/ file. A redis.call error's line is the shim's, though: the
+  // error is raised inside the shim's `call`.
+  const prelude = shim(namespace).split("\n").filter((line) => !/^\s*(--|$)/.test(line)).join(" ")
   const sources = new Map(Object.values(Scripts.loadScripts()).map((s) => [s.sha, s.source]))
   const evalShimmed = (source: string, numKeys: number, args: ReadonlyArray<string | number>) =>
-    raw.eval(`${prelude}\n${source}`, numKeys, ...args)
+    raw.eval(`${prelude} ${source}`, numKeys, ...args)
   const client: Redis.Client = {
     evalsha: (sha, numKeys, ...args) => {
       const source = sources.get(sha)

@@ -1,5 +1,7 @@
--- Shared prelude of the scripts (prepended when they are loaded). Every function defined here is a closure made
--- again on each run of each script, so the prelude keeps to a few.
+-- The scripts' shared prelude. src/internal/scripts.ts puts the files of lua/lib/ in front of each script of lua/
+-- (lock, unlock, renew, renew_all, handoff), so each stays one self-contained EVAL, and maps the line of a script's
+-- error back to the file and line it comes from. Every function defined here is a closure made again on each run of
+-- each script, so the prelude keeps to a few.
 -- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>][,"i":<info>]}
 -- with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a run lock's acquisition (absent
 -- for a queue lock). t, x, l and f lead, so a pattern reads them without decoding JSON, whatever the info holds.
@@ -7,8 +9,8 @@
 --
 -- All or nothing: every call that can fail (argument checks, WRONGTYPE on any key) runs before the first write.
 
--- Redis time: {milliseconds, microseconds}. Lua coerces TIME's strings.
-local function clock()
+-- Redis time, read once per script: {milliseconds, microseconds} of one instant. Lua coerces TIME's strings.
+local function now()
   local t = redis.call('TIME')
   return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000, t[1] * 1000000 + t[2]
 end
@@ -59,6 +61,27 @@ local function extend(key, h, now, created)
     local pttl = redis.call('PTTL', key)
     if pttl >= 0 and pttl < want then redis.call('PEXPIRE', key, want) end
   end
+end
+
+-- Writes jid's entry leased until l (0: no lease): t and x as text (a renewal copies them unchanged), rest what follows
+-- l, closing brace included. The one place an entry is written; returns it.
+local function write_entry(key, jid, t, x, l, rest)
+  local entry = '{"t":' .. t .. ',"x":' .. x .. ',"l":' .. string.format('%d', l) .. rest
+  redis.call('HSET', key, jid, entry)
+  return entry
+end
+
+-- Moves jid's lease to now + lease, and the key's TTL with it. current is jid's entry as read (false when none);
+-- token '0' renews whichever acquisition holds it. Returns 0 when the hold is gone: no entry, a foreign one, another
+-- acquisition's, or its lease or expiry already passed (another process may hold it now; renewing would hide that).
+-- Nothing here can fail: its HSET goes to the key whose HGET (the caller's read of current) found a hash.
+local function renew_entry(key, jid, current, token, lease, now)
+  if not current then return 0 end
+  local t, x, _, f, rest = parse(current)
+  if t == nil or (token ~= '0' and f ~= tonumber(token)) or not live(current, now) then return 0 end
+  local renewed = write_entry(key, jid, t, x, now + lease, rest)
+  extend(key, horizon(renewed), now, false)
+  return 1
 end
 
 -- Takes a place in the lock for jid, or reports the holders. Returns {1, reentrant, fence} or {0, holder, ...}.
@@ -115,10 +138,10 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
   end
   if #evict > 0 then redis.call('HDEL', key, unpack(evict)) end
   -- A queue lock's entry leaves the token out: it is the common case, and every byte is held per lock.
-  local entry = string.format('{"t":%d,"x":%d,"l":%d', now, x, l)
-  if f > 0 then entry = entry .. string.format(',"f":%d', f) end
-  if info ~= '' then entry = entry .. ',"i":' .. info end
-  redis.call('HSET', key, jid, entry .. '}')
+  local rest = '}'
+  if info ~= '' then rest = ',"i":' .. info .. rest end
+  if f > 0 then rest = string.format(',"f":%d', f) .. rest end
+  write_entry(key, jid, string.format('%d', now), string.format('%d', x), l, rest)
   local h = l
   if x > 0 and (l == 0 or x < l) then h = x end
   extend(key, h, now, count == 0)

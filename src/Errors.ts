@@ -1,0 +1,84 @@
+/**
+ * The typed failures of the lock steps and the strategies, each with the fields a caller handles it by. Users
+ * tell them apart with `Effect.catchTag`.
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+
+/**
+ * The lock is held by other jobs (as many as `lockLimit`). The conflict strategies turn it into an outcome.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LockConflict extends Schema.TaggedError<LockConflict>("effect-unique-jobs/LockConflict")("LockConflict", {
+  digest: Schema.String,
+  jid: Schema.String,
+  phase: Schema.Literal("queue", "run"),
+  lockType: Schema.String,
+  holders: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `Job ${this.jid} cannot take the ${this.phase} lock ${this.digest}: held by ${this.holders.join(", ")}`
+  }
+}
+
+/**
+ * A held execution lock was lost while the job ran: a renewal or the release found it gone (deleted, or its lease
+ * passed and another job may have taken it), or no renewal was confirmed before the lease ended. The perform is
+ * interrupted when the loss is seen while it runs. The job's writes since then may overlap another holder's: pass
+ * the fencing token (`Running.fence`) to the stores it writes to so they can refuse the stale holder.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LockLost extends Schema.TaggedError<LockLost>("effect-unique-jobs/LockLost")("LockLost", {
+  digest: Schema.String,
+  jid: Schema.String,
+  lockType: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `Job ${this.jid} lost its lock ${this.digest} while running (${this.reason}); another copy may run now`
+  }
+}
+
+/**
+ * A duplicate enqueue under `raise`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DuplicateJob extends Schema.TaggedError<DuplicateJob>("effect-unique-jobs/DuplicateJob")("DuplicateJob", {
+  digest: Schema.String,
+  jid: Schema.String,
+  worker: Schema.String,
+  holders: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `${this.worker} ${this.jid} is a duplicate of ${this.holders.join(", ")} (${this.digest}); ` +
+      "it was not enqueued. Catch DuplicateJob, or use onConflict: \"log\" to skip duplicates quietly."
+  }
+}
+
+/**
+ * A duplicate execution under `raise`: fails the job so the queue retries it later.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ExecutionConflict extends Schema.TaggedError<ExecutionConflict>("effect-unique-jobs/ExecutionConflict")(
+  "ExecutionConflict",
+  {
+    digest: Schema.String,
+    jid: Schema.String,
+    worker: Schema.String,
+    holders: Schema.Array(Schema.String)
+  }
+) {
+  override get message(): string {
+    return `${this.worker} ${this.jid} cannot run while ${this.holders.join(", ")} runs (${this.digest}); ` +
+      "failing it so the queue retries it later."
+  }
+}

@@ -1,0 +1,176 @@
+/**
+ * What the foundation promises, counted in Redis: a conflict costs one round trip per phase whatever the strategy
+ * (built-in or your own, keeping or dropping the queue lock), and one lease keeper per store renews every held run
+ * lock of the process in one script call per chunk per tick, telling only the holder whose entry is gone.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Ref from "effect/Ref"
+import * as TestClock from "effect/TestClock"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import { JobQueue } from "../src/JobQueue.js"
+import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
+import * as Redis from "../src/Redis.js"
+import * as Strategy from "../src/Strategy.js"
+import * as UniqueJob from "../src/UniqueJob.js"
+import * as RedisTest from "./support/redis.js"
+
+/** Top-level script calls Redis has run so far (INFO commandstats: EVALSHA and EVAL). */
+const scriptCalls = Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
+  Effect.promise(async () => {
+    const info = await raw.info("commandstats")
+    let calls = 0
+    for (const match of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(match[2])
+    return calls
+  }))
+
+/** How many script calls `self` made. */
+const counted = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const before = yield* scriptCalls
+    const value = yield* self
+    return { value, calls: (yield* scriptCalls) - before }
+  })
+
+describe("foundation: one round trip per phase, whatever the strategy", () => {
+  layer(RedisTest.layer())((it) => {
+    it.effect("a custom client strategy: the duplicate's enqueue is one script call", () =>
+      Effect.gen(function*() {
+        const seen = yield* Ref.make(0)
+        const job = UniqueJob.unsafeMake({
+          worker: "CustomClientJob",
+          lock: "until_executed",
+          lockPrefix: RedisTest.uniquePrefix("rt"),
+          onConflict: {
+            client: (c) => Effect.as(Ref.update(seen, (n) => n + 1), Strategy.rejected(c, "mine"))
+          }
+        })
+        const first = yield* counted(job.enqueue([1]))
+        assert.strictEqual(first.value._tag, "Enqueued")
+        assert.strictEqual(first.calls, 1)
+        const duplicate = yield* counted(job.enqueue([1]))
+        assert.strictEqual(duplicate.value._tag, "Rejected")
+        assert.strictEqual(duplicate.calls, 1, "the conflict and the strategy cost no call beyond the lock")
+        assert.strictEqual(yield* Ref.get(seen), 1)
+      }).pipe(Effect.provideServiceEffect(JobQueue, MemoryQueue.make()), Effect.scoped))
+
+    it.effect("a custom server strategy that keeps or drops the queue lock: the duplicate's perform is one call", () =>
+      Effect.gen(function*() {
+        const queue = yield* MemoryQueue.make()
+        const run = (keepsQueueLock: boolean) =>
+          Effect.gen(function*() {
+            const job = UniqueJob.unsafeMake({
+              worker: "CustomServerJob",
+              lock: "until_and_while_executing",
+              lockLease: 60_000,
+              lockPrefix: RedisTest.uniquePrefix("rt"),
+              onConflict: {
+                // Puts the duplicate back (keeps its queue lock), or drops it (gives the lock up), as declared.
+                server: Strategy.makeServer({ keepsQueueLock }, (c) =>
+                  keepsQueueLock
+                    ? Effect.as(
+                      Effect.flatMap(JobQueue, (q) => q.schedule({ ...c.job, at: 1 }, 1)),
+                      Strategy.ServerOutcome.Rescheduled({
+                        digest: c.conflict.digest,
+                        job: c.job,
+                        holders: c.conflict.holders,
+                        at: 1
+                      })
+                    )
+                    : Effect.succeed(Strategy.skipped(c)))
+              }
+            })
+            const holder = yield* job.enqueue([1])
+            const started = yield* Deferred.make<void>()
+            const finish = yield* Deferred.make<void>()
+            const running = yield* Effect.fork(
+              job.server(holder.job, Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish)))
+            )
+            yield* Deferred.await(started)
+            // A second copy, enqueued while the first runs (its queue lock was handed over), meets the run lock.
+            const duplicate = yield* job.enqueue([1])
+            assert.strictEqual(duplicate._tag, "Enqueued")
+            const performed = yield* counted(job.server(duplicate.job, Effect.die("must not run")))
+            assert.strictEqual(performed.value._tag, keepsQueueLock ? "Rescheduled" : "Skipped")
+            assert.strictEqual(performed.calls, 1, "the handoff script alone: the strategy's choice was known before it")
+            const redis = yield* Redis.RedisService
+            const queued = yield* redis.holders(Lock.keyOf(job.definition, duplicate.digest, "queue"))
+            assert.deepStrictEqual(queued.map((h) => h.jid), keepsQueueLock ? [duplicate.job.jid] : [])
+            yield* Deferred.succeed(finish, undefined)
+            assert.strictEqual((yield* Fiber.join(running))._tag, "Performed")
+          })
+        yield* Effect.provideService(run(true), JobQueue, queue)
+        yield* Effect.provideService(run(false), JobQueue, queue)
+      }).pipe(Effect.scoped))
+  })
+})
+
+/** The script calls since `before`, once at least `atLeast` have been made (or 30 s of real time have passed). */
+const callsSince = (before: number, atLeast: number) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 30_000
+    for (;;) {
+      const calls = (yield* scriptCalls) - before
+      if (calls >= atLeast || Date.now() > deadline) return calls
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+    }
+  })
+
+describe("foundation: one lease keeper per store", () => {
+  layer(RedisTest.layer())((it) => {
+    it.effect("1,000 held run locks: one script call per chunk per tick; a deleted entry is lost to its holder only", () =>
+      Effect.gen(function*() {
+        const holds = 1000
+        // TestClock drives the keeper's ticks; the lease (60 s) outlives the test in Redis' own time.
+        const definition = LockOptions.unsafeMake({
+          lock: "while_executing",
+          lockLease: 60_000,
+          lockPrefix: RedisTest.uniquePrefix("keeper")
+        })
+        const every = 20_000
+        const gate = yield* Deferred.make<void>()
+        const started = yield* Ref.make(0)
+        const allStarted = yield* Deferred.make<void>()
+        const fibers = yield* Effect.forEach(
+          Array.from({ length: holds }, (_, i) => i),
+          (i) =>
+            Effect.fork(
+              Lock.withLock(definition, { digest: `${definition.lockPrefix}:d${i}`, jid: `j${i}` })(
+                Effect.zipRight(
+                  Effect.flatMap(Ref.updateAndGet(started, (n) => n + 1), (n) =>
+                    n === holds ? Deferred.succeed(allStarted, undefined) : Effect.void),
+                  Deferred.await(gate)
+                )
+              )
+            )
+        )
+        yield* Deferred.await(allStarted)
+        // Three ticks: each renews all 1000 leases in two calls of 500.
+        for (let round = 0; round < 3; round++) {
+          const before = yield* scriptCalls
+          yield* TestClock.adjust(every)
+          // The calls reach Redis on real time: wait (up to 30 s) for them. Nothing calls again before the next tick.
+          const calls = yield* callsSince(before, 2)
+          assert.strictEqual(calls, 2, `tick ${round + 1}: 1000 leases, chunks of 500`)
+        }
+        // Delete one holder's entry: at the next tick only that holder learns it lost its lock.
+        const { raw } = yield* RedisTest.TestRedis
+        yield* Effect.promise(() => raw.hdel(`${definition.lockPrefix}:d7:RUN:LOCKED`, "j7"))
+        yield* TestClock.adjust(every)
+        const lost = yield* Fiber.await(fibers[7]!)
+        assert.isTrue(Exit.isFailure(lost))
+        const error = yield* Effect.flip(Fiber.join(fibers[7]!))
+        assert.strictEqual(error._tag, "LockLost")
+        const stillRunning = fibers.filter((fiber) => fiber.unsafePoll() === null).length
+        assert.strictEqual(stillRunning, holds - 1, "every other holder keeps its lock")
+        yield* Deferred.succeed(gate, undefined)
+        const exits = yield* Effect.forEach(fibers, Fiber.await)
+        assert.strictEqual(exits.filter(Exit.isSuccess).length, holds - 1)
+        assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(definition.lockPrefix), [])
+      }), { timeout: 120_000 })
+  })
+})
