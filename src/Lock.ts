@@ -684,9 +684,15 @@ export const runHolding = <A, E, R>(held: Held, self: Perform<A, E, R>): Effect.
   const lease = (held as Partial<Holding>).lease
   if (held.phase === "queue") return Effect.zipLeft(perform, held.release)
   if (lease === undefined) return Effect.zipLeft(Effect.raceFirst(perform, held.lost), held.release)
+  // Lost between the acquisition and now: the perform never starts.
+  if (lease.lost !== undefined) return Effect.zipRight(Effect.ignore(held.release), Effect.fail(lease.lost))
   return Effect.zipLeft(
     Effect.flatMap(Effect.fork(perform), (fiber) => {
-      lease.onLost = () => fiber.unsafeInterruptAsFork(fiber.id())
+      const previous = lease.onLost
+      lease.onLost = (lost) => {
+        previous?.(lost)
+        fiber.unsafeInterruptAsFork(fiber.id())
+      }
       return Effect.flatMap(
         Effect.onInterrupt(Fiber.await(fiber), () => Fiber.interrupt(fiber)),
         (exit): Effect.Effect<A, E | LockLost> =>

@@ -31,12 +31,29 @@ const digestOf = (definition: Definition, job: Job): Effect.Effect<string, Diges
 
 const infoOf = (job: Job) => ({ worker: job.worker, queue: job.queue, args: job.args })
 
-const spanAttributes = (definition: Definition, job: Job) => ({
-  "messaging.destination.name": job.queue,
-  "messaging.message.id": job.jid,
-  "unique_jobs.worker": job.worker,
-  "unique_jobs.lock_type": definition.lock
-})
+// Effect's built-in tracer records spans for no one: a phase runs in a span only under a tracer that exports it
+// (OpenTelemetry, or any other installed with Layer.setTracer). A span costs more Node CPU than a lock call.
+const builtInTracer = Effect.runSync(Effect.tracer)
+
+const traced = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  name: string,
+  kind: "producer" | "consumer",
+  definition: Definition,
+  job: Job
+): Effect.Effect<A, E, R> =>
+  Effect.tracerWith((tracer) =>
+    tracer === builtInTracer ? self : Effect.withSpan(self, name, {
+      kind,
+      attributes: {
+        "messaging.destination.name": job.queue,
+        "messaging.message.id": job.jid,
+        "unique_jobs.worker": job.worker,
+        "unique_jobs.lock_type": definition.lock
+      },
+      captureStackTrace: false
+    })
+  )
 
 /**
  * A perform: an effect, or a function of the lock it runs under (`running.fence` is the run lock's fencing token).
@@ -141,11 +158,7 @@ export const client: {
   ...rest: [] | [Job, (job: Job) => Effect.Effect<unknown, unknown, unknown>]
 ): any {
   const wrapped = <A, E, R>(job: Job, enqueue: (job: Job) => Effect.Effect<A, E, R>) =>
-    Effect.withSpan(clientPhase(definition, job, enqueue), "UniqueJobs.client", {
-      kind: "producer",
-      attributes: spanAttributes(definition, job),
-      captureStackTrace: false
-    })
+    traced(clientPhase(definition, job, enqueue), "UniqueJobs.client", "producer", definition, job)
   return rest.length === 0 ? wrapped : wrapped(rest[0], rest[1])
 }
 
@@ -245,11 +258,7 @@ export const server: {
   ): Effect.Effect<Strategy.ServerOutcome<A>, E | ServerError, R | RedisService | JobQueue>
 } = function(definition: Definition, ...rest: [] | [Job, Perform<unknown, unknown, unknown>]): any {
   const wrapped = <A, E, R>(job: Job, perform: Perform<A, E, R>) =>
-    Effect.withSpan(serverPhase(definition, job, perform), "UniqueJobs.server", {
-      kind: "consumer",
-      attributes: spanAttributes(definition, job),
-      captureStackTrace: false
-    })
+    traced(serverPhase(definition, job, perform), "UniqueJobs.server", "consumer", definition, job)
   return rest.length === 0 ? wrapped : wrapped(rest[0], rest[1])
 }
 

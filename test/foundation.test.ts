@@ -10,6 +10,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
+import * as Tracer from "effect/Tracer"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
@@ -119,6 +120,33 @@ const callsSince = (before: number, atLeast: number) =>
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
     }
   })
+
+describe("foundation: spans", () => {
+  layer(Redis.layerMemory)((it) => {
+    it.effect("under an installed tracer each middleware phase is one span; under the built-in one, none is made", () =>
+      Effect.gen(function*() {
+        const builtIn = yield* Effect.tracer
+        const spans: Array<{ name: string; attributes: Record<string, unknown> }> = []
+        const recording = Tracer.make({
+          span: (name, parent, context, links, startTime, kind, options) => {
+            spans.push({ name, attributes: Object.fromEntries(Object.entries(options?.attributes ?? {})) })
+            return builtIn.span(name, parent, context, links, startTime, kind, options)
+          },
+          context: (f, fiber) => builtIn.context(f, fiber)
+        })
+        const job = UniqueJob.unsafeMake({ worker: "TracedJob", lock: "until_and_while_executing", lockLease: 60_000 })
+        const lifecycle = Effect.flatMap(job.enqueue([1]), (enqueued) => job.server(enqueued.job, Effect.succeed(1)))
+        const untraced = yield* lifecycle
+        assert.strictEqual(untraced._tag, "Performed")
+        assert.deepStrictEqual(spans, [])
+        const traced = yield* Effect.withTracer(lifecycle, recording)
+        assert.strictEqual(traced._tag, "Performed")
+        assert.deepStrictEqual(spans.map((span) => span.name), ["UniqueJobs.client", "UniqueJobs.server"])
+        assert.strictEqual(spans[1]!.attributes["unique_jobs.lock_type"], "until_and_while_executing")
+        assert.strictEqual(spans[1]!.attributes["messaging.message.id"], traced._tag === "Performed" ? traced.job.jid : "")
+      }).pipe(Effect.provideServiceEffect(JobQueue, MemoryQueue.make()), Effect.scoped))
+  })
+})
 
 describe("foundation: one lease keeper per store", () => {
   layer(RedisTest.layer())((it) => {
