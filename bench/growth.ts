@@ -21,16 +21,15 @@ const definition = LockOptions.unsafeMake({ lock: "until_executed", lockTtl: ttl
 
 /** Takes locks from..to (inclusive) with acquire() itself; digests and jids from sha1 of the number. */
 const loader = () => {
-  const prelude = readFileSync(new URL("../lua/acquire.lua", import.meta.url), "utf8")
+  const prelude = readFileSync(new URL("../lua/lib/prelude.lua", import.meta.url), "utf8")
   return `${prelude}
 -- KEYS[1] <prefix>:digests   ARGV prefix, from, to, ttl ms
-local clock = redis.call('TIME')
-local now = clock[1] * 1000 + (clock[2] - clock[2] % 1000) / 1000
+local ms, micros = now()
 local ttl = tonumber(ARGV[4])
 for i = tonumber(ARGV[2]), tonumber(ARGV[3]) do
   local digest = ARGV[1] .. ':' .. string.sub(redis.sha1hex('d' .. i), 1, 32)
   local jid = string.sub(redis.sha1hex('j' .. i), 1, 24)
-  acquire(digest .. ':LOCKED', KEYS[1], digest, jid, 1, ttl, 0, '', now)
+  acquire(digest .. ':LOCKED', KEYS[1], digest, jid, 1, ttl, 0, '', '', ms, micros)
 end
 return 1`
 }

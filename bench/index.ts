@@ -8,6 +8,7 @@
  *   --sections=roundtrips,throughput,memory,growth   a subset (results not written)
  *   --from=bench/results/latest.json                  rewrites the report, plot and README table from saved results
  *   --foundation                                      the foundation targets alone (about a minute): results/foundation.md
+ *   --reaper [--members=N]                            one reaper pass over N index members, 1% stale: results/reaper.md
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
@@ -17,6 +18,7 @@ import * as Scope from "effect/Scope"
 import * as RedisServer from "../src/RedisServer.js"
 import * as Foundation from "./foundation.js"
 import * as Growth from "./growth.js"
+import * as Reaper from "./reaper.js"
 import { Probe, round } from "./harness.js"
 import * as Memory from "./memory.js"
 import * as Report from "./report.js"
@@ -76,6 +78,10 @@ const write = (results: Report.Results) => {
 
 const main = async () => {
   if (args.includes("--foundation")) return Foundation.main(log)
+  if (args.includes("--reaper")) {
+    const members = args.find((a) => a.startsWith("--members="))
+    return Reaper.main(log, members === undefined ? 1_000_000 : Number(members.slice(10)))
+  }
   const from = args.find((a) => a.startsWith("--from="))
   if (from !== undefined) {
     const saved = JSON.parse(readFileSync(from.slice(7), "utf8")) as Report.Results

@@ -22,6 +22,8 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import * as Locks from "../src/Locks.js"
+import * as Reaper from "../src/Reaper.js"
 import type { Job } from "../src/Job.js"
 import type { JobQueue } from "../src/JobQueue.js"
 import * as LockOptions from "../src/Options.js"
@@ -543,13 +545,35 @@ const summary = (results: ReadonlyArray<Result>): string =>
     ])
   )
 
+const statsLine = (stats: Locks.Stats) =>
+  `index ${stats.indexSize} (queue ${stats.byPhase.queue}, run ${stats.byPhase.run}), stale ${stats.stale}` +
+  (stats.oldest === undefined ? "" : `, oldest ${stats.oldest.name}`)
+
+// What an operator sees after the scenarios: the admin API's stats, a reaper pass (it removes what no live holder
+// needs: here the until_expired locks whose TTL has passed), and the stats again.
+const operate = (prefix: string) =>
+  Effect.gen(function*() {
+    const locks = yield* Locks.make({ prefix })
+    yield* Console.log(`\nOperations (${prefix}):`)
+    yield* Console.log(`  stats        ${statsLine(yield* locks.stats)}`)
+    const pass = yield* Reaper.runOnce({ prefix })
+    yield* Console.log(
+      `  reaper pass  ${pass.scanned} members walked in ${pass.steps} step(s): removed ${pass.members} members, ` +
+        `${pass.holders} ended holders, ${pass.orphans} orphans`
+    )
+    yield* Console.log(`  stats        ${statsLine(yield* locks.stats)}`)
+  })
+
 const program = Effect.gen(function*() {
   const prefix = `demo-${process.pid}-${Date.now().toString(36)}`
   const redis = yield* chooseRedis
   yield* Console.log(`Redis: ${redis.description}`)
   yield* Console.log(`Lock prefix: ${prefix}`)
 
-  const results = yield* Effect.forEach(specs, (spec, i) => run(prefix, i + 1, spec)).pipe(Effect.provide(redis.layer))
+  const results = yield* Effect.forEach(specs, (spec, i) => run(prefix, i + 1, spec)).pipe(
+    Effect.zipLeft(operate(prefix)),
+    Effect.provide(redis.layer)
+  )
   if (redis.shared !== undefined) yield* cleanup(redis.shared, prefix)
 
   yield* Console.log(`\n${summary(results)}\n`)

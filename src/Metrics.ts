@@ -73,3 +73,26 @@ export const holdTime = Metric.histogram(
   MetricBoundaries.exponential({ start: 1, factor: 4, count: 12 }),
   "Time a lock was held, in milliseconds"
 )
+
+/**
+ * What the reaper removed, labelled `what`: `member` (an index member whose lock was gone or emptied), `holder` (a
+ * holder whose expiry or lease had passed) or `orphan` (a holder with no expiry whose job the queue no longer knows).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const reaped: {
+  readonly member: Metric.Metric.Counter<number>
+  readonly holder: Metric.Metric.Counter<number>
+  readonly orphan: Metric.Metric.Counter<number>
+} = {
+  member: Metric.counter("unique_jobs_reaped_total", { description: "Removed by the reaper", incremental: true }).pipe(
+    Metric.tagged("what", "member")
+  ),
+  holder: Metric.counter("unique_jobs_reaped_total", { description: "Removed by the reaper", incremental: true }).pipe(
+    Metric.tagged("what", "holder")
+  ),
+  orphan: Metric.counter("unique_jobs_reaped_total", { description: "Removed by the reaper", incremental: true }).pipe(
+    Metric.tagged("what", "orphan")
+  )
+}

@@ -14,12 +14,23 @@ import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as IORedisStore from "./internal/ioredis.js"
 import * as Memory from "./internal/memory.js"
-import type { HandoffResult, Holder, HolderRequest, LockKey, LockResult, Renewal, Store } from "./internal/models.js"
-import { keysOf, RedisError } from "./internal/models.js"
+import type { Holder, RedisError, Store } from "./internal/models.js"
 
 // The shared models live apart so that the stores need not import this module back.
-export { keysOf, RedisError }
-export type { HandoffResult, Holder, HolderRequest, LockKey, LockResult, Renewal, Store }
+export { keysOf, RedisError } from "./internal/models.js"
+export type {
+  Fetched,
+  HandoffResult,
+  Holder,
+  HolderRequest,
+  LockKey,
+  LockResult,
+  ReapRequest,
+  ReapResult,
+  Renewal,
+  ScanPage,
+  Store
+} from "./internal/models.js"
 
 /**
  * @since 0.1.0

@@ -37,6 +37,11 @@ export * as Lock from "./Lock.js"
 /**
  * @since 0.1.0
  */
+export * as Locks from "./Locks.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as LockType from "./LockType.js"
 
 /**
@@ -58,6 +63,11 @@ export * as Middleware from "./Middleware.js"
  * @since 0.1.0
  */
 export * as Options from "./Options.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Reaper from "./Reaper.js"
 
 /**
  * @since 0.1.0

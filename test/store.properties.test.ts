@@ -78,6 +78,20 @@ type Call =
     readonly wrong: number | undefined
   }
   | { readonly _tag: "advance"; readonly ms: number }
+  /**
+   * One reaper step over the index: `orphans` picks orphansBefore, none (0), just after now, or some time before it.
+   * Runs with a reap have no foreign entries: Redis alone would hold (and reap) them, and the index would differ.
+   */
+  | {
+    readonly _tag: "reap"
+    readonly start: number
+    readonly batch: number
+    readonly orphans: "none" | "now" | "before"
+    readonly dryRun: boolean
+  }
+  | { readonly _tag: "fetch"; readonly digest: number; readonly phase: Phase }
+  /** The prefix's one claim key (the reaper's lease): owner o1 or o2; lease 0 gives it up, -1 is refused. */
+  | { readonly _tag: "claim"; readonly owner: string; readonly lease: number }
   /** Redis only: another library's entry (the gem's float timestamp) for a jid that holds nothing there. */
   | { readonly _tag: "foreign"; readonly digest: number; readonly phase: Phase; readonly jid: string }
   /** Redis only: one of the keys a call reads is of the wrong type during `call`; all or nothing. */
@@ -201,7 +215,23 @@ const callArbitrary = (lock: LockType.LockType, limit: number): fc.Arbitrary<Cal
     const field = r.call === "renew" ? "leaseMs" : r.field
     return Model.outOfRange(field === "limit" || r.call === "renew" ? 1 : 0).map((value): Call => ({ ...r, field, value }))
   })
+  const reap = fc.record({
+    _tag: fc.constant("reap" as const),
+    start: fc.integer({ min: 0, max: 3 }),
+    batch: fc.integer({ min: 1, max: 4 }),
+    orphans: fc.constantFrom<"none" | "now" | "before">("none", "now", "before"),
+    dryRun: fc.oneof({ weight: 3, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) })
+  })
+  const fetch = fc.record({ _tag: fc.constant("fetch" as const), digest, phase: fc.constantFrom<Phase>("queue", "run") })
+  const claim = fc.record({
+    _tag: fc.constant("claim" as const),
+    owner: fc.constantFrom("o1", "o2"),
+    lease: fc.constantFrom(0, 100, 250, 400, 400, -1)
+  })
   return fc.oneof(
+    { weight: 2, arbitrary: reap },
+    { weight: 1, arbitrary: fetch },
+    { weight: 1, arbitrary: claim },
     { weight: 6, arbitrary: lockCall },
     { weight: 4, arbitrary: unlock },
     { weight: run ? 3 : 1, arbitrary: renew },
@@ -296,7 +326,11 @@ const batchExample = (lock: LockType.LockType): { readonly limit: number; readon
 
 const runArbitrary = (lock: LockType.LockType, maxCalls: number) =>
   fc.constantFrom(1, 2, 2, 3).chain((limit) =>
-    fc.array(callArbitrary(lock, limit), { minLength: 1, maxLength: maxCalls }).map((calls) => ({ limit, calls }))
+    fc.array(callArbitrary(lock, limit), { minLength: 1, maxLength: maxCalls }).map((calls) => ({
+      limit,
+      // Foreign entries live on Redis alone: with them, the two indexes may differ, and so would a reap's walk.
+      calls: calls.some((call) => call._tag === "reap") ? calls.filter((call) => call._tag !== "foreign") : calls
+    }))
   )
 
 // -- the two stores, in step ----------------------------------------------------------------------------------------
@@ -413,6 +447,40 @@ interface Planned {
   readonly token: number
   /** The renewals of a batch, tokens resolved. */
   readonly renewals?: ReadonlyArray<Redis.Renewal> | undefined
+  readonly reap?: Redis.ReapRequest | undefined
+}
+
+/**
+ * An admin call's answer, to compare: a hash has no order to keep (a large entry makes Redis' hash a table), so the
+ * holders, removed holders and candidates are sorted. A lock that got a foreign entry is compared as the state is:
+ * its live holders only (Redis alone holds the foreign entry, and keeps the key and its member for it).
+ */
+const comparableAnswer = (call: Call, answer: Answer, foreigners: ReadonlySet<string>, lock?: Redis.LockKey): Answer => {
+  if (Either.isLeft(answer)) return answer
+  const byJid = (a: { readonly jid: string; readonly lock?: string }, b: { readonly jid: string; readonly lock?: string }) =>
+    `${a.lock ?? ""} ${a.jid}` < `${b.lock ?? ""} ${b.jid}` ? -1 : 1
+  if (call._tag === "fetch") {
+    const fetched = answer.right as Redis.Fetched
+    const foreign = lock !== undefined && foreigners.has(lock.name)
+    const holders = fetched.holders.filter((h) =>
+      h.foreign === undefined &&
+      (!foreign || isLive({ x: h.expiresAt ?? 0, l: h.leaseUntil ?? 0 }, fetched.now))
+    )
+    return Either.right({
+      ...fetched,
+      holders: [...holders].sort(byJid),
+      ...(foreign ? { ttlMs: -3, indexScore: -3 } : {})
+    })
+  }
+  if (call._tag === "reap") {
+    const reaped = answer.right as Redis.ReapResult
+    return Either.right({
+      ...reaped,
+      removedHolders: [...reaped.removedHolders].sort(byJid),
+      candidates: [...reaped.candidates].sort(byJid)
+    })
+  }
+  return answer
 }
 
 /** One run of calls on both stores, in step. Throws at the first disagreement or broken rule, with the calls so far. */
@@ -497,6 +565,23 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
               : store.lock(lock, bad)
         }
       }
+      case "reap": {
+        const orphansBefore = call.orphans === "none" ? 0 : call.orphans === "now" ? both.now + 1 : both.now - 100
+        const request: Redis.ReapRequest = {
+          prefix: both.prefix,
+          start: call.start,
+          batch: call.batch,
+          orphansBefore,
+          dryRun: call.dryRun
+        }
+        return { token: 0, reap: request, send: (store) => store.reap(request) }
+      }
+      case "fetch": {
+        const lock = lockKey(both.prefix, call.digest, call.phase)
+        return { lock, token: 0, send: (store) => store.fetch(lock) }
+      }
+      case "claim":
+        return { token: 0, send: (store) => store.claim(`${both.prefix}:claim`, call.owner, call.lease) }
       case "advance":
       case "foreign":
       case "wrongType":
@@ -591,6 +676,10 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
     const lock = planned?.lock
     const request = planned?.request
     const token = planned?.token ?? 0
+    answers = [
+      comparableAnswer(call, answers[0], both.foreigners, planned?.lock),
+      comparableAnswer(call, answers[1], both.foreigners, planned?.lock)
+    ]
     done.push(`${show(call)} -> ${shown(answers[0])}`)
     const [m, r] = answers
     if (shown(m) !== shown(r)) fail(`the stores answered ${show(call)} differently: memory ${shown(m)}, redis ${shown(r)}`)
@@ -609,6 +698,49 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
     const a = JSON.stringify(comparable(liveOnly(after)))
     const b = JSON.stringify(comparable(liveOnly(onRedisAfter)))
     if (a !== b) fail(`the stores hold different things after ${show(call)}:\nmemory ${a}\nredis  ${b}`)
+    const claimKey = `${both.prefix}:claim`
+    const leases = [
+      JSON.stringify(await Runtime.runPromise(both.memoryRuntime)(both.memory.lease(claimKey))),
+      JSON.stringify(await both.virtual.lease(claimKey))
+    ]
+    if (leases[0] !== leases[1]) fail(`the claim differs after ${show(call)}: memory ${leases[0]}, redis ${leases[1]}`)
+    if (
+      (call._tag === "reap" && (call.dryRun || Either.isLeft(m))) || call._tag === "fetch" ||
+      (call._tag === "claim" && Either.isLeft(m))
+    ) {
+      if (JSON.stringify(comparable(before)) !== JSON.stringify(comparable(after))) {
+        fail(`${show(call)} changed what the store holds: it must write nothing`)
+      }
+    }
+    if (call._tag === "reap" && Either.isRight(m)) {
+      // The reaper's rules: a live holder is never removed; a candidate is a live holder with no expiry and no
+      // lease, locked before orphansBefore; next is start + what is still there, or -1 at the end.
+      const reaped = m.right as Redis.ReapResult
+      const request = planned!.reap!
+      for (const state of before.locks) {
+        for (const { entry, jid } of state.entries) {
+          if (!isLive(entry!, both.now)) continue
+          const still = after.locks.find((l) => l.name === state.name)!.entries.some((e) => e.jid === jid)
+          if (!still) fail(`${show(call)} removed ${state.name}'s live holder ${jid}`)
+          if (reaped.removedHolders.some((h) => h.lock === state.name && h.jid === jid)) {
+            fail(`${show(call)} names ${state.name}'s live holder ${jid} as removed`)
+          }
+        }
+      }
+      for (const candidate of reaped.candidates) {
+        const entry = before.locks.find((l) => l.name === candidate.lock)?.entries.find((e) => e.jid === candidate.jid)
+          ?.entry
+        if (
+          entry === undefined || horizon(entry) !== 0 || entry.t !== candidate.lockedAt ||
+          !(candidate.lockedAt < request.orphansBefore)
+        ) {
+          fail(`${show(call)}: candidate ${JSON.stringify(candidate)} is no holder without a horizon locked before`)
+        }
+      }
+      const kept = reaped.scanned - (request.dryRun ? 0 : reaped.removedMembers.length)
+      const next = reaped.scanned < request.batch ? -1 : request.start + kept
+      if (reaped.next !== next) fail(`${show(call)}: next ${reaped.next}, not ${next}`)
+    }
     if (
       (call._tag === "refuse" || (call._tag === "renewAll" && Either.isLeft(m))) &&
       JSON.stringify(comparable(before)) !== JSON.stringify(comparable(after))

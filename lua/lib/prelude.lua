@@ -1,6 +1,6 @@
 -- The scripts' shared prelude. src/internal/scripts.ts puts the files of lua/lib/ in front of each script of lua/
--- (lock, unlock, renew, renew_all, handoff), so each stays one self-contained EVAL, and maps the line of a script's
--- error back to the file and line it comes from. Every function defined here is a closure made again on each run of
+-- (lock, unlock, renew, renew_all, handoff, fetch, reap, remove, claim), so each stays one self-contained EVAL, and
+-- maps the line of a script's error back to the file and line it comes from. Every function defined here is a closure made again on each run of
 -- each script, so the prelude keeps to a few.
 -- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>][,"i":<info>]}
 -- with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a run lock's acquisition (absent
@@ -15,12 +15,14 @@ local function now()
   return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000, t[1] * 1000000 + t[2]
 end
 
--- A whole number of milliseconds (or a count) in [min, 2^50]: far beyond any lock, and Redis time plus it stays
--- exact in Lua's doubles. Fails the script before any write.
-local function whole(value, name, min)
+-- A whole number of milliseconds (or a count) in [min, max], max 2^50 unless given: far beyond any lock, and Redis
+-- time plus it stays exact in Lua's doubles. Fails the script before any write.
+local function whole(value, name, min, max)
   local n = tonumber(value)
-  if n == nil or n % 1 ~= 0 or n < min or n > 1125899906842624 then
-    error({err = 'ERR ' .. name .. ' must be a whole number from ' .. min .. ' to 2^50, got ' .. tostring(value)})
+  local upto = '2^50'
+  if max then upto = string.format('%d', max) else max = 1125899906842624 end
+  if n == nil or n % 1 ~= 0 or n < min or n > max then
+    error({err = 'ERR ' .. name .. ' must be a whole number from ' .. min .. ' to ' .. upto .. ', got ' .. tostring(value)})
   end
   return n
 end

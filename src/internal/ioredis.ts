@@ -12,7 +12,7 @@ import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { makeDeadlines } from "./deadlines.js"
-import type { Holder, LockKey, LockResult, Store } from "./models.js"
+import type { Fetched, Holder, LockKey, LockResult, ReapResult, ScanPage, Store } from "./models.js"
 import { keysOf, RedisError } from "./models.js"
 import * as Scripts from "./scripts.js"
 
@@ -47,6 +47,67 @@ const toLockResult = (reply: ReadonlyArray<unknown>): LockResult =>
 const toLockResultReply = (reply: unknown): LockResult => toLockResult(toArray(reply, "lock"))
 
 const isOne = (reply: unknown): boolean => Number(reply) === 1
+
+// A flat HGETALL reply (field, value, ...) as holders, in the hash's order.
+const toHolders = (flat: ReadonlyArray<unknown>): Array<Holder> => {
+  const holders: Array<Holder> = []
+  for (let i = 0; i < flat.length; i += 2) holders.push(parseHolder(String(flat[i]), String(flat[i + 1])))
+  return holders
+}
+
+const toFetched = (reply: unknown): Fetched => {
+  const [entries, pttl, score, now] = toArray(reply, "fetch")
+  return {
+    holders: toHolders(toArray(entries, "fetch")),
+    ttlMs: Number(pttl) >= 0 ? Number(pttl) : undefined,
+    indexScore: score === null || score === undefined ? undefined : Number(score),
+    now: Number(now)
+  }
+}
+
+const toReapResult = (reply: unknown): ReapResult => {
+  const [scanned, next, members, holders, candidates] = toArray(reply, "reap")
+  const flatHolders = toArray(holders, "reap")
+  const flatCandidates = toArray(candidates, "reap")
+  const removedHolders: Array<{ readonly lock: string; readonly jid: string }> = []
+  for (let i = 0; i < flatHolders.length; i += 2) {
+    removedHolders.push({ lock: String(flatHolders[i]), jid: String(flatHolders[i + 1]) })
+  }
+  const found: Array<{ readonly lock: string; readonly jid: string; readonly lockedAt: number }> = []
+  for (let i = 0; i < flatCandidates.length; i += 3) {
+    found.push({ lock: String(flatCandidates[i]), jid: String(flatCandidates[i + 1]), lockedAt: Number(flatCandidates[i + 2]) })
+  }
+  return {
+    scanned: Number(scanned),
+    next: Number(next),
+    removedMembers: toArray(members, "reap").map(String),
+    removedHolders,
+    candidates: found
+  }
+}
+
+const toScanPage = (reply: unknown): ScanPage => {
+  const [cursor, flat] = toArray(reply, "scan")
+  const elements = toArray(flat, "scan")
+  const members: Array<{ readonly name: string; readonly score: number }> = []
+  for (let i = 0; i < elements.length; i += 2) members.push({ name: String(elements[i]), score: Number(elements[i + 1]) })
+  return { cursor: String(cursor), members }
+}
+
+// The one prefix of the locks `Store.remove` deletes in one call (their index is its KEYS[1]); undefined when mixed.
+const onePrefix = (locks: ReadonlyArray<LockKey>): string | undefined => {
+  const prefix = locks[0]?.prefix
+  return locks.every((lock) => lock.prefix === prefix) ? prefix : undefined
+}
+
+// The memory store refuses the same call with the same words.
+const mixedPrefixes = (locks: ReadonlyArray<LockKey>): RedisError =>
+  new RedisError({
+    operation: "remove",
+    reason: `the locks of one call must share one prefix (their index), got ${
+      Array.from(new Set(locks.map((lock) => JSON.stringify(lock.prefix)))).join(", ")
+    }`
+  })
 
 // A script's error ends naming the script's sha and the line of its source (prelude included).
 const scriptSuffix = / script: [0-9a-f]{40}, on @user_script:(\d+)\.$/
@@ -108,6 +169,15 @@ export const parseHolder = (jid: string, raw: string): Holder => {
 export type Client = Scripts.ScriptClient & {
   hgetall(key: string): Promise<Record<string, string>>
   script(subcommand: "LOAD", script: string): Promise<unknown>
+  /** `Store.scan`'s one ZSCAN; a client without it (a test's stand-in) fails `scan` with a `RedisError`. */
+  zscan?(
+    key: string,
+    cursor: string,
+    patternToken: "MATCH",
+    pattern: string,
+    countToken: "COUNT",
+    count: number
+  ): Promise<[cursor: string, elements: Array<string>]>
 }
 
 /**
@@ -307,7 +377,52 @@ export const makeFromClient = (
           "holders",
           () => client.hgetall(keysOf(lock).locked),
           (reply) => Object.entries(reply as Record<string, string>).map(([jid, raw]) => parseHolder(jid, raw))
+        ),
+      fetch: (lock) => {
+        const keys = keysOf(lock)
+        return script("fetch", scripts.fetch, [2, keys.locked, keys.index, lock.name], toFetched)
+      },
+      reap: (request) =>
+        script(
+          "reap",
+          scripts.reap,
+          [
+            1,
+            `${request.prefix}:digests`,
+            request.start,
+            request.batch,
+            request.orphansBefore,
+            request.dryRun ? "1" : "0"
+          ],
+          toReapResult
+        ),
+      scan: (prefix, cursor, pattern, count) => {
+        const zscan = client.zscan
+        return zscan === undefined
+          ? Effect.fail(new RedisError({ operation: "scan", reason: "this client has no ZSCAN" }))
+          : call(
+            "scan",
+            () => zscan.call(client, `${prefix}:digests`, cursor, "MATCH", pattern, "COUNT", count),
+            toScanPage
+          )
+      },
+      remove: (locks) => {
+        if (locks.length === 0) return Effect.succeed(0)
+        const prefix = onePrefix(locks)
+        if (prefix === undefined) return Effect.fail(mixedPrefixes(locks))
+        return script(
+          "remove",
+          scripts.remove,
+          [
+            locks.length + 1,
+            keysOf(locks[0]!).index,
+            ...locks.map((lock) => keysOf(lock).locked),
+            ...locks.map((lock) => lock.name)
+          ],
+          Number
         )
+      },
+      claim: (key, owner, leaseMs) => script("claim", scripts.claim, [1, key, owner, leaseMs], isOne)
     }
     return store
   })

@@ -7,13 +7,44 @@
  * @internal
  */
 export const sources: {
+  readonly "claim.lua": string
+  readonly "fetch.lua": string
   readonly "handoff.lua": string
   readonly "lib/prelude.lua": string
   readonly "lock.lua": string
+  readonly "reap.lua": string
+  readonly "remove.lua": string
   readonly "renew.lua": string
   readonly "renew_all.lua": string
   readonly "unlock.lua": string
 } = {
+  "claim.lua": `-- A lease on a key for one owner (one runner at a time). KEYS[1] the lease's key   ARGV owner, lease ms (0: give up)
+-- Returns 1 when owner holds the lease after the call: taken when free, renewed when owner's; 0 when another owner's
+-- or given up (only owner's own lease is deleted). GET fails on a wrong-typed key before any write.
+local lease = whole(ARGV[2], 'lease', 0)
+local current = redis.call('GET', KEYS[1])
+if lease == 0 then
+  if current == ARGV[1] then redis.call('DEL', KEYS[1]) end
+  return 0
+end
+if current == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], lease)
+  return 1
+end
+if not current then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)
+  return 1
+end
+return 0
+`,
+  "fetch.lua": `-- One lock read whole, at one instant. KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests   ARGV member
+-- Returns {HGETALL of the holders (flat), PTTL of the key, the member's index score (nil when none), Redis time ms}.
+local entries = redis.call('HGETALL', KEYS[1])
+local pttl = redis.call('PTTL', KEYS[1])
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+local ms = now()
+return {entries, pttl, score, ms}
+`,
   "handoff.lua": `-- The execution handoff of until_and_while_executing, in one step: take <digest>:RUN, then let go of the
 -- queue lock, so there is no moment when the job holds neither.
 -- KEYS[1] <digest>:LOCKED  KEYS[2] <digest>:RUN:LOCKED  KEYS[3] <prefix>:digests  KEYS[4] <prefix>:fence
@@ -37,8 +68,8 @@ table.insert(result, 1, held)
 return result
 `,
   "lib/prelude.lua": `-- The scripts' shared prelude. src/internal/scripts.ts puts the files of lua/lib/ in front of each script of lua/
--- (lock, unlock, renew, renew_all, handoff), so each stays one self-contained EVAL, and maps the line of a script's
--- error back to the file and line it comes from. Every function defined here is a closure made again on each run of
+-- (lock, unlock, renew, renew_all, handoff, fetch, reap, remove, claim), so each stays one self-contained EVAL, and
+-- maps the line of a script's error back to the file and line it comes from. Every function defined here is a closure made again on each run of
 -- each script, so the prelude keeps to a few.
 -- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>][,"i":<info>]}
 -- with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a run lock's acquisition (absent
@@ -53,12 +84,14 @@ local function now()
   return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000, t[1] * 1000000 + t[2]
 end
 
--- A whole number of milliseconds (or a count) in [min, 2^50]: far beyond any lock, and Redis time plus it stays
--- exact in Lua's doubles. Fails the script before any write.
-local function whole(value, name, min)
+-- A whole number of milliseconds (or a count) in [min, max], max 2^50 unless given: far beyond any lock, and Redis
+-- time plus it stays exact in Lua's doubles. Fails the script before any write.
+local function whole(value, name, min, max)
   local n = tonumber(value)
-  if n == nil or n % 1 ~= 0 or n < min or n > 1125899906842624 then
-    error({err = 'ERR ' .. name .. ' must be a whole number from ' .. min .. ' to 2^50, got ' .. tostring(value)})
+  local upto = '2^50'
+  if max then upto = string.format('%d', max) else max = 1125899906842624 end
+  if n == nil or n % 1 ~= 0 or n < min or n > max then
+    error({err = 'ERR ' .. name .. ' must be a whole number from ' .. min .. ' to ' .. upto .. ', got ' .. tostring(value)})
   end
   return n
 end
@@ -212,6 +245,85 @@ local ms, micros = now()
 local fence = ''
 if ARGV[7] == '1' then fence = KEYS[3] end
 return acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fence, ms, micros)
+`,
+  "reap.lua": `-- One bounded step of the reaper over the index, oldest first. KEYS[1] <prefix>:digests
+-- ARGV start (rank), batch (1 to 1000), orphans before (Redis ms; 0: none), dry run ('1': answer, write nothing)
+-- For each member m of ranks start .. start + batch - 1: m:LOCKED gone -> the member goes; not a hash -> left alone
+-- (not ours); else holders whose expiry or lease has passed, or in a foreign shape, go (and the member with the last),
+-- and live holders with no expiry and no lease locked before \`orphans before\` are reported as candidates. A live
+-- holder is never removed.
+-- Returns {scanned, next rank (-1: the end was reached), {removed members}, {lock, jid, ...} removed holders,
+-- {lock, jid, locked at, ...} candidates}.
+-- The holders keys are built here from the index's members: a walk over the index cannot name them in KEYS up front.
+-- Fine on one Redis; Redis Cluster (keys in other slots) will need another approach, such as one step per slot.
+-- All or nothing: every read (ZRANGE fails on a wrong-typed index, then one HGETALL per member) before any write.
+-- One call per member, the step's main cost: HGETALL by pcall answers a key of another type with an error (left
+-- alone) and a missing key with an empty list (an empty hash cannot exist). No WITHSCORES: the scores are not used.
+local batch = whole(ARGV[2], 'batch', 1, 1000)
+local start = whole(ARGV[1], 'start', 0)
+local before = whole(ARGV[3], 'orphansBefore', 0)
+local dry = ARGV[4] == '1'
+local ms = now()
+local found = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
+local scanned = #found
+local members, holders, candidates = {}, {}, {}
+local gone = {}
+local evictions = {}
+local kept = 0
+for i = 1, scanned do
+  local member = found[i]
+  local key = member .. ':LOCKED'
+  local all = redis.pcall('HGETALL', key)
+  if all.err then
+    kept = kept + 1
+  elseif #all == 0 then
+    members[#members + 1] = member
+    gone[#gone + 1] = member
+  else
+    local evict = {}
+    for j = 1, #all, 2 do
+      local h = horizon(all[j + 1])
+      if h == -1 or (h > 0 and h <= ms) then
+        evict[#evict + 1] = all[j]
+        holders[#holders + 1] = member
+        holders[#holders + 1] = all[j]
+      elseif h == 0 and before > 0 then
+        local t = parse(all[j + 1])
+        if tonumber(t) < before then
+          candidates[#candidates + 1] = member
+          candidates[#candidates + 1] = all[j]
+          candidates[#candidates + 1] = t
+        end
+      end
+    end
+    if #evict > 0 then evictions[#evictions + 1] = {key, evict} end
+    if #evict * 2 == #all then
+      members[#members + 1] = member
+      gone[#gone + 1] = member
+    else
+      kept = kept + 1
+    end
+  end
+end
+local next = -1
+if scanned == batch then
+  if dry then next = start + scanned else next = start + kept end
+end
+if not dry then
+  -- HDEL of a key's last field deletes the key.
+  for i = 1, #evictions do redis.call('HDEL', evictions[i][1], unpack(evictions[i][2])) end
+  if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+end
+return {scanned, next, members, holders, candidates}
+`,
+  "remove.lua": `-- Deletes locks whole. KEYS[1] <prefix>:digests  KEYS[2..] each lock's <lock>:LOCKED   ARGV each lock's member
+-- Returns how many of the holders keys existed.
+-- ZREM first: the one call that can fail (a wrong-typed index), before anything is written. In chunks, under unpack's
+-- limit on how many values it spreads.
+for i = 1, #ARGV, 1000 do redis.call('ZREM', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
+local existed = 0
+for i = 2, #KEYS do existed = existed + redis.call('DEL', KEYS[i]) end
+return existed
 `,
   "renew.lua": `-- KEYS[1] <lock>:LOCKED   ARGV jid, lease ms, fencing token of the acquisition ('0': whichever holds jid's entry)
 -- Moves the lease to now + lease (renew_entry). Returns 1, or 0 when the hold is gone: no entry, another

@@ -6,7 +6,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { Holder, HolderRequest, LockKey, LockResult, Store } from "./models.js"
+import type { Holder, HolderRequest, LockKey, LockResult, ReapResult, ScanPage, Store } from "./models.js"
 import { keysOf, RedisError } from "./models.js"
 
 /** @internal */
@@ -37,11 +37,83 @@ class Refused {
   constructor(readonly reason: string) {}
 }
 
-const whole = (value: number, name: string, min: number): number => {
-  if (!Number.isInteger(value) || value < min || value > maxWhole) {
-    throw new Refused(`ERR ${name} must be a whole number from ${min} to 2^50, got ${value}`)
+const whole = (value: number, name: string, min: number, max?: number): number => {
+  if (!Number.isInteger(value) || value < min || value > (max ?? maxWhole)) {
+    throw new Refused(`ERR ${name} must be a whole number from ${min} to ${max ?? "2^50"}, got ${value}`)
   }
   return value
+}
+
+/** Redis' order of members (and of equal scores): their bytes, which for UTF-8 is code point order. */
+const compareNames = (a: string, b: string): number => Buffer.compare(Buffer.from(a), Buffer.from(b))
+
+/**
+ * Redis' glob (`stringmatchlen`, case-sensitive), as ZSCAN's MATCH reads it: `*`, `?`, `[abc]`, `[^a-z]`, and `\\`
+ * taking the next character as it is.
+ *
+ * @internal
+ */
+export const globMatch = (pattern: string, text: string): boolean => {
+  const match = (p: number, s: number): boolean => {
+    while (p < pattern.length && s < text.length) {
+      switch (pattern[p]) {
+        case "*": {
+          while (pattern[p + 1] === "*") p++
+          if (p === pattern.length - 1) return true
+          for (; s < text.length; s++) if (match(p + 1, s)) return true
+          return false
+        }
+        case "?":
+          s++
+          break
+        case "[": {
+          p++
+          const not = pattern[p] === "^"
+          if (not) p++
+          let found = false
+          for (;;) {
+            if (pattern[p] === "\\" && pattern.length - p >= 2) {
+              p++
+              if (pattern[p] === text[s]) found = true
+            } else if (pattern[p] === "]") {
+              break
+            } else if (p >= pattern.length) {
+              p--
+              break
+            } else if (pattern.length - p >= 3 && pattern[p + 1] === "-") {
+              let from = pattern[p]!
+              let to = pattern[p + 2]!
+              if (from > to) [from, to] = [to, from]
+              p += 2
+              if (text[s]! >= from && text[s]! <= to) found = true
+            } else if (pattern[p] === text[s]) {
+              found = true
+            }
+            p++
+          }
+          if (not) found = !found
+          if (!found) return false
+          s++
+          break
+        }
+        case "\\":
+          if (pattern.length - p >= 2) p++
+          if (pattern[p] !== text[s]) return false
+          s++
+          break
+        default:
+          if (pattern[p] !== text[s]) return false
+          s++
+      }
+      p++
+      if (s === text.length) {
+        while (pattern[p] === "*") p++
+        break
+      }
+    }
+    return p >= pattern.length && s === text.length
+  }
+  return match(0, 0)
 }
 
 /**
@@ -68,6 +140,8 @@ export const makeInspectable = () => {
   const hashes = new Map<string, Hash>()
   const indexes = new Map<string, Map<string, number>>()
   const fences = new Map<string, number>()
+  /** claim.lua's keys: the owner and when the lease ends. */
+  const leases = new Map<string, { owner: string; expiresAt: number }>()
 
   const getHash = (key: string, now: number): Hash | undefined => {
     const hash = hashes.get(key)
@@ -167,6 +241,111 @@ export const makeInspectable = () => {
     return true
   }
 
+  const holdersOf = (hash: Hash | undefined): Array<Holder> =>
+    Array.from(hash?.entries ?? [], ([jid, entry]): Holder => ({
+      jid,
+      lockedAt: entry.t,
+      expiresAt: entry.x > 0 ? entry.x : undefined,
+      leaseUntil: entry.l > 0 ? entry.l : undefined,
+      fence: entry.f,
+      info: entry.info === "" ? undefined : JSON.parse(entry.info)
+    }))
+
+  // reap.lua: ZRANGE of the step's ranks (score, then name), every read before the first write.
+  const reap = (request: Parameters<Store["reap"]>[0], now: number): ReapResult => {
+    const batch = whole(request.batch, "batch", 1, 1000)
+    const start = whole(request.start, "start", 0)
+    const before = whole(request.orphansBefore, "orphansBefore", 0)
+    const index = `${request.prefix}:digests`
+    const members = indexes.get(index)
+    const found = members === undefined
+      ? []
+      : Array.from(members).sort(([a, x], [b, y]) => x - y || compareNames(a, b)).slice(start, start + batch)
+    const removedMembers: Array<string> = []
+    const removedHolders: Array<{ readonly lock: string; readonly jid: string }> = []
+    const candidates: Array<{ readonly lock: string; readonly jid: string; readonly lockedAt: number }> = []
+    const evictions: Array<{ readonly key: string; readonly hash: Hash; readonly jids: ReadonlyArray<string> }> = []
+    let kept = 0
+    for (const [member] of found) {
+      const key = `${member}:LOCKED`
+      const hash = getHash(key, now)
+      if (hash === undefined) {
+        removedMembers.push(member)
+        continue
+      }
+      const jids: Array<string> = []
+      for (const [jid, entry] of hash.entries) {
+        const h = horizon(entry)
+        if (h > 0 && h <= now) {
+          jids.push(jid)
+          removedHolders.push({ lock: member, jid })
+        } else if (h === 0 && before > 0 && entry.t < before) {
+          candidates.push({ lock: member, jid, lockedAt: entry.t })
+        }
+      }
+      if (jids.length > 0) evictions.push({ key, hash, jids })
+      if (jids.length === hash.entries.size) removedMembers.push(member)
+      else kept++
+    }
+    if (!request.dryRun) {
+      for (const { hash, jids, key } of evictions) for (const jid of jids) hdel(key, hash, jid)
+      for (const member of removedMembers) members?.delete(member)
+    }
+    const next = found.length < batch ? -1 : start + (request.dryRun ? found.length : kept)
+    return { scanned: found.length, next, removedMembers, removedHolders, candidates }
+  }
+
+  // ZSCAN over the members sorted by name: the cursor is an offset, so an unchanged index gives each member once.
+  const scan = (prefix: string, cursor: string, pattern: string, count: number): ScanPage => {
+    if (!/^\d+$/.test(cursor)) throw new Refused("ERR invalid cursor")
+    if (!Number.isInteger(count) || count < 1) throw new Refused("ERR syntax error")
+    const names = Array.from(indexes.get(`${prefix}:digests`) ?? []).sort(([a], [b]) => compareNames(a, b))
+    const from = Number(cursor)
+    const page = names.slice(from, from + count)
+    return {
+      cursor: from + count >= names.length ? "0" : String(from + count),
+      members: page.filter(([name]) => globMatch(pattern, name)).map(([name, score]) => ({ name, score }))
+    }
+  }
+
+  const remove = (locks: ReadonlyArray<LockKey>, now: number): number => {
+    const prefix = locks[0]?.prefix
+    if (!locks.every((lock) => lock.prefix === prefix)) {
+      throw new Refused(
+        `the locks of one call must share one prefix (their index), got ${
+          Array.from(new Set(locks.map((lock) => JSON.stringify(lock.prefix)))).join(", ")
+        }`
+      )
+    }
+    let existed = 0
+    for (const lock of locks) {
+      const { index, locked } = keysOf(lock)
+      if (getHash(locked, now) !== undefined) existed++
+      hashes.delete(locked)
+      indexes.get(index)?.delete(lock.name)
+    }
+    return existed
+  }
+
+  // claim.lua on a map of leases, each gone once its time has passed.
+  const claim = (key: string, owner: string, leaseMs: number, now: number): boolean => {
+    const lease = whole(leaseMs, "lease", 0)
+    let current = leases.get(key)
+    if (current !== undefined && current.expiresAt <= now) {
+      leases.delete(key)
+      current = undefined
+    }
+    if (lease === 0) {
+      if (current?.owner === owner) leases.delete(key)
+      return false
+    }
+    if (current === undefined || current.owner === owner) {
+      leases.set(key, { owner, expiresAt: now + lease })
+      return true
+    }
+    return false
+  }
+
   // Like a script, a call either runs whole or is refused (RedisError) before it changes anything.
   const run = <A>(operation: string, f: (now: number, micros: number) => A): Effect.Effect<A, RedisError> =>
     Clock.clockWith((clock) => {
@@ -201,16 +380,22 @@ export const makeInspectable = () => {
           : queued !== undefined && live(queued, now)
         return { ...result, queueLockHeld }
       }),
-    holders: (lock) =>
-      run("holders", (now) =>
-        Array.from(getHash(keysOf(lock).locked, now)?.entries ?? [], ([jid, entry]): Holder => ({
-          jid,
-          lockedAt: entry.t,
-          expiresAt: entry.x > 0 ? entry.x : undefined,
-          leaseUntil: entry.l > 0 ? entry.l : undefined,
-          fence: entry.f,
-          info: entry.info === "" ? undefined : JSON.parse(entry.info)
-        })))
+    holders: (lock) => run("holders", (now) => holdersOf(getHash(keysOf(lock).locked, now))),
+    fetch: (lock) =>
+      run("fetch", (now) => {
+        const { index, locked } = keysOf(lock)
+        const hash = getHash(locked, now)
+        return {
+          holders: holdersOf(hash),
+          ttlMs: hash?.expiresAt === undefined ? undefined : hash.expiresAt - now,
+          indexScore: indexes.get(index)?.get(lock.name),
+          now
+        }
+      }),
+    reap: (request) => run("reap", (now) => reap(request, now)),
+    scan: (prefix, cursor, pattern, count) => run("scan", () => scan(prefix, cursor, pattern, count)),
+    remove: (locks) => locks.length === 0 ? Effect.succeed(0) : run("remove", (now) => remove(locks, now)),
+    claim: (key, owner, leaseMs) => run("claim", (now) => claim(key, owner, leaseMs, now))
   }
 
   const inspect = (lock: LockKey): Effect.Effect<LockState> =>
@@ -224,5 +409,14 @@ export const makeInspectable = () => {
       }
     })
 
-  return { store, inspect, fence: (prefix: string): number | undefined => fences.get(`${prefix}:fence`) }
+  /** A claim.lua key as Redis would show it: its owner and PTTL (-2: no key). */
+  const lease = (key: string): Effect.Effect<{ readonly owner: string | undefined; readonly pttl: number }> =>
+    Effect.map(Clock.currentTimeMillis, (now) => {
+      const current = leases.get(key)
+      return current === undefined || current.expiresAt <= now
+        ? { owner: undefined, pttl: -2 }
+        : { owner: current.owner, pttl: current.expiresAt - now }
+    })
+
+  return { store, inspect, lease, fence: (prefix: string): number | undefined => fences.get(`${prefix}:fence`) }
 }

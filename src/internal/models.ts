@@ -129,6 +129,71 @@ export interface Renewal {
 }
 
 /**
+ * One lock read whole (`Store.fetch`): its holders, its key's TTL, its index score, and Redis time when read.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Fetched {
+  readonly holders: ReadonlyArray<Holder>
+  /** The holders key's remaining time in ms; undefined when it has none or is gone. */
+  readonly ttlMs: number | undefined
+  /** The lock's score in `<prefix>:digests` (its expiry, or when it was taken); undefined when not indexed. */
+  readonly indexScore: number | undefined
+  /** Redis time (ms) of the read, to judge each holder's expiry and lease by. */
+  readonly now: number
+}
+
+/**
+ * One bounded step of the reaper over `<prefix>:digests`, oldest first (`Store.reap`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReapRequest {
+  readonly prefix: string
+  /** The index rank (0: the oldest) this step starts at. */
+  readonly start: number
+  /** How many index members this step looks at, at most (1 to 1000). */
+  readonly batch: number
+  /** Holders with no expiry and no lease taken before this Redis time (ms) are reported as orphan candidates; 0: none. */
+  readonly orphansBefore: number
+  /** Compute the same answer and write nothing. */
+  readonly dryRun: boolean
+}
+
+/**
+ * What one reap step did (or, in a dry run, would do).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReapResult {
+  /** Index members looked at. */
+  readonly scanned: number
+  /** The rank the next step starts at; -1 once the index has been walked to its end. */
+  readonly next: number
+  /** Index members removed: their lock key was gone, or every holder in it had ended. */
+  readonly removedMembers: ReadonlyArray<string>
+  /** Holders removed because their expiry or lease had passed (or their entry was foreign). */
+  readonly removedHolders: ReadonlyArray<{ readonly lock: string; readonly jid: string }>
+  /** Live holders with no expiry and no lease taken before `orphansBefore`: the caller asks the queue about them. */
+  readonly candidates: ReadonlyArray<{ readonly lock: string; readonly jid: string; readonly lockedAt: number }>
+}
+
+/**
+ * A page of `<prefix>:digests` (`Store.scan`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ScanPage {
+  /** "0" once the scan is complete. */
+  readonly cursor: string
+  readonly members: ReadonlyArray<{ readonly name: string; readonly score: number }>
+}
+
+/**
  * What a lock store does: one method per script, each a single round trip.
  *
  * @since 0.1.0
@@ -158,4 +223,23 @@ export interface Store {
   ) => Effect.Effect<HandoffResult, RedisError>
   /** The entries of a lock's holders hash. */
   readonly holders: (lock: LockKey) => Effect.Effect<ReadonlyArray<Holder>, RedisError>
+  /** One lock read whole in one script call: holders with their metadata, the key's TTL, the index score, Redis time. */
+  readonly fetch: (lock: LockKey) => Effect.Effect<Fetched, RedisError>
+  /**
+   * One bounded reaper step in one script call: removes index members whose lock key is gone and holders whose
+   * expiry or lease has passed (dropping a lock, and its member, once no holder is left), never a live holder.
+   */
+  readonly reap: (request: ReapRequest) => Effect.Effect<ReapResult, RedisError>
+  /**
+   * A page of the index (`ZSCAN` with `MATCH pattern`, a glob over lock names; `count` is a hint). Start with cursor
+   * "0"; the scan is complete when the answer's cursor is "0" again.
+   */
+  readonly scan: (prefix: string, cursor: string, pattern: string, count: number) => Effect.Effect<ScanPage, RedisError>
+  /** Deletes the given locks whole (holders keys and index members) in one script call; answers how many existed. */
+  readonly remove: (locks: ReadonlyArray<LockKey>) => Effect.Effect<number, RedisError>
+  /**
+   * A lease on `key` for `owner` (one runner at a time): taken when free, renewed when `owner` holds it, refused
+   * otherwise; `leaseMs` 0 gives it up (only `owner`'s). Answers whether `owner` holds it after the call.
+   */
+  readonly claim: (key: string, owner: string, leaseMs: number) => Effect.Effect<boolean, RedisError>
 }

@@ -28,7 +28,16 @@ export interface Script {
 }
 
 /** @internal */
-export type ScriptName = "lock" | "unlock" | "renew" | "renewAll" | "handoff"
+export type ScriptName =
+  | "lock"
+  | "unlock"
+  | "renew"
+  | "renewAll"
+  | "handoff"
+  | "fetch"
+  | "reap"
+  | "remove"
+  | "claim"
 
 /** Each script's own file under `lua/`. @internal */
 export const files: Record<ScriptName, keyof typeof sources> = {
@@ -36,7 +45,11 @@ export const files: Record<ScriptName, keyof typeof sources> = {
   unlock: "unlock.lua",
   renew: "renew.lua",
   renewAll: "renew_all.lua",
-  handoff: "handoff.lua"
+  handoff: "handoff.lua",
+  fetch: "fetch.lua",
+  reap: "reap.lua",
+  remove: "remove.lua",
+  claim: "claim.lua"
 }
 
 /** The prelude: every file under `lua/lib/`, in path order. @internal */
@@ -74,7 +87,11 @@ export const loadScripts = (): Record<ScriptName, Script> => {
     unlock: make("unlock"),
     renew: make("renew"),
     renewAll: make("renewAll"),
-    handoff: make("handoff")
+    handoff: make("handoff"),
+    fetch: make("fetch"),
+    reap: make("reap"),
+    remove: make("remove"),
+    claim: make("claim")
   }
 }
 

@@ -21,6 +21,7 @@ import type * as Job from "../../src/Job.js"
 import { JobQueue, QueueError } from "../../src/JobQueue.js"
 import * as Lock from "../../src/Lock.js"
 import * as LockType from "../../src/LockType.js"
+import * as Reaper from "../../src/Reaper.js"
 import * as Redis from "../../src/Redis.js"
 import type * as Strategy from "../../src/Strategy.js"
 import * as UniqueJob from "../../src/UniqueJob.js"
@@ -690,6 +691,33 @@ export class System {
     }
   }
 
+  /**
+   * The reaper runs one pass (bounded steps of 2 index members, a 1 ms grace for holders with no expiry): it may
+   * remove only what no live holder needs. Every entry that was live before the pass and whose job the queue still
+   * knows must be there after it; every entry it removed had ended, or had no expiry and a job the queue forgot.
+   */
+  async reap(): Promise<void> {
+    const known = (jid: string) => this.waiting.some((w) => w.job.jid === jid) || this.running.some((r) => r.job.jid === jid)
+    const before = await this.holders()
+    const now = this.storeNow()
+    const pass = await this.exec(
+      this.provide(Reaper.runOnce({ prefix: this.unique.definition.lockPrefix, grace: 1, batch: 2 }))
+    )
+    const after = await this.holders()
+    for (const held of before) {
+      const kept = after.find((h) => h.digest === held.digest && h.phase === held.phase)!
+      for (const entry of held.entries) {
+        if (kept.entries.some((e) => e.jid === entry.jid && e.fence === entry.fence)) continue
+        const live = this.isLive(entry, now)
+        const orphan = live && entry.expiresAt === undefined && entry.leaseUntil === undefined && !known(entry.jid)
+        if (live && !orphan) {
+          this.violations.push(`the reaper removed ${entry.jid}'s live ${held.phase} hold on digest ${held.digest}`)
+        }
+      }
+    }
+    this.trace.push(`reap: ${pass.members} members, ${pass.holders} ended holders, ${pass.orphans} orphans`)
+  }
+
   /** An operator kills a waiting job (it goes to the dead set): it dies for good. */
   async kill(index: number): Promise<void> {
     const [entry] = this.waiting.splice(index % this.waiting.length, 1)
@@ -917,7 +945,13 @@ const workerStore = (
     handoff: (from, to, request, options) =>
       guard("handoff", () =>
         confirming(acquiring(request, store.handoff(from, to, request, options)), (r) => r._tag === "Acquired")),
-    holders: (lock) => guard("holders", () => store.holders(lock))
+    holders: (lock) => guard("holders", () => store.holders(lock)),
+    // The admin calls (reaper, lock listing), as the store answers them; the worker's faults above do not apply.
+    fetch: (lock) => guard("fetch", () => store.fetch(lock)),
+    reap: (request) => guard("reap", () => store.reap(request)),
+    scan: (prefix, cursor, pattern, count) => guard("scan", () => store.scan(prefix, cursor, pattern, count)),
+    remove: (locks) => guard("remove", () => store.remove(locks)),
+    claim: (key, owner, leaseMs) => guard("claim", () => store.claim(key, owner, leaseMs))
   }
   return fake
 }
@@ -1155,6 +1189,12 @@ class Advance implements Cmd {
   toString = () => `advance(${this.ms}ms${this.redeliverStalled ? ", redeliver stalled" : ""})`
 }
 
+class Reap implements Cmd {
+  check = () => true
+  run = (m: Model, s: System) => step(m, s, () => s.reap())
+  toString = () => "reap()"
+}
+
 class Refuse implements Cmd {
   constructor(readonly refusal: Refusal) {}
   check = () => true
@@ -1242,7 +1282,8 @@ export const commandsArbitrary = (maxCommands: number, options?: CommandOptions)
         fc.tuple(fc.boolean(), fc.integer({ min: 1, max: 350 })).map(([redeliver, ms]) => new Advance(redeliver, ms)),
         fc.tuple(fc.nat(3), fc.constantFrom(1, 100, 250, 600)).map(([d, delay]) => new PushScheduled(d, delay)),
         fc.nat(3).map((d) => new PushFailing(d)),
-        fc.nat(3).map((i) => new Kill(i))
+        fc.nat(3).map((i) => new Kill(i)),
+        fc.constant(new Reap())
       ]
       : []),
     ...(faults && time && options?.virtualTime === true && options.runLock === true

@@ -43,13 +43,33 @@ local function call(command, ...)
     return tonumber(at) - NOW
   elseif c == 'PERSIST' then
     return real.call('HDEL', EXPIRY, key)
+  elseif c == 'SET' then
+    -- SET key value PX ms (claim.lua): the expiry on the virtual clock; a plain SET drops the key's expiry.
+    local args = {...}
+    local px = nil
+    for i = 3, #args - 1 do
+      if string.upper(args[i]) == 'PX' then px = tonumber(args[i + 1]) end
+    end
+    local reply = real.call('SET', key, args[2])
+    if px then
+      real.call('HSET', EXPIRY, key, string.format('%d', NOW + px))
+    else
+      real.call('HDEL', EXPIRY, key)
+    end
+    return reply
   end
   local reply = real.call(command, ...)
   -- A key that went (its last field deleted) takes its expiry with it, as in Redis.
   if real.call('EXISTS', key) == 0 then real.call('HDEL', EXPIRY, key) end
   return reply
 end
-local redis = setmetatable({call = call}, {__index = real})
+local function protected(...)
+  local ok, reply = pcall(call, ...)
+  if ok then return reply end
+  if type(reply) == 'table' then return reply end
+  return {err = tostring(reply)}
+end
+local redis = setmetatable({call = call, pcall = protected}, {__index = real})
 `
 
 /** What Redis holds for one lock, as `Memory.LockState` shows the memory store's. */
@@ -80,6 +100,8 @@ export interface VirtualRedis {
     prefix: string,
     locks: ReadonlyArray<Redis.LockKey>
   ) => Promise<{ readonly locks: ReadonlyArray<LockState>; readonly fence: number | undefined }>
+  /** A claim.lua key on the virtual clock: its owner and PTTL (-2: no key). */
+  readonly lease: (key: string) => Promise<{ readonly owner: string | undefined; readonly pttl: number }>
 }
 
 /** The virtual-clock store for keys under `namespace` (the shim's own keys live there too). */
@@ -98,6 +120,9 @@ export const make = (raw: IORedis, namespace: string): VirtualRedis => {
     },
     eval: (source, numKeys, ...args) => evalShimmed(source, numKeys, args),
     script: () => Promise.resolve("OK"),
+    // The index has no expiry: ZSCAN goes to Redis as it is.
+    zscan: (key, cursor, matchToken, pattern, countToken, count) =>
+      raw.zscan(key, cursor, matchToken, pattern, countToken, count),
     hgetall: (key) =>
       evalShimmed("redis.call('EXISTS', KEYS[1]) return real.call('HGETALL', KEYS[1])", 1, [key]).then((reply) => {
         const pairs = reply as Array<string>
@@ -123,6 +148,14 @@ export const make = (raw: IORedis, namespace: string): VirtualRedis => {
         }),
         fence: fence === null ? undefined : Number(fence)
       }
+    },
+    lease: async (key) => {
+      const [owner, pttl] = (await evalShimmed(
+        "redis.call('EXISTS', KEYS[1]) return {real.call('GET', KEYS[1]) or false, redis.call('PTTL', KEYS[1])}",
+        1,
+        [key]
+      )) as [string | null, number]
+      return { owner: owner ?? undefined, pttl }
     }
   }
 }

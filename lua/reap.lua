@@ -1,0 +1,69 @@
+-- One bounded step of the reaper over the index, oldest first. KEYS[1] <prefix>:digests
+-- ARGV start (rank), batch (1 to 1000), orphans before (Redis ms; 0: none), dry run ('1': answer, write nothing)
+-- For each member m of ranks start .. start + batch - 1: m:LOCKED gone -> the member goes; not a hash -> left alone
+-- (not ours); else holders whose expiry or lease has passed, or in a foreign shape, go (and the member with the last),
+-- and live holders with no expiry and no lease locked before `orphans before` are reported as candidates. A live
+-- holder is never removed.
+-- Returns {scanned, next rank (-1: the end was reached), {removed members}, {lock, jid, ...} removed holders,
+-- {lock, jid, locked at, ...} candidates}.
+-- The holders keys are built here from the index's members: a walk over the index cannot name them in KEYS up front.
+-- Fine on one Redis; Redis Cluster (keys in other slots) will need another approach, such as one step per slot.
+-- All or nothing: every read (ZRANGE fails on a wrong-typed index, then one HGETALL per member) before any write.
+-- One call per member, the step's main cost: HGETALL by pcall answers a key of another type with an error (left
+-- alone) and a missing key with an empty list (an empty hash cannot exist). No WITHSCORES: the scores are not used.
+local batch = whole(ARGV[2], 'batch', 1, 1000)
+local start = whole(ARGV[1], 'start', 0)
+local before = whole(ARGV[3], 'orphansBefore', 0)
+local dry = ARGV[4] == '1'
+local ms = now()
+local found = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
+local scanned = #found
+local members, holders, candidates = {}, {}, {}
+local gone = {}
+local evictions = {}
+local kept = 0
+for i = 1, scanned do
+  local member = found[i]
+  local key = member .. ':LOCKED'
+  local all = redis.pcall('HGETALL', key)
+  if all.err then
+    kept = kept + 1
+  elseif #all == 0 then
+    members[#members + 1] = member
+    gone[#gone + 1] = member
+  else
+    local evict = {}
+    for j = 1, #all, 2 do
+      local h = horizon(all[j + 1])
+      if h == -1 or (h > 0 and h <= ms) then
+        evict[#evict + 1] = all[j]
+        holders[#holders + 1] = member
+        holders[#holders + 1] = all[j]
+      elseif h == 0 and before > 0 then
+        local t = parse(all[j + 1])
+        if tonumber(t) < before then
+          candidates[#candidates + 1] = member
+          candidates[#candidates + 1] = all[j]
+          candidates[#candidates + 1] = t
+        end
+      end
+    end
+    if #evict > 0 then evictions[#evictions + 1] = {key, evict} end
+    if #evict * 2 == #all then
+      members[#members + 1] = member
+      gone[#gone + 1] = member
+    else
+      kept = kept + 1
+    end
+  end
+end
+local next = -1
+if scanned == batch then
+  if dry then next = start + scanned else next = start + kept end
+end
+if not dry then
+  -- HDEL of a key's last field deletes the key.
+  for i = 1, #evictions do redis.call('HDEL', evictions[i][1], unpack(evictions[i][2])) end
+  if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+end
+return {scanned, next, members, holders, candidates}

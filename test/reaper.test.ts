@@ -1,0 +1,132 @@
+/**
+ * The reaper on a real Redis: it removes what no live holder needs (index members whose lock is gone, holders past
+ * their expiry or lease, no-TTL holders whose job the queue no longer knows), never a live holder, and runs one at a
+ * time across runners. Real time (the live clock): Redis' TTLs and leases run on it.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import { JobQueue } from "../src/JobQueue.js"
+import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
+import * as Reaper from "../src/Reaper.js"
+import * as Redis from "../src/Redis.js"
+import * as UniqueJob from "../src/UniqueJob.js"
+import * as RedisTest from "./support/redis.js"
+
+const index = (prefix: string) =>
+  Effect.flatMap(RedisTest.TestRedis, ({ raw }) => Effect.promise(() => raw.zrange(`${prefix}:digests`, 0, -1)))
+
+/** Waits (real time, up to 30 s) until `done` holds. */
+const until = (done: Effect.Effect<boolean, unknown, Redis.RedisService | RedisTest.TestRedis>) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 30_000
+    while (!(yield* done) && Date.now() < deadline) {
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+    }
+  })
+
+describe("Reaper", () => {
+  layer(RedisTest.layer())((it) => {
+    it.effect("removes members whose lock ended and holders past their lease; keeps live holders through 100 passes", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("reap")
+        const queue = yield* MemoryQueue.make()
+        const expiring = LockOptions.unsafeMake({ lock: "until_expired", lockTtl: 100, lockPrefix: prefix })
+        const leased = LockOptions.unsafeMake({ lock: "while_executing", lockLease: 200, lockPrefix: prefix })
+        const live = LockOptions.unsafeMake({ lock: "while_executing", lockLease: 60_000, lockPrefix: prefix })
+        const queued = UniqueJob.unsafeMake({ worker: "QueuedJob", lock: "until_executed", lockPrefix: prefix })
+        for (let i = 0; i < 50; i++) yield* Lock.lock(expiring, { digest: `${prefix}:e${i}`, jid: `e${i}` })
+        // A crashed worker's run lock: taken, never renewed, never released.
+        yield* Lock.lock(leased, { digest: `${prefix}:crashed`, jid: "crashed", phase: "run" })
+        yield* Lock.lock(live, { digest: `${prefix}:live`, jid: "live", phase: "run" })
+        const waiting = yield* Effect.provideService(queued.enqueue([1]), JobQueue, queue)
+        assert.strictEqual(waiting._tag, "Enqueued")
+        const redis = yield* Redis.RedisService
+        yield* until(Effect.map(redis.fetch({ prefix, name: `${prefix}:crashed:RUN` }), (f) =>
+          f.holders.every((h) => (h.leaseUntil ?? 0) <= f.now)))
+        yield* until(Effect.map(index(prefix), (members) => members.length > 0))
+
+        const runner = yield* Reaper.make({ prefix, grace: 1, batch: 7 })
+        const first = yield* Effect.provideService(runner.pass(), JobQueue, queue)
+        assert.isTrue(first.ran)
+        assert.isAtLeast(first.steps, 8, "bounded steps of 7 members")
+        assert.deepStrictEqual(
+          (yield* index(prefix)).sort(),
+          [`${prefix}:live:RUN`, waiting.digest].sort(),
+          "the expired locks and the crashed worker's lease are gone; the live lease and the waiting job stay"
+        )
+        for (let i = 0; i < 100; i++) {
+          const pass = yield* Effect.provideService(runner.pass(), JobQueue, queue)
+          assert.strictEqual(pass.members + pass.holders + pass.orphans, 0)
+        }
+        assert.strictEqual((yield* redis.fetch({ prefix, name: `${prefix}:live:RUN` })).holders[0]?.jid, "live")
+        assert.strictEqual((yield* redis.fetch({ prefix, name: waiting.digest })).holders[0]?.jid, waiting.job.jid)
+        yield* runner.release
+        assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix, [waiting.digest]), [])
+      }).pipe(Effect.scoped, Effect.withClock(Clock.make())), { timeout: 60_000 })
+
+    it.effect("an orphaned no-TTL lock (its job removed) is reaped after the grace: the next enqueue is Enqueued", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("orphan")
+        const queue = yield* MemoryQueue.make()
+        const job = UniqueJob.unsafeMake({ worker: "OrphanJob", lock: "until_executed", lockPrefix: prefix })
+        const program = Effect.gen(function*() {
+          const first = yield* job.enqueue([1])
+          assert.strictEqual(first._tag, "Enqueued")
+          // An operator removes the waiting job: its lock (no TTL) would block the digest for good.
+          assert.isTrue(yield* queue.remove(first.job.jid))
+          assert.strictEqual((yield* job.enqueue([1]))._tag, "Skipped")
+          // Within the grace nothing is touched.
+          const early = yield* Reaper.runOnce({ prefix, grace: "1 hour" })
+          assert.strictEqual(early.orphans, 0)
+          yield* Effect.sleep(20)
+          const dry = yield* Reaper.runOnce({ prefix, grace: 10, dryRun: true })
+          assert.strictEqual(dry.orphans, 1)
+          assert.strictEqual((yield* job.enqueue([1]))._tag, "Skipped", "a dry run removes nothing")
+          const pass = yield* Reaper.runOnce({ prefix, grace: 10 })
+          assert.strictEqual(pass.orphans, 1)
+          assert.strictEqual((yield* job.enqueue([1]))._tag, "Enqueued")
+        })
+        yield* Effect.provideService(program, JobQueue, queue)
+      }).pipe(Effect.scoped, Effect.withClock(Clock.make())), { timeout: 30_000 })
+
+    it.effect("Reaper.layer passes on its interval and gives its lease up when it closes; a bad batch is refused", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("layer")
+        const expiring = LockOptions.unsafeMake({ lock: "until_expired", lockTtl: 50, lockPrefix: prefix })
+        for (let i = 0; i < 10; i++) yield* Lock.lock(expiring, { digest: `${prefix}:e${i}`, jid: `e${i}` })
+        const { raw } = yield* RedisTest.TestRedis
+        yield* Effect.scoped(Effect.gen(function*() {
+          yield* Layer.build(Reaper.layer({ prefix, interval: 50 }))
+          yield* until(Effect.map(index(prefix), (members) => members.length === 0))
+          assert.deepStrictEqual(yield* index(prefix), [])
+        }))
+        assert.strictEqual(yield* Effect.promise(() => raw.exists(`${prefix}:reaper`)), 0, "the lease was given up")
+        const error = yield* Effect.flip(Reaper.make({ prefix, batch: 0 }))
+        assert.strictEqual(error._tag, "InvalidLockOptions")
+        assert.strictEqual(error.field, "batch")
+      }).pipe(Effect.withClock(Clock.make())), { timeout: 30_000 })
+
+    it.effect("one runner at a time: a second runner waits; when the first stops renewing, it takes over within one lease", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("runners")
+        const a = yield* Reaper.make({ prefix, lease: 300 })
+        const b = yield* Reaper.make({ prefix, lease: 300 })
+        assert.isTrue((yield* a.pass()).ran)
+        // a holds the lease (it renewed it after its last step) and then dies without giving it up.
+        assert.isFalse((yield* b.pass()).ran, "only one runner at a time")
+        const { raw } = yield* RedisTest.TestRedis
+        const left = yield* Effect.promise(() => raw.pttl(`${prefix}:reaper`))
+        assert.isTrue(left > 0 && left <= 300, `a's lease: ${left} ms`)
+        yield* until(Effect.map(b.pass(), (pass) => pass.ran))
+        assert.isTrue((yield* b.pass()).ran, "b took over once a's lease ended")
+        assert.isFalse((yield* a.pass()).ran, "and a, back, waits")
+        yield* b.release
+        assert.isTrue((yield* a.pass()).ran)
+        yield* a.release
+      }).pipe(Effect.withClock(Clock.make())), { timeout: 30_000 })
+  })
+})

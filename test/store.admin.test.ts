@@ -1,0 +1,476 @@
+/**
+ * The store's admin calls, on both stores: `fetch` (one lock read whole), `reap` (one bounded step of the reaper over
+ * the index), `scan` (a page of the index), `remove` (locks deleted whole) and `claim` (one runner's lease). Time moves
+ * with TestClock on the memory store and with real sleeps on Redis (short TTLs, generous margins). Redis only: what
+ * the memory store cannot hold (a deleted key, a foreign entry, a key of another type) and the cost of a reap step,
+ * counted by Redis itself (INFO commandstats), never by the wall clock.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as TestClock from "effect/TestClock"
+import * as Redis from "../src/Redis.js"
+import * as Memory from "../src/internal/memory.js"
+import * as RedisTest from "./support/redis.js"
+import { stores } from "./support/stores.js"
+
+const queueLock = (jid: string, ttlMs = 0, limit = 1): Redis.HolderRequest => ({
+  jid,
+  limit,
+  ttlMs,
+  leaseMs: 0,
+  info: "",
+  fenced: false
+})
+const runLock = (jid: string, leaseMs: number, limit = 1): Redis.HolderRequest => ({
+  jid,
+  limit,
+  ttlMs: 0,
+  leaseMs,
+  info: "",
+  fenced: true
+})
+
+const store = Redis.RedisService
+const keyOf = (prefix: string, name: string): Redis.LockKey => ({ prefix, name: `${prefix}:${name}` })
+const reapAll = (prefix: string, options: Partial<Redis.ReapRequest> = {}) =>
+  Effect.flatMap(store, (s) => s.reap({ prefix, start: 0, batch: 1000, orphansBefore: 0, dryRun: false, ...options }))
+
+/** Every member of the prefix's index, by a full scan. */
+const indexOf = (prefix: string, pattern = "*") =>
+  Effect.gen(function*() {
+    const s = yield* store
+    const members: Array<string> = []
+    let cursor = "0"
+    do {
+      const page = yield* s.scan(prefix, cursor, pattern, 100)
+      members.push(...page.members.map((m) => m.name))
+      cursor = page.cursor
+    } while (cursor !== "0")
+    return members.sort()
+  })
+
+const redisOf = Effect.serviceOption(RedisTest.TestRedis)
+
+/**
+ * What the store holds under `prefix`: on Redis every key dumped (DUMP leaves TTLs out), on the memory store each
+ * given lock as `fetch` reads it (less its TTL and time) and the index.
+ */
+const snapshot = (prefix: string, locks: ReadonlyArray<Redis.LockKey>) =>
+  Effect.flatMap(redisOf, (redis) =>
+    Option.match(redis, {
+      onSome: ({ raw }) =>
+        Effect.promise(async () => {
+          const keys = (await raw.keys(`${prefix}:*`)).sort()
+          const dumps = await Promise.all(keys.map((k) => raw.dumpBuffer(k)))
+          return keys.map((k, i) => `${k}=${dumps[i]?.toString("hex")}`).join("\n")
+        }),
+      onNone: () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const fetched = yield* Effect.forEach(locks, (lock) => s.fetch(lock))
+          const index = yield* indexOf(prefix)
+          return JSON.stringify([fetched.map((f) => ({ holders: f.holders, indexScore: f.indexScore })), index])
+        })
+    }))
+
+for (const target of stores) {
+  describe(`store admin calls: ${target.name}`, () => {
+    layer(target.layer, { excludeTestServices: target.live })((it) => {
+      it.effect("fetch: a live lock's holders, TTL and index score at the store's time; a gone lock's nothing", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("fetch")
+          const lock = keyOf(prefix, "a")
+          yield* s.lock(lock, { ...queueLock("j1", 60_000, 2), info: `{"worker":"W"}` })
+          yield* s.lock(lock, queueLock("j2", 0, 2))
+          const fetched = yield* s.fetch(lock)
+          assert.deepStrictEqual(fetched.holders.map((h) => h.jid).sort(), ["j1", "j2"])
+          const j1 = fetched.holders.find((h) => h.jid === "j1")!
+          assert.deepStrictEqual(j1.info, { worker: "W" })
+          assert.strictEqual(j1.expiresAt, j1.lockedAt + 60_000)
+          assert.isAtLeast(fetched.now, j1.lockedAt)
+          // j2 has no expiry: the key has no TTL; the index holds the lock's latest lock time.
+          assert.isUndefined(fetched.ttlMs)
+          assert.strictEqual(fetched.indexScore, fetched.holders.find((h) => h.jid === "j2")!.lockedAt)
+
+          const ttl = keyOf(prefix, "b")
+          yield* s.lock(ttl, queueLock("j1", 60_000))
+          const withTtl = yield* s.fetch(ttl)
+          assert.isAbove(withTtl.ttlMs!, 50_000)
+          assert.isAtMost(withTtl.ttlMs!, 60_000)
+          assert.strictEqual(withTtl.indexScore, withTtl.holders[0]!.expiresAt)
+
+          const gone = yield* s.fetch(keyOf(prefix, "never"))
+          assert.deepStrictEqual(
+            { holders: gone.holders, ttlMs: gone.ttlMs, indexScore: gone.indexScore },
+            { holders: [], ttlMs: undefined, indexScore: undefined }
+          )
+          assert.isAtLeast(gone.now, fetched.now)
+        }))
+
+      it.effect("reap: a member whose key went is removed; a live lock stays", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("reap-gone")
+          const lapsed = keyOf(prefix, "lapsed")
+          const held = keyOf(prefix, "held")
+          yield* s.lock(lapsed, queueLock("j1", 200))
+          yield* s.lock(held, queueLock("j2"))
+          yield* target.advance(400)
+          assert.deepStrictEqual(yield* indexOf(prefix), [held.name, lapsed.name].sort())
+          const result = yield* reapAll(prefix)
+          assert.deepStrictEqual(result, {
+            scanned: 2,
+            next: -1,
+            removedMembers: [lapsed.name],
+            removedHolders: [],
+            candidates: []
+          })
+          assert.deepStrictEqual(yield* indexOf(prefix), [held.name])
+          assert.deepStrictEqual((yield* s.holders(held)).map((h) => h.jid), ["j2"])
+        }))
+
+      it.effect("reap: lapsed holders go, live ones stay; an emptied lock goes with its member; orphans reported", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("reap-holders")
+          // mixed: j1's expiry passes, j2 has none (the key has no TTL then).
+          const mixed = keyOf(prefix, "mixed")
+          yield* s.lock(mixed, queueLock("j1", 200, 2))
+          yield* s.lock(mixed, queueLock("j2", 0, 2))
+          // emptied: j3's lease passes while the key lives on (j4 made it long, then let go).
+          const emptied = keyOf(prefix, "emptied")
+          yield* s.lock(emptied, runLock("j3", 200, 2))
+          yield* s.lock(emptied, runLock("j4", 60_000, 2))
+          assert.isTrue(yield* s.unlock(emptied, "j4"))
+          // live: a lease far off.
+          const live = keyOf(prefix, "live")
+          yield* s.lock(live, runLock("j5", 60_000))
+          yield* target.advance(400)
+          const { now } = yield* s.fetch(mixed)
+          const lockedAt = (yield* s.holders(mixed)).find((h) => h.jid === "j2")!.lockedAt
+
+          const result = yield* reapAll(prefix, { orphansBefore: now + 1 })
+          assert.strictEqual(result.scanned, 3)
+          assert.strictEqual(result.next, -1)
+          assert.deepStrictEqual(result.removedMembers, [emptied.name])
+          assert.deepStrictEqual(
+            [...result.removedHolders].sort((a, b) => a.jid.localeCompare(b.jid)),
+            [{ lock: mixed.name, jid: "j1" }, { lock: emptied.name, jid: "j3" }]
+          )
+          // j2 has no expiry and no lease, and was taken before orphansBefore: a candidate, left in place.
+          assert.deepStrictEqual(result.candidates, [{ lock: mixed.name, jid: "j2", lockedAt }])
+          assert.deepStrictEqual((yield* s.holders(mixed)).map((h) => h.jid), ["j2"])
+          assert.deepStrictEqual((yield* s.holders(live)).map((h) => h.jid), ["j5"])
+          assert.deepStrictEqual(yield* s.holders(emptied), [])
+          assert.deepStrictEqual(yield* indexOf(prefix), [live.name, mixed.name].sort())
+          // An orphansBefore at or before the lock time reports nothing; 0 never does.
+          assert.deepStrictEqual((yield* reapAll(prefix, { orphansBefore: lockedAt })).candidates, [])
+          assert.deepStrictEqual((yield* reapAll(prefix, { orphansBefore: 0 })).candidates, [])
+        }))
+
+      it.effect("reap: a dry run answers the same and writes nothing", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("reap-dry")
+          const locks = ["a", "b", "c"].map((n) => keyOf(prefix, n))
+          yield* s.lock(locks[0]!, queueLock("j1", 200, 2))
+          yield* s.lock(locks[0]!, queueLock("j2", 0, 2))
+          yield* s.lock(locks[1]!, queueLock("j3", 200))
+          yield* s.lock(locks[2]!, queueLock("j4"))
+          yield* target.advance(400)
+          const before = yield* snapshot(prefix, locks)
+          const dry = yield* reapAll(prefix, { dryRun: true, batch: 3 })
+          assert.strictEqual(yield* snapshot(prefix, locks), before)
+          // A full batch: next counts every scanned member as kept.
+          assert.strictEqual(dry.next, 3)
+          const wet = yield* reapAll(prefix, { batch: 3 })
+          assert.deepStrictEqual({ ...dry, next: 0 }, { ...wet, next: 0 })
+          assert.strictEqual(wet.next, 2)
+          assert.notStrictEqual(yield* snapshot(prefix, locks), before)
+        }))
+
+      it.effect("reap: 2,500 members in bounded steps of 1,000, next advancing to -1; every member seen once", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("reap-walk")
+          // Every fifth one lapses.
+          yield* Effect.forEach(
+            Array.from({ length: 2500 }, (_, i) => i),
+            (i) => s.lock(keyOf(prefix, `m${i}`), queueLock("j", i % 5 === 0 ? 200 : 0)),
+            { concurrency: 32, discard: true }
+          )
+          yield* target.advance(400)
+          const steps: Array<Redis.ReapResult> = []
+          let next = 0
+          while (next !== -1) {
+            const step = yield* reapAll(prefix, { start: next })
+            assert.isAtMost(step.scanned, 1000)
+            assert.strictEqual(step.next, step.scanned < 1000 ? -1 : next + step.scanned - step.removedMembers.length)
+            steps.push(step)
+            next = step.next
+          }
+          assert.deepStrictEqual(steps.map((step) => step.scanned), [1000, 1000, 500])
+          const removed = steps.flatMap((step) => step.removedMembers)
+          assert.strictEqual(removed.length, 500)
+          assert.strictEqual(new Set(removed).size, 500)
+          assert.isTrue(removed.every((name) => Number(name.split(":m")[1]) % 5 === 0))
+          assert.strictEqual((yield* indexOf(prefix)).length, 2000)
+        }), 120_000)
+
+      it.effect("reap: arguments out of range fail before anything is written, in the same words on both stores", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("reap-args")
+          const lock = keyOf(prefix, "a")
+          yield* s.lock(lock, queueLock("j1", 200))
+          yield* target.advance(400)
+          const before = yield* snapshot(prefix, [lock])
+          const cases: ReadonlyArray<readonly [Partial<Redis.ReapRequest>, string]> = [
+            [{ batch: 0 }, "ERR batch must be a whole number from 1 to 1000, got 0"],
+            [{ batch: 1001 }, "ERR batch must be a whole number from 1 to 1000, got 1001"],
+            [{ batch: 2.5 }, "ERR batch must be a whole number from 1 to 1000, got 2.5"],
+            [{ start: -1 }, "ERR start must be a whole number from 0 to 2^50, got -1"],
+            [{ orphansBefore: 0.5 }, "ERR orphansBefore must be a whole number from 0 to 2^50, got 0.5"]
+          ]
+          for (const [options, reason] of cases) {
+            const error = yield* Effect.flip(reapAll(prefix, options))
+            assert.strictEqual(error.reason, reason)
+            assert.strictEqual(error.operation, "reap")
+          }
+          assert.strictEqual(yield* snapshot(prefix, [lock]), before)
+        }))
+
+      it.effect("scan: pages through 1,000 members, each matching one found exactly once", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("scan")
+          yield* Effect.forEach(
+            Array.from({ length: 1000 }, (_, i) => i),
+            (i) => s.lock(keyOf(prefix, `${i % 2 === 0 ? "even" : "odd"}${i}`), queueLock("j")),
+            { concurrency: 32, discard: true }
+          )
+          const seen: Array<string> = []
+          let cursor = "0"
+          let pages = 0
+          do {
+            const page = yield* s.scan(prefix, cursor, `${prefix}:even*`, 50)
+            for (const member of page.members) assert.isAbove(member.score, 0)
+            seen.push(...page.members.map((m) => m.name))
+            cursor = page.cursor
+            pages++
+          } while (cursor !== "0")
+          assert.isAbove(pages, 1)
+          assert.strictEqual(seen.length, 500)
+          assert.strictEqual(new Set(seen).size, 500)
+          assert.isTrue(seen.every((name) => name.startsWith(`${prefix}:even`)))
+          assert.deepStrictEqual(
+            yield* indexOf(prefix, `${prefix}:odd?`),
+            [1, 3, 5, 7, 9].map((i) => `${prefix}:odd${i}`)
+          )
+          assert.deepStrictEqual(yield* indexOf(prefix, `${prefix}:even1[0-2]`), [
+            `${prefix}:even10`,
+            `${prefix}:even12`
+          ])
+          assert.deepStrictEqual(
+            yield* indexOf(prefix, `${prefix}:[^e]dd1?`),
+            [11, 13, 15, 17, 19].map((i) => `${prefix}:odd${i}`)
+          )
+          const empty = yield* s.scan(RedisTest.uniquePrefix("scan-none"), "0", "*", 10)
+          assert.deepStrictEqual(empty, { cursor: "0", members: [] })
+        }), 120_000)
+
+      it.effect("remove: deletes holders keys and members, counts the keys that existed", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("remove")
+          const [a, b, c, kept] = ["a", "b", "c", "kept"].map((n) => keyOf(prefix, n))
+          yield* s.lock(a!, queueLock("j1"))
+          yield* s.lock(b!, runLock("j2", 60_000))
+          yield* s.lock(kept!, queueLock("j3"))
+          assert.strictEqual(yield* s.remove([a!, b!, c!]), 2)
+          assert.deepStrictEqual(yield* s.holders(a!), [])
+          assert.deepStrictEqual(yield* s.holders(b!), [])
+          assert.deepStrictEqual(yield* indexOf(prefix), [kept!.name])
+          assert.strictEqual(yield* s.remove([]), 0)
+          assert.strictEqual(yield* s.remove([a!]), 0)
+          const mixed = yield* Effect.flip(s.remove([kept!, keyOf(RedisTest.uniquePrefix("other"), "x")]))
+          assert.strictEqual(mixed.operation, "remove")
+          assert.match(mixed.reason, /share one prefix/)
+          assert.deepStrictEqual((yield* s.holders(kept!)).map((h) => h.jid), ["j3"])
+        }))
+
+      it.effect("claim: taken when free, renewed by its owner, refused to another, given up, and ends by itself", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const key = `${RedisTest.uniquePrefix("claim")}:reaper`
+          assert.isTrue(yield* s.claim(key, "a", 60_000))
+          assert.isTrue(yield* s.claim(key, "a", 60_000))
+          assert.isFalse(yield* s.claim(key, "b", 60_000))
+          // b cannot give up a's lease.
+          assert.isFalse(yield* s.claim(key, "b", 0))
+          assert.isFalse(yield* s.claim(key, "b", 60_000))
+          assert.isFalse(yield* s.claim(key, "a", 0))
+          assert.isTrue(yield* s.claim(key, "b", 200))
+          yield* target.advance(400)
+          assert.isTrue(yield* s.claim(key, "a", 60_000))
+          const error = yield* Effect.flip(s.claim(key, "a", -1))
+          assert.strictEqual(error.reason, "ERR lease must be a whole number from 0 to 2^50, got -1")
+        }))
+    })
+  })
+}
+
+describe("store admin calls: the memory store's leases", () => {
+  layer(Redis.layerMemory)((it) => {
+    it.effect("a lease ends when its time on the store's Clock has passed, not before", () =>
+      Effect.gen(function*() {
+        const memory = Memory.makeInspectable()
+        assert.isTrue(yield* memory.store.claim("lease", "a", 1000))
+        yield* TestClock.adjust(999)
+        assert.deepStrictEqual(yield* memory.lease("lease"), { owner: "a", pttl: 1 })
+        assert.isFalse(yield* memory.store.claim("lease", "b", 1000))
+        assert.isTrue(yield* memory.store.claim("lease", "a", 1000))
+        assert.deepStrictEqual(yield* memory.lease("lease"), { owner: "a", pttl: 1000 })
+        yield* TestClock.adjust(1000)
+        assert.deepStrictEqual(yield* memory.lease("lease"), { owner: undefined, pttl: -2 })
+        assert.isTrue(yield* memory.store.claim("lease", "b", 1000))
+      }))
+  })
+})
+
+layer(RedisTest.layer(), { excludeTestServices: true })("store admin calls: Redis only", (it) => {
+  const dumpAll = (prefix: string) => snapshot(prefix, [])
+
+  it.effect("reap: a deleted key's member goes, a foreign entry goes, a key of another type is left alone", () =>
+    Effect.gen(function*() {
+      const s = yield* store
+      const { raw } = yield* RedisTest.TestRedis
+      const prefix = RedisTest.uniquePrefix("reap-redis")
+      const deleted = keyOf(prefix, "deleted")
+      const foreign = keyOf(prefix, "foreign")
+      const other = keyOf(prefix, "other")
+      yield* s.lock(deleted, queueLock("j1"))
+      yield* s.lock(foreign, queueLock("j2"))
+      yield* Effect.promise(async () => {
+        await raw.del(Redis.keysOf(deleted).locked)
+        // The gem's entry: a float timestamp.
+        await raw.hset(Redis.keysOf(foreign).locked, "gem", "1750000000.123456")
+        await raw.zadd(`${prefix}:digests`, 1, other.name)
+        await raw.set(Redis.keysOf(other).locked, "not ours")
+      })
+      const result = yield* reapAll(prefix)
+      assert.deepStrictEqual([...result.removedMembers].sort(), [deleted.name])
+      assert.deepStrictEqual(result.removedHolders, [{ lock: foreign.name, jid: "gem" }])
+      assert.strictEqual(result.scanned, 3)
+      assert.deepStrictEqual(yield* indexOf(prefix), [foreign.name, other.name].sort())
+      assert.strictEqual(yield* Effect.promise(() => raw.get(Redis.keysOf(other).locked)), "not ours")
+      assert.deepStrictEqual(yield* Effect.promise(() => raw.hkeys(Redis.keysOf(foreign).locked)), ["j2"])
+    }))
+
+  it.effect("reap: a wrong-typed index fails the step, and nothing is written", () =>
+    Effect.gen(function*() {
+      const s = yield* store
+      const { raw } = yield* RedisTest.TestRedis
+      const prefix = RedisTest.uniquePrefix("reap-wrong")
+      yield* s.lock(keyOf(prefix, "a"), queueLock("j1"))
+      yield* Effect.promise(async () => {
+        await raw.rename(`${prefix}:digests`, `${prefix}:aside`)
+        await raw.set(`${prefix}:digests`, "not an index")
+      })
+      const before = yield* dumpAll(prefix)
+      const error = yield* Effect.flip(reapAll(prefix))
+      assert.match(error.reason, /^WRONGTYPE /)
+      assert.strictEqual(error.script, "lua/reap.lua:" + String(lineOf("reap.lua", "redis.call('ZRANGE'")))
+      assert.strictEqual(yield* dumpAll(prefix), before)
+      const removeError = yield* Effect.flip(s.remove([keyOf(prefix, "a")]))
+      assert.match(removeError.reason, /^WRONGTYPE /)
+      assert.strictEqual(yield* dumpAll(prefix), before)
+    }))
+
+  it.effect("claim: a renewal moves the key's TTL; a wrong-typed key fails, written nothing", () =>
+    Effect.gen(function*() {
+      const s = yield* store
+      const { raw } = yield* RedisTest.TestRedis
+      const key = `${RedisTest.uniquePrefix("claim-redis")}:reaper`
+      assert.isTrue(yield* s.claim(key, "a", 1000))
+      assert.isAtMost(yield* Effect.promise(() => raw.pttl(key)), 1000)
+      assert.isTrue(yield* s.claim(key, "a", 60_000))
+      assert.isAbove(yield* Effect.promise(() => raw.pttl(key)), 50_000)
+      assert.strictEqual(yield* Effect.promise(() => raw.get(key)), "a")
+      assert.isFalse(yield* s.claim(key, "a", 0))
+      assert.strictEqual(yield* Effect.promise(() => raw.exists(key)), 0)
+      yield* Effect.promise(() => raw.rpush(key, "x"))
+      const error = yield* Effect.flip(s.claim(key, "a", 1000))
+      assert.match(error.reason, /^WRONGTYPE /)
+      assert.deepStrictEqual(yield* Effect.promise(() => raw.lrange(key, 0, -1)), ["x"])
+      assert.strictEqual(yield* Effect.promise(() => raw.pttl(key)), -1)
+    }))
+
+  it.effect("scan's MATCH: the memory store's glob agrees with Redis' on every pattern", () =>
+    Effect.gen(function*() {
+      const s = yield* store
+      const prefix = RedisTest.uniquePrefix("glob")
+      const names = ["a", "b", "ab", "abc", "a*c", "a?c", "a[c", "a]c", "a\\c", "ba", "-", "a-c", "aXc", "^a", ""]
+      yield* Effect.forEach(names, (n) => s.lock({ prefix, name: `${prefix}:${n}` }, queueLock("j")), { discard: true })
+      const patterns = [
+        "*", "a*", "*c", "a?c", "a\\*c", "a\\?c", "a[bc]*", "a[^b]*", "a[a-c]c", "a[c-a]*", "*[\\]]*", "a\\\\c",
+        "[", "a[", "*[-]*", "[!a]*", "a[*", "**a**", "?", "??", "*\\", "a[b", "[^]a"
+      ]
+      for (const pattern of patterns) {
+        const full = `${prefix}:${pattern}`
+        const fromRedis = yield* indexOf(prefix, full)
+        const fromGlob = names.map((n) => `${prefix}:${n}`).filter((n) => Memory.globMatch(full, n)).sort()
+        assert.deepStrictEqual(fromGlob, fromRedis, `pattern ${JSON.stringify(pattern)}`)
+      }
+    }))
+})
+
+// Its Redis time is measured in bench/ (`npm run bench -- --reaper`: SLOWLOG at 5 ms), not asserted here: a busy
+// machine stretches any call.
+layer(RedisTest.layerServer, { excludeTestServices: true })("store admin calls: the cost of a reap step", (it) => {
+  it.scoped("one reap step over 1,000 members is one script call (commandstats)", () =>
+    Effect.gen(function*() {
+      const { raw } = yield* RedisTest.TestRedis
+      const s = yield* Redis.makeFromClient(raw)
+      const prefix = RedisTest.uniquePrefix("reap-cost")
+      // A step of a busy index: every lock held by a live lease; one in ten has a lapsed holder besides (removed),
+      // one in ten is held with no expiry and no lease since long ago (a candidate).
+      const now = yield* Effect.promise(async () => {
+        const [sec, us] = await raw.time()
+        const now = Number(sec) * 1000 + Math.floor(Number(us) / 1000)
+        const pipeline = raw.pipeline()
+        for (let i = 0; i < 1000; i++) {
+          const name = `${prefix}:m${i}`
+          pipeline.zadd(`${prefix}:digests`, now - 10_000 + i, name)
+          const lease = i % 10 === 5 ? 0 : now + 60_000
+          pipeline.hset(`${name}:LOCKED`, "live", `{"t":${now - 10_000},"x":0,"l":${lease}}`)
+          if (i % 10 === 0) {
+            pipeline.hset(`${name}:LOCKED`, "lapsed", `{"t":${now - 10_000},"x":${now - 5000},"l":0}`)
+          }
+        }
+        await pipeline.exec()
+        await raw.config("RESETSTAT")
+        return now
+      })
+      const step = yield* s.reap({ prefix, start: 0, batch: 1000, orphansBefore: now, dryRun: false })
+      const stats = yield* Effect.promise(() => raw.info("commandstats"))
+      const evalsha = /cmdstat_evalsha:calls=(\d+)/.exec(stats)
+      assert.strictEqual(step.scanned, 1000)
+      assert.strictEqual(step.removedHolders.length, 100)
+      assert.strictEqual(step.candidates.length, 100)
+      assert.strictEqual(step.next, 1000)
+      // One step, one script call: nothing else ran a script (no EVAL after a NOSCRIPT either).
+      assert.strictEqual(Number(evalsha?.[1]), 1, stats)
+      assert.notMatch(stats, /cmdstat_eval:/)
+    }), 120_000)
+})
+
+/** The 1-based line of `file` (under lua/) holding `text`. */
+const lineOf = (file: string, text: string): number => {
+  const lines = readFileSync(fileURLToPath(new URL(`../lua/${file}`, import.meta.url)), "utf8").split("\n")
+  return lines.findIndex((line) => line.includes(text)) + 1
+}
