@@ -22,6 +22,8 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as Cli from "../src/Cli.js"
 import * as Locks from "../src/Locks.js"
 import * as Reaper from "../src/Reaper.js"
 import type { Job } from "../src/Job.js"
@@ -458,6 +460,8 @@ const specs: ReadonlyArray<Spec> = [debounce, exactlyOnce, onePerPeriod, seriali
 
 interface Choice {
   readonly description: string
+  /** The url the command line can reach it at; undefined for the in-process store. */
+  readonly url: string | undefined
   readonly layer: Layer.Layer<Redis.RedisService, Redis.RedisError>
   /** Set for a Redis that outlives the demo: its keys are removed at the end. */
   readonly shared: Redacted.Redacted<string> | undefined
@@ -481,6 +485,7 @@ const chooseRedis: Effect.Effect<Choice, never, Scope.Scope> = Effect.gen(functi
   if (Option.isSome(url)) {
     return {
       description: `REDIS_URL ${displayUrl(Redacted.value(url.value))}`,
+      url: Redacted.value(url.value),
       layer: Redis.layer({ url: url.value }),
       shared: url.value
     }
@@ -488,6 +493,7 @@ const chooseRedis: Effect.Effect<Choice, never, Scope.Scope> = Effect.gen(functi
   return yield* RedisServer.start.pipe(
     Effect.map((server): Choice => ({
       description: `private redis-server on 127.0.0.1:${server.port}`,
+      url: server.url,
       layer: Redis.layer({ url: server.url }),
       shared: undefined
     })),
@@ -496,6 +502,7 @@ const chooseRedis: Effect.Effect<Choice, never, Scope.Scope> = Effect.gen(functi
         description: error.reason === "redis-server is not installed"
           ? "in-process memory store (no redis-server found, REDIS_URL unset)"
           : `in-process memory store (${error.reason}; REDIS_URL unset)`,
+        url: undefined,
         layer: Redis.layerMemory,
         shared: undefined
       })
@@ -551,7 +558,7 @@ const statsLine = (stats: Locks.Stats) =>
 
 // What an operator sees after the scenarios: the admin API's stats, a reaper pass (it removes what no live holder
 // needs: here the until_expired locks whose TTL has passed), and the stats again.
-const operate = (prefix: string) =>
+const operate = (prefix: string, url: string | undefined) =>
   Effect.gen(function*() {
     const locks = yield* Locks.make({ prefix })
     yield* Console.log(`\nOperations (${prefix}):`)
@@ -562,6 +569,13 @@ const operate = (prefix: string) =>
         `${pass.holders} ended holders, ${pass.orphans} orphans`
     )
     yield* Console.log(`  stats        ${statsLine(yield* locks.stats)}`)
+    if (url === undefined) return
+    // The same, from the command line (what `npx unique-jobs stats --prefix …` prints).
+    yield* Console.log(`\n$ unique-jobs stats --prefix ${prefix}`)
+    yield* Cli.run(["node", "unique-jobs", "stats", "--prefix", prefix, "--redis-url", url]).pipe(
+      Effect.provide(NodeContext.layer),
+      Effect.catchAll((error) => Console.log(`  (the command failed: ${String(error)})`))
+    )
   })
 
 const program = Effect.gen(function*() {
@@ -571,7 +585,7 @@ const program = Effect.gen(function*() {
   yield* Console.log(`Lock prefix: ${prefix}`)
 
   const results = yield* Effect.forEach(specs, (spec, i) => run(prefix, i + 1, spec)).pipe(
-    Effect.zipLeft(operate(prefix)),
+    Effect.zipLeft(operate(prefix, redis.url)),
     Effect.provide(redis.layer)
   )
   if (redis.shared !== undefined) yield* cleanup(redis.shared, prefix)

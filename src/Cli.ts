@@ -1,0 +1,272 @@
+/**
+ * The `unique-jobs` command: digests, locks, the reaper and stats from a shell. Tables for people, `--json` for
+ * scripts; `--redis-url` or `REDIS_URL`; a bad argument or an unreachable Redis exits non-zero with one line saying
+ * why.
+ *
+ * @since 0.1.0
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Digest from "./Digest.js"
+import * as Locks from "./Locks.js"
+import * as Reaper from "./Reaper.js"
+import * as Redis from "./Redis.js"
+
+/**
+ * A command line failure: its message is the one line the command prints.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class CliError extends Error {
+  readonly _tag = "CliError"
+}
+
+const json = Options.boolean("json").pipe(Options.withDescription("print JSON for scripts instead of a table"))
+const redisUrl = Options.text("redis-url").pipe(
+  Options.optional,
+  Options.withDescription("redis://host:port[/db] (default: the REDIS_URL environment variable)")
+)
+const prefix = Options.text("prefix").pipe(
+  Options.withDefault(Digest.defaultPrefix),
+  Options.withDescription("the lock prefix")
+)
+const dryRun = Options.boolean("dry-run").pipe(Options.withDescription("show what would go, change nothing"))
+
+const print = (asJson: boolean, value: unknown, table: () => string) =>
+  Console.log(asJson ? JSON.stringify(value) : table())
+
+const columns = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? "").length)))
+  const line = (cells: ReadonlyArray<string>) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd()
+  return [line(header), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n")
+}
+
+const time = (ms: number | undefined) => (ms === undefined ? "-" : new Date(ms).toISOString())
+
+// Progress on stderr, only for a person at a terminal: scripts read stdout.
+const progress = (line: string) =>
+  Effect.sync(() => {
+    if (process.stderr.isTTY) process.stderr.write(`\r${line}`)
+  })
+const progressDone = Effect.sync(() => {
+  if (process.stderr.isTTY) process.stderr.write("\n")
+})
+
+/** Runs `self` with a store on the given url, or REDIS_URL; a missing url or an unreachable Redis is a CliError. */
+const withRedis = <A>(
+  url: Option.Option<string>,
+  self: Effect.Effect<A, { readonly message: string } | CliError, Redis.RedisService>
+): Effect.Effect<A, CliError> => {
+  const resolved = Option.filter(
+    Option.orElse(url, () => Option.fromNullable(process.env.REDIS_URL)),
+    (value) => value !== ""
+  )
+  if (Option.isNone(resolved)) {
+    return Effect.fail(new CliError("no Redis: pass --redis-url redis://host:port or set REDIS_URL"))
+  }
+  // One try at connecting, a short timeout: a command line should say at once that Redis is not there.
+  const layer = Redis.layer({
+    url: resolved.value,
+    timeout: "3 seconds",
+    client: { maxRetriesPerRequest: 0, retryStrategy: () => null }
+  })
+  return Effect.provide(self, layer).pipe(
+    Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message)))
+  )
+}
+
+const digest = Command.make(
+  "digest",
+  {
+    worker: Options.text("worker").pipe(Options.withDescription("the worker's name")),
+    queue: Options.text("queue").pipe(Options.withDefault("default")),
+    args: Options.text("args").pipe(Options.withDescription("the job's arguments, a JSON array")),
+    algorithm: Options.choice("algorithm", ["legacy", "modern"]).pipe(Options.withDefault("legacy" as const)),
+    acrossQueues: Options.boolean("across-queues"),
+    acrossWorkers: Options.boolean("across-workers"),
+    prefix,
+    json
+  },
+  (o) =>
+    Effect.gen(function*() {
+      const args = yield* Effect.try({
+        try: () => JSON.parse(o.args) as unknown,
+        catch: () => new CliError(`--args is not JSON: ${o.args} (write a JSON array, like '[1, "a"]')`)
+      })
+      if (!Array.isArray(args)) return yield* Effect.fail(new CliError(`--args must be a JSON array, got ${o.args}`))
+      const value = yield* Digest.make({ worker: o.worker, queue: o.queue, args }, {
+        algorithm: o.algorithm,
+        uniqueAcrossQueues: o.acrossQueues,
+        uniqueAcrossWorkers: o.acrossWorkers,
+        prefix: o.prefix
+      }).pipe(Effect.mapError((error) => new CliError(error.message)))
+      yield* print(o.json, { digest: value }, () => value)
+    })
+).pipe(Command.withDescription("the digest of a job, as the client computes it"))
+
+const list = Command.make(
+  "list",
+  {
+    pattern: Args.text({ name: "PATTERN" }).pipe(Args.optional),
+    limit: Options.integer("limit").pipe(Options.withDefault(100)),
+    redisUrl,
+    prefix,
+    json
+  },
+  (o) =>
+    withRedis(
+      o.redisUrl,
+      Effect.gen(function*() {
+        const locks = yield* Locks.make({ prefix: o.prefix })
+        const found: Array<Locks.Entry> = []
+        let cursor = "0"
+        do {
+          const page = yield* locks.list({
+            pattern: Option.getOrElse(o.pattern, () => `${o.prefix}:*`),
+            cursor,
+            count: Math.min(1000, Math.max(10, o.limit))
+          })
+          found.push(...page.items)
+          cursor = page.cursor
+        } while (cursor !== "0" && found.length < o.limit)
+        const shown = found.slice(0, o.limit)
+        yield* print(o.json, shown, () =>
+          columns(["lock", "phase", "score"], shown.map((e) => [e.name, e.phase, time(e.score)])))
+      })
+    )
+).pipe(Command.withDescription("list locks (index members) matching PATTERN, a glob over lock names"))
+
+const show = Command.make(
+  "show",
+  { digest: Args.text({ name: "DIGEST" }), redisUrl, prefix, json },
+  (o) =>
+    withRedis(
+      o.redisUrl,
+      Effect.gen(function*() {
+        const locks = yield* Locks.make({ prefix: o.prefix })
+        const shown = yield* locks.show(o.digest)
+        const rows = (["queue", "run"] as const).flatMap((phase) =>
+          shown[phase].holders.map((h) => [
+            phase,
+            h.jid,
+            time(h.lockedAt),
+            time(h.expiresAt),
+            time(h.leaseUntil),
+            String(h.fence),
+            h.info === undefined ? "" : JSON.stringify(h.info)
+          ])
+        )
+        yield* print(o.json, shown, () =>
+          rows.length === 0
+            ? `${o.digest}: not locked`
+            : columns(["phase", "jid", "locked at", "expires", "lease until", "fence", "info"], rows))
+      })
+    )
+).pipe(Command.withDescription("one digest's holders, with their times, fencing tokens and lockInfo"))
+
+const del = Command.make(
+  "del",
+  { pattern: Args.text({ name: "PATTERN" }), dryRun, redisUrl, prefix, json },
+  (o) =>
+    withRedis(
+      o.redisUrl,
+      Effect.gen(function*() {
+        const locks = yield* Locks.make({ prefix: o.prefix })
+        let cursor = "0"
+        let matched = 0
+        let deleted = 0
+        do {
+          const page = yield* locks.deleteByPattern(o.pattern, { cursor, count: 500, dryRun: o.dryRun })
+          matched += page.items.length
+          deleted += page.deleted
+          cursor = page.cursor
+          yield* progress(`${o.dryRun ? "matched" : "deleted"} ${o.dryRun ? matched : deleted}`)
+        } while (cursor !== "0")
+        yield* progressDone
+        yield* print(o.json, { matched, deleted, dryRun: o.dryRun }, () =>
+          o.dryRun ? `${matched} lock(s) match ${o.pattern} (dry run: nothing deleted)` : `deleted ${deleted} lock(s)`)
+      })
+    )
+).pipe(Command.withDescription("delete the locks matching PATTERN, a page at a time"))
+
+const unlock = Command.make(
+  "unlock",
+  { digest: Args.text({ name: "DIGEST" }), jid: Args.text({ name: "JID" }), redisUrl, prefix, json },
+  (o) =>
+    withRedis(
+      o.redisUrl,
+      Effect.gen(function*() {
+        const locks = yield* Locks.make({ prefix: o.prefix })
+        const released = yield* locks.unlock(o.digest, o.jid)
+        yield* print(o.json, { released }, () => (released ? `released ${o.jid}` : `${o.jid} held no live lock on ${o.digest}`))
+      })
+    )
+).pipe(Command.withDescription("release one jid's hold on a digest"))
+
+const locksCommand = Command.make("locks").pipe(
+  Command.withSubcommands([list, show, del, unlock]),
+  Command.withDescription("inspect and clean locks")
+)
+
+const reap = Command.make("reap", { dryRun, redisUrl, prefix, json }, (o) =>
+  withRedis(
+    o.redisUrl,
+    Effect.gen(function*() {
+      const runner = yield* Reaper.make({ prefix: o.prefix, dryRun: o.dryRun }).pipe(
+        Effect.mapError((error) => new CliError(error.message))
+      )
+      const pass = yield* runner.pass((sofar) =>
+        progress(`walked ${sofar.scanned}, ${o.dryRun ? "would remove" : "removed"} ${
+          sofar.members + sofar.holders + sofar.orphans
+        }`)
+      ).pipe(Effect.ensuring(runner.release))
+      yield* progressDone
+      yield* print(o.json, pass, () =>
+        pass.ran
+          ? `${pass.scanned} members walked in ${pass.steps} step(s); ${o.dryRun ? "would remove" : "removed"} ` +
+            `${pass.members} members, ${pass.holders} ended holders, ${pass.orphans} orphans`
+          : "another reaper is running; nothing done")
+    })
+  )).pipe(Command.withDescription("one reaper pass: what no live holder needs (orphans are left: no queue here)"))
+
+const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
+  withRedis(
+    o.redisUrl,
+    Effect.gen(function*() {
+      const locks = yield* Locks.make({ prefix: o.prefix })
+      const s = yield* locks.stats
+      yield* print(o.json, s, () =>
+        columns(["measure", "value"], [
+          ["index size", String(s.indexSize)],
+          ["queue locks", String(s.byPhase.queue)],
+          ["run locks", String(s.byPhase.run)],
+          ...Object.entries(s.byType).map(([type, n]) => [`type ${type}`, String(n)]),
+          ["oldest", s.oldest === undefined ? "-" : `${s.oldest.name} (${time(s.oldest.score)})`],
+          ["stale (the next reaper pass removes)", String(s.stale)]
+        ]))
+    })
+  )).pipe(Command.withDescription("what the index holds"))
+
+/**
+ * The whole command.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const command = Command.make("unique-jobs").pipe(
+  Command.withDescription("unique-job locks in Redis: digests, locks, the reaper, stats"),
+  Command.withSubcommands([digest, locksCommand, reap, stats])
+)
+
+/**
+ * Runs the command on `argv` (`process.argv`).
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const run = Command.run(command, { name: "unique-jobs", version: "0.1.0" })
