@@ -4,6 +4,8 @@
  * time across runners. Real time (the live clock): Redis' TTLs and leases run on it.
  */
 import { assert, describe, layer } from "@effect/vitest"
+import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -109,6 +111,56 @@ describe("Reaper", () => {
         assert.strictEqual(error._tag, "InvalidLockOptions")
         assert.strictEqual(error.field, "batch")
       }).pipe(Effect.withClock(Clock.make())), { timeout: 30_000 })
+
+    it.effect("two processes: only one reaps at a time; the other takes over once the killed one's lease ends", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("procs")
+        const { raw, source } = yield* RedisTest.TestRedis
+        // 200 members whose lock is gone (the reaper removes them all), walked 10 per step.
+        yield* Effect.promise(async () => {
+          const pipeline = raw.pipeline()
+          for (let i = 0; i < 200; i++) pipeline.zadd(`${prefix}:digests`, i, `${prefix}:gone${i}`)
+          await pipeline.exec()
+        })
+        const leaseMs = 5000
+        const child = spawn(process.execPath, [
+          "--import",
+          "tsx",
+          fileURLToPath(new URL("./support/reaper-process.ts", import.meta.url)),
+          source.url,
+          prefix,
+          String(leaseMs),
+          "10",
+          "200"
+        ], { stdio: ["ignore", "pipe", "inherit"] })
+        // Once it has walked 3 steps (of 20).
+        yield* Effect.async<void>((resume) => {
+          let out = ""
+          child.stdout!.on("data", (chunk: Buffer) => {
+            out += chunk.toString()
+            if (/STEP 3\n/.test(out)) resume(Effect.void)
+          })
+        })
+        // The other process is mid-pass: this runner is refused.
+        const here = yield* Reaper.make({ prefix, lease: leaseMs, batch: 10 })
+        assert.isFalse((yield* here.pass()).ran)
+        child.kill("SIGKILL")
+        yield* Effect.async<void>((resume) => {
+          if (child.exitCode !== null || child.signalCode !== null) resume(Effect.void)
+          else child.on("exit", () => resume(Effect.void))
+        })
+        // Its lease ends on its own, within one lease: then this runner walks the rest.
+        const left = yield* Effect.promise(() => raw.pttl(`${prefix}:reaper`))
+        assert.isTrue(left > 0 && left <= leaseMs, `the killed runner's lease: ${left} ms`)
+        assert.isAbove((yield* index(prefix)).length, 0, "the killed runner left members to walk")
+        let pass = yield* here.pass()
+        while (!pass.ran) {
+          yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+          pass = yield* here.pass()
+        }
+        assert.deepStrictEqual(yield* index(prefix), [])
+        yield* here.release
+      }).pipe(Effect.withClock(Clock.make())), { timeout: 60_000 })
 
     it.effect("one runner at a time: a second runner waits; when the first stops renewing, it takes over within one lease", () =>
       Effect.gen(function*() {

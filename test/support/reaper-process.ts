@@ -1,0 +1,26 @@
+/**
+ * A reaper in a process of its own, for the one-runner-at-a-time test: one slow pass (each step waits `stepMs`), saying
+ * `STEP <n>` on stdout after each step and `DONE <json Pass>` at the end. Started as
+ * `node --import tsx test/support/reaper-process.ts <url> <prefix> <lease ms> <batch> <step ms>`.
+ */
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Reaper from "../../src/Reaper.js"
+import * as Redis from "../../src/Redis.js"
+
+const [url, prefix, lease, batch, stepMs] = process.argv.slice(2)
+
+Effect.gen(function*() {
+  const runner = yield* Reaper.make({ prefix, lease: Number(lease), batch: Number(batch) })
+  const pass = yield* runner.pass((sofar) => Effect.zipRight(Console.log(`STEP ${sofar.steps}`), Effect.sleep(Number(stepMs))))
+  yield* Console.log(`DONE ${JSON.stringify(pass)}`)
+}).pipe(
+  Effect.provide(Redis.layer({ url })),
+  Logger.withMinimumLogLevel(LogLevel.None),
+  Effect.runPromise
+).then(() => process.exit(0), (error: unknown) => {
+  process.stderr.write(`${String(error)}\n`)
+  process.exit(1)
+})
