@@ -133,18 +133,8 @@ export const make = (input: Input): Either.Either<Settings, Options.InvalidLockO
 export const layer = (input: Input): Layer.Layer<Defaults, Options.InvalidLockOptions> =>
   Layer.unwrapEffect(Effect.map(make(input), (settings) => Layer.succeed(Defaults, settings)))
 
-const env = {
-  enabled: Config.option(Config.boolean("UNIQUE_JOBS_ENABLED")),
-  lockTtl: Config.option(Config.string("UNIQUE_JOBS_LOCK_TTL")),
-  lockLease: Config.option(Config.string("UNIQUE_JOBS_LOCK_LEASE")),
-  lockPrefix: Config.option(Config.string("UNIQUE_JOBS_LOCK_PREFIX")),
-  digestAlgorithm: Config.option(Config.literal("legacy", "modern")("UNIQUE_JOBS_DIGEST_ALGORITHM")),
-  lockInfo: Config.option(Config.boolean("UNIQUE_JOBS_LOCK_INFO")),
-  onConflict: Config.option(Config.string("UNIQUE_JOBS_ON_CONFLICT")),
-  rescheduleDelay: Config.option(Config.string("UNIQUE_JOBS_RESCHEDULE_DELAY"))
-}
-
-const fromEnvName: { readonly [K in keyof typeof env]: string } = {
+// Each default and the variable it is read from.
+const variables = {
   enabled: "UNIQUE_JOBS_ENABLED",
   lockTtl: "UNIQUE_JOBS_LOCK_TTL",
   lockLease: "UNIQUE_JOBS_LOCK_LEASE",
@@ -153,6 +143,17 @@ const fromEnvName: { readonly [K in keyof typeof env]: string } = {
   lockInfo: "UNIQUE_JOBS_LOCK_INFO",
   onConflict: "UNIQUE_JOBS_ON_CONFLICT",
   rescheduleDelay: "UNIQUE_JOBS_RESCHEDULE_DELAY"
+} as const
+
+const env = {
+  enabled: Config.option(Config.boolean(variables.enabled)),
+  lockTtl: Config.option(Config.string(variables.lockTtl)),
+  lockLease: Config.option(Config.string(variables.lockLease)),
+  lockPrefix: Config.option(Config.string(variables.lockPrefix)),
+  digestAlgorithm: Config.option(Config.literal("legacy", "modern")(variables.digestAlgorithm)),
+  lockInfo: Config.option(Config.boolean(variables.lockInfo)),
+  onConflict: Config.option(Config.string(variables.onConflict)),
+  rescheduleDelay: Config.option(Config.string(variables.rescheduleDelay))
 }
 
 /**
@@ -179,7 +180,7 @@ export const layerConfig = (): Layer.Layer<Defaults, ConfigError.ConfigError> =>
         onLeft: (error) =>
           Effect.fail(ConfigError.And(
             ...(error.issues.map((issue) => {
-              const name = fromEnvName[issue.field.split(/[.[]/)[0] as keyof typeof env] ?? issue.field
+              const name = variables[issue.field.split(/[.[]/)[0] as keyof typeof variables] ?? issue.field
               return ConfigError.InvalidData([name], `${name}: ${issue.reason}`)
             }) as [ConfigError.ConfigError, ConfigError.ConfigError])
           )),

@@ -361,7 +361,8 @@ const releaseRetry = Schedule.exponential("100 millis").pipe(
 export const releaseQueueLock = (definition: Definition, target: Target): Effect.Effect<boolean, never, RedisService> =>
   withStore(definition, (redis, definition) => releaseQueueLockWith(redis, definition, target))
 
-const releaseQueueLockWith = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean> => {
+/** `releaseQueueLock` over a store and a resolved definition the caller already holds. @internal */
+export const releaseQueueLockWith = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean> => {
   const queued: Target = { ...target, phase: "queue" }
   const logged = <A>(self: Effect.Effect<A>) => Effect.annotateLogs(self, annotations(target))
   return Effect.matchEffect(unlockWith(redis, definition, queued), {

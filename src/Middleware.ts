@@ -195,7 +195,7 @@ const serverPhase = <A, E, R>(
       const performed = (value: A) => Strategy.ServerOutcome.Performed({ digest, job, value })
       const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
       const record = LockType.records[definition.lock]
-      const release = Lock.releaseQueueLock(definition, target)
+      const release = Lock.releaseQueueLockWith(redis, definition, target)
       const held = (take: Effect.Effect<Lock.Held, LockConflict | RedisError>, keptQueueLock: boolean) =>
         Lock.holdWhile(
           take,
