@@ -7,12 +7,6 @@ if lease == 0 then
   if current == ARGV[1] then redis.call('DEL', KEYS[1]) end
   return 0
 end
-if current == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], lease)
-  return 1
-end
-if not current then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)
-  return 1
-end
-return 0
+if current and current ~= ARGV[1] then return 0 end
+keep_lease(KEYS[1], ARGV[1], lease, current)
+return 1

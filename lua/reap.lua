@@ -15,6 +15,14 @@ local batch = whole(ARGV[2], 'batch', 1, 1000)
 local start = whole(ARGV[1], 'start', 0)
 local before = whole(ARGV[3], 'orphansBefore', 0)
 local dry = ARGV[4] == '1'
+-- With a runner (KEYS[2] its lease, ARGV[5] owner, ARGV[6] lease ms): only while owner holds the lease, renewed here.
+local runner = KEYS[2] ~= nil
+local lease, holder = 0, false
+if runner then
+  lease = whole(ARGV[6], 'lease', 1)
+  holder = redis.call('GET', KEYS[2])
+  if holder and holder ~= ARGV[5] then return {0, -1, {}, {}, {}, 0} end
+end
 local ms = now()
 local found = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
 local scanned = #found
@@ -65,5 +73,10 @@ if not dry then
   -- HDEL of a key's last field deletes the key.
   for i = 1, #evictions do redis.call('HDEL', evictions[i][1], unpack(evictions[i][2])) end
   if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+end
+-- The runner's lease is its own, not lock data: a dry run keeps it too.
+if runner then
+  keep_lease(KEYS[2], ARGV[5], lease, holder)
+  return {scanned, next, members, holders, candidates, 1}
 end
 return {scanned, next, members, holders, candidates}

@@ -3,8 +3,8 @@
  * live holder needs: index members whose lock key is gone (TTL, lease, manual delete), holders whose own expiry or
  * lease has passed, and — once older than `grace` — holders with no expiry whose job the `JobQueue` says no longer
  * exists. It never removes a holder whose lease or expiry is live, or whose job the queue still knows. One runner at
- * a time across processes: a pass runs only while this runner holds `<prefix>:reaper`, a lease renewed after every
- * step; a runner that dies mid-pass lets another take over once that lease ends.
+ * a time across processes: a pass runs only while this runner holds `<prefix>:reaper`, a lease each step renews in
+ * its own script call; a runner that dies mid-pass lets another take over once that lease ends.
  *
  * @example
  * ```ts
@@ -47,7 +47,7 @@ export interface Options {
    * exists. Default 10 minutes. Without a `JobQueue` in context such holders are left alone.
    */
   readonly grace?: Duration.DurationInput | undefined
-  /** The runner's lease on `<prefix>:reaper`, renewed after every step. Default 30 seconds. */
+  /** The runner's lease on `<prefix>:reaper`, renewed by every step. Default 30 seconds. */
   readonly lease?: Duration.DurationInput | undefined
   /** Report what a pass would remove, and remove nothing. */
   readonly dryRun?: boolean | undefined
@@ -141,8 +141,12 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
             start,
             batch: settings.batch,
             orphansBefore,
-            dryRun: settings.dryRun
+            dryRun: settings.dryRun,
+            // The lease is kept by the step itself: one call per step.
+            runner: { key: leaseKey, owner, leaseMs: settings.leaseMs }
           })
+          // Another runner took the lease (this one stalled past it): it walks the index now.
+          if (step.refused === true) break
           let orphans = 0
           if (Option.isSome(queue)) {
             for (const candidate of step.candidates) {
@@ -171,8 +175,6 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
           // A released orphan may have taken its index member with it: step back as many, so no member is skipped
           // (walking one again is harmless).
           start = settings.dryRun ? step.next : Math.max(start, step.next - orphans)
-          // Another runner took the lease (this one stalled past it): it walks the index now.
-          if (!(yield* claim(settings.leaseMs))) break
         }
         const removed = sofar.members + sofar.holders + sofar.orphans
         const line = `reaper pass${settings.dryRun ? " (dry run)" : ""}: ${sofar.scanned} index members in ${sofar.steps} ` +

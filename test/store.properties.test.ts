@@ -88,6 +88,8 @@ type Call =
     readonly batch: number
     readonly orphans: "none" | "now" | "before"
     readonly dryRun: boolean
+    /** A runner keeping its lease on the claim key in the same call (owner o1 or o2; lease -1 is refused), or none. */
+    readonly runner: { readonly owner: string; readonly lease: number } | undefined
   }
   | { readonly _tag: "fetch"; readonly digest: number; readonly phase: Phase }
   /** The prefix's one claim key (the reaper's lease): owner o1 or o2; lease 0 gives it up, -1 is refused. */
@@ -220,7 +222,10 @@ const callArbitrary = (lock: LockType.LockType, limit: number): fc.Arbitrary<Cal
     start: fc.integer({ min: 0, max: 3 }),
     batch: fc.integer({ min: 1, max: 4 }),
     orphans: fc.constantFrom<"none" | "now" | "before">("none", "now", "before"),
-    dryRun: fc.oneof({ weight: 3, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) })
+    dryRun: fc.oneof({ weight: 3, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+    runner: fc.option(fc.record({ owner: fc.constantFrom("o1", "o2"), lease: fc.constantFrom(100, 400, 400, -1) }), {
+      nil: undefined
+    })
   })
   const fetch = fc.record({ _tag: fc.constant("fetch" as const), digest, phase: fc.constantFrom<Phase>("queue", "run") })
   const claim = fc.record({
@@ -572,7 +577,10 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
           start: call.start,
           batch: call.batch,
           orphansBefore,
-          dryRun: call.dryRun
+          dryRun: call.dryRun,
+          runner: call.runner === undefined
+            ? undefined
+            : { key: `${both.prefix}:claim`, owner: call.runner.owner, leaseMs: call.runner.lease }
         }
         return { token: 0, reap: request, send: (store) => store.reap(request) }
       }
@@ -735,6 +743,17 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
           !(candidate.lockedAt < request.orphansBefore)
         ) {
           fail(`${show(call)}: candidate ${JSON.stringify(candidate)} is no holder without a horizon locked before`)
+        }
+      }
+      // A runner's step runs only while its owner holds the lease, and leaves it holding it; refused, it does nothing.
+      if (request.runner !== undefined) {
+        const held = await Runtime.runPromise(both.memoryRuntime)(both.memory.lease(request.runner.key))
+        if (reaped.refused === true) {
+          if (reaped.scanned !== 0 || JSON.stringify(comparable(before)) !== JSON.stringify(comparable(after))) {
+            fail(`${show(call)} was refused the lease, yet it walked or wrote`)
+          }
+        } else if (held.owner !== request.runner.owner || held.pttl !== request.runner.leaseMs) {
+          fail(`${show(call)} ran, but left the lease ${JSON.stringify(held)}`)
         }
       }
       const kept = reaped.scanned - (request.dryRun ? 0 : reaped.removedMembers.length)

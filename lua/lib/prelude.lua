@@ -169,3 +169,12 @@ local function release(key, index, member, jid, token, now)
   if live(current, now) then return 1 end
   return 0
 end
+
+-- Takes or renews owner's lease on key for lease ms, given its current value (read before the caller's first write).
+local function keep_lease(key, owner, lease, current)
+  if current == owner then
+    redis.call('PEXPIRE', key, lease)
+  else
+    redis.call('SET', key, owner, 'PX', lease)
+  end
+end

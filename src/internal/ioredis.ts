@@ -66,7 +66,7 @@ const toFetched = (reply: unknown): Fetched => {
 }
 
 const toReapResult = (reply: unknown): ReapResult => {
-  const [scanned, next, members, holders, candidates] = toArray(reply, "reap")
+  const [scanned, next, members, holders, candidates, held] = toArray(reply, "reap")
   const flatHolders = toArray(holders, "reap")
   const flatCandidates = toArray(candidates, "reap")
   const removedHolders: Array<{ readonly lock: string; readonly jid: string }> = []
@@ -82,7 +82,8 @@ const toReapResult = (reply: unknown): ReapResult => {
     next: Number(next),
     removedMembers: toArray(members, "reap").map(String),
     removedHolders,
-    candidates: found
+    candidates: found,
+    ...(held !== undefined && Number(held) === 0 ? { refused: true as const } : {})
   }
 }
 
@@ -386,14 +387,26 @@ export const makeFromClient = (
         script(
           "reap",
           scripts.reap,
-          [
-            1,
-            `${request.prefix}:digests`,
-            request.start,
-            request.batch,
-            request.orphansBefore,
-            request.dryRun ? "1" : "0"
-          ],
+          request.runner === undefined
+            ? [
+              1,
+              `${request.prefix}:digests`,
+              request.start,
+              request.batch,
+              request.orphansBefore,
+              request.dryRun ? "1" : "0"
+            ]
+            : [
+              2,
+              `${request.prefix}:digests`,
+              request.runner.key,
+              request.start,
+              request.batch,
+              request.orphansBefore,
+              request.dryRun ? "1" : "0",
+              request.runner.owner,
+              request.runner.leaseMs
+            ],
           toReapResult
         ),
       scan: (prefix, cursor, pattern, count) => {

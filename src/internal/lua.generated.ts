@@ -27,15 +27,9 @@ if lease == 0 then
   if current == ARGV[1] then redis.call('DEL', KEYS[1]) end
   return 0
 end
-if current == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], lease)
-  return 1
-end
-if not current then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)
-  return 1
-end
-return 0
+if current and current ~= ARGV[1] then return 0 end
+keep_lease(KEYS[1], ARGV[1], lease, current)
+return 1
 `,
   "fetch.lua": `-- One lock read whole, at one instant. KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests   ARGV member
 -- Returns {HGETALL of the holders (flat), PTTL of the key, the member's index score (nil when none), Redis time ms}.
@@ -238,6 +232,15 @@ local function release(key, index, member, jid, token, now)
   if live(current, now) then return 1 end
   return 0
 end
+
+-- Takes or renews owner's lease on key for lease ms, given its current value (read before the caller's first write).
+local function keep_lease(key, owner, lease, current)
+  if current == owner then
+    redis.call('PEXPIRE', key, lease)
+  else
+    redis.call('SET', key, owner, 'PX', lease)
+  end
+end
 `,
   "lock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <prefix>:fence
 -- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock)
@@ -263,6 +266,14 @@ local batch = whole(ARGV[2], 'batch', 1, 1000)
 local start = whole(ARGV[1], 'start', 0)
 local before = whole(ARGV[3], 'orphansBefore', 0)
 local dry = ARGV[4] == '1'
+-- With a runner (KEYS[2] its lease, ARGV[5] owner, ARGV[6] lease ms): only while owner holds the lease, renewed here.
+local runner = KEYS[2] ~= nil
+local lease, holder = 0, false
+if runner then
+  lease = whole(ARGV[6], 'lease', 1)
+  holder = redis.call('GET', KEYS[2])
+  if holder and holder ~= ARGV[5] then return {0, -1, {}, {}, {}, 0} end
+end
 local ms = now()
 local found = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
 local scanned = #found
@@ -313,6 +324,11 @@ if not dry then
   -- HDEL of a key's last field deletes the key.
   for i = 1, #evictions do redis.call('HDEL', evictions[i][1], unpack(evictions[i][2])) end
   if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+end
+-- The runner's lease is its own, not lock data: a dry run keeps it too.
+if runner then
+  keep_lease(KEYS[2], ARGV[5], lease, holder)
+  return {scanned, next, members, holders, candidates, 1}
 end
 return {scanned, next, members, holders, candidates}
 `,

@@ -256,6 +256,14 @@ export const makeInspectable = () => {
     const batch = whole(request.batch, "batch", 1, 1000)
     const start = whole(request.start, "start", 0)
     const before = whole(request.orphansBefore, "orphansBefore", 0)
+    const runner = request.runner
+    const lease = runner === undefined ? 0 : whole(runner.leaseMs, "lease", 1)
+    if (runner !== undefined) {
+      const holder = leaseOf(runner.key, now)
+      if (holder !== undefined && holder.owner !== runner.owner) {
+        return { scanned: 0, next: -1, removedMembers: [], removedHolders: [], candidates: [], refused: true }
+      }
+    }
     const index = `${request.prefix}:digests`
     const members = indexes.get(index)
     const found = members === undefined
@@ -292,6 +300,8 @@ export const makeInspectable = () => {
       for (const member of removedMembers) members?.delete(member)
     }
     const next = found.length < batch ? -1 : start + (request.dryRun ? found.length : kept)
+    // The runner's lease is its own, not lock data: a dry run keeps it too.
+    if (runner !== undefined) leases.set(runner.key, { owner: runner.owner, expiresAt: now + lease })
     return { scanned: found.length, next, removedMembers, removedHolders, candidates }
   }
 
@@ -327,14 +337,20 @@ export const makeInspectable = () => {
     return existed
   }
 
+  // A lease of the map, or undefined once its time has passed (it is then gone).
+  const leaseOf = (key: string, now: number) => {
+    const current = leases.get(key)
+    if (current !== undefined && current.expiresAt <= now) {
+      leases.delete(key)
+      return undefined
+    }
+    return current
+  }
+
   // claim.lua on a map of leases, each gone once its time has passed.
   const claim = (key: string, owner: string, leaseMs: number, now: number): boolean => {
     const lease = whole(leaseMs, "lease", 0)
-    let current = leases.get(key)
-    if (current !== undefined && current.expiresAt <= now) {
-      leases.delete(key)
-      current = undefined
-    }
+    const current = leaseOf(key, now)
     if (lease === 0) {
       if (current?.owner === owner) leases.delete(key)
       return false

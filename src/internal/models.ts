@@ -158,8 +158,13 @@ export interface ReapRequest {
   readonly batch: number
   /** Holders with no expiry and no lease taken before this Redis time (ms) are reported as orphan candidates; 0: none. */
   readonly orphansBefore: number
-  /** Compute the same answer and write nothing. */
+  /** Compute the same answer and write no lock data. */
   readonly dryRun: boolean
+  /**
+   * The runner's lease (as `claim` takes it), kept in the same call: the step runs only while `owner` holds the lease
+   * at `key` (or it is free), and renews it for `leaseMs`, so a pass costs one call per step.
+   */
+  readonly runner?: { readonly key: string; readonly owner: string; readonly leaseMs: number } | undefined
 }
 
 /**
@@ -179,6 +184,8 @@ export interface ReapResult {
   readonly removedHolders: ReadonlyArray<{ readonly lock: string; readonly jid: string }>
   /** Live holders with no expiry and no lease taken before `orphansBefore`: the caller asks the queue about them. */
   readonly candidates: ReadonlyArray<{ readonly lock: string; readonly jid: string; readonly lockedAt: number }>
+  /** With a `runner`: another owner holds the lease, and the step did nothing. */
+  readonly refused?: true | undefined
 }
 
 /**
