@@ -149,14 +149,17 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       do {
         const next = yield* page("*", cursor, 500)
         cursor = next.cursor
-        for (const entry of next.items) {
+        // A page's reads go out together: one connection pipelines them, so a walk costs a round trip per page.
+        const fetched = yield* Effect.forEach(next.items, (entry) => redis.fetch(key(entry.name)), {
+          concurrency: "unbounded"
+        })
+        for (const [i, entry] of next.items.entries()) {
           indexSize++
           byPhase[entry.phase]++
           if (oldest === undefined || entry.score < oldest.score) oldest = entry
-          const fetched = yield* redis.fetch(key(entry.name))
-          const type = typeOf(fetched)
+          const type = typeOf(fetched[i]!)
           byType[type] = (byType[type] ?? 0) + 1
-          if (ended(fetched)) stale++
+          if (ended(fetched[i]!)) stale++
         }
       } while (cursor !== "0")
       return { prefix, indexSize, byPhase, byType, oldest, stale } satisfies Stats
