@@ -410,7 +410,8 @@ const writeReadme = ({ results, started, commit, propertyFiles, mutants }) => {
       : `${tests}: ${byFile(r.killers, propertyFiles)}${bail || r.strong ? "" : " **(weak)**"}`
     rows.set(r.mutant.id, { kills, when })
   }
-  const strong = (kills) => /^\d+:/.test(kills) && !kills.includes("(weak)")
+  // Read from the row itself, so rows kept from earlier runs (bail mode lists only first killers) count right.
+  const strong = (kills) => Number(/^(\d+):/.exec(kills)?.[1] ?? 0) >= 2 && kills.includes("(property)") && !kills.includes("(weak)")
   const listed = mutants.filter((m) => rows.has(m.id))
   const killed = listed.filter((m) => /^\d+:/.test(rows.get(m.id).kills)).length
   const lines = [
