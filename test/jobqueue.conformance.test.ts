@@ -1,0 +1,229 @@
+/**
+ * The `JobQueue` contract, one suite for every adapter (`MemoryQueue`, BullMQ on a private redis-server): which calls
+ * may receive the job being performed (`schedule`, `kill`) and which a job the queue never saw (`push`, `schedule`,
+ * `kill`), what `exists` answers for waiting, delayed, active, retrying and finished jobs, and what `remove` may
+ * take. Real time: BullMQ's delays run on it, and the memory queue runs on the live clock here too.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Ref from "effect/Ref"
+import * as Runtime from "effect/Runtime"
+import type * as Scope from "effect/Scope"
+import * as BullMQ from "../src/adapters/BullMQ.js"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import * as Job from "../src/Job.js"
+import { JobQueue } from "../src/JobQueue.js"
+import * as Bull from "./support/bullmq.js"
+import * as RedisTest from "./support/redis.js"
+
+type Port = Context.Tag.Service<JobQueue>
+
+interface Harness {
+  readonly queueName: string
+  readonly port: Port
+  /** Two workers running `handler` for each job; `schedule` and `kill` inside it act on the job being performed. */
+  readonly work: (handler: (job: Job.Job) => Effect.Effect<unknown, unknown, JobQueue>) => Effect.Effect<void, never, Scope.Scope>
+  readonly dead: Effect.Effect<ReadonlyArray<{ readonly jid: string; readonly reason: string }>>
+}
+
+interface Driver {
+  readonly name: string
+  /** Retries: 2 after the first failure, 500 ms apart. */
+  readonly make: Effect.Effect<Harness, unknown, Scope.Scope | RedisTest.TestRedis>
+}
+
+const memory: Driver = {
+  name: "MemoryQueue",
+  make: Effect.map(MemoryQueue.make({ maxRetries: 2, backoff: () => 500 }), (queue) => ({
+    queueName: "default",
+    port: queue,
+    work: (handler) => queue.work((job) => Effect.provideService(handler(job), JobQueue, queue), { concurrency: 2 }),
+    dead: Effect.map(queue.snapshot, (s) => s.dead.map(({ job, reason }) => ({ jid: job.jid, reason })))
+  }))
+}
+
+const bullmq: Driver = {
+  name: "BullMQ",
+  make: Effect.gen(function*() {
+    const name = Bull.uniqueName("conf")
+    const queue = yield* Bull.queue(name)
+    const port = yield* BullMQ.make(queue, { jobOptions: { attempts: 3, backoff: { type: "fixed", delay: 500 } } })
+    const runtime = yield* Effect.runtime<never>()
+    const context = yield* Effect.context<RedisTest.TestRedis>()
+    return {
+      queueName: name,
+      port,
+      work: (handler) =>
+        Effect.asVoid(Bull.worker(
+          name,
+          (bullJob, token) =>
+            Runtime.runPromise(runtime)(
+              BullMQ.performing(bullJob, token, Effect.provideService(handler(BullMQ.toJob(bullJob)), JobQueue, port))
+            ),
+          { concurrency: 2 }
+        ).pipe(Effect.provide(context))),
+      dead: Effect.promise(async () => {
+        const entries = await port.deadLetter.getJobs(["waiting", "delayed", "completed", "failed"])
+        return entries.map((entry) => {
+          const letter = entry.data as BullMQ.DeadLetter
+          return { jid: letter.job.jid, reason: letter.reason }
+        })
+      })
+    } satisfies Harness
+  })
+}
+
+interface Run {
+  readonly jid: string
+  readonly at: number
+  readonly retryCount: number
+}
+
+for (const driver of [memory, bullmq]) {
+  describe(`JobQueue contract: ${driver.name}`, () => {
+    layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+      const setup = Effect.gen(function*() {
+        const harness = yield* driver.make
+        const runs = yield* Ref.make<ReadonlyArray<Run>>([])
+        const record = (job: Job.Job) =>
+          Ref.update(runs, (rs) => [...rs, { jid: job.jid, at: Date.now(), retryCount: job.retryCount ?? 0 }])
+        const job = (n: number) => Job.make({ worker: "Contract", queue: harness.queueName, args: [n] })
+        const runsOf = (jid: string) => Effect.map(Ref.get(runs), (rs) => rs.filter((r) => r.jid === jid))
+        return { ...harness, runs, record, job, runsOf }
+      })
+
+      it.scoped("push: a job the queue never saw runs once under its jid; it exists until it has run", () =>
+        Effect.gen(function*() {
+          const h = yield* setup
+          const pushed = h.job(1)
+          assert.isFalse(yield* h.port.exists(pushed.jid))
+          yield* h.port.push(pushed)
+          assert.isTrue(yield* h.port.exists(pushed.jid), "waiting")
+          const release = yield* Deferred.make<void>()
+          const started = yield* Deferred.make<void>()
+          yield* h.work((job) => Effect.zipRight(Effect.zipRight(h.record(job), Deferred.succeed(started, undefined)), Deferred.await(release)))
+          yield* Deferred.await(started)
+          assert.isTrue(yield* h.port.exists(pushed.jid), "active")
+          yield* Deferred.succeed(release, undefined)
+          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(pushed.jid), (e) => !e)), "finished: gone")
+          assert.deepStrictEqual((yield* h.runsOf(pushed.jid)).map((r) => r.retryCount), [0])
+        }))
+
+      it.scoped("schedule of a new job: it exists while delayed and runs once, no earlier than its time", () =>
+        Effect.gen(function*() {
+          const h = yield* setup
+          yield* h.work(h.record)
+          const later = h.job(2)
+          const at = Date.now() + 400
+          yield* h.port.schedule(later, at)
+          assert.isTrue(yield* h.port.exists(later.jid), "delayed")
+          assert.isTrue(yield* Bull.until(Effect.map(h.runsOf(later.jid), (rs) => rs.length === 1)))
+          const [run] = yield* h.runsOf(later.jid)
+          // BullMQ times delays by the producer's clock and Redis': allow a few ms between the two.
+          assert.isAtLeast(run!.at, at - 5)
+          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(later.jid), (e) => !e)))
+          assert.strictEqual((yield* h.runsOf(later.jid)).length, 1)
+        }))
+
+      it.scoped("schedule of the job being performed: it comes back under its jid at its time, once", () =>
+        Effect.gen(function*() {
+          const h = yield* setup
+          const back = yield* Ref.make(0)
+          yield* h.work((job) =>
+            Effect.gen(function*() {
+              yield* h.record(job)
+              if ((yield* Ref.getAndUpdate(back, (n) => n + 1)) === 0) {
+                const port = yield* JobQueue
+                yield* port.schedule(job, Date.now() + 300)
+              }
+            })
+          )
+          const again = h.job(3)
+          yield* h.port.push(again)
+          assert.isTrue(yield* Bull.until(Effect.map(Ref.get(back), (n) => n === 1)))
+          assert.isTrue(yield* h.port.exists(again.jid), "delayed again under its jid")
+          assert.isTrue(yield* Bull.until(Effect.map(h.runsOf(again.jid), (rs) => rs.length === 2)))
+          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(again.jid), (e) => !e)))
+          const runs = yield* h.runsOf(again.jid)
+          assert.strictEqual(runs.length, 2)
+          assert.isAtLeast(runs[1]!.at - runs[0]!.at, 300 - 5)
+          assert.deepStrictEqual(runs.map((r) => r.retryCount), [0, 0], "a reschedule is not a retry")
+          assert.deepStrictEqual(yield* h.dead, [])
+        }))
+
+      it.scoped("remove: a waiting or delayed job goes; a running, finished or unknown one answers false", () =>
+        Effect.gen(function*() {
+          const h = yield* setup
+          const waiting = h.job(4)
+          const delayed = h.job(5)
+          yield* h.port.push(waiting)
+          yield* h.port.schedule(delayed, Date.now() + 60_000)
+          assert.isTrue(yield* h.port.remove(waiting.jid))
+          assert.isTrue(yield* h.port.remove(delayed.jid))
+          assert.isFalse(yield* h.port.exists(waiting.jid))
+          assert.isFalse(yield* h.port.exists(delayed.jid))
+          assert.isFalse(yield* h.port.remove("never-seen"))
+          const release = yield* Deferred.make<void>()
+          const started = yield* Deferred.make<void>()
+          yield* h.work((job) =>
+            Effect.zipRight(Effect.zipRight(h.record(job), Deferred.succeed(started, undefined)), Deferred.await(release))
+          )
+          const running = h.job(6)
+          yield* h.port.push(running)
+          yield* Deferred.await(started)
+          assert.isFalse(yield* h.port.remove(running.jid), "running")
+          yield* Deferred.succeed(release, undefined)
+          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(running.jid), (e) => !e)))
+          assert.isFalse(yield* h.port.remove(running.jid), "finished")
+          assert.deepStrictEqual((yield* Ref.get(h.runs)).map((r) => r.jid), [running.jid], "removed jobs never ran")
+        }))
+
+      it.scoped("kill of a job the queue never saw (a client reject): dead with its reason, and it does not exist", () =>
+        Effect.gen(function*() {
+          const h = yield* setup
+          const refused = h.job(7)
+          yield* h.port.kill(refused, "duplicate of abc")
+          assert.deepStrictEqual(yield* h.dead, [{ jid: refused.jid, reason: "duplicate of abc" }])
+          assert.isFalse(yield* h.port.exists(refused.jid))
+        }))
+
+      it.scoped("kill of the job being performed (a server reject): dead with its reason, not retried", () =>
+        Effect.gen(function*() {
+          const h = yield* setup
+          yield* h.work((job) => Effect.zipRight(h.record(job), Effect.flatMap(JobQueue, (port) => port.kill(job, "rejected"))))
+          const doomed = h.job(8)
+          yield* h.port.push(doomed)
+          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(doomed.jid), (e) => !e)))
+          assert.deepStrictEqual(yield* h.dead, [{ jid: doomed.jid, reason: "rejected" }])
+          assert.strictEqual((yield* h.runsOf(doomed.jid)).length, 1)
+        }))
+
+      it.scoped("a failed job exists while it waits for its retry; the retry keeps the jid and counts retries", () =>
+        Effect.gen(function*() {
+          const h = yield* setup
+          const release = yield* Deferred.make<void>()
+          yield* h.work((job) =>
+            Effect.gen(function*() {
+              yield* h.record(job)
+              if ((job.retryCount ?? 0) === 0) return yield* Effect.fail(new Error("first attempt fails"))
+              yield* Deferred.await(release)
+            })
+          )
+          const flaky = h.job(9)
+          yield* h.port.push(flaky)
+          assert.isTrue(yield* Bull.until(Effect.map(h.runsOf(flaky.jid), (rs) => rs.length === 1)))
+          // Between the failure and the retry (500 ms later) it waits; were the machine slow enough for the retry
+          // to have started, it is active (held on `release`): either way the queue still knows it.
+          yield* Effect.sleep(100)
+          assert.isTrue(yield* h.port.exists(flaky.jid), "failed, waiting for its retry")
+          assert.isTrue(yield* Bull.until(Effect.map(h.runsOf(flaky.jid), (rs) => rs.length === 2)))
+          assert.isTrue(yield* h.port.exists(flaky.jid), "the retry runs")
+          yield* Deferred.succeed(release, undefined)
+          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(flaky.jid), (e) => !e)))
+          assert.deepStrictEqual((yield* h.runsOf(flaky.jid)).map((r) => r.retryCount), [0, 1])
+        }))
+    })
+  })
+}
