@@ -34,9 +34,10 @@ import type { Job } from "../Job.js"
 import { JobQueue, QueueError } from "../JobQueue.js"
 import type * as Lock from "../Lock.js"
 import * as Middleware from "../Middleware.js"
+import { Defaults, resolve } from "../Defaults.js"
 import type { Definition } from "../Options.js"
 import type { RedisService } from "../Redis.js"
-import type * as Strategy from "../Strategy.js"
+import * as Strategy from "../Strategy.js"
 
 /**
  * @since 0.1.0
@@ -282,12 +283,37 @@ export const performing = <A, E, R>(
     )
   })
 
+const awaiting = new WeakMap<Definition, Definition>()
+
+// A run lock held only by this job's own jid is its first copy: BullMQ redelivered the job after a stall (a worker
+// blocked, cut off or killed). Whatever the strategy says about duplicates, the copy is not one: dropping it
+// (log) or killing it (reject) would lose the job if the first copy is dead. It waits instead, moved to delayed
+// under its id, until the first copy's lease has ended or its run has finished.
+const awaitingItself = (definition: Definition): Definition => {
+  let wrapped = awaiting.get(definition)
+  if (wrapped === undefined) {
+    const configured = Strategy.serverStrategy(definition.onConflict.server)
+    const server = Strategy.makeServer(
+      { keepsQueueLock: Strategy.keepsQueueLock(configured) },
+      (conflict) =>
+        conflict.conflict.holders.every((holder) => holder === conflict.job.jid)
+          ? Strategy.serverStrategy("reschedule")(conflict)
+          : configured(conflict)
+    )
+    wrapped = { ...definition, onConflict: { ...definition.onConflict, server } }
+    awaiting.set(definition, wrapped)
+  }
+  return wrapped
+}
+
 /**
  * One BullMQ job through the server middleware, ended as BullMQ must see it: `Performed` completes with the
  * perform's value; `Skipped` and `Rejected` complete with `undefined` (a rejected job is in the dead-letter queue);
  * `Rescheduled` fails with BullMQ's `DelayedError` (the job was moved to delayed under its id); a failure fails
  * with an Error, so BullMQ retries it by its `attempts` and `backoff`, an `ExecutionConflict` (`raise`) included.
- * A failure on the job's last attempt first calls `Middleware.died`, so `until_executed` lets its lock go.
+ * A failure on the job's last attempt first calls `Middleware.died`, so `until_executed` lets its lock go. A copy
+ * BullMQ redelivered while its first copy still holds the run lock is rescheduled, whatever the server strategy:
+ * it is not a duplicate, and the first copy may be dead.
  *
  * @since 0.1.0
  * @category processor
@@ -299,7 +325,9 @@ export const handle = <A, E, R>(
   token?: string | undefined
 ): Effect.Effect<Strategy.ServerOutcome<A>, Error, R | RedisService | JobQueue> => {
   const ours = toJob(job)
-  const run = Middleware.server(unique.definition)(ours, (running) => perform(job, running, token))
+  const run = Effect.flatMap(Defaults, (settings) =>
+    Middleware.server(awaitingItself(resolve(unique.definition, settings)))(ours, (running) =>
+      perform(job, running, token)))
   return performing(job, token, run).pipe(
     Effect.catchAll((failure) => {
       const error = asError(failure)

@@ -1,7 +1,7 @@
 /**
  * BullMQ on the test's private redis-server: a connection, and queues and workers closed with the scope.
  */
-import { Queue, type QueueOptions, Worker, type WorkerOptions } from "bullmq"
+import { type Processor, Queue, type QueueOptions, Worker, type WorkerOptions } from "bullmq"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as RedisTest from "./redis.js"
@@ -26,15 +26,15 @@ export const queue = (
     ))
 
 /** A worker closed with the scope; force-closed, so a test's held job does not keep the scope open. */
-export const worker = (
+export const worker = <Data = unknown>(
   name: string,
-  processor: ConstructorParameters<typeof Worker>[1],
+  processor: Processor<Data>,
   options: Omit<WorkerOptions, "connection"> = {}
-): Effect.Effect<Worker, never, RedisTest.TestRedis | Scope.Scope> =>
+): Effect.Effect<Worker<Data>, never, RedisTest.TestRedis | Scope.Scope> =>
   Effect.flatMap(connection, (connection) =>
     Effect.acquireRelease(
       Effect.promise(async () => {
-        const w = new Worker(name, processor, { ...options, connection })
+        const w = new Worker<Data>(name, processor, { ...options, connection })
         w.on("error", () => {}) // a closing test server, a force close: the test judges by outcomes
         await w.waitUntilReady()
         return w

@@ -1,0 +1,383 @@
+/**
+ * Real BullMQ `Worker`s on a private redis-server, through the Promise face (`UniqueQueue`): every lock type under
+ * two workers with concurrency 5, each strategy, and a worker that is cut off or killed mid-job. Real time: BullMQ
+ * runs on it. Tests count a fixed amount of work and wait for it to end; none judges by how long it took.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Queue, Worker } from "bullmq"
+import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import * as Effect from "effect/Effect"
+import * as BullMQ from "../src/adapters/BullMQ.js"
+import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
+import type * as LockType from "../src/LockType.js"
+import type * as LockOptions from "../src/Options.js"
+import * as Redis from "../src/Redis.js"
+import * as Bull from "./support/bullmq.js"
+import * as Proxy from "./support/proxy.js"
+import * as RedisTest from "./support/redis.js"
+
+interface Data {
+  readonly n: number
+}
+
+/** A UniqueQueue on a new BullMQ queue of the test server, with its own lock prefix; closed with the scope. */
+const uniqueQueue = (options: LockOptions.Options) =>
+  Effect.gen(function*() {
+    const { source } = yield* RedisTest.TestRedis
+    const name = Bull.uniqueName("bull")
+    const queue = yield* Bull.queue(name)
+    const lockPrefix = RedisTest.uniquePrefix("bull")
+    const unique = yield* Effect.acquireRelease(
+      Effect.sync(() => UniqueQueue.make<Data>(queue, { ...options, lockPrefix, redis: { url: source.url } })),
+      (u) => Effect.promise(() => u.close())
+    )
+    return { name, queue, unique, lockPrefix }
+  })
+
+const settled = (queue: Queue) =>
+  Effect.promise(async () => {
+    const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized", "waiting-children")
+    return Object.values(counts).every((n) => n === 0)
+  })
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Counts of runs per argument list, and the most runs of one list at a time. */
+const tracker = () => {
+  const running = new Map<number, number>()
+  const runs = new Map<number, number>()
+  let overlap = 0
+  return {
+    enter: (n: number) => {
+      const now = (running.get(n) ?? 0) + 1
+      running.set(n, now)
+      overlap = Math.max(overlap, now)
+      runs.set(n, (runs.get(n) ?? 0) + 1)
+    },
+    leave: (n: number) => running.set(n, (running.get(n) ?? 1) - 1),
+    get executed() {
+      let total = 0
+      for (const count of runs.values()) total += count
+      return total
+    },
+    get maxOverlap() {
+      return overlap
+    }
+  }
+}
+
+type Options = LockOptions.Options
+
+const lockTypes: ReadonlyArray<{ readonly lock: LockType.LockType; readonly options: Partial<Options> }> = [
+  { lock: "until_executing", options: {} },
+  { lock: "until_executed", options: {} },
+  { lock: "until_expired", options: { lockTtl: "1 hour" } },
+  { lock: "while_executing", options: {} },
+  { lock: "while_executing_reject", options: {} },
+  { lock: "until_and_while_executing", options: {} }
+]
+
+const exclusive = new Set<LockType.LockType>(["while_executing", "while_executing_reject", "until_and_while_executing"])
+
+describe("BullMQ", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    for (const { lock, options } of lockTypes) {
+      it.scoped(`${lock}: 1,000 jobs (100 argument lists × 10, in bursts), two workers × 5: the type's promise holds`, () =>
+        Effect.gen(function*() {
+          const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock, ...options } as Options)
+          const track = tracker()
+          let turnedAway = 0
+          const fn = unique.processor(async (job) => {
+            track.enter(job.data.n)
+            await sleep(15)
+            track.leave(job.data.n)
+            return "done"
+          })
+          for (let i = 0; i < 2; i++) {
+            const w = yield* Bull.worker(name, fn, { concurrency: 5 })
+            w.on("completed", (_, result) => {
+              if (result === undefined) turnedAway++
+            })
+          }
+          const tags: Record<string, number> = {}
+          for (let burst = 0; burst < 10; burst++) {
+            const outcomes = yield* Effect.promise(() =>
+              Promise.all(Array.from({ length: 100 }, (_, n) => unique.add("Work", { n })))
+            )
+            for (const o of outcomes) tags[o._tag] = (tags[o._tag] ?? 0) + 1
+          }
+          const enqueued = tags.Enqueued ?? 0
+          assert.isTrue(yield* Bull.until(settled(queue), 120_000), "every job ended")
+          const counts = yield* Effect.promise(() => queue.getJobCounts("completed", "failed"))
+          assert.strictEqual(counts.failed, 0, "no job failed")
+          assert.strictEqual(counts.completed, enqueued, "every enqueued job completed once")
+          assert.strictEqual(track.executed + turnedAway, enqueued, "each ran or was turned away as a duplicate")
+          assert.strictEqual((tags.Enqueued ?? 0) + (tags.Skipped ?? 0), 1000, JSON.stringify(tags))
+          switch (lock) {
+            case "until_expired":
+              assert.strictEqual(enqueued, 100, "one job per argument list for the TTL")
+              assert.strictEqual(track.executed, 100)
+              break
+            case "until_executing":
+            case "until_executed":
+              assert.isAtLeast(enqueued, 100)
+              assert.strictEqual(track.executed, enqueued, "no run lock: every enqueued job runs")
+              break
+            case "while_executing":
+            case "while_executing_reject":
+              assert.strictEqual(enqueued, 1000, "no queue lock: every push is enqueued")
+              break
+            case "until_and_while_executing":
+              assert.isAtLeast(enqueued, 100)
+              break
+          }
+          if (exclusive.has(lock)) assert.strictEqual(track.maxOverlap, 1, "no two runs of one digest at once")
+          if (lock === "while_executing_reject") {
+            const rejected = yield* Effect.promise(() => countDead(queue))
+            assert.strictEqual(rejected, turnedAway, "every turned-away duplicate is in the dead-letter queue")
+          }
+          assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [], "no lock left without a TTL")
+        }))
+    }
+  })
+})
+
+const deadLetters = async (queue: Queue): Promise<ReadonlyArray<{ readonly id: string; readonly letter: BullMQ.DeadLetter }>> => {
+  const dead = new Queue(`${queue.name}-dead`, queue.opts)
+  try {
+    const jobs = await dead.getJobs(["waiting"])
+    return jobs.map((job) => ({ id: job.id ?? "", letter: job.data as BullMQ.DeadLetter }))
+  } finally {
+    await dead.close()
+  }
+}
+
+const countDead = async (queue: Queue): Promise<number> => (await deadLetters(queue)).length
+
+/** A gate a perform waits on, opened by the test. */
+const gate = () => {
+  let open: () => void = () => {}
+  const opened = new Promise<void>((resolve) => {
+    open = resolve
+  })
+  return { opened, open: () => open() }
+}
+
+const stateOf = (queue: Queue, jid: string) => Effect.promise(() => queue.getJobState(jid))
+
+describe("BullMQ strategies", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("replace: the delayed duplicate is removed, the new job runs, the old never does", () =>
+      Effect.gen(function*() {
+        const { name, queue, unique } = yield* uniqueQueue({ lock: "until_executed", onConflict: { client: "replace" } })
+        const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { delay: 60_000 }))
+        assert.strictEqual(first._tag, "Enqueued")
+        const second = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual(second._tag, "Replaced")
+        const firstJid = first.job.jid
+        assert.deepStrictEqual(second._tag === "Replaced" ? second.replaced : [], [firstJid])
+        assert.strictEqual(yield* stateOf(queue, firstJid), "unknown", "the delayed duplicate is gone")
+        const ran: Array<string> = []
+        yield* Bull.worker(name, unique.processor(async (job) => {
+          ran.push(job.id ?? "")
+        }))
+        assert.isTrue(yield* Bull.until(settled(queue)))
+        assert.deepStrictEqual(ran, [second.job.jid])
+      }))
+
+    it.scoped("reject: the duplicate lands in the dead-letter queue with its reason", () =>
+      Effect.gen(function*() {
+        const { queue, unique } = yield* uniqueQueue({ lock: "until_executed", onConflict: { client: "reject" } })
+        const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        const second = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual(first._tag, "Enqueued")
+        assert.strictEqual(second._tag, "Rejected")
+        const letters = yield* Effect.promise(() => deadLetters(queue))
+        assert.deepStrictEqual(letters.map((l) => l.id), [second.job.jid])
+        assert.include(letters[0]!.letter.reason, first.job.jid, "the reason names the holder")
+        assert.deepStrictEqual(letters[0]!.letter.job.args, [{ n: 1 }])
+        assert.strictEqual(yield* stateOf(queue, second.job.jid), "unknown", "never pushed")
+      }))
+
+    it.scoped("reschedule: the running duplicate is moved to delayed and runs later, once", () =>
+      Effect.gen(function*() {
+        const { name, queue, unique } = yield* uniqueQueue({
+          lock: "while_executing",
+          onConflict: { server: "reschedule" },
+          rescheduleDelay: 200
+        })
+        const hold = gate()
+        const started = gate()
+        const runs: Array<string> = []
+        yield* Bull.worker(name, unique.processor(async (job) => {
+          runs.push(job.id ?? "")
+          if (runs.length === 1) {
+            started.open()
+            await hold.opened
+          }
+          return "done"
+        }), { concurrency: 2 })
+        const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        yield* Effect.promise(() => started.opened)
+        const second = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.isTrue(yield* Bull.until(Effect.map(stateOf(queue, second.job.jid), (s) => s === "delayed")))
+        assert.deepStrictEqual(runs, [first.job.jid], "the duplicate did not run beside the first")
+        hold.open()
+        assert.isTrue(yield* Bull.until(Effect.map(stateOf(queue, second.job.jid), (s) => s === "completed")))
+        assert.deepStrictEqual(runs, [first.job.jid, second.job.jid])
+        const done = yield* Effect.promise(() => queue.getJob(second.job.jid))
+        assert.strictEqual(done?.returnvalue, "done")
+        // BullMQ counts the completed attempt; a move to delayed skips the count.
+        assert.strictEqual(done?.attemptsMade, 1, "a reschedule is not an attempt")
+      }))
+
+    it.scoped("raise: the running duplicate fails its attempt and BullMQ retries it, once the first has finished", () =>
+      Effect.gen(function*() {
+        const { name, queue, unique } = yield* uniqueQueue({ lock: "while_executing", onConflict: { server: "raise" } })
+        const hold = gate()
+        const started = gate()
+        const runs: Array<string> = []
+        yield* Bull.worker(name, unique.processor(async (job) => {
+          runs.push(job.id ?? "")
+          if (runs.length === 1) {
+            started.open()
+            await hold.opened
+          }
+          return "done"
+        }), { concurrency: 2 })
+        const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        yield* Effect.promise(() => started.opened)
+        const second = yield* Effect.promise(() =>
+          unique.add("Work", { n: 1 }, { attempts: 20, backoff: { type: "fixed", delay: 100 } })
+        )
+        const retried = Effect.promise(async () => ((await queue.getJob(second.job.jid))?.attemptsMade ?? 0) >= 1)
+        assert.isTrue(yield* Bull.until(retried))
+        const failed = yield* Effect.promise(() => queue.getJob(second.job.jid))
+        assert.include(failed?.failedReason ?? "", "cannot run while")
+        hold.open()
+        assert.isTrue(yield* Bull.until(Effect.map(stateOf(queue, second.job.jid), (s) => s === "completed")))
+        assert.deepStrictEqual(runs, [first.job.jid, second.job.jid], "the duplicate ran once, after the first")
+      }))
+  })
+})
+
+describe("BullMQ workers that fail", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("a job that fails its last attempt is dead: its until_executed lock goes, the next add is Enqueued", () =>
+      Effect.gen(function*() {
+        const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+        const attempts: Array<number> = []
+        yield* Bull.worker(name, unique.processor(async (job) => {
+          attempts.push(job.attemptsMade)
+          throw new Error("always fails")
+        }))
+        const first = yield* Effect.promise(() => unique.add("Work", { n: 3 }, { attempts: 2 }))
+        assert.strictEqual(first._tag, "Enqueued")
+        assert.isTrue(yield* Bull.until(Effect.map(stateOf(queue, first.job.jid), (s) => s === "failed")))
+        assert.deepStrictEqual(attempts, [0, 1], "BullMQ retried it once, under its jid")
+        // After the last attempt the lock is gone (a lock that stayed would have no TTL: until_executed sets none).
+        assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [])
+        const again = yield* Effect.promise(() => unique.add("Work", { n: 3 }))
+        assert.strictEqual(again._tag, "Enqueued")
+      }))
+
+    it.scoped("a stalled job redelivered while its first copy runs waits for it: never two runs at once", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const { name, queue, unique } = yield* uniqueQueue({
+          lock: "while_executing",
+          lockLease: 2000
+        })
+        const proxy = yield* Proxy.start(source.url)
+        const hold = gate()
+        const started = gate()
+        const track = tracker()
+        const runs: Array<string> = []
+        const fn = unique.processor(async (job) => {
+          runs.push(job.id ?? "")
+          track.enter(job.data.n)
+          if (runs.length === 1) started.open()
+          if (runs.length === 1) await hold.opened
+          track.leave(job.data.n)
+          return "done"
+        })
+        // Worker A reaches BullMQ through the proxy; cut, its BullMQ lock lapses and BullMQ redelivers the job to B.
+        // A's run lock stays live: its lease is kept on the lock store's own connection.
+        const proxied = new URL(proxy.url)
+        yield* Effect.acquireRelease(
+          Effect.promise(async () => {
+            const w = new Worker(name, fn, {
+              connection: { host: proxied.hostname, port: Number(proxied.port), maxRetriesPerRequest: null },
+              lockDuration: 1000,
+              stalledInterval: 300
+            })
+            w.on("error", () => {})
+            await w.waitUntilReady()
+            return w
+          }),
+          (w) => Effect.sync(() => void w.close(true))
+        )
+        const job = yield* Effect.promise(() => unique.add("Work", { n: 7 }))
+        yield* Effect.promise(() => started.opened)
+        yield* proxy.cut
+        let redelivered = false
+        const b = yield* Bull.worker(name, fn, { lockDuration: 1000, stalledInterval: 300 })
+        b.on("active", () => {
+          redelivered = true
+        })
+        assert.isTrue(yield* Bull.until(Effect.sync(() => redelivered)), "BullMQ redelivered the job to B")
+        // The copy meets its first copy's run lock: it is put off, again and again, while the first runs.
+        assert.isTrue(yield* Bull.until(Effect.map(stateOf(queue, job.job.jid), (s) => s === "delayed")))
+        assert.deepStrictEqual(runs, [job.job.jid], "the copy did not run beside its first copy")
+        hold.open()
+        assert.isTrue(yield* Bull.until(Effect.map(stateOf(queue, job.job.jid), (s) => s === "completed")))
+        assert.deepStrictEqual(runs, [job.job.jid, job.job.jid], "it ran again once the first copy had finished")
+        assert.strictEqual(track.maxOverlap, 1)
+      }))
+
+    it.scoped("a worker killed mid-job: its run lock ends within one lease, and the job completes on the other", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const leaseMs = 2000
+        const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
+          lock: "while_executing",
+          lockLease: leaseMs
+        })
+        const child = spawn(process.execPath, [
+          "--import",
+          "tsx",
+          fileURLToPath(new URL("./support/bullmq-worker-process.ts", import.meta.url)),
+          source.url,
+          name,
+          lockPrefix,
+          String(leaseMs),
+          "1000"
+        ], { stdio: ["ignore", "pipe", "inherit"] })
+        yield* Effect.addFinalizer(() => Effect.sync(() => child.kill("SIGKILL")))
+        let output = ""
+        child.stdout.on("data", (chunk) => {
+          output += String(chunk)
+        })
+        const job = yield* Effect.promise(() => unique.add("Work", { n: 9 }))
+        assert.isTrue(yield* Bull.until(Effect.sync(() => output.includes(`STARTED ${job.job.jid}`))))
+        child.kill("SIGKILL")
+        yield* Effect.promise(() => new Promise((resolve) => child.once("exit", resolve)))
+        // Judged by what Redis holds, not by a stopwatch: the dead worker's hold ends at its stored lease, at most
+        // one lease after the kill (its last renewal came before it).
+        const [seconds, micros] = yield* Effect.promise(() => raw.time())
+        const killedAt = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+        const holders = yield* Effect.promise(() => raw.hgetall(`${job.digest}:RUN:LOCKED`))
+        const leases = Object.entries(holders).map(([jid, entry]) => Redis.parseHolder(jid, entry).leaseUntil ?? Infinity)
+        assert.strictEqual(leases.length, 1, JSON.stringify(holders))
+        assert.isAtMost(leases[0]! - killedAt, leaseMs, "the hold ends within one lease of the kill")
+        const ran: Array<string> = []
+        yield* Bull.worker(name, unique.processor(async (job) => {
+          ran.push(job.id ?? "")
+          return "done"
+        }), { lockDuration: 1000, stalledInterval: 300 })
+        assert.isTrue(yield* Bull.until(Effect.map(stateOf(queue, job.job.jid), (s) => s === "completed")))
+        assert.deepStrictEqual(ran, [job.job.jid], "the job completed on the other worker, once")
+      }))
+  })
+})
