@@ -74,6 +74,11 @@ export interface DeadLetter {
 export interface BullMQ extends Context.Tag.Service<JobQueue> {
   readonly queue: Queue
   readonly deadLetter: Queue
+  /**
+   * `queue.add` of a stamped job under its jid, with BullMQ options beside the adapter's `jobOptions` (a `delay`, a
+   * `priority`…): what `push` and `schedule` do, for callers that have options of their own.
+   */
+  readonly add: (job: Job, options?: JobsOptions | undefined) => Effect.Effect<BullJob, QueueError>
 }
 
 /**
@@ -147,10 +152,11 @@ const finished = new Set(["completed", "failed", "unknown"])
  * @since 0.1.0
  * @category constructors
  */
-export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ, QueueError, Scope.Scope> =>
+export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ, never, Scope.Scope> =>
   Effect.gen(function*() {
     const deadLetter = options.deadLetter ??
       (yield* Effect.acquireRelease(
+        // The queue's own class: a subclass keeps its behaviour, and no second copy of bullmq is loaded.
         Effect.sync(() => new (queue.constructor as typeof Queue)(`${queue.name}-dead`, queue.opts)),
         (dead) => Effect.promise(() => dead.close())
       ))
@@ -159,15 +165,15 @@ export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ,
     const activeOf = (jid: string) =>
       Effect.map(FiberRef.get(currentActive), (active) => active?.job.id === jid ? active : activeByJid.get(jid))
 
-    const add = (operation: string, job: Job, delay: number) =>
+    const addAs = (operation: string, job: Job, own: JobsOptions | undefined) =>
       Effect.flatMap(dataOf(operation, job, queue), (data) =>
-        attempt(operation, job.jid, () =>
-          queue.add(job.worker, data, { ...jobOptions, jobId: job.jid, ...(delay > 0 ? { delay } : {}) })))
+        attempt(operation, job.jid, () => queue.add(job.worker, data, { ...jobOptions, ...own, jobId: job.jid })))
 
     const adapter: BullMQ = {
       queue,
       deadLetter,
-      push: (job) => Effect.asVoid(add("push", job, 0)),
+      add: (job, own) => addAs("add", job, own),
+      push: (job) => Effect.asVoid(addAs("push", job, undefined)),
       schedule: (job, at) =>
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
@@ -179,7 +185,7 @@ export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ,
           }
           // BullMQ ignores an add whose id it knows: say so rather than lose the job.
           const state = yield* attempt("schedule", job.jid, () => queue.getJobState(job.jid))
-          if (state === "unknown") return yield* Effect.asVoid(add("schedule", job, Math.max(0, at - now)))
+          if (state === "unknown") return yield* Effect.asVoid(addAs("schedule", job, { delay: Math.max(0, at - now) }))
           if (state === "delayed") {
             const known = yield* attempt("schedule", job.jid, () => queue.getJob(job.jid))
             if (known !== undefined) {
@@ -221,7 +227,7 @@ export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ,
  * @since 0.1.0
  * @category layers
  */
-export const layer = (queue: Queue, options?: Options): Layer.Layer<BullMQ | JobQueue, QueueError> =>
+export const layer = (queue: Queue, options?: Options): Layer.Layer<BullMQ | JobQueue> =>
   Layer.scopedContext(
     Effect.map(make(queue, options), (adapter) => Context.make(BullMQ, adapter).pipe(Context.add(JobQueue, adapter)))
   )

@@ -127,11 +127,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
         })
         return yield* Middleware.client(defined(name).definition)(
           job,
-          (stamped) =>
-            Effect.tryPromise({
-              try: () => queue.add(name, data, { ...opts, jobId: stamped.jid }),
-              catch: (cause) => cause
-            })
+          (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped, opts))
         )
       })),
     processor: (fn) =>
