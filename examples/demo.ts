@@ -1,12 +1,15 @@
 /**
  * The five use cases of "Choosing a lock type", each as a short burst of enqueues through `UniqueJob` onto the
- * in-process `MemoryQueue`, on the real clock. Prints a timeline per scenario, checks each scenario's invariants
- * as it goes, and ends with a summary table; exits non-zero when an invariant does not hold.
+ * in-process `MemoryQueue`, on the real clock; then, given a Redis server, one more on real BullMQ workers through
+ * `UniqueQueue`. Prints a timeline per scenario, checks each scenario's invariants as it goes, and ends with a
+ * summary table; exits non-zero when an invariant does not hold.
  *
  *   npm start                                  a private redis-server, else the in-process memory store
  *   REDIS_URL=redis://127.0.0.1:6379 npm start  a Redis you run (keys under a prefix of this run, removed after)
  *   REDIS_SERVER_BIN=/nonexistent npm start     forces the memory-store fallback
  */
+import { setTimeout as sleep } from "node:timers/promises"
+import { DelayedError, type Job as BullJob, Queue, Worker } from "bullmq"
 import { Redis as IORedis } from "ioredis"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -21,9 +24,12 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Cli from "../src/Cli.js"
+import type * as Digest from "../src/Digest.js"
 import * as Locks from "../src/Locks.js"
 import * as Reaper from "../src/Reaper.js"
 import type { Job } from "../src/Job.js"
@@ -96,7 +102,8 @@ interface Spec {
 }
 
 interface Result {
-  readonly spec: Spec
+  readonly name: string
+  readonly lock: string
   readonly stats: Stats
   readonly checks: number
   readonly failures: ReadonlyArray<string>
@@ -289,7 +296,7 @@ const run = (
     }
 
     yield* spec.script(scenario)
-    return { spec, stats: { ...stats }, checks, failures }
+    return { name: spec.name, lock: spec.options.lock, stats: { ...stats }, checks, failures }
   }).pipe(Effect.scoped, Effect.provide(MemoryQueue.layer()))
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -455,6 +462,225 @@ const enqueueOnceRunSerialized: Spec = {
 const specs: ReadonlyArray<Spec> = [debounce, exactlyOnce, onePerPeriod, serialize, enqueueOnceRunSerialized]
 
 // ---------------------------------------------------------------------------------------------------------------
+// On BullMQ: the same locks under real BullMQ workers, through the Promise face (`UniqueQueue`)
+// ---------------------------------------------------------------------------------------------------------------
+
+const feedCount = 20
+const feedPerformMs = 80
+const feedWorker = "RefreshFeedJob"
+const feedQueue = "feeds"
+
+const feedOptions = {
+  lock: "until_and_while_executing",
+  onConflict: { client: "log", server: "reschedule" },
+  rescheduleDelay: 100
+} satisfies LockOptions.Options
+
+interface Feed {
+  readonly feed: number
+}
+
+/**
+ * 100 adds of 20 feeds through `UniqueQueue` onto a BullMQ queue in the demo's Redis, run by two BullMQ Workers
+ * (concurrency 5) in this process: 40 before the workers start, then 60 feed by feed while they run. BullMQ's keys
+ * go under this run's prefix, so a shared Redis is cleaned up with the rest.
+ */
+const onBullMQ = (
+  prefix: string,
+  index: number,
+  url: string
+): Effect.Effect<
+  Result,
+  DemoError | LockOptions.InvalidLockOptions | Digest.DigestError | Redis.RedisError,
+  Redis.RedisService
+> =>
+  Effect.gen(function*() {
+    const name = "on BullMQ"
+    yield* Console.log(`\n== ${index}. On real BullMQ workers: ${feedOptions.lock} (${feedWorker}) ==`)
+    yield* Console.log(
+      `   100 adds of ${feedCount} feeds through UniqueQueue, run by 2 BullMQ Workers (concurrency 5); ` +
+        "a copy that meets the running one is moved to delayed"
+    )
+
+    const base = performance.now()
+    const now = () => performance.now() - base
+    const line = (verb: string, text: string) => Console.log(`${stamp(now())}  ${verb.padEnd(7)} ${text}`)
+    const stats: Stats = { pushed: 0, skipped: 0, replaced: 0, rejected: 0, rescheduled: 0, performed: 0, failed: 0 }
+    const runs: Array<Run> = []
+    const errors: Array<string> = []
+    const failures: Array<string> = []
+    let checks = 0
+    const check = (holds: boolean, text: string) =>
+      Effect.suspend(() => {
+        checks++
+        if (!holds) failures.push(`${name}: ${text}`)
+        return line("check", `${holds ? "ok  " : "FAIL"}  ${text}`)
+      })
+    const failWith = (what: string) => (cause: unknown) =>
+      new DemoError({ message: `${name}: ${what}: ${cause instanceof Error ? cause.message : String(cause)}` })
+
+    // The worker computes each job's digest from its name, queue and data: a UniqueJob with the same options
+    // computes the same one, to look the locks up by.
+    const feeds = Array.from({ length: feedCount }, (_, feed) => feed)
+    const digests = yield* Effect.flatMap(
+      UniqueJob.make({ ...feedOptions, lockPrefix: prefix, worker: feedWorker, queue: feedQueue }),
+      (job) => Effect.forEach(feeds, (feed) => job.digest([{ feed }]))
+    )
+    const locks = yield* Locks.make({ prefix })
+    const shown = Effect.forEach(digests, (digest) => locks.show(digest))
+
+    const connection = { url }
+    const bullPrefix = `${prefix}:bull`
+    const unique = yield* Effect.acquireRelease(
+      Effect.try({
+        try: () =>
+          UniqueQueue.make<Feed>(new Queue(feedQueue, { connection, prefix: bullPrefix }), {
+            ...feedOptions,
+            lockPrefix: prefix,
+            redis: { url }
+          }),
+        catch: failWith("UniqueQueue.make failed")
+      }),
+      (unique) => Effect.promise(() => unique.close())
+    )
+
+    const add = (feed: number) =>
+      Effect.tryPromise({ try: () => unique.add(feedWorker, { feed }), catch: failWith("an add failed") }).pipe(
+        Effect.tap((outcome) =>
+          Effect.sync(() => {
+            if (outcome._tag === "Enqueued" || outcome._tag === "Replaced") stats.pushed++
+            if (outcome._tag === "Skipped") stats.skipped++
+            if (outcome._tag === "Replaced") stats.replaced++
+            if (outcome._tag === "Rejected") stats.rejected++
+          })
+        )
+      )
+    const tally = (outcomes: ReadonlyArray<{ readonly _tag: string }>) =>
+      `${count(outcomes, "Enqueued")} Enqueued, ${count(outcomes, "Skipped")} Skipped`
+    const pending = Effect.map(
+      Effect.tryPromise({
+        try: () => unique.queue.getJobCounts("active", "wait", "delayed", "prioritized", "waiting-children"),
+        catch: failWith("reading the queue's counts failed")
+      }),
+      (counts) => Object.values(counts).reduce((n, c) => n + c, 0)
+    )
+    const drained = pending.pipe(
+      Effect.repeat({ schedule: Schedule.spaced("10 millis"), until: (n) => n === 0 }),
+      Effect.timeoutFail({
+        duration: "10 seconds",
+        onTimeout: () => new DemoError({ message: `${name}: the queue did not drain within 10 seconds` })
+      })
+    )
+    const started = (jid: string) =>
+      Effect.sync(() => runs.some((r) => r.job.jid === jid)).pipe(
+        Effect.repeat({ schedule: Schedule.spaced("2 millis"), until: (ok) => ok }),
+        Effect.timeoutFail({
+          duration: "5 seconds",
+          onTimeout: () => new DemoError({ message: `${name}: gave up waiting for job ${jid} to run` })
+        })
+      )
+
+    const perform = unique.processor(async (job) => {
+      const entry: Run = { job: BullMQ.toJob(job), start: now(), end: undefined }
+      runs.push(entry)
+      await sleep(feedPerformMs)
+      entry.end = now()
+      stats.performed++
+    })
+    // A rescheduled attempt ends with BullMQ's DelayedError: the job is back in delayed, under its id.
+    const processor = async (job: BullJob<Feed>, token?: string, signal?: AbortSignal) => {
+      try {
+        return await perform(job, token, signal)
+      } catch (error) {
+        if (error instanceof DelayedError) {
+          stats.rescheduled++
+        } else {
+          stats.failed++
+          errors.push(`job ${job.id}: ${String(error)}`)
+        }
+        throw error
+      }
+    }
+
+    const before = yield* Effect.forEach([...feeds, ...feeds], add)
+    yield* line("add", `40 adds, 2 per feed, before the workers start: ${tally(before)}`)
+    const queued = yield* shown
+    yield* check(
+      count(before, "Enqueued") === feedCount && queued.every((lock) => lock.queue.holders.length === 1),
+      "one job per feed queued, holding its feed's queue lock in this Redis; the second add of each skipped"
+    )
+
+    yield* Effect.forEach([1, 2], () =>
+      Effect.acquireRelease(
+        Effect.sync(() =>
+          new Worker<Feed>(feedQueue, processor, { connection, prefix: bullPrefix, concurrency: 5 }).on(
+            "error",
+            (error) => errors.push(`worker: ${error.message}`)
+          )
+        ),
+        (worker) => Effect.promise(() => worker.close())
+      ))
+    yield* line("--", "2 BullMQ workers start (concurrency 5 each)")
+    yield* drained
+    yield* line("--", `the ${runs.length} queued jobs ran, 10 at a time`)
+
+    // Feed by feed: an add while it is idle, one once that job runs, one while the copy waits.
+    const byFeed = yield* Effect.forEach(feeds, (feed) =>
+      Effect.gen(function*() {
+        const idle = yield* add(feed)
+        yield* started(idle.job.jid)
+        return [idle, yield* add(feed), yield* add(feed)] as const
+      }))
+    yield* line("add", `60 adds, 3 per feed (idle, running, its copy waiting): ${tally(byFeed.flat())}`)
+    yield* check(
+      byFeed.every(([idle, running, waiting]) =>
+        idle._tag === "Enqueued" && running._tag === "Enqueued" && waiting._tag === "Skipped"
+      ),
+      "each feed: accepted when idle, accepted while it runs (its queue lock became the run lock), " +
+        "skipped while that copy waits"
+    )
+    yield* drained
+    const bull = yield* Effect.tryPromise({
+      try: () => unique.queue.getJobCounts("completed", "failed"),
+      catch: failWith("reading the queue's counts failed")
+    })
+    yield* line(
+      "--",
+      `the queue drained: ${stats.performed} runs, ${stats.rescheduled} copies rescheduled, ${stats.failed} failed; ` +
+        `BullMQ counts ${bull.completed} completed, ${bull.failed} failed`
+    )
+
+    const enqueued = [...before, ...byFeed.flat()].flatMap((o) => (o._tag === "Enqueued" ? [o.job.jid] : []))
+    const ran = runs.map((r) => r.job.jid)
+    yield* check(
+      ran.length === enqueued.length && new Set(ran).size === ran.length &&
+        enqueued.every((jid) => ran.includes(jid)) && bull.completed === enqueued.length,
+      `each Enqueued job ran exactly once: ${ran.length} runs of ${enqueued.length} jobs, ` +
+        `${bull.completed} completed in BullMQ`
+    )
+    const clashes = feeds.flatMap((feed) => {
+      const clash = overlap(runs.filter((r) => (r.job.args[0] as Feed).feed === feed))
+      return clash === undefined ? [] : [clash]
+    })
+    yield* check(
+      clashes.length === 0,
+      `no two runs of one feed overlapped, across both workers${clashes.length === 0 ? "" : ` (${clashes[0]})`}`
+    )
+    const left = (yield* shown).flatMap(({ queue, run }) => [queue, run]).filter((lock) =>
+      lock.holders.length > 0 || lock.ttlMs !== undefined || lock.indexScore !== undefined
+    )
+    yield* check(
+      left.length === 0,
+      `no lock left behind: no queue or run lock key, nor index entry, for any of the ${feedCount} feeds`
+    )
+    yield* check(
+      stats.failed === 0 && bull.failed === 0 && errors.length === 0,
+      `no job failed and no worker reported an error${errors.length === 0 ? "" : ` (${errors.join("; ")})`}`
+    )
+    return { name, lock: feedOptions.lock, stats: { ...stats }, checks, failures }
+  }).pipe(Effect.scoped)
+
+// ---------------------------------------------------------------------------------------------------------------
 // Redis: REDIS_URL, else a private redis-server, else the memory store
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -544,9 +770,9 @@ const cleanup = (url: Redacted.Redacted<string>, prefix: string) =>
 const summary = (results: ReadonlyArray<Result>): string =>
   table(
     ["scenario", "lock type", "pushed", "skipped", "replaced", "rejected", "rescheduled", "run", "failed"],
-    results.map(({ spec, stats }, i) => [
-      `${i + 1}. ${spec.name}`,
-      spec.options.lock,
+    results.map(({ lock, name, stats }, i) => [
+      `${i + 1}. ${name}`,
+      lock,
       ...[stats.pushed, stats.skipped, stats.replaced, stats.rejected, stats.rescheduled, stats.performed, stats.failed]
         .map(String)
     ])
@@ -585,6 +811,14 @@ const program = Effect.gen(function*() {
   yield* Console.log(`Lock prefix: ${prefix}`)
 
   const results = yield* Effect.forEach(specs, (spec, i) => run(prefix, i + 1, spec)).pipe(
+    Effect.flatMap((results) =>
+      redis.url === undefined
+        ? Effect.as(
+          Console.log(`\n== ${specs.length + 1}. On real BullMQ workers: skipped (BullMQ needs a Redis server) ==`),
+          results
+        )
+        : Effect.map(onBullMQ(prefix, specs.length + 1, redis.url), (result) => [...results, result])
+    ),
     Effect.zipLeft(operate(prefix, redis.url)),
     Effect.provide(redis.layer)
   )
@@ -593,7 +827,7 @@ const program = Effect.gen(function*() {
   yield* Console.log(`\n${summary(results)}\n`)
   const checks = results.reduce((n, r) => n + r.checks, 0)
   const failures = results.flatMap((r) => r.failures)
-  const failed = results.filter((r) => r.stats.failed > 0).map((r) => `${r.spec.name}: ${r.stats.failed} job(s) failed`)
+  const failed = results.filter((r) => r.stats.failed > 0).map((r) => `${r.name}: ${r.stats.failed} job(s) failed`)
   if (failures.length > 0 || failed.length > 0) {
     const lines = [...failures, ...failed].map((f) => `  - ${f}`).join("\n")
     const head = `${failures.length} of ${checks} invariants failed, ${failed.length} scenario(s) had failed jobs`

@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import type * as LockType from "../src/LockType.js"
-import type * as LockOptions from "../src/Options.js"
+import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as Bull from "./support/bullmq.js"
 import * as Proxy from "./support/proxy.js"
@@ -378,6 +378,53 @@ describe("BullMQ workers that fail", () => {
         }), { lockDuration: 1000, stalledInterval: 300 })
         assert.isTrue(yield* Bull.until(Effect.map(stateOf(queue, job.job.jid), (s) => s === "completed")))
         assert.deepStrictEqual(ran, [job.job.jid], "the job completed on the other worker, once")
+      }))
+  })
+})
+
+describe("UniqueQueue", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("keeps its locks on the queue's own Redis, a `{ url }` connection included", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const queue = yield* Effect.acquireRelease(
+          Effect.sync(() => new Queue(Bull.uniqueName("url"), { connection: { url: source.url } })),
+          (q) => Effect.promise(() => q.close())
+        )
+        const lockPrefix = RedisTest.uniquePrefix("url")
+        const unique = yield* Effect.acquireRelease(
+          Effect.sync(() => UniqueQueue.make(queue, { lock: "until_executed", lockPrefix })),
+          (u) => Effect.promise(() => u.close())
+        )
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual(added._tag, "Enqueued")
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${added.digest}:*`)), [`${added.digest}:LOCKED`])
+      }))
+
+    it.scoped("options for one job name are checked with the name: the error names jobs.<name>.<field>", () =>
+      Effect.gen(function*() {
+        const queue = yield* Bull.queue(Bull.uniqueName("opts"))
+        const error = (() => {
+          try {
+            UniqueQueue.make(queue, { lock: "until_executed", jobs: { rebuild: { lock: "while_executing", lockTtl: 5 } } })
+          } catch (e) {
+            return e
+          }
+        })()
+        assert.instanceOf(error, LockOptions.InvalidLockOptions)
+        assert.strictEqual((error as LockOptions.InvalidLockOptions).field, "jobs.rebuild.lockTtl")
+      }))
+
+    it.scoped("jobs of another name follow their own lock type", () =>
+      Effect.gen(function*() {
+        const { unique } = yield* uniqueQueue({
+          lock: "until_executed",
+          jobs: { ping: { lock: "while_executing" } }
+        } as Options)
+        const pings = yield* Effect.promise(() => Promise.all([unique.add("ping", { n: 1 }), unique.add("ping", { n: 1 })]))
+        const works = yield* Effect.promise(() => Promise.all([unique.add("Work", { n: 1 }), unique.add("Work", { n: 1 })]))
+        assert.deepStrictEqual(pings.map((o) => o._tag), ["Enqueued", "Enqueued"], "while_executing: no queue lock")
+        assert.deepStrictEqual(works.map((o) => o._tag).sort(), ["Enqueued", "Skipped"])
       }))
   })
 })

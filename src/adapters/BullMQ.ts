@@ -154,12 +154,15 @@ const finished = new Set(["completed", "failed", "unknown"])
  */
 export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const deadLetter = options.deadLetter ??
-      (yield* Effect.acquireRelease(
+    // Made at the first kill: a queue writes its keys to Redis as it connects, and most never kill a job.
+    let madeDeadLetter: Queue | undefined
+    const deadLetter = (): Queue =>
+      options.deadLetter ??
         // The queue's own class: a subclass keeps its behaviour, and no second copy of bullmq is loaded.
-        Effect.sync(() => new (queue.constructor as typeof Queue)(`${queue.name}-dead`, queue.opts)),
-        (dead) => Effect.promise(() => dead.close())
-      ))
+        (madeDeadLetter ??= new (queue.constructor as typeof Queue)(`${queue.name}-dead`, queue.opts))
+    yield* Effect.addFinalizer(() =>
+      madeDeadLetter === undefined ? Effect.void : Effect.promise(() => madeDeadLetter!.close())
+    )
     const jobOptions = options.jobOptions ?? {}
 
     const activeOf = (jid: string) =>
@@ -171,7 +174,9 @@ export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ,
 
     const adapter: BullMQ = {
       queue,
-      deadLetter,
+      get deadLetter() {
+        return deadLetter()
+      },
       add: (job, own) => addAs("add", job, own),
       push: (job) => Effect.asVoid(addAs("push", job, undefined)),
       schedule: (job, at) =>
@@ -213,7 +218,7 @@ export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ,
             reason,
             at
           }
-          yield* attempt("kill", job.jid, () => deadLetter.add(job.worker, entry, { jobId: job.jid }))
+          yield* attempt("kill", job.jid, () => deadLetter().add(job.worker, entry, { jobId: job.jid }))
         }),
       exists: (jid) => Effect.map(attempt("exists", jid, () => queue.getJobState(jid)), (state) => !finished.has(state))
     }

@@ -23,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Defaults from "../Defaults.js"
 import * as Job from "../Job.js"
 import type { JobQueue } from "../JobQueue.js"
 import * as Middleware from "../Middleware.js"
@@ -37,7 +38,7 @@ import * as BullMQ from "./BullMQ.js"
  */
 export interface Options extends LockOptions.Options {
   /**
-   * The Redis that holds the locks. Default: the queue's own connection settings (host, port, db, credentials, tls),
+   * The Redis that holds the locks. Default: the queue's own connection settings (url, or host, port, db, credentials, tls),
    * on a connection of its own.
    */
   readonly redis?: Redis.Options | undefined
@@ -45,6 +46,12 @@ export interface Options extends LockOptions.Options {
   readonly jobs?: Readonly<Record<string, LockOptions.Options>> | undefined
   /** Where rejected jobs go (default: a queue named `<queue>-dead`). */
   readonly deadLetter?: Queue | undefined
+  /**
+   * The global defaults for what these options leave out (`Defaults.layer`'s input). Default: read from the
+   * `UNIQUE_JOBS_*` variables, as `Defaults.layerConfig` does, so a Promise-face producer and an Effect worker
+   * configured the same way compute the same digests.
+   */
+  readonly defaults?: Defaults.Input | undefined
 }
 
 /**
@@ -74,14 +81,29 @@ export interface UniqueQueue<DataType = unknown> {
 
 const connectionKeys = ["host", "port", "db", "username", "password", "tls", "family", "path"] as const
 
-// The queue's connection settings, whether it was given options or an ioredis instance (which keeps them in
-// `options`).
+// The queue's connection settings, whether it was given options (`{ url }` included) or an ioredis instance (which
+// keeps them in `options`). Only where to connect is taken: BullMQ's retry and blocking settings are not for locks.
 const redisOf = (connection: ConnectionOptions | undefined): Redis.Options => {
   const source = connection as Record<string, unknown> & { readonly options?: Record<string, unknown> } | undefined
   const settings = typeof source?.options === "object" && source.options !== null ? source.options : source ?? {}
   const client: Record<string, unknown> = {}
   for (const key of connectionKeys) if (settings[key] !== undefined) client[key] = settings[key]
-  return { client }
+  return typeof settings.url === "string" ? { url: settings.url, client } : { client }
+}
+
+// Options for one job name, checked with the name in the field: `jobs.rebuild.lockTtl`.
+const definitionOf = (options: LockOptions.Options, name?: string): LockOptions.Definition => {
+  try {
+    return LockOptions.unsafeMake(options)
+  } catch (error) {
+    if (name === undefined || !(error instanceof LockOptions.InvalidLockOptions)) throw error
+    const named = (field: string) => `jobs.${name}.${field}`
+    throw new LockOptions.InvalidLockOptions({
+      field: named(error.field),
+      reason: error.reason,
+      issues: error.issues.map((issue) => ({ ...issue, field: named(issue.field) }))
+    })
+  }
 }
 
 // Effect's own failures reach the caller as themselves (a DuplicateJob, a RedisError…), not wrapped.
@@ -98,16 +120,18 @@ const settle = <A>(exit: Exit.Exit<A, unknown>): A => {
  * @category constructors
  */
 export const make = <DataType = unknown>(queue: Queue, options: Options): UniqueQueue<DataType> => {
-  const { deadLetter, jobs, redis, ...base } = options
-  const definitionOf = (options: LockOptions.Options): LockOptions.Definition => LockOptions.unsafeMake(options)
+  const { deadLetter, defaults, jobs, redis, ...base } = options
   const fallback = definitionOf(base)
-  const named = new Map(Object.entries(jobs ?? {}).map(([name, own]) => [name, definitionOf({ ...base, ...own })]))
+  const named = new Map(
+    Object.entries(jobs ?? {}).map(([name, own]) => [name, definitionOf({ ...base, ...own }, name)])
+  )
   const defined = (name: string): BullMQ.Defined => ({ definition: named.get(name) ?? fallback })
 
   const runtime = ManagedRuntime.make(
-    Layer.merge(
+    Layer.mergeAll(
       Redis.layer(redis ?? redisOf(queue.opts.connection)),
-      BullMQ.layer(queue, { deadLetter })
+      BullMQ.layer(queue, { deadLetter }),
+      defaults === undefined ? Defaults.layerConfig() : Defaults.layer(defaults)
     )
   )
   const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
