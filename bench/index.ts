@@ -9,6 +9,8 @@
  *   --from=bench/results/latest.json                  rewrites the report, plot and README table from saved results
  *   --foundation                                      the foundation targets alone (about a minute): results/foundation.md
  *   --reaper [--members=N]                            one reaper pass over N index members, 1% stale: results/reaper.md
+ *   --bullmq [--rounds=N]                             UniqueQueue.add against BullMQ's own deduplication, N alternating
+ *                                                     rounds (25; about a minute): results/bullmq.md
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
@@ -16,6 +18,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import * as RedisServer from "../src/RedisServer.js"
+import * as BullMQ from "./bullmq.js"
 import * as Foundation from "./foundation.js"
 import * as Growth from "./growth.js"
 import * as Reaper from "./reaper.js"
@@ -81,6 +84,10 @@ const main = async () => {
   if (args.includes("--reaper")) {
     const members = args.find((a) => a.startsWith("--members="))
     return Reaper.main(log, members === undefined ? 1_000_000 : Number(members.slice(10)))
+  }
+  if (args.includes("--bullmq")) {
+    const rounds = args.find((a) => a.startsWith("--rounds="))
+    return BullMQ.main(log, rounds === undefined ? 25 : Number(rounds.slice(9)))
   }
   const from = args.find((a) => a.startsWith("--from="))
   if (from !== undefined) {
