@@ -1,0 +1,188 @@
+/**
+ * The BullMQ adapter against a model of the `JobQueue` contract: random sequences of pushes, schedules, a worker
+ * taking, completing, failing (one retry, then dead) and rescheduling jobs by hand (BullMQ's manual fetch, with the
+ * job's token), removals and kills, on a real BullMQ over a private redis-server. After every step, `exists` of every
+ * jid seen, and the answer of the step itself, must be the model's: waiting, delayed and active jobs exist;
+ * completed, failed, removed and never-seen ones do not; only a waiting or delayed job can be removed; a job being
+ * performed that `schedule` receives comes back delayed under its id.
+ * More cases: UNIQUE_JOBS_PROPERTY_RUNS=200 npx vitest run test/bullmq.properties.test.ts
+ */
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { type Job as BullJob, DelayedError, Queue, Worker } from "bullmq"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as fc from "effect/FastCheck"
+import * as Scope from "effect/Scope"
+import * as BullMQ from "../src/adapters/BullMQ.js"
+import * as Job from "../src/Job.js"
+import * as RedisServer from "../src/RedisServer.js"
+import { uniqueName } from "./support/bullmq.js"
+
+type State = "waiting" | "delayed" | "active" | "completed" | "failed" | "gone"
+
+type Command =
+  | { readonly _tag: "push" }
+  | { readonly _tag: "schedule" }
+  | { readonly _tag: "take" }
+  | { readonly _tag: "complete"; readonly pick: number }
+  | { readonly _tag: "fail"; readonly pick: number }
+  | { readonly _tag: "reschedule"; readonly pick: number }
+  | { readonly _tag: "remove"; readonly pick: number; readonly ended: boolean }
+  | { readonly _tag: "kill" }
+
+// Weighted so that sequences often reach the states that matter: jobs taken, then ended, then asked about.
+const command: fc.Arbitrary<Command> = fc.oneof(
+  { arbitrary: fc.constant({ _tag: "push" as const }), weight: 3 },
+  { arbitrary: fc.constant({ _tag: "schedule" as const }), weight: 1 },
+  { arbitrary: fc.constant({ _tag: "take" as const }), weight: 3 },
+  { arbitrary: fc.nat(20).map((pick) => ({ _tag: "complete" as const, pick })), weight: 2 },
+  { arbitrary: fc.nat(20).map((pick) => ({ _tag: "fail" as const, pick })), weight: 2 },
+  { arbitrary: fc.nat(20).map((pick) => ({ _tag: "reschedule" as const, pick })), weight: 2 },
+  {
+    arbitrary: fc.record({ pick: fc.nat(20), ended: fc.boolean() }).map((r) => ({ _tag: "remove" as const, ...r })),
+    weight: 3
+  },
+  { arbitrary: fc.constant({ _tag: "kill" as const }), weight: 1 }
+)
+
+/** The state BullMQ reports for a job in each model state. */
+const bullState: Record<State, string> = {
+  waiting: "waiting",
+  delayed: "delayed",
+  active: "active",
+  completed: "completed",
+  failed: "failed",
+  gone: "unknown"
+}
+
+const runs = Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? 50)
+const hour = 3_600_000
+
+describe("BullMQ adapter: model property", () => {
+  let connection: { readonly host: string; readonly port: number }
+  let close: () => Promise<void>
+  beforeAll(async () => {
+    const scope = Effect.runSync(Scope.make())
+    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const url = new URL(server.url)
+    connection = { host: url.hostname, port: Number(url.port) }
+    close = () => Effect.runPromise(Scope.close(scope, Exit.void))
+  })
+  afterAll(() => close())
+
+  it.live("every answer of the port, and exists of every jid after every step, is the contract's", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(fc.array(command, { minLength: 10, maxLength: 40 }), async (commands) => {
+          const name = uniqueName("prop")
+          const queue = new Queue(name, { connection })
+          const worker = new Worker(name, null, { connection, autorun: false })
+          const scope = Effect.runSync(Scope.make())
+          try {
+            // One retry, at once: a failed job waits again once, then fails for good.
+            const port = await Effect.runPromise(Scope.extend(BullMQ.make(queue, { jobOptions: { attempts: 2 } }), scope))
+            const model = new Map<string, State>()
+            const active = new Map<string, { readonly job: BullJob; readonly token: string }>()
+            const dead: Array<string> = []
+            const fresh = () => Job.make({ worker: "Prop", queue: name, args: [model.size] })
+            const pick = (n: number, states?: ReadonlyArray<State>) => {
+              const jids = [...model.keys()].filter((jid) => states === undefined || states.includes(model.get(jid)!))
+              return jids.length === 0 ? undefined : jids[n % jids.length]
+            }
+            const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+            let taken = 0
+            for (const c of commands) {
+              switch (c._tag) {
+                case "push": {
+                  const job = fresh()
+                  await run(port.push(job))
+                  model.set(job.jid, "waiting")
+                  break
+                }
+                case "schedule": {
+                  const job = fresh()
+                  await run(port.schedule(job, Date.now() + hour))
+                  model.set(job.jid, "delayed")
+                  break
+                }
+                case "take": {
+                  const token = `token-${++taken}`
+                  const job = await worker.getNextJob(token, { block: false })
+                  const waiting = [...model.values()].filter((s) => s === "waiting").length
+                  if (job === undefined) {
+                    assert.strictEqual(waiting, 0, "BullMQ gave no job though one waits")
+                    break
+                  }
+                  assert.strictEqual(model.get(job.id!), "waiting", "BullMQ gave a job that does not wait")
+                  model.set(job.id!, "active")
+                  active.set(job.id!, { job, token })
+                  break
+                }
+                case "complete":
+                case "fail":
+                case "reschedule": {
+                  const jid = pick(c.pick, ["active"])
+                  if (jid === undefined) break
+                  const { job, token } = active.get(jid)!
+                  active.delete(jid)
+                  if (c._tag === "complete") {
+                    await job.moveToCompleted("done", token, false)
+                    model.set(jid, "completed")
+                  } else if (c._tag === "fail") {
+                    await job.moveToFailed(new Error("failed"), token, false)
+                    model.set(jid, job.attemptsMade >= 2 ? "failed" : "waiting")
+                  } else {
+                    // The server strategy's reschedule: `schedule` of the job being performed, inside its perform.
+                    const exit = await Effect.runPromiseExit(
+                      BullMQ.performing(job, token, port.schedule(BullMQ.toJob(job), Date.now() + hour))
+                    )
+                    assert.isTrue(
+                      Exit.isFailure(exit) && Cause.squash(exit.cause) instanceof DelayedError,
+                      "a moved job ends with DelayedError"
+                    )
+                    model.set(jid, "delayed")
+                  }
+                  break
+                }
+                case "remove": {
+                  // Half the time a finished job: the one a queue must refuse to "remove" (it is not waiting).
+                  const jid = (c.ended ? pick(c.pick, ["completed", "failed"]) : undefined) ?? pick(c.pick) ?? "never-seen"
+                  const removed = await run(port.remove(jid))
+                  const state = model.get(jid)
+                  assert.strictEqual(removed, state === "waiting" || state === "delayed", `remove of a ${state} job`)
+                  if (removed) model.set(jid, "gone")
+                  break
+                }
+                case "kill": {
+                  const job = fresh()
+                  await run(port.kill(job, `reason ${job.jid}`))
+                  dead.push(job.jid)
+                  break
+                }
+              }
+              for (const [jid, state] of model) {
+                assert.strictEqual(await queue.getJobState(jid), bullState[state], "BullMQ's own state is the model's")
+                const exists = await run(port.exists(jid))
+                assert.strictEqual(exists, state === "waiting" || state === "delayed" || state === "active", `exists of a ${state} job`)
+              }
+              for (const jid of dead) assert.isFalse(await run(port.exists(jid)), "a killed job the queue never saw")
+            }
+            if (dead.length > 0) {
+              const letters = await port.deadLetter.getJobs(["waiting"])
+              assert.deepStrictEqual(
+                letters.map((l) => (l.data as BullMQ.DeadLetter).reason).sort(),
+                dead.map((jid) => `reason ${jid}`).sort()
+              )
+            }
+          } finally {
+            await Effect.runPromise(Scope.close(scope, Exit.void))
+            await worker.close(true)
+            await queue.obliterate({ force: true }).catch(() => undefined)
+            await queue.close()
+          }
+        }),
+        { numRuns: runs }
+      )
+    ))
+})
