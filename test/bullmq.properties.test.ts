@@ -14,7 +14,9 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as fc from "effect/FastCheck"
 import * as Scope from "effect/Scope"
+import { Redis as IORedis } from "ioredis"
 import * as BullMQ from "../src/adapters/BullMQ.js"
+import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Job from "../src/Job.js"
 import * as RedisServer from "../src/RedisServer.js"
 import { uniqueName } from "./support/bullmq.js"
@@ -61,13 +63,20 @@ const hour = 3_600_000
 
 describe("BullMQ adapter: model property", () => {
   let connection: { readonly host: string; readonly port: number }
+  let redisUrl: string
+  let raw: IORedis
   let close: () => Promise<void>
   beforeAll(async () => {
     const scope = Effect.runSync(Scope.make())
     const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
     const url = new URL(server.url)
+    redisUrl = server.url
     connection = { host: url.hostname, port: Number(url.port) }
-    close = () => Effect.runPromise(Scope.close(scope, Exit.void))
+    raw = new IORedis(server.url)
+    close = async () => {
+      raw.disconnect()
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
   })
   afterAll(() => close())
 
@@ -183,6 +192,69 @@ describe("BullMQ adapter: model property", () => {
           }
         }),
         { numRuns: runs }
+      )
+    ))
+
+  // Jobs that succeed, fail and then succeed, or fail every attempt, through UniqueQueue and real Workers: once the
+  // queue is idle, every until_executed lock is gone (a dead job's too: the processor calls `died` on its last
+  // attempt), and each argument list is Enqueued again.
+  it.live("until_executed on real Workers: whatever the jobs do, an idle queue leaves no lock behind", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.array(
+            fc.record({
+              fate: fc.constantFrom("ok" as const, "failOnce" as const, "failAlways" as const),
+              attempts: fc.integer({ min: 1, max: 3 }),
+              copies: fc.integer({ min: 1, max: 3 })
+            }),
+            { minLength: 1, maxLength: 8 }
+          ),
+          async (plan) => {
+            const name = uniqueName("life")
+            const lockPrefix = `${name}-locks`
+            const queue = new Queue(name, { connection })
+            const unique = UniqueQueue.make<{ readonly n: number }>(queue, {
+              lock: "until_executed",
+              lockPrefix,
+              redis: { url: redisUrl }
+            })
+            const worker = new Worker<{ readonly n: number }>(
+              name,
+              unique.processor(async (job) => {
+                const { fate } = plan[job.data.n]!
+                if (fate === "failAlways" || (fate === "failOnce" && job.attemptsMade === 0)) throw new Error(fate)
+                return "done"
+              }),
+              { connection, concurrency: 3 }
+            )
+            worker.on("error", () => {})
+            try {
+              for (const [n, { attempts, copies }] of plan.entries()) {
+                for (let i = 0; i < copies; i++) await unique.add("Life", { n }, { attempts })
+              }
+              const idle = async () => {
+                const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized")
+                return Object.values(counts).every((count) => count === 0)
+              }
+              const deadline = Date.now() + 60_000
+              while (!(await idle()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
+              assert.isTrue(await idle(), "the queue went idle")
+              const keys = await raw.keys(`${lockPrefix}:*`)
+              const ttls = await Promise.all(keys.map((key) => raw.pttl(key)))
+              const kept = keys.filter((key, i) => ttls[i] === -1 && key !== `${lockPrefix}:digests`)
+              assert.deepStrictEqual(kept, [], JSON.stringify(plan))
+              for (const n of plan.keys()) {
+                assert.strictEqual((await unique.add("Life", { n }))._tag, "Enqueued", `argument list ${n} is free again`)
+              }
+            } finally {
+              await worker.close(true)
+              await queue.obliterate({ force: true }).catch(() => undefined)
+              await unique.close()
+            }
+          }
+        ),
+        { numRuns: Math.max(5, Math.round(runs / 5)) }
       )
     ))
 })
