@@ -166,6 +166,25 @@ const gate = () => {
 
 const stateOf = (queue: Queue, jid: string) => Effect.promise(() => queue.getJobState(jid))
 
+/** Two workers' worth of slots on `name`; the first run is held until `hold.open()`, every run is listed. */
+const firstHeld = (name: string, unique: UniqueQueue.UniqueQueue<Data>) =>
+  Effect.gen(function*() {
+    const hold = gate()
+    const started = gate()
+    const runs: Array<string> = []
+    yield* Bull.worker(name, unique.processor(async (job) => {
+      runs.push(job.id ?? "")
+      if (runs.length === 1) {
+        started.open()
+        await hold.opened
+      }
+      return "done"
+    }), { concurrency: 2 })
+    const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+    yield* Effect.promise(() => started.opened)
+    return { first, hold, runs }
+  })
+
 describe("BullMQ strategies", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     it.scoped("replace: the delayed duplicate is removed, the new job runs, the old never does", () =>
@@ -207,19 +226,7 @@ describe("BullMQ strategies", () => {
           onConflict: { server: "reschedule" },
           rescheduleDelay: 200
         })
-        const hold = gate()
-        const started = gate()
-        const runs: Array<string> = []
-        yield* Bull.worker(name, unique.processor(async (job) => {
-          runs.push(job.id ?? "")
-          if (runs.length === 1) {
-            started.open()
-            await hold.opened
-          }
-          return "done"
-        }), { concurrency: 2 })
-        const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
-        yield* Effect.promise(() => started.opened)
+        const { first, hold, runs } = yield* firstHeld(name, unique)
         const second = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
         assert.isTrue(yield* Bull.until(Effect.map(stateOf(queue, second.job.jid), (s) => s === "delayed")))
         assert.deepStrictEqual(runs, [first.job.jid], "the duplicate did not run beside the first")
@@ -235,19 +242,7 @@ describe("BullMQ strategies", () => {
     it.scoped("raise: the running duplicate fails its attempt and BullMQ retries it, once the first has finished", () =>
       Effect.gen(function*() {
         const { name, queue, unique } = yield* uniqueQueue({ lock: "while_executing", onConflict: { server: "raise" } })
-        const hold = gate()
-        const started = gate()
-        const runs: Array<string> = []
-        yield* Bull.worker(name, unique.processor(async (job) => {
-          runs.push(job.id ?? "")
-          if (runs.length === 1) {
-            started.open()
-            await hold.opened
-          }
-          return "done"
-        }), { concurrency: 2 })
-        const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
-        yield* Effect.promise(() => started.opened)
+        const { first, hold, runs } = yield* firstHeld(name, unique)
         const second = yield* Effect.promise(() =>
           unique.add("Work", { n: 1 }, { attempts: 20, backoff: { type: "fixed", delay: 100 } })
         )
