@@ -96,11 +96,8 @@ interface Active {
 }
 
 // Which job the current fiber performs: `schedule` and `kill` receive the job being performed (a server strategy's
-// reschedule or reject), and only its processor's token can move an active job.
+// reschedule or reject), and only its processor's token can move an active job. Fibers a strategy forks inherit it.
 const currentActive = FiberRef.unsafeMake<Active | undefined>(undefined)
-
-// The same, for strategies that leave the processor's fiber (a custom one that forks): by jid, per process.
-const activeByJid = new Map<string, Active>()
 
 /**
  * A BullMQ job as the middleware sees it.
@@ -166,7 +163,7 @@ export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ,
     const jobOptions = options.jobOptions ?? {}
 
     const activeOf = (jid: string) =>
-      Effect.map(FiberRef.get(currentActive), (active) => active?.job.id === jid ? active : activeByJid.get(jid))
+      Effect.map(FiberRef.get(currentActive), (active) => (active?.job.id === jid ? active : undefined))
 
     const addAs = (operation: string, job: Job, own: JobsOptions | undefined) =>
       Effect.flatMap(dataOf(operation, job, queue), (data) =>
@@ -284,13 +281,9 @@ export const performing = <A, E, R>(
 ): Effect.Effect<A, E | DelayedError, R> =>
   Effect.suspend(() => {
     const active: Active = { job, token, moved: false }
-    const jid = job.id ?? ""
-    activeByJid.set(jid, active)
-    return Effect.exit(Effect.locally(effect, currentActive, active)).pipe(
-      Effect.ensuring(Effect.sync(() => {
-        if (activeByJid.get(jid) === active) activeByJid.delete(jid)
-      })),
-      Effect.flatMap((exit): Effect.Effect<A, E | DelayedError> => (active.moved ? Effect.fail(new DelayedError()) : exit))
+    return Effect.flatMap(
+      Effect.exit(Effect.locally(effect, currentActive, active)),
+      (exit): Effect.Effect<A, E | DelayedError> => (active.moved ? Effect.fail(new DelayedError()) : exit)
     )
   })
 
@@ -356,8 +349,8 @@ export const handle = <A, E, R>(
 
 /**
  * A BullMQ processor function `(job, token, signal)` over any way to run an effect to its `Exit` (a `Runtime`'s,
- * a `ManagedRuntime`'s); `unique` may depend on the job (its name). BullMQ's abort signal (`worker.cancelJob`) interrupts the perform, which releases its run
- * lock; a job turned away completes with `undefined`.
+ * a `ManagedRuntime`'s); `unique` may depend on the job (its name). BullMQ's abort signal (`worker.cancelJob`)
+ * interrupts the perform, which releases its run lock; a job turned away completes with `undefined`.
  *
  * @since 0.1.0
  * @category processor
@@ -371,7 +364,8 @@ export const processorWith = <R>(
 <A, E, R2 extends R>(unique: Defined | ((job: BullJob) => Defined), perform: Perform<A, E, R2>) =>
 async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefined> => {
   const defined = typeof unique === "function" ? unique(job) : unique
-  const exit = await runExit(handle(defined, perform, job, token) as Effect.Effect<Strategy.ServerOutcome<A>, Error, R>, signal)
+  const handled = handle(defined, perform, job, token) as Effect.Effect<Strategy.ServerOutcome<A>, Error, R>
+  const exit = await runExit(handled, signal)
   if (Exit.isSuccess(exit)) return exit.value._tag === "Performed" ? exit.value.value as A : undefined
   throw Cause.isInterruptedOnly(exit.cause) ? new Error(`job ${job.id} was cancelled`) : Cause.squash(exit.cause)
 }
@@ -392,7 +386,10 @@ export const processor = <A, E, R>(
 > =>
   Effect.map(
     Effect.runtime<R | RedisService | JobQueue>(),
-    (runtime) => processorWith<R | RedisService | JobQueue>((effect, signal) => Runtime.runPromiseExit(runtime, effect, signal === undefined ? {} : { signal }))(unique, perform)
+    (runtime) =>
+      processorWith<R | RedisService | JobQueue>((effect, signal) =>
+        Runtime.runPromiseExit(runtime, effect, signal === undefined ? {} : { signal })
+      )(unique, perform)
   )
 
 /**
