@@ -8,6 +8,7 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import type * as Context from "effect/Context"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -80,6 +81,12 @@ const withRedis = <A>(
   )
 }
 
+/** Runs `self` with the admin API for `--prefix`, on the store `withRedis` gives. */
+const withLocks = <A>(
+  o: { readonly redisUrl: Option.Option<string>; readonly prefix: string },
+  self: (locks: Context.Tag.Service<Locks.Locks>) => Effect.Effect<A, { readonly message: string } | CliError, Redis.RedisService>
+): Effect.Effect<A, CliError> => withRedis(o.redisUrl, Effect.flatMap(Locks.make({ prefix: o.prefix }), self))
+
 const digest = Command.make(
   "digest",
   {
@@ -119,10 +126,8 @@ const list = Command.make(
     json
   },
   (o) =>
-    withRedis(
-      o.redisUrl,
+    withLocks(o, (locks) =>
       Effect.gen(function*() {
-        const locks = yield* Locks.make({ prefix: o.prefix })
         const found: Array<Locks.Entry> = []
         let cursor = "0"
         do {
@@ -145,10 +150,8 @@ const show = Command.make(
   "show",
   { digest: Args.text({ name: "DIGEST" }), redisUrl, prefix, json },
   (o) =>
-    withRedis(
-      o.redisUrl,
+    withLocks(o, (locks) =>
       Effect.gen(function*() {
-        const locks = yield* Locks.make({ prefix: o.prefix })
         const shown = yield* locks.show(o.digest)
         const rows = (["queue", "run"] as const).flatMap((phase) =>
           shown[phase].holders.map((h) => [
@@ -173,10 +176,8 @@ const del = Command.make(
   "del",
   { pattern: Args.text({ name: "PATTERN" }), dryRun, redisUrl, prefix, json },
   (o) =>
-    withRedis(
-      o.redisUrl,
+    withLocks(o, (locks) =>
       Effect.gen(function*() {
-        const locks = yield* Locks.make({ prefix: o.prefix })
         let cursor = "0"
         let matched = 0
         let deleted = 0
@@ -198,10 +199,8 @@ const unlock = Command.make(
   "unlock",
   { digest: Args.text({ name: "DIGEST" }), jid: Args.text({ name: "JID" }), redisUrl, prefix, json },
   (o) =>
-    withRedis(
-      o.redisUrl,
+    withLocks(o, (locks) =>
       Effect.gen(function*() {
-        const locks = yield* Locks.make({ prefix: o.prefix })
         const released = yield* locks.unlock(o.digest, o.jid)
         yield* print(o.json, { released }, () => (released ? `released ${o.jid}` : `${o.jid} held no live lock on ${o.digest}`))
       })
@@ -235,10 +234,8 @@ const reap = Command.make("reap", { dryRun, redisUrl, prefix, json }, (o) =>
   )).pipe(Command.withDescription("one reaper pass: what no live holder needs (orphans are left: no queue here)"))
 
 const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
-  withRedis(
-    o.redisUrl,
+  withLocks(o, (locks) =>
     Effect.gen(function*() {
-      const locks = yield* Locks.make({ prefix: o.prefix })
       const s = yield* locks.stats
       yield* print(o.json, s, () =>
         columns(["measure", "value"], [

@@ -136,7 +136,8 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       }))
     const show = (digest: string) =>
       Effect.map(
-        Effect.all([redis.fetch(key(digest)), redis.fetch(key(`${digest}:RUN`))]),
+        // The two reads go out together (one connection pipelines them): one round trip's wait, not two.
+        Effect.all([redis.fetch(key(digest)), redis.fetch(key(`${digest}:RUN`))], { concurrency: 2 }),
         ([queue, run]): Digest => ({ digest, queue, run })
       )
     const stats = Effect.gen(function*() {
@@ -171,7 +172,9 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       delete: (digest) => redis.remove([key(digest), key(`${digest}:RUN`)]),
       unlock: (digest, jid) =>
         Effect.map(
-          Effect.all([redis.unlock(key(digest), jid, 0), redis.unlock(key(`${digest}:RUN`), jid, 0)]),
+          Effect.all([redis.unlock(key(digest), jid, 0), redis.unlock(key(`${digest}:RUN`), jid, 0)], {
+            concurrency: 2
+          }),
           ([queue, run]) => queue || run
         ),
       deleteByPattern: (pattern, o) =>
