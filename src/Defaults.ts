@@ -117,12 +117,21 @@ const decodeInput = Schema.decodeUnknownEither(InputSchema, { errors: "all", onE
  * @since 0.1.0
  * @category constructors
  */
-export const make = (input: Input): Either.Either<Settings, Options.InvalidLockOptions> =>
-  Either.mapLeft(decodeInput(input), (error) => {
+export const make = (input: Input): Either.Either<Settings, Options.InvalidLockOptions> => {
+  // Schema's own words for a non-object ("Expected Struct (Encoded side)") say nothing a user can act on.
+  if (typeof input !== "object" || input === null || Array.isArray(input)) {
+    const reason = `expected an object of defaults like { lockTtl: "1 hour" }, got ${describe(input)}`
+    return Either.left(new Options.InvalidLockOptions({ field: "defaults", reason, issues: [{ field: "defaults", reason }] }))
+  }
+  return Either.mapLeft(decodeInput(input), (error) => {
     const issues = Options.formatIssues(error)
     const first = issues[0] ?? { field: "defaults", reason: "invalid" }
     return new Options.InvalidLockOptions({ field: first.field, reason: first.reason, issues })
   })
+}
+
+const describe = (value: unknown): string =>
+  Array.isArray(value) ? "an array" : value === null ? "null" : `${typeof value} ${String(value)}`
 
 /**
  * Provides the defaults to everything built on it.
@@ -172,18 +181,20 @@ export const layerConfig = (): Layer.Layer<Defaults, ConfigError.ConfigError> =>
       for (const [key, value] of Object.entries(read) as Array<[string, Option.Option<unknown>]>) {
         if (Option.isSome(value)) {
           const raw = value.value
-          // A duration in milliseconds may be written as a bare number.
-          input[key] = typeof raw === "string" && /^\d+$/.test(raw) ? Number(raw) : raw
+          // A duration in milliseconds may be written as a bare number; a negative or fractional one is read as a
+          // number too, so the message names what was written ("got -5 ms", "use 2").
+          input[key] = typeof raw === "string" && /^-?\d+(\.\d+)?$/.test(raw) ? Number(raw) : raw
         }
       }
       return Either.match(make(input as Input), {
         onLeft: (error) =>
-          Effect.fail(ConfigError.And(
-            ...(error.issues.map((issue) => {
+          // One error per bad variable, joined pairwise: `And` takes exactly two.
+          Effect.fail(
+            error.issues.map((issue): ConfigError.ConfigError => {
               const name = variables[issue.field.split(/[.[]/)[0] as keyof typeof variables] ?? issue.field
-              return ConfigError.InvalidData([name], `${name}: ${issue.reason}`)
-            }) as [ConfigError.ConfigError, ConfigError.ConfigError])
-          )),
+              return ConfigError.InvalidData([name], issue.reason)
+            }).reduce((left, right) => ConfigError.And(left, right))
+          ),
         onRight: (settings) => Effect.succeed(Layer.succeed(Defaults, settings))
       })
     })

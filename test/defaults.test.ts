@@ -124,4 +124,37 @@ describe("Defaults", () => {
       const error = yield* Effect.flip(read({ UNIQUE_JOBS_LOCK_LEASE: "50" }))
       assert.include(String(error), "UNIQUE_JOBS_LOCK_LEASE")
     }))
+
+  it.effect("one bad UNIQUE_JOBS_* value is one error, named once, saying what was written; two are two", () =>
+    Effect.gen(function*() {
+      const read = (env: Record<string, string>) =>
+        Effect.flip(Effect.provide(
+          Defaults.Defaults,
+          Defaults.layerConfig().pipe(
+            Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+          )
+        ))
+      const one = String(yield* read({ UNIQUE_JOBS_LOCK_LEASE: "50" }))
+      assert.notInclude(one, "undefined")
+      assert.strictEqual(one.split("UNIQUE_JOBS_LOCK_LEASE").length - 1, 1, one)
+      assert.include(one, "got 50 ms")
+      // A negative or fractional number of milliseconds is named as written, not as "not a duration".
+      assert.include(String(yield* read({ UNIQUE_JOBS_LOCK_TTL: "-5" })), "got -5 ms")
+      assert.include(String(yield* read({ UNIQUE_JOBS_LOCK_TTL: "1.5" })), "use 2")
+      const two = String(yield* read({ UNIQUE_JOBS_LOCK_LEASE: "50", UNIQUE_JOBS_LOCK_PREFIX: "a b" }))
+      assert.include(two, "UNIQUE_JOBS_LOCK_LEASE")
+      assert.include(two, "UNIQUE_JOBS_LOCK_PREFIX")
+      assert.notInclude(two, "undefined")
+    }))
+
+  it("defaults that are not an object are refused, naming `defaults`", () => {
+    for (const input of [5, null, [1], "1 hour"]) {
+      const result = Defaults.make(input as never)
+      assert.isTrue(Either.isLeft(result), String(input))
+      if (Either.isLeft(result)) {
+        assert.strictEqual(result.left.field, "defaults")
+        assert.include(result.left.reason, "expected an object of defaults")
+      }
+    }
+  })
 })
