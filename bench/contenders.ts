@@ -69,7 +69,7 @@ export const noQueue = JobQueue.of({
   schedule: () => Effect.void,
   remove: () => Effect.succeed(false),
   kill: () => Effect.void,
-  exists: () => Effect.succeed(false)
+  exists: (jobs) => Effect.succeed(jobs.map(() => "gone" as const))
 })
 
 export interface Connections {

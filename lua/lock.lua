@@ -1,6 +1,7 @@
 -- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <prefix>:fence
--- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock)
+-- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock),
+-- the job's queue name as a JSON string or '' (ARGV[8], optional)
 local ms, micros = now()
 local fence = ''
 if ARGV[7] == '1' then fence = KEYS[3] end
-return acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fence, ms, micros)
+return acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fence, ms, micros, ARGV[8])

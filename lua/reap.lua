@@ -5,12 +5,33 @@
 -- and live holders with no expiry and no lease locked before `orphans before` are reported as candidates. A live
 -- holder is never removed.
 -- Returns {scanned, next rank (-1: the end was reached), {removed members}, {lock, jid, ...} removed holders,
--- {lock, jid, locked at, ...} candidates}.
+-- {lock, jid, locked at, queue, ...} candidates}: queue is the entry's q as its JSON string literal, '' when none.
 -- The holders keys are built here from the index's members: a walk over the index cannot name them in KEYS up front.
 -- Fine on one Redis; Redis Cluster (keys in other slots) will need another approach, such as one step per slot.
 -- All or nothing: every read (ZRANGE fails on a wrong-typed index, then one HGETALL per member) before any write.
 -- One call per member, the step's main cost: HGETALL by pcall answers a key of another type with an error (left
 -- alone) and a missing key with an empty list (an empty hash cannot exist). No WITHSCORES: the scores are not used.
+-- The queue named in an entry's q (its JSON string literal, escapes kept), or '' when it has none.
+local function queue_of(meta)
+  local t, _, _, _, rest = parse(meta)
+  if t == nil then return '' end
+  -- Only where q stands: right after l, or after l and f.
+  local open = string.match(rest, '^,"q":()"') or string.match(rest, '^,"f":%d+,"q":()"')
+  if open == nil then return '' end
+  local i = open + 1
+  while i <= #rest do
+    local c = string.sub(rest, i, i)
+    if c == '\\' then
+      i = i + 2
+    elseif c == '"' then
+      return string.sub(rest, open, i)
+    else
+      i = i + 1
+    end
+  end
+  return ''
+end
+
 local batch = whole(ARGV[2], 'batch', 1, 1000)
 local start = whole(ARGV[1], 'start', 0)
 local before = whole(ARGV[3], 'orphansBefore', 0)
@@ -53,6 +74,7 @@ for i = 1, scanned do
           candidates[#candidates + 1] = member
           candidates[#candidates + 1] = all[j]
           candidates[#candidates + 1] = t
+          candidates[#candidates + 1] = queue_of(all[j + 1])
         end
       end
     end

@@ -4,7 +4,7 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { Job } from "./Job.js"
 
@@ -35,8 +35,14 @@ export class QueueError extends Schema.TaggedError<QueueError>("effect-unique-jo
  *   `at` under the same jid and must not also complete or retry. `kill` receives either a job the queue never saw
  *   (a client `reject`: nothing was pushed) or the job being performed (a server `reject`): it goes to the dead set
  *   with the reason and must not be retried; the perform then returns normally. `remove` and `exists` take any jid.
- * - **`exists`** answers true for a job waiting, delayed, running, or failed and waiting for its retry; false for
- *   one completed, dead, removed, or never seen. The reaper and `replace` act on a false.
+ * - **`exists`** takes jobs by jid and queue name, in a batch, and answers each with a `Presence`: `"exists"` for a job
+ *   waiting, delayed, paused, running, or failed and waiting for its retry; `"gone"` for one of the queue's own jobs
+ *   that is completed, dead, removed, or was never seen; `"unknown"` for a job the adapter cannot see: another queue
+ *   than the ones it serves, or one it could not ask. A queue answers only for its own jobs: never `"gone"` for
+ *   another queue's. The reaper and `replace` act on `"gone"` alone. The answers come in the order asked, one per
+ *   job; each costs the queue O(1) work, and a batch one round trip.
+ * - **Time.** Every call is bounded in time: an adapter whose queue does not answer fails with a `QueueError`, it
+ *   does not wait for ever.
  * - **Locks across the queue's own moves.** A retry (same jid) re-enters its queue lock. A job redelivered while its
  *   first copy may still run (a stalled or crashed worker) meets that copy's run lock, held per acquisition: it is
  *   a conflict, handled by the server strategy, until the first copy's lease ends. When the queue gives a job up
@@ -55,6 +61,40 @@ export class JobQueue extends Context.Tag("effect-unique-jobs/JobQueue")<JobQueu
   readonly remove: (jid: string) => Effect.Effect<boolean, QueueError>
   /** Puts a job the queue never saw, or the job being performed, in the dead set with a reason. */
   readonly kill: (job: Job, reason: string) => Effect.Effect<void, QueueError>
-  /** Whether the job is still to run or running: waiting, delayed, active, or waiting for a retry. */
-  readonly exists: (jid: string) => Effect.Effect<boolean, QueueError>
+  /**
+   * Whether each job is still to run or running (`"exists"`), definitely over (`"gone"`), or not this adapter's to
+   * tell (`"unknown"`): one answer per job, in order, in one round trip.
+   */
+  readonly exists: (jobs: ReadonlyArray<JobRef>) => Effect.Effect<ReadonlyArray<Presence>, QueueError>
 }>() {}
+
+/**
+ * A job as `exists` asks about it: its jid and the name of the queue it was added to.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface JobRef {
+  readonly jid: string
+  readonly queue: string
+}
+
+/**
+ * What a queue knows of a job: still to run or running, definitely over, or not its to tell (another queue's job,
+ * or a queue it could not ask). Only `"gone"` lets the reaper or `replace` act.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Presence = "exists" | "gone" | "unknown"
+
+/**
+ * `exists` of one job.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const presenceOf = (
+  queue: Context.Tag.Service<JobQueue>,
+  job: JobRef
+): Effect.Effect<Presence, QueueError> => Effect.map(queue.exists([job]), (answers) => answers[0] ?? "unknown")

@@ -17,18 +17,20 @@
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Defaults } from "./Defaults.js"
-import { JobQueue, type QueueError } from "./JobQueue.js"
+import { JobQueue, QueueError } from "./JobQueue.js"
 import * as Metrics from "./Metrics.js"
-import { InvalidLockOptions } from "./Options.js"
-import type { RedisError } from "./Redis.js"
+import { InvalidLockOptions, maxDurationMs } from "./Options.js"
+import type { ReapCandidate, RedisError } from "./Redis.js"
 import { RedisService } from "./Redis.js"
 
 /**
@@ -85,23 +87,100 @@ export interface Runner {
   readonly release: Effect.Effect<void, never, RedisService>
 }
 
+interface Settings {
+  readonly prefix: string
+  readonly batch: number
+  readonly intervalMs: number
+  readonly graceMs: number
+  readonly leaseMs: number
+  readonly dryRun: boolean
+}
+
+const dayMs = 86_400_000
+
+const refuse = (field: string, reason: string) =>
+  new InvalidLockOptions({ field, reason, issues: [{ field, reason }] })
+
+const shown = (input: unknown): string => (typeof input === "string" ? JSON.stringify(input) : String(input))
+
+// A duration option as whole milliseconds in [min, max], or what to write instead. A number is milliseconds; NaN,
+// negatives and fractions of a millisecond are refused here, not clamped (Duration.decode turns NaN and -1 into 0).
+const durationOf = (
+  field: string,
+  input: unknown,
+  fallback: Duration.DurationInput,
+  min: number,
+  max: number,
+  range: string
+): Either.Either<number, InvalidLockOptions> => {
+  const expected = `expected a duration ${range} (a number is milliseconds)`
+  if (input === undefined) return Either.right(Duration.toMillis(Duration.decode(fallback)))
+  if (typeof input === "number" && !Number.isFinite(input)) return Either.left(refuse(field, `${expected}; got ${input}`))
+  const decoded = Duration.decodeUnknown(input)
+  if (Option.isNone(decoded)) return Either.left(refuse(field, `${expected}; got ${shown(input)}`))
+  const ms = Duration.toMillis(decoded.value)
+  if ((typeof input === "number" && input < 0) || !Number.isFinite(ms) || ms < min || ms > max) {
+    return Either.left(refuse(field, `${expected}; got ${shown(input)}`))
+  }
+  if (!Number.isInteger(ms)) {
+    return Either.left(refuse(field, `expected whole milliseconds; got ${shown(input)} (${ms} ms)`))
+  }
+  return Either.right(ms)
+}
+
+/**
+ * The options decoded once, where they are given: each field's first problem, all fields' in `issues`.
+ */
+const decodeOptions = (options: Options, lockPrefix: string): Either.Either<Settings, InvalidLockOptions> => {
+  const problems: Array<InvalidLockOptions> = []
+  const take = <A>(result: Either.Either<A, InvalidLockOptions>, fallback: A): A =>
+    Either.getOrElse(Either.mapLeft(result, (e) => problems.push(e)), () => fallback)
+  const batch = options.batch ?? 100
+  if (typeof batch !== "number" || !Number.isSafeInteger(batch) || batch < 1 || batch > 1000) {
+    problems.push(refuse("batch", `expected a whole number from 1 to 1000, such as 100; got ${shown(batch)}`))
+  }
+  const prefix = options.prefix ?? lockPrefix
+  if (typeof prefix !== "string" || prefix === "") {
+    problems.push(refuse("prefix", `expected the lock prefix, such as "uniquejobs"; got ${shown(prefix)}`))
+  }
+  if (options.dryRun !== undefined && typeof options.dryRun !== "boolean") {
+    problems.push(refuse("dryRun", `expected true or false; got ${shown(options.dryRun)}`))
+  }
+  // interval: 0 would run passes back to back; lease: shorter than a step's round trips lets two runners in at once;
+  // grace: the time between a lock and its job's add, so at least 1 ms.
+  const intervalMs = take(durationOf("interval", options.interval, "1 minute", 10, dayMs, `from 10 ms to 1 day, such as "1 minute"`), 0)
+  const leaseMs = take(durationOf("lease", options.lease, "30 seconds", 100, dayMs, `from 100 ms to 1 day, such as "30 seconds"`), 0)
+  const graceMs = take(durationOf("grace", options.grace, "10 minutes", 1, maxDurationMs, `from 1 ms to 1000 years, such as "10 minutes"`), 0)
+  if (problems.length > 0) {
+    const [first] = problems
+    return Either.left(
+      new InvalidLockOptions({ field: first!.field, reason: first!.reason, issues: problems.flatMap((p) => p.issues) })
+    )
+  }
+  return Either.right({ prefix, batch, intervalMs, graceMs, leaseMs, dryRun: options.dryRun ?? false })
+}
+
 const settingsOf = (options: Options) =>
-  Effect.flatMap(Defaults, (defaults) => {
-    const batch = options.batch ?? 100
-    if (!Number.isSafeInteger(batch) || batch < 1 || batch > 1000) {
-      const reason = `expected a whole number from 1 to 1000, got ${batch}`
-      return Effect.fail(
-        new InvalidLockOptions({ field: "batch", reason, issues: [{ field: "batch", reason }] })
-      )
-    }
-    return Effect.succeed({
-      prefix: options.prefix ?? defaults.lockPrefix,
-      batch,
-      graceMs: Duration.toMillis(Duration.decode(options.grace ?? "10 minutes")),
-      leaseMs: Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.lease ?? "30 seconds")))),
-      dryRun: options.dryRun ?? false
-    })
-  })
+  Effect.flatMap(Defaults, (defaults) => decodeOptions(options, defaults.lockPrefix))
+
+// The candidates the queue their job belongs to says are gone, asked in one call. A candidate whose entry names no
+// queue (written by an older version) is kept, as is every job the queue cannot tell about ("unknown").
+const orphansOf = (
+  queue: Context.Tag.Service<JobQueue>,
+  candidates: ReadonlyArray<ReapCandidate>
+): Effect.Effect<ReadonlyArray<ReapCandidate>, QueueError> => {
+  const asked = candidates.filter((c): c is ReapCandidate & { readonly queue: string } => c.queue !== undefined)
+  if (asked.length === 0) return Effect.succeed([])
+  return Effect.flatMap(queue.exists(asked.map((c) => ({ jid: c.jid, queue: c.queue }))), (answers) =>
+    answers.length === asked.length
+      ? Effect.succeed(asked.filter((_, i) => answers[i] === "gone"))
+      : Effect.fail(
+        new QueueError({
+          operation: "exists",
+          reason: `the queue answered ${answers.length} times for ${asked.length} jobs; no lock was removed`
+        })
+      ))
+}
 
 const annotations = (prefix: string) => ({ package: "effect-unique-jobs", module: "Reaper", prefix })
 
@@ -148,9 +227,9 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
           // Another runner took the lease (this one stalled past it): it walks the index now.
           if (step.refused === true) break
           let orphans = 0
-          if (Option.isSome(queue)) {
-            for (const candidate of step.candidates) {
-              if (yield* queue.value.exists(candidate.jid)) continue
+          if (Option.isSome(queue) && step.candidates.length > 0) {
+            const orphaned = yield* orphansOf(queue.value, step.candidates)
+            for (const candidate of orphaned) {
               // Released only if it is still that holder's entry (a no-horizon queue lock, re-entrant by jid).
               const released = settings.dryRun ||
                 (yield* redis.unlock({ prefix: settings.prefix, name: candidate.lock }, candidate.jid, 0))
@@ -209,8 +288,9 @@ export const runOnce = (
 export const layer = (options: Options = {}): Layer.Layer<never, InvalidLockOptions, RedisService> =>
   Layer.scopedDiscard(
     Effect.gen(function*() {
+      const settings = yield* settingsOf(options)
       const runner = yield* make(options)
-      const interval = Duration.decode(options.interval ?? "1 minute")
+      const interval = Duration.millis(settings.intervalMs)
       yield* Effect.addFinalizer(() => runner.release)
       yield* runner.pass().pipe(
         Effect.catchAll((error) =>

@@ -355,14 +355,17 @@ export const client: { readonly [K in ClientName]: ClientStrategy } = {
       new DuplicateJob({ digest: c.conflict.digest, jid: c.job.jid, worker: c.job.worker, holders: c.conflict.holders })
     ),
   reject: (c) => reject(c, "client"),
-  // Removes the holders' waiting jobs, then takes their place. A holder the queue no longer knows at all is an
-  // orphaned lock and is replaced too. A holder that already runs cannot be replaced: the duplicate is skipped.
+  // Removes the holders' waiting jobs, then takes their place. A holder whose job the queue says is gone (asked as
+  // a job of this job's queue) is an orphaned lock and is replaced too; one it cannot tell about ("unknown") is not.
+  // A holder that already runs cannot be replaced: the duplicate is skipped.
   replace: (c) =>
     Effect.flatMap(JobQueue, (queue) =>
       Effect.flatMap(
         Effect.forEach(c.conflict.holders, (holder) =>
           Effect.flatMap(queue.remove(holder), (removed) =>
-            removed ? Effect.succeed(true) : Effect.map(queue.exists(holder), (exists) => !exists))),
+            removed
+              ? Effect.succeed(true)
+              : Effect.map(queue.exists([{ jid: holder, queue: c.job.queue }]), ([presence]) => presence === "gone"))),
         (replaceable) => {
           const replaced = c.conflict.holders.filter((_, i) => replaceable[i])
           return replaced.length > 0 ? c.replace(replaced) : Effect.succeed(skipped(c))

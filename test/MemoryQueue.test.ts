@@ -24,11 +24,11 @@ describe("MemoryQueue", () => {
       yield* queue.schedule(later, 1000)
       yield* TestClock.adjust(999)
       assert.deepStrictEqual(yield* Ref.get(ran), [])
-      assert.isTrue(yield* queue.exists(later.jid))
+      assert.deepStrictEqual(yield* queue.exists([later]), ["exists"])
       yield* TestClock.adjust(1)
       yield* queue.awaitIdle
       assert.deepStrictEqual(yield* Ref.get(ran), [later.jid])
-      assert.isFalse(yield* queue.exists(later.jid))
+      assert.deepStrictEqual(yield* queue.exists([later]), ["gone"])
     }))
 
   it.scoped("a failing job is retried with the same jid and a growing backoff, then dies with a reason", () =>

@@ -172,10 +172,13 @@ describe("BullMQ adapter: model property", () => {
               }
               for (const [jid, state] of model) {
                 assert.strictEqual(await queue.getJobState(jid), bullState[state], "BullMQ's own state is the model's")
-                const exists = await run(port.exists(jid))
-                assert.strictEqual(exists, state === "waiting" || state === "delayed" || state === "active", `exists of a ${state} job`)
+                const [exists] = await run(port.exists([{ jid, queue: name }]))
+                const expected = state === "waiting" || state === "delayed" || state === "active" ? "exists" : "gone"
+                assert.strictEqual(exists, expected, `exists of a ${state} job`)
               }
-              for (const jid of dead) assert.isFalse(await run(port.exists(jid)), "a killed job the queue never saw")
+              for (const jid of dead) {
+                assert.deepStrictEqual(await run(port.exists([{ jid, queue: name }])), ["gone"], "a killed job the queue never saw")
+              }
             }
             if (dead.length > 0) {
               const letters = await port.deadLetter.getJobs(["waiting"])

@@ -81,7 +81,7 @@ const queue: JobQueue["Type"] = {
   schedule: () => Effect.void,
   remove: () => Effect.succeed(false),
   kill: () => Effect.void,
-  exists: () => Effect.succeed(true)
+  exists: (jobs) => Effect.succeed(jobs.map(() => "exists" as const))
 }
 
 describe("digest options through the middleware, on Redis", () => {

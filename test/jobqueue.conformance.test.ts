@@ -36,7 +36,7 @@ interface Driver {
 
 const memory: Driver = {
   name: "MemoryQueue",
-  make: Effect.map(MemoryQueue.make({ maxRetries: 2, backoff: () => 500 }), (queue) => ({
+  make: Effect.map(MemoryQueue.make({ maxRetries: 2, backoff: () => 500, queues: ["default"] }), (queue) => ({
     queueName: "default",
     port: queue,
     work: (handler) => queue.work((job) => Effect.provideService(handler(job), JobQueue, queue), { concurrency: 2 }),
@@ -91,23 +91,24 @@ for (const driver of [memory, bullmq]) {
           Ref.update(runs, (rs) => [...rs, { jid: job.jid, at: Date.now(), retryCount: job.retryCount ?? 0 }])
         const job = (n: number) => Job.make({ worker: "Contract", queue: harness.queueName, args: [n] })
         const runsOf = (jid: string) => Effect.map(Ref.get(runs), (rs) => rs.filter((r) => r.jid === jid))
-        return { ...harness, runs, record, job, runsOf }
+        const presence = (job: Job.Job) => Effect.map(harness.port.exists([job]), ([answer]) => answer)
+        return { ...harness, runs, record, job, runsOf, presence }
       })
 
       it.scoped("push: a job the queue never saw runs once under its jid; it exists until it has run", () =>
         Effect.gen(function*() {
           const h = yield* setup
           const pushed = h.job(1)
-          assert.isFalse(yield* h.port.exists(pushed.jid))
+          assert.strictEqual(yield* h.presence(pushed), "gone")
           yield* h.port.push(pushed)
-          assert.isTrue(yield* h.port.exists(pushed.jid), "waiting")
+          assert.strictEqual(yield* h.presence(pushed), "exists", "waiting")
           const release = yield* Deferred.make<void>()
           const started = yield* Deferred.make<void>()
           yield* h.work((job) => Effect.zipRight(Effect.zipRight(h.record(job), Deferred.succeed(started, undefined)), Deferred.await(release)))
           yield* Deferred.await(started)
-          assert.isTrue(yield* h.port.exists(pushed.jid), "active")
+          assert.strictEqual(yield* h.presence(pushed), "exists", "active")
           yield* Deferred.succeed(release, undefined)
-          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(pushed.jid), (e) => !e)), "finished: gone")
+          assert.isTrue(yield* Bull.until(Effect.map(h.presence(pushed), (p) => p === "gone")), "finished: gone")
           assert.deepStrictEqual((yield* h.runsOf(pushed.jid)).map((r) => r.retryCount), [0])
         }))
 
@@ -118,12 +119,12 @@ for (const driver of [memory, bullmq]) {
           const later = h.job(2)
           const at = Date.now() + 400
           yield* h.port.schedule(later, at)
-          assert.isTrue(yield* h.port.exists(later.jid), "delayed")
+          assert.strictEqual(yield* h.presence(later), "exists", "delayed")
           assert.isTrue(yield* Bull.until(Effect.map(h.runsOf(later.jid), (rs) => rs.length === 1)))
           const [run] = yield* h.runsOf(later.jid)
           // BullMQ times delays by the producer's clock and Redis': allow a few ms between the two.
           assert.isAtLeast(run!.at, at - 5)
-          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(later.jid), (e) => !e)))
+          assert.isTrue(yield* Bull.until(Effect.map(h.presence(later), (p) => p === "gone")))
           assert.strictEqual((yield* h.runsOf(later.jid)).length, 1)
         }))
 
@@ -143,9 +144,9 @@ for (const driver of [memory, bullmq]) {
           const again = h.job(3)
           yield* h.port.push(again)
           assert.isTrue(yield* Bull.until(Effect.map(Ref.get(back), (n) => n === 1)))
-          assert.isTrue(yield* h.port.exists(again.jid), "delayed again under its jid")
+          assert.strictEqual(yield* h.presence(again), "exists", "delayed again under its jid")
           assert.isTrue(yield* Bull.until(Effect.map(h.runsOf(again.jid), (rs) => rs.length === 2)))
-          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(again.jid), (e) => !e)))
+          assert.isTrue(yield* Bull.until(Effect.map(h.presence(again), (p) => p === "gone")))
           const runs = yield* h.runsOf(again.jid)
           assert.strictEqual(runs.length, 2)
           assert.isAtLeast(runs[1]!.at - runs[0]!.at, 300 - 5)
@@ -162,8 +163,8 @@ for (const driver of [memory, bullmq]) {
           yield* h.port.schedule(delayed, Date.now() + 60_000)
           assert.isTrue(yield* h.port.remove(waiting.jid))
           assert.isTrue(yield* h.port.remove(delayed.jid))
-          assert.isFalse(yield* h.port.exists(waiting.jid))
-          assert.isFalse(yield* h.port.exists(delayed.jid))
+          assert.strictEqual(yield* h.presence(waiting), "gone")
+          assert.strictEqual(yield* h.presence(delayed), "gone")
           assert.isFalse(yield* h.port.remove("never-seen"))
           const release = yield* Deferred.make<void>()
           const started = yield* Deferred.make<void>()
@@ -175,7 +176,7 @@ for (const driver of [memory, bullmq]) {
           yield* Deferred.await(started)
           assert.isFalse(yield* h.port.remove(running.jid), "running")
           yield* Deferred.succeed(release, undefined)
-          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(running.jid), (e) => !e)))
+          assert.isTrue(yield* Bull.until(Effect.map(h.presence(running), (p) => p === "gone")))
           assert.isFalse(yield* h.port.remove(running.jid), "finished")
           assert.deepStrictEqual((yield* Ref.get(h.runs)).map((r) => r.jid), [running.jid], "removed jobs never ran")
         }))
@@ -186,7 +187,7 @@ for (const driver of [memory, bullmq]) {
           const refused = h.job(7)
           yield* h.port.kill(refused, "duplicate of abc")
           assert.deepStrictEqual(yield* h.dead, [{ jid: refused.jid, reason: "duplicate of abc" }])
-          assert.isFalse(yield* h.port.exists(refused.jid))
+          assert.strictEqual(yield* h.presence(refused), "gone")
         }))
 
       it.scoped("kill of the job being performed (a server reject): dead with its reason, not retried", () =>
@@ -195,7 +196,7 @@ for (const driver of [memory, bullmq]) {
           yield* h.work((job) => Effect.zipRight(h.record(job), Effect.flatMap(JobQueue, (port) => port.kill(job, "rejected"))))
           const doomed = h.job(8)
           yield* h.port.push(doomed)
-          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(doomed.jid), (e) => !e)))
+          assert.isTrue(yield* Bull.until(Effect.map(h.presence(doomed), (p) => p === "gone")))
           assert.deepStrictEqual(yield* h.dead, [{ jid: doomed.jid, reason: "rejected" }])
           assert.strictEqual((yield* h.runsOf(doomed.jid)).length, 1)
         }))
@@ -217,12 +218,32 @@ for (const driver of [memory, bullmq]) {
           // Between the failure and the retry (500 ms later) it waits; were the machine slow enough for the retry
           // to have started, it is active (held on `release`): either way the queue still knows it.
           yield* Effect.sleep(100)
-          assert.isTrue(yield* h.port.exists(flaky.jid), "failed, waiting for its retry")
+          assert.strictEqual(yield* h.presence(flaky), "exists", "failed, waiting for its retry")
           assert.isTrue(yield* Bull.until(Effect.map(h.runsOf(flaky.jid), (rs) => rs.length === 2)))
-          assert.isTrue(yield* h.port.exists(flaky.jid), "the retry runs")
+          assert.strictEqual(yield* h.presence(flaky), "exists", "the retry runs")
           yield* Deferred.succeed(release, undefined)
-          assert.isTrue(yield* Bull.until(Effect.map(h.port.exists(flaky.jid), (e) => !e)))
+          assert.isTrue(yield* Bull.until(Effect.map(h.presence(flaky), (p) => p === "gone")))
           assert.deepStrictEqual((yield* h.runsOf(flaky.jid)).map((r) => r.retryCount), [0, 1])
+        }))
+
+      it.scoped("exists: one answer per job, in the order asked; a job of a queue it does not serve is unknown, never gone", () =>
+        Effect.gen(function*() {
+          const h = yield* setup
+          const waiting = h.job(10)
+          const delayed = h.job(11)
+          const never = h.job(12)
+          yield* h.port.push(waiting)
+          yield* h.port.schedule(delayed, Date.now() + 60_000)
+          // Another queue's job, under the jid of one this queue holds and under one it never saw.
+          const elsewhere = { jid: waiting.jid, queue: `${h.queueName}-other` }
+          const unseen = { jid: never.jid, queue: `${h.queueName}-other` }
+          assert.deepStrictEqual(
+            yield* h.port.exists([never, waiting, unseen, delayed, elsewhere]),
+            ["gone", "exists", "unknown", "exists", "unknown"]
+          )
+          assert.deepStrictEqual(yield* h.port.exists([]), [])
+          assert.isTrue(yield* h.port.remove(waiting.jid))
+          assert.deepStrictEqual(yield* h.port.exists([waiting, unseen]), ["gone", "unknown"])
         }))
     })
   })

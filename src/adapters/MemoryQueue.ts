@@ -18,7 +18,7 @@ import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type { Job } from "../Job.js"
-import { JobQueue } from "../JobQueue.js"
+import { JobQueue, type Presence, QueueError } from "../JobQueue.js"
 
 /**
  * Something that happened to a job, with the Clock's time. A handler that returns the server middleware's
@@ -77,6 +77,11 @@ export interface Options {
   readonly backoff?: ((retryCount: number) => Duration.DurationInput) | undefined
   /** How many events to keep for `events`. Default 10,000. */
   readonly eventLimit?: number | undefined
+  /**
+   * The queue names this queue holds jobs of. Default: every name. With names given, `exists` answers `"unknown"`
+   * for a job of any other queue (another adapter's to tell), and adding one fails with a `QueueError`.
+   */
+  readonly queues?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -170,10 +175,24 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
         return Queue.offer(signal, job.jid)
       })
 
-    const push = (job: Job) => Effect.zipRight(makeReady(job), record("pushed", job))
+    const served = options.queues === undefined ? undefined : new Set(options.queues)
+    const refuseOther = (operation: string, job: Job) =>
+      served === undefined || served.has(job.queue)
+        ? Effect.void
+        : Effect.fail(
+          new QueueError({
+            operation,
+            jid: job.jid,
+            reason: `the job is for queue "${job.queue}"; this queue holds ${Array.from(served).join(", ")}`
+          })
+        )
+
+    const push = (job: Job) =>
+      Effect.zipRight(refuseOther("push", job), Effect.zipRight(makeReady(job), record("pushed", job)))
 
     const schedule = (job: Job, at: number) =>
       Effect.gen(function*() {
+        yield* refuseOther("schedule", job)
         const existing = scheduled.get(job.jid)
         if (existing !== undefined) yield* Fiber.interrupt(existing.fiber)
         const now = yield* Clock.currentTimeMillis
@@ -272,7 +291,13 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
       schedule,
       remove,
       kill,
-      exists: (jid) => Effect.sync(() => ready.has(jid) || scheduled.has(jid) || running.has(jid)),
+      exists: (jobs) =>
+        Effect.sync(() =>
+          jobs.map(({ jid, queue }): Presence => {
+            if (served !== undefined && !served.has(queue)) return "unknown"
+            return ready.has(jid) || scheduled.has(jid) || running.has(jid) ? "exists" : "gone"
+          })
+        ),
       work: (handler, workOptions) =>
         Effect.forEach(
           Array.from({ length: Math.max(1, workOptions?.concurrency ?? 1) }),

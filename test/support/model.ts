@@ -268,8 +268,12 @@ export class System {
         return true
       }),
     kill: (job, reason) => Effect.sync(() => void this.dead.push({ job, reason })),
-    exists: (jid) =>
-      Effect.sync(() => this.waiting.some((w) => w.job.jid === jid) || this.running.some((r) => r.job.jid === jid))
+    exists: (jobs) =>
+      Effect.sync(() =>
+        jobs.map(({ jid }) =>
+          this.waiting.some((w) => w.job.jid === jid) || this.running.some((r) => r.job.jid === jid) ? "exists" : "gone"
+        )
+      )
   }
 
   private provide<A, E>(
