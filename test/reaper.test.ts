@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as TestClock from "effect/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
@@ -17,6 +18,7 @@ import * as Reaper from "../src/Reaper.js"
 import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as RedisTest from "./support/redis.js"
+import * as VirtualRedis from "./support/virtualRedis.js"
 
 const index = (prefix: string) =>
   Effect.flatMap(RedisTest.TestRedis, ({ raw }) => Effect.promise(() => raw.zrange(`${prefix}:digests`, 0, -1)))
@@ -29,6 +31,134 @@ const until = (done: Effect.Effect<boolean, unknown, Redis.RedisService | RedisT
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
     }
   })
+
+const queueLock = (jid: string, ttlMs = 0): Redis.HolderRequest => ({
+  jid,
+  limit: 1,
+  ttlMs,
+  leaseMs: 0,
+  info: "",
+  queue: "default",
+  fenced: false
+})
+const runLock = (jid: string, leaseMs: number): Redis.HolderRequest => ({
+  jid,
+  limit: 1,
+  ttlMs: 0,
+  leaseMs,
+  info: "",
+  fenced: true
+})
+
+/** The index's members, on any store. */
+const members = (prefix: string) =>
+  Effect.flatMap(Redis.RedisService, (redis) =>
+    Effect.map(redis.scan(prefix, "0", "*", 1000), (page) => page.members.map((m) => m.name).sort()))
+
+const badOptions: ReadonlyArray<readonly [keyof Reaper.Options, ReadonlyArray<unknown>]> = [
+  ["interval", [0, -1, Number.NaN, "abc", 9, 10.5, Number.POSITIVE_INFINITY, 1e20, "-1 seconds", "2 days"]],
+  ["lease", [0, -1, Number.NaN, "abc", 99, 150.5, Number.POSITIVE_INFINITY, 1e20, "-1 seconds", "2 days"]],
+  ["grace", [0, -1, Number.NaN, "abc", 0.5, 1.5, Number.POSITIVE_INFINITY, 1e20, "-1 seconds"]],
+  ["batch", [0, -1, Number.NaN, "abc", 1.5, 1001, 1e20]]
+]
+
+/** The scripted boundaries, on the memory store (TestClock) and on the scripts over a virtual clock. */
+const boundaries = (
+  name: string,
+  store: Effect.Effect<Redis.RedisService["Type"], unknown, RedisTest.TestRedis>,
+  setTime: (ms: number) => Effect.Effect<void, never, RedisTest.TestRedis>
+) =>
+  describe(`Reaper boundaries: ${name}`, () => {
+    layer(RedisTest.layerServer)((it) => {
+      it.effect("a holder goes the millisecond its lease or expiry ends, never 1 ms before", () =>
+        Effect.gen(function*() {
+          const redis = yield* store
+          const prefix = RedisTest.uniquePrefix("edge")
+          const program = Effect.gen(function*() {
+            yield* setTime(1_000_000)
+            yield* redis.lock({ prefix, name: `${prefix}:run` }, runLock("r", 1000))
+            yield* redis.lock({ prefix, name: `${prefix}:ttl` }, queueLock("x", 1000))
+            yield* setTime(1_000_999)
+            const early = yield* Reaper.runOnce({ prefix })
+            assert.strictEqual(early.holders + early.members, 0, "1 ms before: both live")
+            assert.deepStrictEqual((yield* redis.fetch({ prefix, name: `${prefix}:run` })).holders.map((h) => h.jid), ["r"])
+            assert.deepStrictEqual((yield* redis.fetch({ prefix, name: `${prefix}:ttl` })).holders.map((h) => h.jid), ["x"])
+            yield* setTime(1_001_000)
+            const onTime = yield* Reaper.runOnce({ prefix })
+            // Their keys end with them (the key's TTL is its last holder's horizon): the members go.
+            assert.strictEqual(onTime.holders + onTime.members, 2, "the millisecond they end: both go")
+            assert.deepStrictEqual(yield* members(prefix), [])
+          })
+          yield* Effect.provideService(program, Redis.RedisService, redis)
+        }))
+
+      it.effect("a pass steps back over the members its released orphans took with them: none after them is skipped", () =>
+        Effect.gen(function*() {
+          const redis = yield* store
+          const prefix = RedisTest.uniquePrefix("back")
+          const queue = yield* MemoryQueue.make()
+          const program = Effect.gen(function*() {
+            yield* setTime(2_000_000)
+            // Oldest first: two orphans (no TTL, jobs gone) fill the first step; two expired locks follow them.
+            yield* redis.lock({ prefix, name: `${prefix}:o1` }, queueLock("o1"))
+            yield* redis.lock({ prefix, name: `${prefix}:o2` }, queueLock("o2"))
+            yield* setTime(2_000_001)
+            yield* redis.lock({ prefix, name: `${prefix}:x1` }, queueLock("x1", 10))
+            yield* redis.lock({ prefix, name: `${prefix}:x2` }, queueLock("x2", 10))
+            yield* setTime(2_000_100)
+            const pass = yield* Reaper.runOnce({ prefix, grace: 50, batch: 2 })
+            assert.strictEqual(pass.orphans, 2)
+            assert.strictEqual(pass.members, 2, "the members after the orphans were walked in the same pass")
+            assert.deepStrictEqual(yield* members(prefix), [])
+          })
+          yield* Effect.provideService(Effect.provideService(program, Redis.RedisService, redis), JobQueue, queue)
+        }).pipe(Effect.scoped))
+
+      it.effect("a candidate whose queue answers unknown, or that names no queue, is kept; gone is removed", () =>
+        Effect.gen(function*() {
+          const redis = yield* store
+          const prefix = RedisTest.uniquePrefix("unknown")
+          const queue = yield* MemoryQueue.make({ queues: ["default"] })
+          const program = Effect.gen(function*() {
+            yield* setTime(3_000_000)
+            yield* redis.lock({ prefix, name: `${prefix}:mine` }, queueLock("mine"))
+            yield* redis.lock({ prefix, name: `${prefix}:theirs` }, { ...queueLock("theirs"), queue: "elsewhere" })
+            yield* redis.lock({ prefix, name: `${prefix}:old` }, { ...queueLock("old"), queue: undefined })
+            yield* setTime(3_000_100)
+            const pass = yield* Reaper.runOnce({ prefix, grace: 50 })
+            assert.strictEqual(pass.orphans, 1)
+            assert.deepStrictEqual(yield* members(prefix), [`${prefix}:old`, `${prefix}:theirs`])
+          })
+          yield* Effect.provideService(Effect.provideService(program, Redis.RedisService, redis), JobQueue, queue)
+        }).pipe(Effect.scoped))
+    })
+  })
+
+boundaries(
+  "memory store",
+  Effect.map(Effect.provide(Redis.RedisService, Redis.layerMemory), (store) => store),
+  (ms) => Effect.flatMap(Clock.currentTimeMillis, (now) => TestClock.adjust(ms - now))
+)
+const namespaces = new Map<string, VirtualRedis.VirtualRedis>()
+const virtualOf = Effect.map(RedisTest.TestRedis, ({ raw }) => {
+  const key = "reaper-virtual"
+  let virtual = namespaces.get(key)
+  if (virtual === undefined) {
+    virtual = VirtualRedis.make(raw, RedisTest.uniquePrefix("vclock"))
+    namespaces.set(key, virtual)
+  }
+  return virtual
+})
+boundaries(
+  "the scripts on a virtual clock",
+  Effect.flatMap(virtualOf, (virtual) => virtual.store),
+  (ms) =>
+    Effect.zipRight(
+      Effect.flatMap(virtualOf, (virtual) => Effect.promise(() => virtual.setTime(ms))),
+      // The reaper reads the grace's "now" from the Clock: keep it on the virtual time too.
+      Effect.flatMap(Clock.currentTimeMillis, (now) => TestClock.adjust(ms - now))
+    )
+)
 
 describe("Reaper", () => {
   layer(RedisTest.layer())((it) => {
@@ -110,6 +240,41 @@ describe("Reaper", () => {
         const error = yield* Effect.flip(Reaper.make({ prefix, batch: 0 }))
         assert.strictEqual(error._tag, "InvalidLockOptions")
         assert.strictEqual(error.field, "batch")
+      }).pipe(Effect.withClock(Clock.make())), { timeout: 30_000 })
+
+    it.effect("every option is decoded once, at make and at layer: 0, -1, NaN, text, fractions and huge values are refused naming the field and what to write", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("options")
+        for (const [field, values] of badOptions) {
+          for (const value of values) {
+            const options = { prefix, [field]: value } as Reaper.Options
+            const error = yield* Effect.flip(Reaper.make(options))
+            assert.strictEqual(error._tag, "InvalidLockOptions", `${field}: ${String(value)}`)
+            assert.strictEqual(error.field, field, `${field}: ${String(value)}`)
+            assert.match(error.reason, /such as|whole milliseconds/, `${field}: ${String(value)}: ${error.reason}`)
+            const built = yield* Effect.flip(Effect.scoped(Layer.build(Reaper.layer(options))))
+            assert.strictEqual((built as LockOptions.InvalidLockOptions).field, field, `layer, ${field}: ${String(value)}`)
+            assert.strictEqual(yield* Effect.flip(Reaper.runOnce(options)).pipe(Effect.map((e) => e._tag)), "InvalidLockOptions")
+          }
+        }
+        // Every bad field is named at once.
+        const several = yield* Effect.flip(Reaper.make({ prefix, interval: 0, lease: -1, grace: Number.NaN }))
+        assert.deepStrictEqual(several.issues.map((i) => i.field), ["interval", "lease", "grace"])
+        // interval 0 never starts a pass: no script ran for this prefix.
+        const { raw } = yield* RedisTest.TestRedis
+        assert.strictEqual(yield* Effect.promise(() => raw.exists(`${prefix}:reaper`)), 0)
+        // The edges that are fine.
+        for (
+          const options of [
+            { interval: 10, lease: 100, grace: 1, batch: 1 },
+            { interval: "1 day", lease: "1 day", grace: LockOptions.maxDurationMs, batch: 1000 },
+            { interval: "1.5 seconds", lease: "2.5 seconds", grace: "0.5 seconds" }
+          ]
+        ) {
+          const runner = yield* Reaper.make({ prefix, ...options } as Reaper.Options)
+          assert.isTrue((yield* runner.pass()).ran)
+          yield* runner.release
+        }
       }).pipe(Effect.withClock(Clock.make())), { timeout: 30_000 })
 
     it.effect("two processes: only one reaps at a time; the other takes over once the killed one's lease ends", () =>
