@@ -119,19 +119,12 @@ const decodeInput = Schema.decodeUnknownEither(InputSchema, { errors: "all", onE
  */
 export const make = (input: Input): Either.Either<Settings, Options.InvalidLockOptions> => {
   // Schema's own words for a non-object ("Expected Struct (Encoded side)") say nothing a user can act on.
-  if (typeof input !== "object" || input === null || Array.isArray(input)) {
-    const reason = `expected an object of defaults like { lockTtl: "1 hour" }, got ${describe(input)}`
-    return Either.left(new Options.InvalidLockOptions({ field: "defaults", reason, issues: [{ field: "defaults", reason }] }))
+  if (!Options.isRecord(input)) {
+    const reason = `expected an object of defaults like { lockTtl: "1 hour" }, got ${Options.describeValue(input)}`
+    return Either.left(Options.invalidOptions([{ field: "defaults", reason }]))
   }
-  return Either.mapLeft(decodeInput(input), (error) => {
-    const issues = Options.formatIssues(error)
-    const first = issues[0] ?? { field: "defaults", reason: "invalid" }
-    return new Options.InvalidLockOptions({ field: first.field, reason: first.reason, issues })
-  })
+  return Either.mapLeft(decodeInput(input), (error) => Options.invalidOptions(Options.formatIssues(error)))
 }
-
-const describe = (value: unknown): string =>
-  Array.isArray(value) ? "an array" : value === null ? "null" : `${typeof value} ${String(value)}`
 
 /**
  * Provides the defaults to everything built on it.
@@ -166,6 +159,38 @@ const env = {
 }
 
 /**
+ * The defaults read from the `UNIQUE_JOBS_*` variables, as `layerConfig` provides them (for a caller that checks
+ * them once, up front: `UniqueQueue.make`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromConfig: Effect.Effect<Settings, ConfigError.ConfigError> = Effect.suspend(() =>
+  Effect.flatMap(Config.all(env), (read) => {
+    const input: Record<string, unknown> = {}
+    for (const [key, value] of Object.entries(read) as Array<[string, Option.Option<unknown>]>) {
+      if (Option.isSome(value)) {
+        const raw = value.value
+        // A duration in milliseconds may be written as a bare number; a negative or fractional one is read as a
+        // number too, so the message names what was written ("got -5 ms", "use 2").
+        input[key] = typeof raw === "string" && /^-?\d+(\.\d+)?$/.test(raw) ? Number(raw) : raw
+      }
+    }
+    return Either.match(make(input as Input), {
+      onLeft: (error) =>
+        // One error per bad variable, joined pairwise: `And` takes exactly two.
+        Effect.fail(
+          error.issues.map((issue): ConfigError.ConfigError => {
+            const name = variables[issue.field.split(/[.[]/)[0] as keyof typeof variables] ?? issue.field
+            return ConfigError.InvalidData([name], issue.reason)
+          }).reduce((left, right) => ConfigError.And(left, right))
+        ),
+      onRight: Effect.succeed
+    })
+  })
+)
+
+/**
  * Reads the defaults from `UNIQUE_JOBS_ENABLED`, `UNIQUE_JOBS_LOCK_TTL`, `UNIQUE_JOBS_LOCK_LEASE`,
  * `UNIQUE_JOBS_LOCK_PREFIX`, `UNIQUE_JOBS_DIGEST_ALGORITHM`, `UNIQUE_JOBS_LOCK_INFO`, `UNIQUE_JOBS_ON_CONFLICT` (one
  * strategy name) and `UNIQUE_JOBS_RESCHEDULE_DELAY` (durations as `"30 seconds"` or milliseconds); any unset keeps its
@@ -174,31 +199,7 @@ const env = {
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (): Layer.Layer<Defaults, ConfigError.ConfigError> =>
-  Layer.unwrapEffect(
-    Effect.flatMap(Config.all(env), (read) => {
-      const input: Record<string, unknown> = {}
-      for (const [key, value] of Object.entries(read) as Array<[string, Option.Option<unknown>]>) {
-        if (Option.isSome(value)) {
-          const raw = value.value
-          // A duration in milliseconds may be written as a bare number; a negative or fractional one is read as a
-          // number too, so the message names what was written ("got -5 ms", "use 2").
-          input[key] = typeof raw === "string" && /^-?\d+(\.\d+)?$/.test(raw) ? Number(raw) : raw
-        }
-      }
-      return Either.match(make(input as Input), {
-        onLeft: (error) =>
-          // One error per bad variable, joined pairwise: `And` takes exactly two.
-          Effect.fail(
-            error.issues.map((issue): ConfigError.ConfigError => {
-              const name = variables[issue.field.split(/[.[]/)[0] as keyof typeof variables] ?? issue.field
-              return ConfigError.InvalidData([name], issue.reason)
-            }).reduce((left, right) => ConfigError.And(left, right))
-          ),
-        onRight: (settings) => Effect.succeed(Layer.succeed(Defaults, settings))
-      })
-    })
-  )
+export const layerConfig = (): Layer.Layer<Defaults, ConfigError.ConfigError> => Layer.effect(Defaults, fromConfig)
 
 // Cache per definition and settings: resolving costs nothing after the first job of a worker.
 const resolvedCache = new WeakMap<Options.Definition, WeakMap<Settings, Options.Definition>>()

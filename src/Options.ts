@@ -113,6 +113,41 @@ export class InvalidLockOptions extends Schema.TaggedError<InvalidLockOptions>(
 }
 
 /**
+ * One `InvalidLockOptions` from a list of issues (the first names `field`), each field under `under` when given:
+ * `redis.timeout`, `jobs.rebuild.lockTtl`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const invalidOptions = (
+  issues: ReadonlyArray<{ readonly field: string; readonly reason: string }>,
+  under?: string | undefined
+): InvalidLockOptions => {
+  const named = under === undefined ? issues : issues.map((issue) => ({
+    field: issue.field === "options" ? under : `${under}.${issue.field}`,
+    reason: issue.reason
+  }))
+  const first = named[0] ?? { field: under ?? "options", reason: "invalid" }
+  return new InvalidLockOptions({ field: first.field, reason: first.reason, issues: named })
+}
+
+/** What a value is, for a message: `number 5`, `null`, `an array`. @internal */
+export const describeValue = (value: unknown): string =>
+  Array.isArray(value)
+    ? "an array"
+    : value === null
+    ? "null"
+    : typeof value === "string"
+    ? `the string ${JSON.stringify(value)}`
+    : typeof value === "object" || typeof value === "function"
+    ? `a ${typeof value}`
+    : `${typeof value} ${String(value)}`
+
+/** A plain object (not null, not an array). @internal */
+export const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
  * The longest duration any option takes, in milliseconds: 1000 years of 365 days. An expiry (Redis time plus a
  * duration) then stays a whole number that a double, the index's score, holds exactly.
  *
@@ -159,7 +194,7 @@ const wholeMillis = (d: Duration.Duration): number | undefined =>
 
 // Every duration reaches a script as whole milliseconds within range (PEXPIRE refuses a fraction after the
 // script's first write), so it decodes to exactly that or fails here.
-const durationFrom = (minMs: number, expected: string) =>
+const durationFrom = (minMs: number, expected: string, maxMs: number = maxDurationMs) =>
   Schema.transformOrFail(Schema.Unknown, Schema.DurationFromSelf, {
     strict: true,
     decode: (input, _, ast) => {
@@ -174,9 +209,10 @@ const durationFrom = (minMs: number, expected: string) =>
         return fail(`expected whole milliseconds, got ${input} ms (use ${Math.round(input)})`)
       }
       const ms = Duration.toMillis(decoded.value)
-      if (!(ms <= maxDurationMs)) {
+      if (!(ms <= maxMs)) {
         const got = ms === Infinity ? "Infinity" : `${ms} ms`
-        return fail(`expected at most 1000 years (${maxDurationMs} ms), got ${got}`)
+        const most = maxMs === maxDurationMs ? "1000 years" : Duration.format(Duration.millis(maxMs))
+        return fail(`expected at most ${most} (${maxMs} ms), got ${got}`)
       }
       const whole = wholeMillis(decoded.value)
       if (whole === undefined) return fail(`expected whole milliseconds, got ${ms} ms (use ${Math.round(ms)})`)
@@ -188,6 +224,15 @@ const durationFrom = (minMs: number, expected: string) =>
 /** @internal */
 export const PositiveDuration = durationFrom(1, "a positive duration")
 const NonNegativeDuration = durationFrom(0, "a duration >= 0")
+/**
+ * The longest timer Node keeps, in milliseconds (2^31 - 1, about 24.8 days): a longer one fires at once.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const maxTimerMs = 2_147_483_647
+/** A duration that becomes a Node timer (a call's timeout): positive and at most `maxTimerMs`. @internal */
+export const TimerDuration = durationFrom(1, "a positive duration", maxTimerMs)
 /** @internal */
 export const LeaseDuration = durationFrom(
   minLeaseMs,

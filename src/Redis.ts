@@ -14,7 +14,8 @@ import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as IORedisStore from "./internal/ioredis.js"
 import * as Memory from "./internal/memory.js"
-import type { Holder, RedisError, Store } from "./internal/models.js"
+import * as RedisOptions from "./internal/redisOptions.js"
+import { type Holder, RedisError, type Store } from "./internal/models.js"
 
 // The shared models live apart so that the stores need not import this module back.
 export { keysOf, RedisError } from "./internal/models.js"
@@ -74,12 +75,24 @@ export const makeFromClient: (
 ) => Effect.Effect<Store, RedisError> = IORedisStore.makeFromClient
 
 /**
- * A store that owns its ioredis connection: connected (and checked) when built, closed with its scope.
+ * A store that owns its ioredis connection: connected (and checked) when built, closed with its scope. Options that
+ * do not check (`timeout: 0`, `{ host }` beside `url` instead of under `client`, a number) fail before any
+ * connection with a `RedisError` of operation `"options"` whose reason names each field and what to write (its
+ * cause is the `InvalidLockOptions`).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make: (options?: Options) => Effect.Effect<Store, RedisError, Scope.Scope> = IORedisStore.make
+export const make = (options?: Options): Effect.Effect<Store, RedisError, Scope.Scope> =>
+  Effect.flatMap(decodeOptions(options), IORedisStore.make)
+
+const decodeOptions = (options: unknown): Effect.Effect<Options, RedisError> =>
+  Effect.mapError(RedisOptions.decode(options), (invalid) =>
+    new RedisError({
+      operation: "options",
+      reason: invalid.issues.map((issue) => `${issue.field}: ${issue.reason}`).join("; "),
+      cause: invalid
+    }))
 
 /**
  * @since 0.1.0
@@ -119,7 +132,7 @@ const explainMissing = (error: ConfigError.ConfigError): ConfigError.ConfigError
 export const layerConfig = (
   config: Config.Config.Wrap<Options> = { url: Config.redacted("REDIS_URL") }
 ): Layer.Layer<RedisService, RedisError | ConfigError.ConfigError> =>
-  Layer.scoped(RedisService, Effect.flatMap(Effect.mapError(Config.unwrap(config), explainMissing), IORedisStore.make))
+  Layer.scoped(RedisService, Effect.flatMap(Effect.mapError(Config.unwrap(config), explainMissing), make))
 
 /**
  * A store over a client the caller owns and closes.

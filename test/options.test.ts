@@ -6,7 +6,7 @@
  * on Redis time is real, so TTLs there are long and judged by the times stored with each holder.
  */
 import { createHash } from "node:crypto"
-import { assert, describe, layer } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
@@ -18,6 +18,7 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Digest from "../src/Digest.js"
+import * as BullOptions from "../src/internal/bullmqOptions.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
@@ -968,3 +969,61 @@ for (const store of stores) {
     })
   })
 }
+
+describe("options of the other constructors: decoded once, each field named", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.effect("Redis.make refuses bad options before connecting, naming the field and what to write", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const url = source.url
+        const cases: ReadonlyArray<readonly [unknown, string, string]> = [
+          [5, "options", "expected Redis options"],
+          [{ url, timeout: 0 }, "timeout", "got 0 ms"],
+          [{ url, timeout: -1 }, "timeout", "got -1 ms"],
+          [{ url, timeout: Number.NaN }, "timeout", "NaN"],
+          [{ url, timeout: 1.5 }, "timeout", "use 2"],
+          [{ url, timeout: 1e20 }, "timeout", "at most"],
+          [{ url, timeout: "abc" }, "timeout", "a string like"],
+          [{ url: 5 }, "url", "redis://"],
+          [{ url: "" }, "url", "redis://"],
+          [{ url, enableAutoPipelining: "yes" }, "enableAutoPipelining", "boolean"],
+          [{ url, client: 5 }, "client", "expected ioredis options"],
+          [{ url, client: { port: 70_000 } }, "client.port", "a port"],
+          [{ url, client: { db: -1 } }, "client.db", "database"],
+          // Written beside url, ioredis would never see it: it belongs under client.
+          [{ url, host: "elsewhere" }, "host", "under client"]
+        ]
+        for (const [options, field, says] of cases) {
+          const error = yield* Effect.flip(Effect.scoped(Redis.make(options as Redis.Options)))
+          assert.strictEqual(error.operation, "options", `${JSON.stringify(options)}: ${error.reason}`)
+          assert.isTrue(error.reason.startsWith(`${field}: `), error.reason)
+          assert.include(error.reason, says)
+          assert.instanceOf(error.cause, LockOptions.InvalidLockOptions)
+        }
+        // What checks still connects.
+        const store = yield* Effect.scoped(Effect.map(Redis.make({ url, timeout: "2 seconds", client: { db: 0 } }), () => "ok"))
+        assert.strictEqual(store, "ok")
+      }))
+  })
+
+  it("BullMQ job options that cannot work with the locks are named, with what to write instead", () => {
+    const fields = (opts: unknown, source: BullOptions.Source) =>
+      BullOptions.issues(opts, "opts", source).map((issue) => issue.field)
+    assert.deepStrictEqual(fields({ deduplication: { id: "x" } }, "add"), ["opts.deduplication"])
+    assert.deepStrictEqual(fields({ debounce: { id: "x" } }, "add"), ["opts.debounce"])
+    assert.deepStrictEqual(fields({ repeat: { every: 1 } }, "add"), ["opts.repeat"])
+    assert.deepStrictEqual(fields({ jobId: "" }, "add"), ["opts.jobId"])
+    assert.deepStrictEqual(fields({ jobId: 7 }, "add"), ["opts.jobId"])
+    assert.deepStrictEqual(fields({ jobId: "order-7" }, "add"), [])
+    assert.deepStrictEqual(fields({ jobId: "order-7" }, "defaults"), ["opts.jobId"])
+    for (const delay of [-1, Number.NaN, 1.5, Infinity, 1e20, "5"]) {
+      assert.deepStrictEqual(fields({ delay }, "add"), ["opts.delay"], String(delay))
+    }
+    assert.deepStrictEqual(fields({ delay: 0, attempts: 3, priority: 2, removeOnComplete: true }, "add"), [])
+    assert.deepStrictEqual(fields(undefined, "add"), [])
+    assert.deepStrictEqual(fields(5, "add"), ["opts"])
+    for (const issue of BullOptions.issues({ deduplication: { id: "x" }, repeat: {} }, "opts", "add")) {
+      assert.isAbove(issue.reason.length, 40, `${issue.field} says what to write instead`)
+    }
+  })
+})

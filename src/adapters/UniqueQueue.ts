@@ -17,15 +17,22 @@
  * @since 0.1.0
  */
 import type { ConnectionOptions, Job as BullJob, JobsOptions, Queue } from "bullmq"
+import { DelayedError } from "bullmq"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import type * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Schema from "effect/Schema"
 import * as Defaults from "../Defaults.js"
+import * as BullOptions from "../internal/bullmqOptions.js"
+import * as RedisOptions from "../internal/redisOptions.js"
 import * as Job from "../Job.js"
-import type { JobQueue } from "../JobQueue.js"
+import { type JobQueue, QueueError } from "../JobQueue.js"
 import * as Middleware from "../Middleware.js"
 import * as LockOptions from "../Options.js"
 import * as Redis from "../Redis.js"
@@ -55,6 +62,20 @@ export interface Options extends LockOptions.Options {
 }
 
 /**
+ * How `close` ends.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CloseOptions {
+  /**
+   * How long to wait for the jobs this queue's processors are running. Default: until they end, as `worker.close()`
+   * waits. When it passes, they are cancelled (their run locks released; BullMQ retries them by their attempts).
+   */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -63,20 +84,48 @@ export interface UniqueQueue<DataType = unknown> {
   /**
    * `queue.add` through the client middleware: `Enqueued` (with the BullMQ job as `value`) when it was added,
    * else `Skipped`, `Replaced` or `Rejected` as the strategy decided. `opts.jobId` becomes the lock's jid
-   * (default: a new one); `opts.delay` makes the lock's TTL count from when the job runs.
+   * (default: a new one); `opts.delay` makes the lock's TTL count from when the job runs. An id BullMQ already
+   * has (a completed job it keeps, say) fails with `JobIdTaken`, before any lock is taken: BullMQ would add nothing.
+   * Options that cannot work with the locks (`deduplication`, `repeat`, an empty or non-string `jobId`, a `delay`
+   * that is not whole milliseconds) fail with `InvalidLockOptions` naming `opts.<option>`.
    */
   readonly add: (name: string, data: DataType, opts?: JobsOptions) => Promise<Strategy.ClientOutcome<BullJob>>
   /**
    * A processor for `new Worker(queue.name, …)`: runs `fn` through the server middleware. `signal` aborts when the
-   * run lock is lost or BullMQ cancels the job. A job turned away completes with `undefined`.
+   * run lock is lost or BullMQ cancels the job. A job turned away completes with `undefined`. A job it is handed
+   * after `close()` began is put back (delayed by a second, no attempt spent) for a worker that is still open.
    */
   readonly processor: <R>(
     fn: (job: BullJob<DataType>, token: string | undefined, signal: AbortSignal) => Promise<R>
   ) => (job: BullJob<DataType>, token?: string, signal?: AbortSignal) => Promise<R | undefined>
   /** Releases the locks a job that will never run again still holds (the processor does it on a last failure). */
   readonly died: (job: BullJob<DataType>) => Promise<boolean>
-  /** Closes the runtime (lock connection, dead-letter queue) and then the queue. */
-  readonly close: () => Promise<void>
+  /**
+   * Waits for the jobs its processors are running (so each releases its lock), then closes the runtime (lock
+   * connection, dead-letter queue) and the queue. Safe in either order with `worker.close()`; a second call
+   * answers the first one's promise.
+   */
+  readonly close: (options?: CloseOptions) => Promise<void>
+}
+
+/**
+ * An add under a `jobId` BullMQ already has: BullMQ keeps the job it has (waiting, running, or completed and kept)
+ * and adds nothing, so no lock was taken for it. Use another id, or remove the old job first.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class JobIdTaken extends Schema.TaggedError<JobIdTaken>("effect-unique-jobs/JobIdTaken")("JobIdTaken", {
+  queue: Schema.String,
+  jid: Schema.String,
+  /** BullMQ's state of the job it has: waiting, delayed, active, completed, failed… */
+  state: Schema.String
+}) {
+  override get message(): string {
+    return `queue "${this.queue}" already has job ${this.jid} (${this.state}): BullMQ adds nothing under an id it ` +
+      "knows, so nothing was added and no lock was taken; add under another jobId, or remove the old job first " +
+      "(queue.remove, or removeOnComplete / removeOnFail)"
+  }
 }
 
 const connectionKeys = ["host", "port", "db", "username", "password", "tls", "family", "path"] as const
@@ -91,20 +140,36 @@ const redisOf = (connection: ConnectionOptions | undefined): Redis.Options => {
   return typeof settings.url === "string" ? { url: settings.url, client } : { client }
 }
 
-// Options for one job name, checked with the name in the field: `jobs.rebuild.lockTtl`.
-const definitionOf = (options: LockOptions.Options, name?: string): LockOptions.Definition => {
-  try {
-    return LockOptions.unsafeMake(options)
-  } catch (error) {
-    if (name === undefined || !(error instanceof LockOptions.InvalidLockOptions)) throw error
-    const named = (field: string) => `jobs.${name}.${field}`
-    throw new LockOptions.InvalidLockOptions({
-      field: named(error.field),
-      reason: error.reason,
-      issues: error.issues.map((issue) => ({ ...issue, field: named(issue.field) }))
-    })
+type Issue = BullOptions.Issue
+
+const isQueue = (value: unknown): value is Queue =>
+  LockOptions.isRecord(value) && typeof value.name === "string" && typeof value.add === "function"
+
+const issuesOf = <A>(result: Either.Either<A, LockOptions.InvalidLockOptions>, found: Array<Issue>): A | undefined => {
+  if (Either.isRight(result)) return result.right
+  found.push(...result.left.issues)
+  return undefined
+}
+
+// A ConfigError's leaves, each named by its variable.
+const configIssues = (error: ConfigError.ConfigError): Array<Issue> => {
+  switch (error._op) {
+    case "And":
+    case "Or":
+      return [...configIssues(error.left), ...configIssues(error.right)]
+    case "InvalidData":
+    case "MissingData":
+    case "SourceUnavailable":
+    case "Unsupported":
+      return [{ field: error.path.join(".") || "defaults", reason: error.message }]
   }
 }
+
+const definitionOf = (options: LockOptions.Options, under: string | undefined) =>
+  Either.mapLeft(
+    Effect.runSync(Effect.either(LockOptions.make(options))),
+    (error) => LockOptions.invalidOptions(error.issues, under)
+  )
 
 // Effect's own failures reach the caller as themselves (a DuplicateJob, a RedisError…), not wrapped.
 const settle = <A>(exit: Exit.Exit<A, unknown>): A => {
@@ -112,57 +177,190 @@ const settle = <A>(exit: Exit.Exit<A, unknown>): A => {
   throw Cause.squash(exit.cause)
 }
 
+// How long a job handed to a closed queue's processor waits before BullMQ offers it again: long enough not to spin
+// while the worker is still open, short enough for another worker to take it soon.
+const putBackMs = 1_000
+
 /**
- * Wraps `queue`. Lock options are checked here: an impossible combination throws `InvalidLockOptions` naming the
- * field and the job name.
+ * Wraps `queue`. Every option is checked here, once: an impossible combination, a value of the wrong kind
+ * (`redis: 5`, `jobs: [1, 2]`, `jobs: { a: null }`, `deadLetter: {}`), bad `defaults` or `UNIQUE_JOBS_*` values, and
+ * queue `defaultJobOptions` that cannot work with the locks throw one `InvalidLockOptions` naming every field
+ * (`redis.url`, `jobs.<name>.<field>`, `defaults.lockTtl`, `UNIQUE_JOBS_LOCK_TTL`…).
  *
  * @since 0.1.0
  * @category constructors
  */
 export const make = <DataType = unknown>(queue: Queue, options: Options): UniqueQueue<DataType> => {
+  if (!isQueue(queue)) {
+    throw LockOptions.invalidOptions([{ field: "queue", reason: `expected a BullMQ Queue, got ${LockOptions.describeValue(queue)}` }])
+  }
+  if (!LockOptions.isRecord(options)) {
+    const reason = `expected lock options like { lock: "until_executed" }, got ${LockOptions.describeValue(options)}`
+    throw LockOptions.invalidOptions([{ field: "options", reason }])
+  }
   const { deadLetter, defaults, jobs, redis, ...base } = options
-  const fallback = definitionOf(base)
-  const named = new Map(
-    Object.entries(jobs ?? {}).map(([name, own]) => [name, definitionOf({ ...base, ...own }, name)])
-  )
+  const found: Array<Issue> = []
+  const fallback = issuesOf(definitionOf(base, undefined), found)
+  const named = new Map<string, LockOptions.Definition>()
+  if (jobs !== undefined && !LockOptions.isRecord(jobs)) {
+    found.push({
+      field: "jobs",
+      reason: `expected lock options by job name, like { rebuild: { lock: "while_executing" } }, got ${
+        LockOptions.describeValue(jobs)
+      }`
+    })
+  } else {
+    for (const [name, own] of Object.entries(jobs ?? {})) {
+      if (!LockOptions.isRecord(own)) {
+        found.push({
+          field: `jobs.${name}`,
+          reason: `expected the lock options of jobs named "${name}", like { lock: "while_executing" }, got ${
+            LockOptions.describeValue(own)
+          }`
+        })
+        continue
+      }
+      const definition = issuesOf(definitionOf({ ...base, ...own }, `jobs.${name}`), found)
+      if (definition !== undefined) named.set(name, definition)
+    }
+  }
+  const redisOptions = redis === undefined
+    ? redisOf(queue.opts?.connection)
+    : issuesOf(RedisOptions.decode(redis, "redis"), found)
+  if (deadLetter !== undefined) {
+    if (!isQueue(deadLetter)) {
+      found.push({ field: "deadLetter", reason: `expected a BullMQ Queue, got ${LockOptions.describeValue(deadLetter)}` })
+    } else if (deadLetter === queue || (deadLetter.name === queue.name && deadLetter.opts?.prefix === queue.opts?.prefix)) {
+      found.push({ field: "deadLetter", reason: "expected another queue than the one it serves: a rejected job would run again" })
+    }
+  }
+  found.push(...BullOptions.issues(queue.defaultJobOptions, "queue.defaultJobOptions", "defaults"))
+  const settings = defaults === undefined
+    ? Exit.match(Effect.runSyncExit(Defaults.fromConfig), {
+      onFailure: (cause) => {
+        const error = Cause.failureOption(cause)
+        if (error._tag === "None") throw Cause.squash(cause)
+        found.push(...configIssues(error.value))
+        return undefined
+      },
+      onSuccess: (settings) => settings
+    })
+    : issuesOf(
+      Either.mapLeft(Defaults.make(defaults), (error) =>
+        LockOptions.invalidOptions(error.issues.map((issue) =>
+          issue.field === "defaults" ? issue : { field: `defaults.${issue.field}`, reason: issue.reason }
+        ))),
+      found
+    )
+  if (found.length > 0 || fallback === undefined || settings === undefined || redisOptions === undefined) {
+    throw LockOptions.invalidOptions(found)
+  }
   const defined = (name: string): BullMQ.Defined => ({ definition: named.get(name) ?? fallback })
+  // A delay BullMQ applies to every job of the queue counts for the lock's TTL as the add's own does.
+  const queueDelay = queue.defaultJobOptions.delay ?? 0
 
   const runtime = ManagedRuntime.make(
     Layer.mergeAll(
-      Redis.layer(redis ?? redisOf(queue.opts.connection)),
+      Redis.layer(redisOptions),
       BullMQ.layer(queue, { deadLetter }),
-      defaults === undefined ? Defaults.layerConfig() : Defaults.layer(defaults)
+      Layer.succeed(Defaults.Defaults, settings)
     )
   )
   const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
     runtime.runPromiseExit(effect).then(settle)
 
+  // Performs started through a processor, so that close waits for them; aborted when close's timeout passes.
+  const inFlight = new Set<Promise<unknown>>()
+  const cancelAll = new AbortController()
+  let closing: Promise<void> | undefined
+  const closed = (operation: string, jid: string | undefined) =>
+    new QueueError({ operation, jid, reason: `the UniqueQueue of "${queue.name}" is closed` })
+
+  // BullMQ ignores an add under an id it knows (a completed job it keeps, say): without this check the lock would be
+  // taken for a job that never runs. Only a caller's jobId can be known: our own jids are new.
+  const notTaken = (jid: string) =>
+    Effect.gen(function*() {
+      const known = yield* Effect.tryPromise({
+        try: () => queue.getJob(jid),
+        catch: (cause) =>
+          new QueueError({ operation: "add", jid, reason: cause instanceof Error ? cause.message : String(cause), cause })
+      })
+      if (known === undefined || known === null) return
+      const state = yield* Effect.orElseSucceed(Effect.tryPromise(() => queue.getJobState(jid)), () => "unknown")
+      return yield* Effect.fail(new JobIdTaken({ queue: queue.name, jid, state }))
+    })
+
   return {
     queue,
     add: (name, data, opts) =>
-      run(Effect.gen(function*() {
+      closing !== undefined ? Promise.reject(closed("add", undefined)) : run(Effect.gen(function*() {
+        const refused = BullOptions.issues(opts, "opts", "add")
+        if (refused.length > 0) return yield* Effect.fail(LockOptions.invalidOptions(refused))
         const now = yield* Clock.currentTimeMillis
+        const delay = opts?.delay ?? queueDelay
         const job = Job.make({
           worker: name,
           queue: queue.name,
           args: [data],
           jid: opts?.jobId,
-          at: opts?.delay !== undefined && opts.delay > 0 ? now + opts.delay : undefined
+          // BullMQ runs a delayed job at its timestamp (default: now) plus its delay.
+          at: delay > 0 ? (opts?.timestamp ?? now) + delay : undefined
         })
+        if (opts?.jobId !== undefined && settings.enabled) yield* notTaken(opts.jobId)
         return yield* Middleware.client(defined(name).definition)(
           job,
           (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped, opts))
         )
       })),
-    processor: (fn) =>
-      BullMQ.processorWith<Redis.RedisService | JobQueue>((effect, signal) => runtime.runPromiseExit(effect, { signal }))(
+    processor: (fn) => {
+      const perform = BullMQ.processorWith<Redis.RedisService | JobQueue>((effect, signal) =>
+        runtime.runPromiseExit(effect, {
+          signal: signal === undefined ? cancelAll.signal : AbortSignal.any([signal, cancelAll.signal])
+        })
+      )(
         (job) => defined(job.name),
         (job, _, token) => Effect.tryPromise({ try: (abort) => fn(job, token, abort), catch: (cause) => cause })
-      ),
-    died: (job) => run(Middleware.died(defined(job.name).definition)(BullMQ.toJob(job))),
-    close: async () => {
-      await runtime.dispose()
-      await queue.close()
-    }
+      )
+      return async (job, token, signal) => {
+        if (closing !== undefined) {
+          // The runtime is going or gone: nothing could release a lock taken now. Back to delayed, no attempt spent.
+          if (token === undefined) throw closed("perform", job.id)
+          await job.moveToDelayed(Date.now() + putBackMs, token)
+          throw new DelayedError()
+        }
+        const performing = perform(job, token, signal)
+        inFlight.add(performing)
+        try {
+          return await performing
+        } finally {
+          inFlight.delete(performing)
+        }
+      }
+    },
+    died: (job) =>
+      closing !== undefined
+        ? Promise.reject(closed("died", job.id))
+        : run(Middleware.died(defined(job.name).definition)(BullMQ.toJob(job))),
+    close: (closeOptions) =>
+      closing ??= (async () => {
+        const timeout = closeOptions?.timeout === undefined ? undefined : Duration.toMillis(closeOptions.timeout)
+        const settledAll = () => Promise.allSettled(Array.from(inFlight)).then(() => undefined)
+        if (timeout === undefined) {
+          await settledAll()
+        } else {
+          let timer: ReturnType<typeof setTimeout> | undefined
+          const passed = new Promise<"passed">((resolve) => {
+            timer = setTimeout(() => resolve("passed"), timeout)
+          })
+          const first = await Promise.race([settledAll(), passed])
+          clearTimeout(timer)
+          if (first === "passed") {
+            cancelAll.abort()
+            await settledAll()
+          }
+        }
+        await runtime.dispose()
+        await queue.close()
+      })()
   }
 }

@@ -1,0 +1,97 @@
+/**
+ * `Redis.Options` checked once, where they are given: a value ioredis would quietly read otherwise (a number as the
+ * options connects to 127.0.0.1:6379; `{ host, port }` beside `url` is ignored) is refused, naming the field.
+ *
+ * @internal
+ */
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Options from "../Options.js"
+import type { Options as RedisOptions } from "./ioredis.js"
+
+const Url = Schema.declare(
+  (u: unknown): u is string | Redacted.Redacted<string> => {
+    const value = Redacted.isRedacted(u) ? Redacted.value(u) : u
+    return typeof value === "string" && value.length > 0 && !/\s/.test(value)
+  },
+  {
+    message: (issue) =>
+      `expected redis://[user:password@]host:port[/db] (a string or a Redacted), got ${
+        Redacted.isRedacted(issue.actual) ? "a Redacted of something else" : Options.describeValue(issue.actual)
+      }`
+  }
+)
+
+const whole = (min: number, max: number, what: string) =>
+  Schema.Unknown.pipe(
+    Schema.filter((n) =>
+      (typeof n === "number" && Number.isSafeInteger(n) && n >= min && n <= max) ||
+      `expected ${what} (a whole number from ${min} to ${max}), got ${Options.describeValue(n)}`
+    )
+  )
+
+const text = (what: string) =>
+  Schema.Unknown.pipe(
+    Schema.filter((s) => typeof s === "string" || `expected ${what} (a string), got ${Options.describeValue(s)}`)
+  )
+
+// The ioredis options read most often are checked; the rest are ioredis' own to judge.
+const Client = Schema.Struct(
+  {
+    host: Schema.optional(text("a host name")),
+    port: Schema.optional(whole(0, 65_535, "a port")),
+    db: Schema.optional(whole(0, 1_000_000, "a database number")),
+    username: Schema.optional(text("a user name")),
+    password: Schema.optional(text("a password")),
+    path: Schema.optional(text("a unix socket path"))
+  },
+  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+)
+
+const OptionsSchema = Schema.Struct({
+  url: Schema.optional(Url),
+  timeout: Schema.optional(Options.TimerDuration),
+  enableAutoPipelining: Schema.optional(Schema.Boolean),
+  client: Schema.optional(Client)
+})
+
+const decodeStruct = Schema.decodeUnknownEither(OptionsSchema, { errors: "all", onExcessProperty: "error" })
+
+/**
+ * Checks the options: fails with `InvalidLockOptions` naming each bad field (under `under`, e.g. `redis`).
+ *
+ * @internal
+ */
+export const decode = (
+  input: unknown,
+  under?: string | undefined
+): Either.Either<RedisOptions, Options.InvalidLockOptions> => {
+  if (input === undefined) return Either.right({})
+  if (!Options.isRecord(input)) {
+    const reason = `expected Redis options like { url: "redis://127.0.0.1:6379" }, got ${Options.describeValue(input)}`
+    return Either.left(Options.invalidOptions([{ field: "options", reason }], under))
+  }
+  if (input.client !== undefined && !Options.isRecord(input.client)) {
+    const reason = `expected ioredis options like { host: "127.0.0.1", port: 6379 }, got ${
+      Options.describeValue(input.client)
+    }`
+    return Either.left(Options.invalidOptions([{ field: "client", reason }], under))
+  }
+  return Either.mapBoth(decodeStruct(input), {
+    onLeft: (error) => Options.invalidOptions(issuesOf(error), under),
+    // The input itself: the Schema only checked it (a Duration stays as written, Redacted stays Redacted).
+    onRight: () => input as RedisOptions
+  })
+}
+
+const excess = /^is unexpected/
+
+// An unknown field is most often an ioredis option written beside `url`: say where it goes.
+const issuesOf = (error: ParseResult.ParseError) =>
+  Options.formatIssues(error).map((issue) =>
+    excess.test(issue.reason) && !issue.field.startsWith("client")
+      ? { field: issue.field, reason: `is not a Redis option here; ioredis options go under client: { ${issue.field}: … }` }
+      : issue
+  )

@@ -1,0 +1,393 @@
+/**
+ * UniqueQueue at its edges, on real BullMQ queues over a private redis-server: ids the caller supplies (a reused one,
+ * one of a waiting job, an empty or non-string one), BullMQ options that cannot work with the locks, every option of
+ * `make` decoded once, the lock's TTL under a delay (a property), and shutdown in both orders with a job running.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { type Job as BullJob, type QueueOptions, Worker } from "bullmq"
+import * as Effect from "effect/Effect"
+import * as fc from "effect/FastCheck"
+import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
+import * as LockOptions from "../src/Options.js"
+import * as Bull from "./support/bullmq.js"
+import * as RedisTest from "./support/redis.js"
+
+interface Data {
+  readonly n: number
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** A UniqueQueue on a new queue of the test server, with its own lock prefix and no UNIQUE_JOBS_* reading. */
+const uniqueQueue = (options: LockOptions.Options, queueOptions: Omit<QueueOptions, "connection"> = {}) =>
+  Effect.gen(function*() {
+    const { source } = yield* RedisTest.TestRedis
+    const name = Bull.uniqueName("uq")
+    const queue = yield* Bull.queue(name, queueOptions)
+    const lockPrefix = RedisTest.uniquePrefix("uq")
+    const unique = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        UniqueQueue.make<Data>(queue, { ...options, lockPrefix, redis: { url: source.url }, defaults: {} })
+      ),
+      (u) => Effect.promise(() => u.close())
+    )
+    return { name, queue, unique, lockPrefix }
+  })
+
+/** What a promise rejected with (undefined when it resolved). */
+const rejection = (f: () => Promise<unknown>) =>
+  Effect.promise(() => f().then(() => undefined, (error: unknown) => error))
+
+const thrown = (f: () => unknown): unknown => {
+  try {
+    f()
+  } catch (error) {
+    return error
+  }
+  return undefined
+}
+
+const lockKeys = (prefix: string) =>
+  Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
+    Effect.promise(async () => (await raw.keys(`${prefix}:*`)).filter((key) => key.endsWith(":LOCKED")).sort()))
+
+/** Runs the next waiting job by hand (BullMQ's manual fetch) through `processor`, and completes it. */
+const runNext = (worker: Worker, processor: (job: never, token?: string) => Promise<unknown>, token: string) =>
+  Effect.promise(async () => {
+    const job = await worker.getNextJob(token, { block: false })
+    if (job === undefined) return undefined
+    const value = await processor(job as never, token)
+    await job.moveToCompleted(value, token, false)
+    return job.id
+  })
+
+describe("UniqueQueue: ids the caller supplies", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("a jobId BullMQ keeps (completed) fails with JobIdTaken naming it and its state; no lock is left", () =>
+      Effect.gen(function*() {
+        const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+        const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { jobId: "order-1" }))
+        assert.strictEqual(first._tag, "Enqueued")
+        yield* Bull.worker(name, unique.processor(async () => "done"))
+        assert.isTrue(yield* Bull.until(Effect.promise(async () => (await queue.getJobState("order-1")) === "completed")))
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "the completed job released its lock")
+        const again = yield* rejection(() => unique.add("Work", { n: 1 }, { jobId: "order-1" }))
+        assert.instanceOf(again, UniqueQueue.JobIdTaken)
+        const taken = again as UniqueQueue.JobIdTaken
+        assert.deepStrictEqual([taken.jid, taken.state, taken.queue], ["order-1", "completed", name])
+        assert.include(taken.message, "order-1")
+        assert.include(taken.message, "completed")
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "no lock was taken for a job BullMQ did not add")
+        // The same data under a new id is a new job, and runs.
+        const fresh = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual(fresh._tag, "Enqueued")
+        assert.isTrue(yield* Bull.until(Effect.promise(async () => (await queue.getJobState(fresh.job.jid)) === "completed")))
+      }))
+
+    it.scoped("the jobId of a waiting job: JobIdTaken, and the waiting job keeps its lock", () =>
+      Effect.gen(function*() {
+        const { unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+        const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { jobId: "w-1" }))
+        assert.strictEqual(first._tag, "Enqueued")
+        // Same data (the lock is w-1's own, re-entrant) and other data (another digest): neither adds anything.
+        for (const data of [{ n: 1 }, { n: 2 }]) {
+          const again = yield* rejection(() => unique.add("Work", data, { jobId: "w-1" }))
+          assert.instanceOf(again, UniqueQueue.JobIdTaken, JSON.stringify(data))
+          assert.strictEqual((again as UniqueQueue.JobIdTaken).state, "waiting")
+        }
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [`${first.digest}:LOCKED`], "w-1 still holds its lock")
+        const duplicate = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual(duplicate._tag, "Skipped", "the data is still locked by w-1")
+      }))
+
+    it.scoped("options that cannot work with the locks are refused at add, naming opts.<option>; nothing is added", () =>
+      Effect.gen(function*() {
+        const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+        const cases: ReadonlyArray<readonly [string, object]> = [
+          ["opts.deduplication", { deduplication: { id: "x" } }],
+          ["opts.debounce", { debounce: { id: "x" } }],
+          ["opts.repeat", { repeat: { every: 1000 } }],
+          ["opts.jobId", { jobId: "" }],
+          ["opts.jobId", { jobId: 123 }],
+          ["opts.delay", { delay: -1 }],
+          ["opts.delay", { delay: Number.NaN }],
+          ["opts.delay", { delay: 1.5 }],
+          ["opts.delay", { delay: 1e20 }],
+          ["opts", 5 as never]
+        ]
+        for (const [field, opts] of cases) {
+          const error = yield* rejection(() => unique.add("Work", { n: 1 }, opts as never))
+          assert.instanceOf(error, LockOptions.InvalidLockOptions, `${field} ${JSON.stringify(opts)}: ${String(error)}`)
+          assert.strictEqual((error as LockOptions.InvalidLockOptions).field, field)
+        }
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
+        const counts = yield* Effect.promise(() => queue.getJobCounts())
+        assert.strictEqual(Object.values(counts).reduce((a, b) => a + b, 0), 0, JSON.stringify(counts))
+      }))
+
+    it.scoped("a queue's defaultJobOptions with deduplication or jobId are refused at make", () =>
+      Effect.gen(function*() {
+        const queue = yield* Bull.queue(Bull.uniqueName("uqd"), {
+          defaultJobOptions: { deduplication: { id: "x" }, jobId: "same" } as never
+        })
+        const error = thrown(() => UniqueQueue.make(queue, { lock: "until_executed", defaults: {} }))
+        assert.instanceOf(error, LockOptions.InvalidLockOptions)
+        assert.deepStrictEqual(
+          (error as LockOptions.InvalidLockOptions).issues.map((issue) => issue.field).sort(),
+          ["queue.defaultJobOptions.deduplication", "queue.defaultJobOptions.jobId"]
+        )
+      }))
+
+    it.scoped("opts.delay and the queue's default delay count for the lock's TTL", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const hour = 3_600_000
+        const { unique } = yield* uniqueQueue({ lock: "until_executed", lockTtl: hour })
+        const delayed = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { delay: 10 * hour }))
+        const ttl = yield* Effect.promise(() => raw.pttl(`${delayed.digest}:LOCKED`))
+        assert.isTrue(ttl > 10.9 * hour && ttl <= 11 * hour, `lockTtl counts from the run: ${ttl}`)
+        const byDefault = yield* uniqueQueue({ lock: "until_executed", lockTtl: hour }, {
+          defaultJobOptions: { delay: 5 * hour }
+        })
+        const queued = yield* Effect.promise(() => byDefault.unique.add("Work", { n: 1 }))
+        const defaultTtl = yield* Effect.promise(() => raw.pttl(`${queued.digest}:LOCKED`))
+        assert.isTrue(defaultTtl > 5.9 * hour && defaultTtl <= 6 * hour, `the queue's delay counts too: ${defaultTtl}`)
+      }))
+
+    it.scoped("property: the lock's TTL is lockTtl plus the add's delay, whatever both are", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { unique } = yield* uniqueQueue({ lock: "until_executed", lockTtl: "1 minute" })
+        let n = 0
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 30 * 24 * 3_600_000 })),
+              async (delay) => {
+                const added = await unique.add("Work", { n: ++n }, { delay })
+                if (added._tag !== "Enqueued") return false
+                const ttl = await raw.pttl(`${added.digest}:LOCKED`)
+                // The TTL is counted by Redis from the lock call: at most the round trips of this add below the sum.
+                return ttl <= 60_000 + delay && ttl > 60_000 + delay - 10_000
+              }
+            ),
+            { numRuns: 40 }
+          )
+        )
+      }))
+
+    it.scoped("property: with ids from a small pool, every add's answer is what BullMQ did; an idle queue holds no lock", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        const step = fc.oneof(
+          fc.record({
+            _tag: fc.constant("add" as const),
+            id: fc.option(fc.constantFrom("a", "b", "c"), { nil: undefined }),
+            n: fc.integer({ min: 1, max: 2 })
+          }),
+          fc.constant({ _tag: "run" as const })
+        )
+        const check = (steps: ReadonlyArray<typeof step extends fc.Arbitrary<infer S> ? S : never>) =>
+          Effect.gen(function*() {
+            const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+            const worker = yield* Effect.acquireRelease(
+              Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
+              (w) => Effect.promise(() => w.close())
+            )
+            const processor = unique.processor(async () => "done")
+            // The model: the ids BullMQ has seen (it keeps completed jobs), the data locked by a job still to run,
+            // and those jobs in the order BullMQ hands them out.
+            const used = new Set<string>()
+            const locked = new Set<number>()
+            const waiting: Array<{ readonly jid: string; readonly n: number }> = []
+            let token = 0
+            for (const s of steps) {
+              if (s._tag === "run") {
+                const next = waiting.shift()
+                assert.strictEqual(yield* runNext(worker, processor as never, `t${++token}`), next?.jid)
+                if (next !== undefined) locked.delete(next.n)
+                continue
+              }
+              const answer = yield* Effect.promise(() =>
+                unique.add("Work", { n: s.n }, s.id === undefined ? {} : { jobId: s.id }).then(
+                  (outcome) => ({ tag: outcome._tag as string, jid: outcome.job.jid }),
+                  (error: unknown) => ({
+                    tag: error instanceof UniqueQueue.JobIdTaken ? "JobIdTaken" : String(error),
+                    jid: undefined
+                  })
+                )
+              )
+              const expected = s.id !== undefined && used.has(s.id)
+                ? "JobIdTaken"
+                : locked.has(s.n)
+                ? "Skipped"
+                : "Enqueued"
+              assert.strictEqual(answer.tag, expected, JSON.stringify(s))
+              if (expected === "Enqueued") {
+                if (s.id !== undefined) used.add(s.id)
+                locked.add(s.n)
+                waiting.push({ jid: answer.jid!, n: s.n })
+              }
+            }
+            while (waiting.length > 0) {
+              assert.strictEqual(yield* runNext(worker, processor as never, `t${++token}`), waiting.shift()!.jid)
+            }
+            assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "every job ran and released its lock")
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.array(step, { minLength: 4, maxLength: 24 }), (steps) => Effect.runPromise(check(steps))),
+            { numRuns: 15 }
+          )
+        )
+      }), 120_000)
+  })
+})
+
+describe("UniqueQueue.make: every option decoded once", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("values of the wrong kind are refused at make, naming the field and what to write", () =>
+      Effect.gen(function*() {
+        const queue = yield* Bull.queue(Bull.uniqueName("uqm"))
+        const cases: ReadonlyArray<readonly [string, Record<string, unknown>]> = [
+          ["redis", { redis: 5 }],
+          ["redis.url", { redis: { url: 5 } }],
+          ["redis.timeout", { redis: { url: "redis://127.0.0.1:1", timeout: 0 } }],
+          ["redis.host", { redis: { url: "redis://127.0.0.1:1", host: "elsewhere" } }],
+          ["jobs", { jobs: [1, 2] }],
+          ["jobs.a", { jobs: { a: null } }],
+          ["jobs.a.lockTtl", { jobs: { a: { lock: "while_executing", lockTtl: 5 } } }],
+          ["deadLetter", { deadLetter: {} }],
+          ["deadLetter", { deadLetter: queue }],
+          ["defaults.lockTtl", { defaults: { lockTtl: -1 } }],
+          ["defaults", { defaults: 5 }],
+          ["lockTtl", { lockTtl: Number.NaN }]
+        ]
+        for (const [field, extra] of cases) {
+          const error = thrown(() => UniqueQueue.make(queue, { lock: "until_executed", defaults: {}, ...extra } as never))
+          assert.instanceOf(error, LockOptions.InvalidLockOptions, `${field}: ${String(error)}`)
+          const invalid = error as LockOptions.InvalidLockOptions
+          assert.strictEqual(invalid.field, field, invalid.message)
+          assert.isAbove(invalid.reason.length, 10, "it says what to write")
+        }
+        // Every bad field at once, not only the first.
+        const all = thrown(() =>
+          UniqueQueue.make(queue, { lock: "until_executed", redis: 5, jobs: [1], deadLetter: {}, defaults: 5 } as never)
+        ) as LockOptions.InvalidLockOptions
+        assert.deepStrictEqual(all.issues.map((issue) => issue.field).sort(), ["deadLetter", "defaults", "jobs", "redis"])
+        assert.instanceOf(thrown(() => UniqueQueue.make(5 as never, { lock: "until_executed" })), LockOptions.InvalidLockOptions)
+        assert.instanceOf(thrown(() => UniqueQueue.make(queue, 5 as never)), LockOptions.InvalidLockOptions)
+      }))
+
+    it.scoped("bad UNIQUE_JOBS_* values fail at make, each named by its variable, not at every add", () =>
+      Effect.gen(function*() {
+        const queue = yield* Bull.queue(Bull.uniqueName("uqe"))
+        const saved = { lease: process.env.UNIQUE_JOBS_LOCK_LEASE, prefix: process.env.UNIQUE_JOBS_LOCK_PREFIX }
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            for (const [key, value] of [["UNIQUE_JOBS_LOCK_LEASE", saved.lease], ["UNIQUE_JOBS_LOCK_PREFIX", saved.prefix]]) {
+              if (value === undefined) delete process.env[key!]
+              else process.env[key!] = value
+            }
+          })
+        )
+        process.env.UNIQUE_JOBS_LOCK_LEASE = "50"
+        process.env.UNIQUE_JOBS_LOCK_PREFIX = "a b"
+        const error = thrown(() => UniqueQueue.make(queue, { lock: "until_executed" }))
+        assert.instanceOf(error, LockOptions.InvalidLockOptions)
+        const invalid = error as LockOptions.InvalidLockOptions
+        assert.deepStrictEqual(
+          invalid.issues.map((issue) => issue.field).sort(),
+          ["UNIQUE_JOBS_LOCK_LEASE", "UNIQUE_JOBS_LOCK_PREFIX"]
+        )
+        assert.notInclude(invalid.message, "undefined")
+      }))
+  })
+})
+
+describe("UniqueQueue.close: shutdown in either order with a job running", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    for (const order of ["unique.close, then worker.close", "worker.close, then unique.close"] as const) {
+      it.scoped(`${order}: the running until_executed job completes and releases its lock`, () =>
+        Effect.gen(function*() {
+          const { raw } = yield* RedisTest.TestRedis
+          const connection = yield* Bull.connection
+          const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+          let started!: () => void
+          const running = new Promise<void>((resolve) => (started = resolve))
+          const worker = new Worker(name, unique.processor(async () => {
+            started()
+            await sleep(300)
+            return "done"
+          }), { connection })
+          yield* Effect.addFinalizer(() => Effect.promise(() => worker.close(true)))
+          const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+          yield* Effect.promise(() => running)
+          yield* Effect.promise(async () => {
+            if (order === "unique.close, then worker.close") {
+              await unique.close()
+              await worker.close()
+            } else {
+              await worker.close()
+              await unique.close()
+            }
+          })
+          // unique.close closed `queue`: read through another instance.
+          const reader = yield* Bull.queue(queue.name)
+          assert.strictEqual(yield* Effect.promise(() => reader.getJobState(added.job.jid)), "completed")
+          assert.strictEqual(yield* Effect.promise(() => raw.pttl(`${added.digest}:LOCKED`)), -2, "the lock is gone")
+          assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [])
+          // A second close answers the first one's promise; an add after close says the queue is closed.
+          yield* Effect.promise(() => unique.close())
+          const late = yield* rejection(() => unique.add("Work", { n: 2 }))
+          assert.include(String(late), "closed")
+        }))
+    }
+
+    it.scoped("a job handed to the processor after close is put back (delayed, no attempt spent), keeping its lock", () =>
+      Effect.gen(function*() {
+        const connection = yield* Bull.connection
+        const { name, queue, unique } = yield* uniqueQueue({ lock: "until_executed" })
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        const processor = unique.processor(async () => "done")
+        yield* Effect.promise(() => unique.close())
+        const worker = yield* Effect.acquireRelease(
+          Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
+          (w) => Effect.promise(() => w.close())
+        )
+        const job = yield* Effect.promise(() => worker.getNextJob("late", { block: false }))
+        const error = yield* rejection(() => processor(job as BullJob<Data>, "late"))
+        assert.strictEqual((error as Error).name, "DelayedError")
+        const reader = yield* Bull.queue(queue.name)
+        assert.strictEqual(yield* Effect.promise(() => reader.getJobState(added.job.jid)), "delayed")
+        const after = yield* Effect.promise(() => reader.getJob(added.job.jid))
+        assert.strictEqual(after?.attemptsMade, 0, "no attempt spent")
+        const { raw } = yield* RedisTest.TestRedis
+        assert.strictEqual(yield* Effect.promise(() => raw.hexists(`${added.digest}:LOCKED`, added.job.jid)), 1)
+      }))
+
+    it.scoped("close({ timeout }) cancels a job that outlives it: its perform is aborted, and close ends", () =>
+      Effect.gen(function*() {
+        const connection = yield* Bull.connection
+        const { name, unique } = yield* uniqueQueue({ lock: "while_executing" })
+        let started!: () => void
+        const running = new Promise<void>((resolve) => (started = resolve))
+        let aborted = false
+        const worker = new Worker(name, unique.processor((_, __, signal) =>
+          new Promise((resolve) => {
+            started()
+            signal.addEventListener("abort", () => {
+              aborted = true
+              resolve("aborted")
+            })
+          })
+        ), { connection })
+        yield* Effect.addFinalizer(() => Effect.promise(() => worker.close(true)))
+        yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        yield* Effect.promise(() => running)
+        yield* Effect.promise(() => unique.close({ timeout: 200 }))
+        assert.isTrue(aborted, "the perform was told to stop")
+      }))
+  })
+})
