@@ -5,6 +5,8 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { type Job as BullJob, type QueueOptions, Worker } from "bullmq"
+import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import * as Effect from "effect/Effect"
 import * as fc from "effect/FastCheck"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
@@ -344,6 +346,42 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
           assert.include(String(late), "closed")
         }))
     }
+
+    for (const order of ["unique-first", "worker-first"] as const) {
+      it.scoped(`${order}, in a process of its own: the lock is gone and the process exits by itself`, () =>
+        Effect.gen(function*() {
+          const { source } = yield* RedisTest.TestRedis
+          const child = spawn(process.execPath, [
+            "--import",
+            "tsx",
+            fileURLToPath(new URL("./support/uniquequeue-close-process.ts", import.meta.url)),
+            source.url,
+            Bull.uniqueName("uqp"),
+            RedisTest.uniquePrefix("uqp"),
+            order
+          ], { stdio: ["ignore", "pipe", "inherit"] })
+          yield* Effect.addFinalizer(() => Effect.sync(() => child.kill("SIGKILL")))
+          let output = ""
+          child.stdout.on("data", (chunk) => {
+            output += String(chunk)
+          })
+          // No kill here: the test's own timeout is the bound; a process that stays up fails it.
+          const code = yield* Effect.promise(() => new Promise((resolve) => child.once("exit", resolve)))
+          assert.strictEqual(code, 0)
+          assert.strictEqual(output.trim(), "CLOSED -2", "the completed job released its lock")
+        }), 60_000)
+    }
+
+    it.scoped("close with a timeout that is not a positive duration is refused, and the queue stays open", () =>
+      Effect.gen(function*() {
+        const { unique } = yield* uniqueQueue({ lock: "until_executed" })
+        for (const timeout of [0, -1, Number.NaN, "abc", 1e20]) {
+          const error = yield* rejection(() => unique.close({ timeout } as never))
+          assert.instanceOf(error, LockOptions.InvalidLockOptions, String(timeout))
+          assert.strictEqual((error as LockOptions.InvalidLockOptions).field, "timeout")
+        }
+        assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 1 })))._tag, "Enqueued")
+      }))
 
     it.scoped("a job handed to the processor after close is put back (delayed, no attempt spent), keeping its lock", () =>
       Effect.gen(function*() {

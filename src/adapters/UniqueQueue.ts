@@ -341,16 +341,18 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       closing !== undefined
         ? Promise.reject(closed("died", job.id))
         : run(Middleware.died(defined(job.name).definition)(BullMQ.toJob(job))),
-    close: (closeOptions) =>
-      closing ??= (async () => {
-        const timeout = closeOptions?.timeout === undefined ? undefined : Duration.toMillis(closeOptions.timeout)
+    close: (closeOptions) => {
+      if (closing !== undefined) return closing
+      const timeout = closeTimeout(closeOptions)
+      if (Either.isLeft(timeout)) return Promise.reject(timeout.left)
+      return closing = (async () => {
         const settledAll = () => Promise.allSettled(Array.from(inFlight)).then(() => undefined)
-        if (timeout === undefined) {
+        if (timeout.right === undefined) {
           await settledAll()
         } else {
           let timer: ReturnType<typeof setTimeout> | undefined
           const passed = new Promise<"passed">((resolve) => {
-            timer = setTimeout(() => resolve("passed"), timeout)
+            timer = setTimeout(() => resolve("passed"), timeout.right)
           })
           const first = await Promise.race([settledAll(), passed])
           clearTimeout(timer)
@@ -362,5 +364,17 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
         await runtime.dispose()
         await queue.close()
       })()
+    }
   }
+}
+
+const decodeTimer = Schema.decodeUnknownEither(LockOptions.TimerDuration)
+
+// close's timeout in whole milliseconds (undefined: wait as long as the jobs run), or what to write instead.
+const closeTimeout = (options: CloseOptions | undefined): Either.Either<number | undefined, LockOptions.InvalidLockOptions> => {
+  if (options === undefined || options.timeout === undefined) return Either.right(undefined)
+  return Either.mapBoth(decodeTimer(options.timeout), {
+    onLeft: (error) => LockOptions.invalidOptions(LockOptions.formatIssues(error), "timeout"),
+    onRight: Duration.toMillis
+  })
 }
