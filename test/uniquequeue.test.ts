@@ -1,67 +1,19 @@
 /**
  * UniqueQueue at its edges, on real BullMQ queues over a private redis-server: ids the caller supplies (a reused one,
  * one of a waiting job, an empty or non-string one), BullMQ options that cannot work with the locks, every option of
- * `make` decoded once, the lock's TTL under a delay (a property), and shutdown in both orders with a job running.
+ * `make` decoded once, and shutdown in both orders with a job running. The properties are in
+ * uniquequeue.properties.test.ts.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { type Job as BullJob, type QueueOptions, Worker } from "bullmq"
+import { type Job as BullJob, Worker } from "bullmq"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as LockOptions from "../src/Options.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
-
-interface Data {
-  readonly n: number
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** A UniqueQueue on a new queue of the test server, with its own lock prefix and no UNIQUE_JOBS_* reading. */
-const uniqueQueue = (options: LockOptions.Options, queueOptions: Omit<QueueOptions, "connection"> = {}) =>
-  Effect.gen(function*() {
-    const { source } = yield* RedisTest.TestRedis
-    const name = Bull.uniqueName("uq")
-    const queue = yield* Bull.queue(name, queueOptions)
-    const lockPrefix = RedisTest.uniquePrefix("uq")
-    const unique = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        UniqueQueue.make<Data>(queue, { ...options, lockPrefix, redis: { url: source.url }, defaults: {} })
-      ),
-      (u) => Effect.promise(() => u.close())
-    )
-    return { name, queue, unique, lockPrefix }
-  })
-
-/** What a promise rejected with (undefined when it resolved). */
-const rejection = (f: () => Promise<unknown>) =>
-  Effect.promise(() => f().then(() => undefined, (error: unknown) => error))
-
-const thrown = (f: () => unknown): unknown => {
-  try {
-    f()
-  } catch (error) {
-    return error
-  }
-  return undefined
-}
-
-const lockKeys = (prefix: string) =>
-  Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
-    Effect.promise(async () => (await raw.keys(`${prefix}:*`)).filter((key) => key.endsWith(":LOCKED")).sort()))
-
-/** Runs the next waiting job by hand (BullMQ's manual fetch) through `processor`, and completes it. */
-const runNext = (worker: Worker, processor: (job: never, token?: string) => Promise<unknown>, token: string) =>
-  Effect.promise(async () => {
-    const job = await worker.getNextJob(token, { block: false })
-    if (job === undefined) return undefined
-    const value = await processor(job as never, token)
-    await job.moveToCompleted(value, token, false)
-    return job.id
-  })
+import { type Data, lockKeys, rejection, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
 describe("UniqueQueue: ids the caller supplies", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
@@ -156,94 +108,6 @@ describe("UniqueQueue: ids the caller supplies", () => {
         assert.isTrue(defaultTtl > 5.9 * hour && defaultTtl <= 6 * hour, `the queue's delay counts too: ${defaultTtl}`)
       }))
 
-    it.scoped("property: the lock's TTL is lockTtl plus the add's delay, whatever both are", () =>
-      Effect.gen(function*() {
-        const { raw } = yield* RedisTest.TestRedis
-        const { unique } = yield* uniqueQueue({ lock: "until_executed", lockTtl: "1 minute" })
-        let n = 0
-        yield* Effect.promise(() =>
-          fc.assert(
-            fc.asyncProperty(
-              fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 30 * 24 * 3_600_000 })),
-              async (delay) => {
-                const added = await unique.add("Work", { n: ++n }, { delay })
-                if (added._tag !== "Enqueued") return false
-                const ttl = await raw.pttl(`${added.digest}:LOCKED`)
-                // The TTL is counted by Redis from the lock call: at most the round trips of this add below the sum.
-                return ttl <= 60_000 + delay && ttl > 60_000 + delay - 10_000
-              }
-            ),
-            { numRuns: 40 }
-          )
-        )
-      }))
-
-    it.scoped("property: with ids from a small pool, every add's answer is what BullMQ did; an idle queue holds no lock", () =>
-      Effect.gen(function*() {
-        const testRedis = yield* RedisTest.TestRedis
-        const connection = yield* Bull.connection
-        const step = fc.oneof(
-          fc.record({
-            _tag: fc.constant("add" as const),
-            id: fc.option(fc.constantFrom("a", "b", "c"), { nil: undefined }),
-            n: fc.integer({ min: 1, max: 2 })
-          }),
-          fc.constant({ _tag: "run" as const })
-        )
-        const check = (steps: ReadonlyArray<typeof step extends fc.Arbitrary<infer S> ? S : never>) =>
-          Effect.gen(function*() {
-            const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
-            const worker = yield* Effect.acquireRelease(
-              Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
-              (w) => Effect.promise(() => w.close())
-            )
-            const processor = unique.processor(async () => "done")
-            // The model: the ids BullMQ has seen (it keeps completed jobs), the data locked by a job still to run,
-            // and those jobs in the order BullMQ hands them out.
-            const used = new Set<string>()
-            const locked = new Set<number>()
-            const waiting: Array<{ readonly jid: string; readonly n: number }> = []
-            let token = 0
-            for (const s of steps) {
-              if (s._tag === "run") {
-                const next = waiting.shift()
-                assert.strictEqual(yield* runNext(worker, processor as never, `t${++token}`), next?.jid)
-                if (next !== undefined) locked.delete(next.n)
-                continue
-              }
-              const answer = yield* Effect.promise(() =>
-                unique.add("Work", { n: s.n }, s.id === undefined ? {} : { jobId: s.id }).then(
-                  (outcome) => ({ tag: outcome._tag as string, jid: outcome.job.jid }),
-                  (error: unknown) => ({
-                    tag: error instanceof UniqueQueue.JobIdTaken ? "JobIdTaken" : String(error),
-                    jid: undefined
-                  })
-                )
-              )
-              const expected = s.id !== undefined && used.has(s.id)
-                ? "JobIdTaken"
-                : locked.has(s.n)
-                ? "Skipped"
-                : "Enqueued"
-              assert.strictEqual(answer.tag, expected, JSON.stringify(s))
-              if (expected === "Enqueued") {
-                if (s.id !== undefined) used.add(s.id)
-                locked.add(s.n)
-                waiting.push({ jid: answer.jid!, n: s.n })
-              }
-            }
-            while (waiting.length > 0) {
-              assert.strictEqual(yield* runNext(worker, processor as never, `t${++token}`), waiting.shift()!.jid)
-            }
-            assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "every job ran and released its lock")
-          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
-        yield* Effect.promise(() =>
-          fc.assert(
-            fc.asyncProperty(fc.array(step, { minLength: 4, maxLength: 24 }), (steps) => Effect.runPromise(check(steps))),
-            { numRuns: 15 }
-          )
-        )
-      }), 120_000)
   })
 })
 

@@ -1,0 +1,58 @@
+/**
+ * UniqueQueues on the test's private redis-server, and what the UniqueQueue tests read back.
+ */
+import type { QueueOptions, Worker } from "bullmq"
+import * as Effect from "effect/Effect"
+import * as UniqueQueue from "../../src/adapters/UniqueQueue.js"
+import type * as LockOptions from "../../src/Options.js"
+import * as Bull from "./bullmq.js"
+import * as RedisTest from "./redis.js"
+
+export interface Data {
+  readonly n: number
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** A UniqueQueue on a new queue of the test server, with its own lock prefix and no UNIQUE_JOBS_* reading. */
+export const uniqueQueue = (options: LockOptions.Options, queueOptions: Omit<QueueOptions, "connection"> = {}) =>
+  Effect.gen(function*() {
+    const { source } = yield* RedisTest.TestRedis
+    const name = Bull.uniqueName("uq")
+    const queue = yield* Bull.queue(name, queueOptions)
+    const lockPrefix = RedisTest.uniquePrefix("uq")
+    const unique = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        UniqueQueue.make<Data>(queue, { ...options, lockPrefix, redis: { url: source.url }, defaults: {} })
+      ),
+      (u) => Effect.promise(() => u.close())
+    )
+    return { name, queue, unique, lockPrefix }
+  })
+
+/** What a promise rejected with (undefined when it resolved). */
+export const rejection = (f: () => Promise<unknown>) =>
+  Effect.promise(() => f().then(() => undefined, (error: unknown) => error))
+
+export const thrown = (f: () => unknown): unknown => {
+  try {
+    f()
+  } catch (error) {
+    return error
+  }
+  return undefined
+}
+
+export const lockKeys = (prefix: string) =>
+  Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
+    Effect.promise(async () => (await raw.keys(`${prefix}:*`)).filter((key) => key.endsWith(":LOCKED")).sort()))
+
+/** Runs the next waiting job by hand (BullMQ's manual fetch) through `processor`, and completes it. */
+export const runNext = (worker: Worker, processor: (job: never, token?: string) => Promise<unknown>, token: string) =>
+  Effect.promise(async () => {
+    const job = await worker.getNextJob(token, { block: false })
+    if (job === undefined) return undefined
+    const value = await processor(job as never, token)
+    await job.moveToCompleted(value, token, false)
+    return job.id
+  })

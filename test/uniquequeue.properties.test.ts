@@ -1,0 +1,292 @@
+/**
+ * UniqueQueue properties on real BullMQ queues over a private redis-server: the lock's TTL under any delay; adds
+ * under ids from a small pool against a model of what BullMQ keeps; add options that cannot work with the locks;
+ * `make` options of the wrong kind in any combination; bad UNIQUE_JOBS_* values in any combination; shutdown in
+ * either order with jobs of any lock type running. Each checks what a user can see: answers, errors, and what Redis
+ * holds afterwards.
+ * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/uniquequeue.properties.test.ts
+ */
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Worker } from "bullmq"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Effect from "effect/Effect"
+import * as fc from "effect/FastCheck"
+import * as Layer from "effect/Layer"
+import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
+import * as Defaults from "../src/Defaults.js"
+import type * as LockType from "../src/LockType.js"
+import * as LockOptions from "../src/Options.js"
+import * as Bull from "./support/bullmq.js"
+import * as RedisTest from "./support/redis.js"
+import { lockKeys, runNext, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
+
+const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
+
+describe("UniqueQueue properties", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("property: the lock's TTL is lockTtl plus the add's delay, whatever both are", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { unique } = yield* uniqueQueue({ lock: "until_executed", lockTtl: "1 minute" })
+        let n = 0
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 30 * 24 * 3_600_000 })),
+              async (delay) => {
+                const added = await unique.add("Work", { n: ++n }, { delay })
+                if (added._tag !== "Enqueued") return false
+                const ttl = await raw.pttl(`${added.digest}:LOCKED`)
+                // The TTL is counted by Redis from the lock call: at most the round trips of this add below the sum.
+                return ttl <= 60_000 + delay && ttl > 60_000 + delay - 10_000
+              }
+            ),
+            { numRuns: runs(40) }
+          )
+        )
+      }))
+
+    it.scoped("property: with ids from a small pool, every add's answer is what BullMQ did; an idle queue holds no lock", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        const step = fc.oneof(
+          fc.record({
+            _tag: fc.constant("add" as const),
+            id: fc.option(fc.constantFrom("a", "b", "c"), { nil: undefined }),
+            n: fc.integer({ min: 1, max: 2 })
+          }),
+          fc.constant({ _tag: "run" as const })
+        )
+        const check = (steps: ReadonlyArray<typeof step extends fc.Arbitrary<infer S> ? S : never>) =>
+          Effect.gen(function*() {
+            const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+            const worker = yield* Effect.acquireRelease(
+              Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
+              (w) => Effect.promise(() => w.close())
+            )
+            const processor = unique.processor(async () => "done")
+            // The model: the ids BullMQ has seen (it keeps completed jobs), the data locked by a job still to run,
+            // and those jobs in the order BullMQ hands them out.
+            const used = new Set<string>()
+            const locked = new Set<number>()
+            const waiting: Array<{ readonly jid: string; readonly n: number }> = []
+            let token = 0
+            for (const s of steps) {
+              if (s._tag === "run") {
+                const next = waiting.shift()
+                assert.strictEqual(yield* runNext(worker, processor as never, `t${++token}`), next?.jid)
+                if (next !== undefined) locked.delete(next.n)
+                continue
+              }
+              const answer = yield* Effect.promise(() =>
+                unique.add("Work", { n: s.n }, s.id === undefined ? {} : { jobId: s.id }).then(
+                  (outcome) => ({ tag: outcome._tag as string, jid: outcome.job.jid }),
+                  (error: unknown) => ({
+                    tag: error instanceof UniqueQueue.JobIdTaken ? "JobIdTaken" : String(error),
+                    jid: undefined
+                  })
+                )
+              )
+              const expected = s.id !== undefined && used.has(s.id)
+                ? "JobIdTaken"
+                : locked.has(s.n)
+                ? "Skipped"
+                : "Enqueued"
+              assert.strictEqual(answer.tag, expected, JSON.stringify(s))
+              if (expected === "Enqueued") {
+                if (s.id !== undefined) used.add(s.id)
+                locked.add(s.n)
+                waiting.push({ jid: answer.jid!, n: s.n })
+              }
+            }
+            while (waiting.length > 0) {
+              assert.strictEqual(yield* runNext(worker, processor as never, `t${++token}`), waiting.shift()!.jid)
+            }
+            assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "every job ran and released its lock")
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.array(step, { minLength: 4, maxLength: 24 }), (steps) => Effect.runPromise(check(steps))),
+            { numRuns: runs(15) }
+          )
+        )
+      }), 120_000)
+
+    it.scoped("property: add options are refused exactly when one cannot work with the locks, naming it; a refused add takes nothing", () =>
+      Effect.gen(function*() {
+        const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+        const bad = <A>(arbitrary: fc.Arbitrary<A>) => arbitrary.map((value) => ({ value, bad: true }))
+        const good = <A>(arbitrary: fc.Arbitrary<A>) => arbitrary.map((value) => ({ value, bad: false }))
+        const option = fc.record({
+          deduplication: fc.option(bad(fc.constant({ id: "d" })), { nil: undefined }),
+          repeat: fc.option(bad(fc.constant({ every: 1000 })), { nil: undefined }),
+          jobId: fc.option(
+            fc.oneof(bad(fc.constantFrom("", 7, null, true)), good(fc.constant("fresh"))),
+            { nil: undefined }
+          ),
+          delay: fc.option(
+            fc.oneof(bad(fc.constantFrom(-1, Number.NaN, 1.5, Infinity, 1e20, "10")), good(fc.constantFrom(0, 1000))),
+            { nil: undefined }
+          ),
+          attempts: fc.option(good(fc.integer({ min: 1, max: 5 })), { nil: undefined })
+        })
+        let n = 0
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(option, async (chosen) => {
+              n++
+              const opts: Record<string, unknown> = {}
+              const expected: Array<string> = []
+              for (const [key, entry] of Object.entries(chosen)) {
+                if (entry === undefined) continue
+                opts[key] = key === "jobId" && entry.value === "fresh" ? `fresh-${n}` : entry.value
+                if (entry.bad) expected.push(`opts.${key}`)
+              }
+              const before = await queue.count()
+              const answer = await unique.add("Work", { n }, opts as never).then(
+                (outcome) => outcome._tag as unknown,
+                (error: unknown) => error
+              )
+              if (expected.length === 0) return answer === "Enqueued"
+              assert.instanceOf(answer, LockOptions.InvalidLockOptions, JSON.stringify(opts))
+              const fields = (answer as LockOptions.InvalidLockOptions).issues.map((issue) => issue.field).sort()
+              assert.deepStrictEqual(fields, expected.sort())
+              assert.strictEqual(await queue.count(), before, "nothing was added")
+              return true
+            }),
+            { numRuns: runs(60) }
+          )
+        )
+        // Only the accepted adds hold locks (their jobs wait): one per accepted add.
+        const accepted = yield* Effect.promise(() => queue.count())
+        assert.strictEqual((yield* lockKeys(lockPrefix)).length, accepted)
+      }))
+
+    it.scoped("property: make refuses every option of the wrong kind, in any combination, naming each", () =>
+      Effect.gen(function*() {
+        const queue = yield* Bull.queue(Bull.uniqueName("uqp"))
+        const badDuration = fc.constantFrom(0, -1, Number.NaN, 1.5, 1e20, "abc", null, true)
+        const cases: ReadonlyArray<readonly [string, fc.Arbitrary<Record<string, unknown>>]> = [
+          ["redis", fc.constantFrom(5, "redis://x", true, null, [1]).map((redis) => ({ redis }))],
+          ["redis.timeout", badDuration.map((timeout) => ({ redis: { url: "redis://127.0.0.1:1", timeout } }))],
+          ["redis.url", fc.constantFrom(5, "", true, {}).map((url) => ({ redis: { url } }))],
+          ["redis.host", fc.constant({ redis: { url: "redis://127.0.0.1:1", host: "x" } })],
+          ["jobs", fc.constantFrom(5, "x", [1, 2], true).map((jobs) => ({ jobs }))],
+          ["jobs.a", fc.constantFrom(null, 5, "x", [1]).map((a) => ({ jobs: { a } }))],
+          ["deadLetter", fc.constantFrom({}, 5, "x", null).map((deadLetter) => ({ deadLetter }))],
+          ["defaults", fc.constantFrom(5, "x", [1], null).map((defaults) => ({ defaults }))],
+          ["defaults.lockTtl", badDuration.map((lockTtl) => ({ defaults: { lockTtl } }))],
+          ["lockTtl", badDuration.map((lockTtl) => ({ lockTtl }))]
+        ]
+        // At most one case per top-level key: two for `redis` would be one object.
+        const byKey = new Map<string, Array<number>>()
+        cases.forEach(([field], i) => {
+          const key = field.split(".")[0]!
+          byKey.set(key, [...(byKey.get(key) ?? []), i])
+        })
+        const pick = fc.tuple(...Array.from(byKey.values(), (indices) => fc.option(fc.constantFrom(...indices), { nil: undefined })))
+          .filter((chosen) => chosen.some((i) => i !== undefined))
+          .chain((chosen) => {
+            const indices = chosen.filter((i): i is number => i !== undefined)
+            return fc.tuple(...indices.map((i) => cases[i]![1])).map((parts) => ({ indices, parts }))
+          })
+        yield* Effect.sync(() =>
+          fc.assert(
+            fc.property(pick, ({ indices, parts }) => {
+              const options = Object.assign({ lock: "until_executed", defaults: {} }, ...parts)
+              const error = thrown(() => UniqueQueue.make(queue, options as never))
+              assert.instanceOf(error, LockOptions.InvalidLockOptions, JSON.stringify(options))
+              const fields = (error as LockOptions.InvalidLockOptions).issues.map((issue) => issue.field).sort()
+              assert.deepStrictEqual(fields, indices.map((i) => cases[i]![0]).sort(), JSON.stringify(options))
+            }),
+            { numRuns: runs(200) }
+          )
+        )
+      }))
+
+    it.scoped("property: whatever the order of shutdown and the lock type, a running job completes and leaves no lock", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        const lockTypes: ReadonlyArray<LockType.LockType> = [
+          "until_executed",
+          "until_and_while_executing",
+          "while_executing",
+          "until_executing"
+        ]
+        const check = (lock: LockType.LockType, uniqueFirst: boolean, runMs: number) =>
+          Effect.gen(function*() {
+            const { name, unique, lockPrefix } = yield* uniqueQueue({ lock })
+            let started!: () => void
+            const running = new Promise<void>((resolve) => (started = resolve))
+            const worker = new Worker(name, unique.processor(async () => {
+              started()
+              await sleep(runMs)
+              return "done"
+            }), { connection })
+            worker.on("error", () => {})
+            yield* Effect.addFinalizer(() => Effect.promise(() => worker.close(true)))
+            const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+            assert.strictEqual(added._tag, "Enqueued")
+            yield* Effect.promise(() => running)
+            yield* Effect.promise(async () => {
+              if (uniqueFirst) {
+                await unique.close()
+                await worker.close()
+              } else {
+                await worker.close()
+                await unique.close()
+              }
+            })
+            const reader = yield* Bull.queue(name)
+            assert.strictEqual(yield* Effect.promise(() => reader.getJobState(added.job.jid)), "completed")
+            assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
+            assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [])
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom(...lockTypes),
+              fc.boolean(),
+              fc.integer({ min: 0, max: 150 }),
+              (lock, uniqueFirst, runMs) => Effect.runPromise(check(lock, uniqueFirst, runMs))
+            ),
+            { numRuns: runs(8) }
+          )
+        )
+      }), 120_000)
+  })
+
+  it.effect("property: any bad UNIQUE_JOBS_* values are each named once, as written, and nothing reads 'undefined'", () =>
+    Effect.gen(function*() {
+      const values = {
+        UNIQUE_JOBS_LOCK_LEASE: fc.constantFrom("50", "-5", "1.5", "abc", "0"),
+        UNIQUE_JOBS_LOCK_TTL: fc.constantFrom("-5", "1.5", "abc", "0", "99999999999999999999"),
+        UNIQUE_JOBS_LOCK_PREFIX: fc.constantFrom("a b", "x*", "p:RUN"),
+        UNIQUE_JOBS_ON_CONFLICT: fc.constantFrom("later", "{}"),
+        UNIQUE_JOBS_RESCHEDULE_DELAY: fc.constantFrom("0", "-1", "2.5", "abc")
+      }
+      const env = fc.record(
+        Object.fromEntries(Object.entries(values).map(([key, arbitrary]) => [key, fc.option(arbitrary, { nil: undefined })]))
+      ).filter((chosen) => Object.values(chosen).some((value) => value !== undefined))
+      const read = (map: Map<string, string>) =>
+        Effect.runSync(Effect.flip(Effect.provide(
+          Defaults.Defaults,
+          Defaults.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(map))))
+        )))
+      fc.assert(
+        fc.property(env, (chosen) => {
+          const set = Object.entries(chosen).filter((entry): entry is [string, string] => entry[1] !== undefined)
+          const message = String(read(new Map(set)))
+          assert.notInclude(message, "undefined")
+          for (const [name, value] of set) {
+            assert.strictEqual(message.split(`at ${name}:`).length - 1, 1, `${name} once: ${message}`)
+            if (/^-\d+$/.test(value)) assert.include(message, `got ${value} ms`)
+            if (/^\d+\.\d+$/.test(value)) assert.include(message, `use ${Math.round(Number(value))}`)
+          }
+        }),
+        { numRuns: runs(200) }
+      )
+    }))
+})
