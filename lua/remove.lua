@@ -1,8 +1,76 @@
--- Deletes locks whole. KEYS[1] <prefix>:digests  KEYS[2..] each lock's <lock>:LOCKED   ARGV each lock's member
--- Returns how many of the holders keys existed.
--- ZREM first: the one call that can fail (a wrong-typed index), before anything is written. In chunks, under unpack's
--- limit on how many values it spreads.
-for i = 1, #ARGV, 1000 do redis.call('ZREM', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
-local existed = 0
-for i = 2, #KEYS do existed = existed + redis.call('DEL', KEYS[i]) end
-return existed
+-- The admin's removal (Locks.delete, unlock, deleteByPattern): every holder of each lock, or only jid's.
+-- KEYS[1] <prefix>:digests  KEYS[2..] each lock's <lock>:LOCKED
+-- ARGV jid ('' for every holder), strict ('1': when any lock is refused, write nothing), each lock's member
+-- Only this library's locks: a lock whose key exists but whose member is not in the index, or whose key is not a
+-- hash, is refused (left alone). In one of ours, a holder with a live lease (a run lock whose job may still run) is
+-- revoked, not removed: it keeps its place, so no second copy can start while the first runs, and its next renewal
+-- fails, which interrupts it; its release (or its lease's end, if it died) frees the place. Every other holder goes at
+-- once: one with no lease (a queue lock), one whose expiry or lease has passed, one in a foreign shape.
+-- Returns {Redis time, {locks deleted whole}, {lock, jid, live (1/0), ...} removed, {lock, jid, lease until, ...}
+-- revoked, {lock, reason, ...} refused}.
+-- All or nothing: every read (ZSCORE fails on a wrong-typed index) before the first write.
+local jid = ARGV[1]
+local strict = ARGV[2] == '1'
+local ms = now()
+local locks = {}
+local refused = {}
+for i = 2, #KEYS do
+  local member = ARGV[i + 1]
+  local key = KEYS[i]
+  local indexed = redis.call('ZSCORE', KEYS[1], member)
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'none' and not indexed then
+    refused[#refused + 1] = member
+    refused[#refused + 1] = 'not in ' .. KEYS[1] .. ': not a lock of this library'
+  elseif kind ~= 'none' and kind ~= 'hash' then
+    refused[#refused + 1] = member
+    refused[#refused + 1] = key .. ' is a ' .. kind .. ', not a lock of this library'
+  else
+    local entries = {}
+    local size = 0
+    if kind == 'hash' then
+      size = redis.call('HLEN', key)
+      if jid == '' then
+        entries = redis.call('HGETALL', key)
+      else
+        local meta = redis.call('HGET', key, jid)
+        if meta then entries = {jid, meta} end
+      end
+    end
+    locks[#locks + 1] = {key = key, member = member, indexed = indexed, size = size, entries = entries}
+  end
+end
+if strict and #refused > 0 then return {ms, {}, {}, {}, refused} end
+
+local deleted, removed, revokes = {}, {}, {}
+local gone = {}
+for _, lock in ipairs(locks) do
+  local drop = {}
+  for j = 1, #lock.entries, 2 do
+    local holder, meta = lock.entries[j], lock.entries[j + 1]
+    local t, x, l, _, rest = parse(meta)
+    if t ~= nil and l > 0 and live(meta, ms) then
+      revokes[#revokes + 1] = lock.member
+      revokes[#revokes + 1] = holder
+      revokes[#revokes + 1] = string.format('%d', l)
+      if not revoked(rest) then
+        -- r goes right after f (a run lock's entry always has f): t, x, l and f stay where every script reads them.
+        local f = string.match(rest, '^,"f":%d+') or ''
+        write_entry(lock.key, holder, t, x, l, f .. string.format(',"r":%d', ms) .. string.sub(rest, #f + 1))
+      end
+    else
+      drop[#drop + 1] = holder
+      removed[#removed + 1] = lock.member
+      removed[#removed + 1] = holder
+      if t ~= nil and live(meta, ms) then removed[#removed + 1] = 1 else removed[#removed + 1] = 0 end
+    end
+  end
+  -- In chunks, under unpack's limit on how many values it spreads. HDEL of a key's last field deletes the key.
+  for k = 1, #drop, 1000 do redis.call('HDEL', lock.key, unpack(drop, k, math.min(k + 999, #drop))) end
+  if #drop == lock.size and lock.indexed then
+    gone[#gone + 1] = lock.member
+    if lock.size > 0 then deleted[#deleted + 1] = lock.member end
+  end
+end
+for k = 1, #gone, 1000 do redis.call('ZREM', KEYS[1], unpack(gone, k, math.min(k + 999, #gone))) end
+return {ms, deleted, removed, revokes, refused}

@@ -1,7 +1,8 @@
 /**
  * The `unique-jobs` command: digests, locks, the reaper and stats from a shell. Tables for people, `--json` for
- * scripts; `--redis-url` or `REDIS_URL`; a bad argument or an unreachable Redis exits non-zero with one line saying
- * why.
+ * scripts (stdout carries only the answer; logs go to stderr); `--redis-url` or `REDIS_URL`; a bad argument, an
+ * unreachable Redis, or a command that did nothing of what was asked exits non-zero with one line saying why (and
+ * what was probably meant).
  *
  * @since 0.1.0
  */
@@ -11,9 +12,14 @@ import * as Options from "@effect/cli/Options"
 import type * as Context from "effect/Context"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
 import * as Locks from "./Locks.js"
+import { PrefixSchema } from "./Options.js"
 import * as Reaper from "./Reaper.js"
 import * as Redis from "./Redis.js"
 
@@ -40,6 +46,70 @@ const dryRun = Options.boolean("dry-run").pipe(Options.withDescription("show wha
 
 const print = (asJson: boolean, value: unknown, table: () => string) =>
   Console.log(asJson ? JSON.stringify(value) : table())
+
+const fail = (message: string) => Effect.fail(new CliError(message))
+
+// Checks made before Redis is asked anything: a mistake is said at once, naming what was probably meant.
+const checkPrefix = (prefix: string): Effect.Effect<void, CliError> =>
+  Either.match(Schema.decodeUnknownEither(PrefixSchema)(prefix), {
+    onLeft: () =>
+      fail(
+        `--prefix ${JSON.stringify(prefix)} is not a lock prefix: use letters, digits, '_', '-', '.' and inner ':' ` +
+          `only (no spaces, '*', braces, or :LOCKED, :RUN, :digests)`
+      ),
+    onRight: () => Effect.void
+  })
+
+// @effect/cli takes a mistyped flag (`--jsno`) as the positional argument: refuse it instead.
+const checkArgument = (what: string, value: string, help: string): Effect.Effect<void, CliError> =>
+  value.startsWith("-")
+    ? fail(`unknown option ${value} (see unique-jobs ${help} --help); a ${what} never starts with '-'`)
+    : Effect.void
+
+// What the name's own prefix looks like, to name it in a hint.
+const prefixHint = (name: string, prefix: string): string => {
+  const colon = name.indexOf(":")
+  const own = colon > 0 ? name.slice(0, colon) : undefined
+  return own !== undefined && /^[A-Za-z0-9_.-]+$/.test(own)
+    ? `lock names under --prefix ${prefix} start with ${prefix}: (for prefix ${own}, pass --prefix ${own})`
+    : `a digest includes its prefix: ${prefix}:${name}`
+}
+
+// The literal start of a glob (up to its first special character).
+const literalHead = (pattern: string): string => {
+  const special = pattern.search(/[*?[\\]/)
+  return special === -1 ? pattern : pattern.slice(0, special)
+}
+
+// Every lock name of the prefix starts with `<prefix>:`: a pattern whose literal start says otherwise matches nothing.
+const checkPattern = (pattern: string, prefix: string, help: string): Effect.Effect<void, CliError> => {
+  const head = literalHead(pattern)
+  const start = `${prefix}:`
+  return Effect.zipRight(
+    checkArgument("pattern", pattern, help),
+    head.startsWith(start) || start.startsWith(head)
+      ? Effect.void
+      : fail(`PATTERN ${pattern} matches no lock: ${prefixHint(pattern, prefix)}`)
+  )
+}
+
+const checkLimit = (limit: number): Effect.Effect<void, CliError> =>
+  Number.isSafeInteger(limit) && limit >= 1 ? Effect.void : fail(`--limit must be a whole number from 1 up, got ${limit}`)
+
+// When a revoked holder's place frees at the latest, and how soon it is told.
+const revokedLines = (revoked: Locks.Removal["revoked"]): Array<string> => {
+  if (revoked.length === 0) return []
+  const latest = Math.max(...revoked.map((r) => r.leaseUntil))
+  return [
+    `revoked ${revoked.length} running holder(s) instead of removing them (their lease is live, so their job may ` +
+    `still run): ${revoked.map((r) => `${r.jid} on ${r.lock}`).join(", ")}`,
+    `  each is told at its next lease renewal (within a third of its lease) and stops with LockLost; its place frees ` +
+    `when it lets go, or at ${time(latest)} at the latest if it died`
+  ]
+}
+
+const refusedLines = (refused: Locks.Removal["refused"]): Array<string> =>
+  refused.map((r) => `left alone, not one of this library's locks: ${r.reason}`)
 
 const columns = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? "").length)))
@@ -70,16 +140,30 @@ const withRedis = <A>(
   if (Option.isNone(resolved)) {
     return Effect.fail(new CliError("no Redis: pass --redis-url redis://host:port or set REDIS_URL"))
   }
-  // One try at connecting, a short timeout: a command line should say at once that Redis is not there.
-  const layer = Redis.layer({
-    url: resolved.value,
-    timeout: "3 seconds",
-    client: { maxRetriesPerRequest: 0, retryStrategy: () => null }
-  })
-  return Effect.provide(self, layer).pipe(
-    Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message)))
-  )
+  // One try at connecting, a short timeout: a command line should say at once that Redis is not there. The
+  // connection's scope closes in the background: the answer (or the error) is not held back by a QUIT to a Redis that
+  // does not answer, and the executable exits once it has printed.
+  return Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const exit = yield* Effect.exit(
+      Effect.flatMap(
+        Scope.extend(
+          Redis.make({
+            url: resolved.value,
+            timeout: connectTimeout,
+            client: { maxRetriesPerRequest: 0, retryStrategy: () => null }
+          }),
+          scope
+        ),
+        (store) => Effect.provideService(self, Redis.RedisService, store)
+      )
+    )
+    yield* Effect.forkDaemon(Scope.close(scope, Exit.void))
+    return yield* exit
+  }).pipe(Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
 }
+
+const connectTimeout = "3 seconds"
 
 /** Runs `self` with the admin API for `--prefix`, on the store `withRedis` gives. */
 const withLocks = <A>(
@@ -126,86 +210,139 @@ const list = Command.make(
     json
   },
   (o) =>
-    withLocks(o, (locks) =>
-      Effect.gen(function*() {
-        const found: Array<Locks.Entry> = []
-        let cursor = "0"
-        do {
-          const page = yield* locks.list({
-            pattern: Option.getOrElse(o.pattern, () => `${o.prefix}:*`),
-            cursor,
-            count: Math.min(1000, Math.max(10, o.limit))
-          })
-          found.push(...page.items)
-          cursor = page.cursor
-        } while (cursor !== "0" && found.length < o.limit)
-        const shown = found.slice(0, o.limit)
-        yield* print(o.json, shown, () =>
-          columns(["lock", "phase", "score"], shown.map((e) => [e.name, e.phase, time(e.score)])))
-      })
-    )
+    Effect.gen(function*() {
+      yield* checkPrefix(o.prefix)
+      yield* checkLimit(o.limit)
+      const pattern = Option.getOrElse(o.pattern, () => `${o.prefix}:*`)
+      yield* checkPattern(pattern, o.prefix, "locks list")
+      return yield* withLocks(o, (locks) =>
+        Effect.gen(function*() {
+          const found: Array<Locks.Entry> = []
+          let cursor = "0"
+          do {
+            const page = yield* locks.list({ pattern, cursor, count: Math.min(1000, Math.max(10, o.limit)) })
+            found.push(...page.items)
+            cursor = page.cursor
+          } while (cursor !== "0" && found.length < o.limit)
+          const shown = found.slice(0, o.limit)
+          yield* print(o.json, shown, () =>
+            columns(["lock", "phase", "score"], shown.map((e) => [e.name, e.phase, time(e.score)])))
+        }))
+    })
 ).pipe(Command.withDescription("list locks (index members) matching PATTERN, a glob over lock names"))
 
 const show = Command.make(
   "show",
   { digest: Args.text({ name: "DIGEST" }), redisUrl, prefix, json },
   (o) =>
-    withLocks(o, (locks) =>
-      Effect.gen(function*() {
-        const shown = yield* locks.show(o.digest)
-        const rows = (["queue", "run"] as const).flatMap((phase) =>
-          shown[phase].holders.map((h) => [
-            phase,
-            h.jid,
-            time(h.lockedAt),
-            time(h.expiresAt),
-            time(h.leaseUntil),
-            String(h.fence),
-            h.info === undefined ? "" : JSON.stringify(h.info)
-          ])
-        )
-        yield* print(o.json, shown, () =>
-          rows.length === 0
-            ? `${o.digest}: not locked`
-            : columns(["phase", "jid", "locked at", "expires", "lease until", "fence", "info"], rows))
-      })
-    )
+    Effect.gen(function*() {
+      yield* checkPrefix(o.prefix)
+      yield* checkArgument("digest", o.digest, "locks show")
+      return yield* withLocks(o, (locks) =>
+        Effect.gen(function*() {
+          const shown = yield* locks.show(o.digest)
+          // A field in another shape is not a holder: it is listed under notOurs, not as one locked in 1970.
+          const rows = (["queue", "run"] as const).flatMap((phase) =>
+            shown[phase].holders.filter((h) => h.foreign === undefined).map((h) => [
+              phase,
+              h.jid,
+              time(h.lockedAt),
+              time(h.expiresAt),
+              time(h.leaseUntil),
+              h.revokedAt === undefined ? "" : time(h.revokedAt),
+              String(h.fence),
+              h.info === undefined ? "" : JSON.stringify(h.info)
+            ])
+          )
+          const notOurs = shown.notOurs.map((n) => `not one of this library's locks: ${n.reason}`)
+          if (rows.length === 0 && !o.digest.startsWith(`${o.prefix}:`)) {
+            return yield* fail(`${o.digest}: not locked; ${prefixHint(o.digest, o.prefix)}`)
+          }
+          yield* print(o.json, shown, () =>
+            [
+              rows.length === 0
+                ? `${o.digest}: not locked`
+                : columns(["phase", "jid", "locked at", "expires", "lease until", "revoked at", "fence", "info"], rows),
+              ...notOurs
+            ].join("\n"))
+          if (rows.length === 0 && notOurs.length > 0) {
+            return yield* fail(`${o.digest} is not one of this library's locks`)
+          }
+        }))
+    })
 ).pipe(Command.withDescription("one digest's holders, with their times, fencing tokens and lockInfo"))
+
+// The progress and the answer of a delete by pattern over every page of matches.
+interface Deleted {
+  readonly matched: number
+  readonly deleted: number
+  readonly dryRun: boolean
+  readonly revoked: Locks.Removal["revoked"]
+  readonly refused: Locks.Removal["refused"]
+}
 
 const del = Command.make(
   "del",
   { pattern: Args.text({ name: "PATTERN" }), dryRun, redisUrl, prefix, json },
   (o) =>
-    withLocks(o, (locks) =>
-      Effect.gen(function*() {
-        let cursor = "0"
-        let matched = 0
-        let deleted = 0
-        do {
-          const page = yield* locks.deleteByPattern(o.pattern, { cursor, count: 500, dryRun: o.dryRun })
-          matched += page.items.length
-          deleted += page.deleted
-          cursor = page.cursor
-          yield* progress(`${o.dryRun ? "matched" : "deleted"} ${o.dryRun ? matched : deleted}`)
-        } while (cursor !== "0")
-        yield* progressDone
-        yield* print(o.json, { matched, deleted, dryRun: o.dryRun }, () =>
-          o.dryRun ? `${matched} lock(s) match ${o.pattern} (dry run: nothing deleted)` : `deleted ${deleted} lock(s)`)
-      })
-    )
-).pipe(Command.withDescription("delete the locks matching PATTERN, a page at a time"))
+    Effect.gen(function*() {
+      yield* checkPrefix(o.prefix)
+      yield* checkPattern(o.pattern, o.prefix, "locks del")
+      return yield* withLocks(o, (locks) =>
+        Effect.gen(function*() {
+          let cursor = "0"
+          let matched = 0
+          let deleted = 0
+          const revoked: Array<Locks.Removal["revoked"][number]> = []
+          const refused: Array<Locks.Removal["refused"][number]> = []
+          do {
+            const page = yield* locks.deleteByPattern(o.pattern, { cursor, count: 500, dryRun: o.dryRun })
+            matched += page.items.length
+            deleted += page.deleted
+            revoked.push(...page.revoked)
+            refused.push(...page.refused)
+            cursor = page.cursor
+            yield* progress(`${o.dryRun ? "matched" : "deleted"} ${o.dryRun ? matched : deleted}`)
+          } while (cursor !== "0")
+          yield* progressDone
+          const answer: Deleted = { matched, deleted, dryRun: o.dryRun, revoked, refused }
+          yield* print(o.json, answer, () =>
+            o.dryRun
+              ? `${matched} lock(s) match ${o.pattern} (dry run: nothing deleted)`
+              : [`deleted ${deleted} lock(s)`, ...revokedLines(revoked), ...refusedLines(refused)].join("\n"))
+        }))
+    })
+).pipe(Command.withDescription(
+  "delete the locks matching PATTERN, a page at a time (a running job's run lock is revoked: it stops first)"
+))
 
 const unlock = Command.make(
   "unlock",
   { digest: Args.text({ name: "DIGEST" }), jid: Args.text({ name: "JID" }), redisUrl, prefix, json },
   (o) =>
-    withLocks(o, (locks) =>
-      Effect.gen(function*() {
-        const released = yield* locks.unlock(o.digest, o.jid)
-        yield* print(o.json, { released }, () => (released ? `released ${o.jid}` : `${o.jid} held no live lock on ${o.digest}`))
-      })
-    )
-).pipe(Command.withDescription("release one jid's hold on a digest"))
+    Effect.gen(function*() {
+      yield* checkPrefix(o.prefix)
+      yield* checkArgument("digest", o.digest, "locks unlock")
+      yield* checkArgument("jid", o.jid, "locks unlock")
+      return yield* withLocks(o, (locks) =>
+        Effect.gen(function*() {
+          const removal = yield* locks.unlock(o.digest, o.jid)
+          const released = removal.removed.filter((r) => r.live)
+          const done = released.length > 0 || removal.revoked.length > 0
+          yield* print(o.json, { released: released.length > 0, removed: removal.removed, revoked: removal.revoked }, () =>
+            [
+              ...released.map((r) => `released ${r.jid} on ${r.lock}`),
+              ...revokedLines(removal.revoked)
+            ].join("\n"))
+          if (!done) {
+            const hint = o.digest.startsWith(`${o.prefix}:`) ? "" : `; ${prefixHint(o.digest, o.prefix)}`
+            return yield* fail(`${o.jid} held no live lock on ${o.digest}${hint}`)
+          }
+        }))
+    })
+).pipe(Command.withDescription(
+  "release one jid's hold on a digest (a running job's run lock is revoked: it stops first, then the place frees)"
+))
 
 const locksCommand = Command.make("locks").pipe(
   Command.withSubcommands([list, show, del, unlock]),
@@ -213,7 +350,7 @@ const locksCommand = Command.make("locks").pipe(
 )
 
 const reap = Command.make("reap", { dryRun, redisUrl, prefix, json }, (o) =>
-  withRedis(
+  Effect.zipRight(checkPrefix(o.prefix), withRedis(
     o.redisUrl,
     Effect.gen(function*() {
       const runner = yield* Reaper.make({ prefix: o.prefix, dryRun: o.dryRun }).pipe(
@@ -231,10 +368,10 @@ const reap = Command.make("reap", { dryRun, redisUrl, prefix, json }, (o) =>
             `${pass.members} members, ${pass.holders} ended holders, ${pass.orphans} orphans`
           : "another reaper is running; nothing done")
     })
-  )).pipe(Command.withDescription("one reaper pass: what no live holder needs (orphans are left: no queue here)"))
+  ))).pipe(Command.withDescription("one reaper pass: what no live holder needs (orphans are left: no queue here)"))
 
 const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
-  withLocks(o, (locks) =>
+  Effect.zipRight(checkPrefix(o.prefix), withLocks(o, (locks) =>
     Effect.gen(function*() {
       const s = yield* locks.stats
       yield* print(o.json, s, () =>
@@ -247,7 +384,7 @@ const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
           ["stale (the next reaper pass removes)", String(s.stale)]
         ]))
     })
-  )).pipe(Command.withDescription("what the index holds"))
+  ))).pipe(Command.withDescription("what the index holds"))
 
 /**
  * The whole command.

@@ -1,16 +1,47 @@
 /**
  * The admin API over `RedisService`: list digests by pattern with cursor paging, show one digest, delete a digest,
  * unlock one jid, delete by pattern (bounded per call, resumable, with a dry run), and stats. Every call is bounded:
- * a page of the index, or one digest.
+ * a page of the index, or one digest. It acts only on this library's locks (members of the index whose keys are
+ * lock hashes), and never lets a second copy of a running job start: a run lock's holder whose lease is live is
+ * revoked, not removed (see `Removal`).
  *
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { Defaults } from "./Defaults.js"
-import type { Fetched, LockKey, RedisError } from "./Redis.js"
+import type { Fetched, LockKey, RedisError, Removal } from "./Redis.js"
 import { RedisService } from "./Redis.js"
+
+export type {
+  /**
+   * What `delete`, `unlock` and a page of `deleteByPattern` did: holders `removed` at once, run-lock holders
+   * `revoked` (their lease was live: each keeps its place until it lets go, or until `leaseUntil` if it died, and is
+   * told at its next renewal, a third of its lease at most, that it lost the lock), and locks `refused`.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  Removal
+} from "./Redis.js"
+
+/**
+ * `delete` or `unlock` was asked to touch a key that is not one of this library's locks (not in the index, or not a
+ * lock hash): nothing was changed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotALock extends Schema.TaggedError<NotALock>("effect-unique-jobs/NotALock")("NotALock", {
+  name: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `${this.name}: ${this.reason}; nothing was changed`
+  }
+}
 
 /**
  * An index member: a queue lock (the digest) or a run lock (`<digest>:RUN`).
@@ -47,6 +78,11 @@ export interface Digest {
   readonly digest: string
   readonly queue: Fetched
   readonly run: Fetched
+  /**
+   * What is at either lock's key but is not this library's: a key of another type, a key not in the index, or an
+   * entry in another shape (listed in `holders` with `foreign`; it counts as gone). Empty for a lock of ours.
+   */
+  readonly notOurs: ReadonlyArray<{ readonly lock: string; readonly reason: string }>
 }
 
 /**
@@ -78,18 +114,29 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
     options?: { readonly pattern?: string | undefined; readonly cursor?: string | undefined; readonly count?: number | undefined }
   ) => Effect.Effect<Page<Entry>, RedisError>
   readonly show: (digest: string) => Effect.Effect<Digest, RedisError>
-  /** Deletes a digest's two locks whole; answers how many existed. */
-  readonly delete: (digest: string) => Effect.Effect<number, RedisError>
-  /** Releases one jid's hold on the digest's queue lock and run lock; answers whether either was live. */
-  readonly unlock: (digest: string, jid: string) => Effect.Effect<boolean, RedisError>
   /**
-   * Deletes one page of the members matching `pattern` (bounded by `count`), or with `dryRun` lists them only.
-   * Call again with the answer's cursor until it is "0".
+   * Removes every holder of a digest's two locks (queue and run), but revokes a run lock's holder whose lease is live
+   * (see `Removal`). Fails with `NotALock`, changing nothing, when either key exists and is not one of ours.
+   */
+  readonly delete: (digest: string) => Effect.Effect<Removal, RedisError | NotALock>
+  /** `delete` of one jid's hold on the digest's queue lock and run lock. */
+  readonly unlock: (digest: string, jid: string) => Effect.Effect<Removal, RedisError | NotALock>
+  /**
+   * `delete` of one page of the members matching `pattern` (bounded by `count`), or with `dryRun` lists them only; a
+   * member whose key is not one of ours is left alone (`refused`). `deleted` counts the locks that went whole. Call
+   * again with the answer's cursor until it is "0".
    */
   readonly deleteByPattern: (
     pattern: string,
     options?: { readonly cursor?: string | undefined; readonly count?: number | undefined; readonly dryRun?: boolean | undefined }
-  ) => Effect.Effect<Page<string> & { readonly deleted: number }, RedisError>
+  ) => Effect.Effect<
+    Page<string> & {
+      readonly deleted: number
+      readonly revoked: Removal["revoked"]
+      readonly refused: Removal["refused"]
+    },
+    RedisError
+  >
   /** Counts over the whole index, a page at a time. */
   readonly stats: Effect.Effect<Stats, RedisError>
 }>() {}
@@ -114,6 +161,24 @@ const ended = (fetched: Fetched): boolean =>
     return horizon !== Infinity && horizon <= fetched.now
   })
 
+const nothingFetched: Fetched = { holders: [], ttlMs: undefined, indexScore: undefined, now: 0 }
+
+// What a fetched lock holds that is not ours: a key of another type, holders of a key not in the index, foreign entries.
+const notOurs = (
+  lock: string,
+  { fetched, wrongType }: { readonly fetched: Fetched; readonly wrongType: boolean }
+): Array<{ readonly lock: string; readonly reason: string }> => {
+  if (wrongType) return [{ lock, reason: `${lock}:LOCKED is not a hash: not a lock of this library` }]
+  if (fetched.holders.length > 0 && fetched.indexScore === undefined) {
+    return [{ lock, reason: `${lock}:LOCKED is not in the index: not a lock of this library` }]
+  }
+  const foreign = fetched.holders.filter((holder) => holder.foreign !== undefined).map((holder) => holder.jid)
+  return foreign.length === 0 ? [] : [{
+    lock,
+    reason: `field(s) ${foreign.map((jid) => JSON.stringify(jid)).join(", ")} not in this library's entry shape (not holders)`
+  }]
+}
+
 /**
  * The admin API for one prefix (default: the `Defaults` prefix).
  *
@@ -134,11 +199,36 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
         cursor: scanned.cursor,
         items: scanned.members.map((member) => entryOf(member.name, member.score))
       }))
+    // A key of another type fails fetch (WRONGTYPE): for show, that is an answer, not an error.
+    const fetchOrType = (name: string) =>
+      redis.fetch(key(name)).pipe(
+        Effect.map((fetched) => ({ fetched, wrongType: false })),
+        Effect.catchIf(
+          (error) => error.reason.startsWith("WRONGTYPE"),
+          () => Effect.succeed({ fetched: nothingFetched, wrongType: true })
+        )
+      )
     const show = (digest: string) =>
       Effect.map(
         // The two reads go out together (one connection pipelines them): one round trip's wait, not two.
-        Effect.all([redis.fetch(key(digest)), redis.fetch(key(`${digest}:RUN`))], { concurrency: 2 }),
-        ([queue, run]): Digest => ({ digest, queue, run })
+        Effect.all([fetchOrType(digest), fetchOrType(`${digest}:RUN`)], { concurrency: 2 }),
+        ([queue, run]): Digest => ({
+          digest,
+          queue: queue.fetched,
+          run: run.fetched,
+          notOurs: [notOurs(digest, queue), notOurs(`${digest}:RUN`, run)].flat()
+        })
+      )
+    // Strict: a key of the two that is not ours fails the call before anything is written.
+    const removeDigest = (digest: string, jid?: string) =>
+      Effect.flatMap(
+        redis.remove([key(digest), key(`${digest}:RUN`)], { jid, strict: true }),
+        (removal) => {
+          const [refused] = removal.refused
+          return refused === undefined
+            ? Effect.succeed(removal)
+            : Effect.fail(new NotALock({ name: refused.lock, reason: refused.reason }))
+        }
       )
     const stats = Effect.gen(function*() {
       let cursor = "0"
@@ -169,21 +259,19 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       prefix,
       list: (o) => page(o?.pattern ?? `${prefix}:*`, o?.cursor ?? "0", o?.count ?? 100),
       show,
-      delete: (digest) => redis.remove([key(digest), key(`${digest}:RUN`)]),
-      unlock: (digest, jid) =>
-        Effect.map(
-          Effect.all([redis.unlock(key(digest), jid, 0), redis.unlock(key(`${digest}:RUN`), jid, 0)], {
-            concurrency: 2
-          }),
-          ([queue, run]) => queue || run
-        ),
+      delete: (digest) => removeDigest(digest),
+      unlock: (digest, jid) => removeDigest(digest, jid),
       deleteByPattern: (pattern, o) =>
         Effect.flatMap(page(pattern, o?.cursor ?? "0", o?.count ?? 100), (found) => {
           const names = found.items.map((entry) => entry.name)
-          return Effect.map(
-            o?.dryRun === true ? Effect.succeed(0) : redis.remove(names.map(key)),
-            (deleted) => ({ cursor: found.cursor, items: names, deleted })
-          )
+          if (o?.dryRun === true) return Effect.succeed({ cursor: found.cursor, items: names, deleted: 0, revoked: [], refused: [] })
+          return Effect.map(redis.remove(names.map(key)), (removal) => ({
+            cursor: found.cursor,
+            items: names,
+            deleted: removal.deleted.length,
+            revoked: removal.revoked,
+            refused: removal.refused
+          }))
         }),
       stats
     })

@@ -28,6 +28,7 @@ export type {
   LockResult,
   ReapRequest,
   ReapResult,
+  Removal,
   Renewal,
   ScanPage,
   Store

@@ -5,12 +5,13 @@
  */
 import { execFile, execFileSync } from "node:child_process"
 import { rmSync } from "node:fs"
-import { createServer } from "node:net"
+import { createServer, type Socket } from "node:net"
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
+import { inTurn, isLockLost, probe } from "./support/probe.js"
 import * as RedisTest from "./support/redis.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
@@ -100,14 +101,22 @@ describe("unique-jobs (the command)", () => {
         assert.include((yield* cli("locks", "show", `${prefix}:d3`, ...url, ...p)).stdout, "j3")
 
         const unlocked = yield* cli("locks", "unlock", `${prefix}:d3`, "j3", ...url, ...p, "--json")
-        assert.deepStrictEqual(JSON.parse(unlocked.stdout), { released: true })
+        assert.strictEqual(unlocked.code, 0, unlocked.stderr)
+        assert.deepStrictEqual(JSON.parse(unlocked.stdout), {
+          released: true,
+          removed: [{ lock: `${prefix}:d3`, jid: "j3", live: true }],
+          revoked: []
+        })
+        // A jid that holds nothing: the answer, and a non-zero exit (nothing that was asked was done).
         const again = yield* cli("locks", "unlock", `${prefix}:d3`, "j3", ...url, ...p, "--json")
-        assert.deepStrictEqual(JSON.parse(again.stdout), { released: false })
+        assert.deepStrictEqual(JSON.parse(again.stdout), { released: false, removed: [], revoked: [] })
+        assert.strictEqual(again.code, 1)
+        assert.strictEqual(again.stderr.trim(), `unique-jobs: j3 held no live lock on ${prefix}:d3`)
 
         const dry = yield* cli("locks", "del", `${prefix}:d2*`, "--dry-run", ...url, ...p, "--json")
-        assert.deepStrictEqual(JSON.parse(dry.stdout), { matched: 11, deleted: 0, dryRun: true })
+        assert.deepStrictEqual(JSON.parse(dry.stdout), { matched: 11, deleted: 0, dryRun: true, revoked: [], refused: [] })
         const del = yield* cli("locks", "del", `${prefix}:d2*`, ...url, ...p, "--json")
-        assert.deepStrictEqual(JSON.parse(del.stdout), { matched: 11, deleted: 11, dryRun: false })
+        assert.deepStrictEqual(JSON.parse(del.stdout), { matched: 11, deleted: 11, dryRun: false, revoked: [], refused: [] })
 
         const stats = yield* cli("stats", ...url, ...p, "--json")
         assert.strictEqual(stats.code, 0, stats.stderr)
@@ -124,6 +133,147 @@ describe("unique-jobs (the command)", () => {
         assert.strictEqual(pass.members, 0, "live locks stay")
         const dryReap = yield* cli("reap", "--dry-run", ...url, ...p)
         assert.include(dryReap.stdout, "would remove")
+      }), { timeout: 180_000 })
+
+    it.scoped("mistakes are said, naming what was meant, with a non-zero exit; nothing is asked of Redis", () =>
+      Effect.gen(function*() {
+        yield* build
+        const { source } = yield* RedisTest.TestRedis
+        const url = ["--redis-url", source.url]
+        const prefix = RedisTest.uniquePrefix("cli-mistakes")
+        const p = ["--prefix", prefix]
+        const queued = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+        yield* Lock.lock(queued, { digest: `${prefix}:abc123`, jid: "j1" })
+        const said = (ran: Ran) => {
+          assert.strictEqual(ran.code, 1, ran.stdout)
+          const lines = ran.stderr.trim().split("\n")
+          assert.strictEqual(lines.length, 1, ran.stderr)
+          return lines[0]!
+        }
+        // The hash without its prefix: a hint naming the full name.
+        assert.strictEqual(
+          said(yield* cli("locks", "show", "abc123", ...url, ...p)),
+          `unique-jobs: abc123: not locked; a digest includes its prefix: ${prefix}:abc123`
+        )
+        // A pattern under another prefix: named.
+        assert.strictEqual(
+          said(yield* cli("locks", "del", "nu-del:*", ...url, ...p)),
+          `unique-jobs: PATTERN nu-del:* matches no lock: lock names under --prefix ${prefix} start with ${prefix}: ` +
+            "(for prefix nu-del, pass --prefix nu-del)"
+        )
+        assert.match(said(yield* cli("locks", "list", "other:*", ...url, ...p)), /pass --prefix other\)$/)
+        // A mistyped flag is not a pattern.
+        assert.strictEqual(
+          said(yield* cli("locks", "list", ...url, ...p, "--jsno")),
+          "unique-jobs: unknown option --jsno (see unique-jobs locks list --help); a pattern never starts with '-'"
+        )
+        assert.strictEqual(said(yield* cli("locks", "list", "--limit", "-3", ...url, ...p)), "unique-jobs: --limit must be a whole number from 1 up, got -3")
+        assert.strictEqual(said(yield* cli("locks", "list", "--limit", "0", ...url, ...p)), "unique-jobs: --limit must be a whole number from 1 up, got 0")
+        for (const bad of ["a b", "*", ""]) {
+          assert.match(said(yield* cli("locks", "list", ...url, "--prefix", bad)), /^unique-jobs: --prefix ".*" is not a lock prefix/)
+          assert.match(said(yield* cli("stats", ...url, "--prefix", bad)), /is not a lock prefix/)
+        }
+        // A jid that holds nothing, and a name that is not a lock of ours.
+        assert.strictEqual(said(yield* cli("locks", "unlock", `${prefix}:abc123`, "j2", ...url, ...p)), `unique-jobs: j2 held no live lock on ${prefix}:abc123`)
+        const { raw } = yield* RedisTest.TestRedis
+        yield* Effect.promise(() => raw.hset(`${prefix}:user:LOCKED`, "name", "bob"))
+        assert.match(said(yield* cli("locks", "unlock", `${prefix}:user`, "name", ...url, ...p)), /not a lock of this library; nothing was changed$/)
+        const foreign = yield* cli("locks", "show", `${prefix}:user`, ...url, ...p)
+        assert.strictEqual(foreign.code, 1)
+        assert.notInclude(foreign.stdout, "1970")
+        assert.include(foreign.stdout, "not one of this library's locks")
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(`${prefix}:user:LOCKED`)), { name: "bob" })
+        // The right names still work.
+        const shown = yield* cli("locks", "show", `${prefix}:abc123`, ...url, ...p)
+        assert.strictEqual(shown.code, 0, shown.stderr)
+        assert.include(shown.stdout, "j1")
+      }), { timeout: 180_000 })
+
+    it.scoped("stdout carries only the answer: reap --json parses when the pass logged; --log-level after the subcommand; no colour codes in a pipe", () =>
+      Effect.gen(function*() {
+        yield* build
+        const { raw, source } = yield* RedisTest.TestRedis
+        const url = ["--redis-url", source.url]
+        const prefix = RedisTest.uniquePrefix("cli-stdout")
+        // Members whose lock key is gone: the pass removes them and logs it (at Info).
+        yield* Effect.promise(() => raw.zadd(`${prefix}:digests`, 1, `${prefix}:gone1`, 2, `${prefix}:gone2`))
+        const reap = yield* cli("reap", ...url, "--prefix", prefix, "--json")
+        assert.strictEqual(reap.code, 0, reap.stderr)
+        const pass = JSON.parse(reap.stdout) as { ran: boolean; members: number }
+        assert.deepStrictEqual([pass.ran, pass.members], [true, 2])
+        assert.include(reap.stderr, "removed", "the log line goes to stderr")
+        // --log-level is read wherever it is written.
+        const debug = yield* cli("stats", ...url, "--prefix", prefix, "--json", "--log-level", "debug")
+        assert.strictEqual(debug.code, 0, debug.stderr)
+        assert.strictEqual((JSON.parse(debug.stdout) as { indexSize: number }).indexSize, 0)
+        const quiet = yield* cli("locks", "list", ...url, "--prefix", prefix, "--log-level=none", "--json")
+        assert.strictEqual(quiet.code, 0, quiet.stderr)
+        assert.deepStrictEqual(JSON.parse(quiet.stdout), [])
+        // Help piped to a program: no escape codes.
+        for (const args of [["--help"], ["locks", "--help"], ["locks", "del", "--help"]]) {
+          const help = yield* cli(...args)
+          assert.strictEqual(help.code, 0, help.stderr)
+          assert.include(help.stdout, "unique-jobs")
+          assert.notMatch(help.stdout, /\u001b\[/)
+        }
+        const unknown = yield* cli("locks", "nope")
+        assert.notMatch(unknown.stdout + unknown.stderr, /\u001b\[/)
+      }), { timeout: 180_000 })
+
+    it.scoped("a stalled Redis (connected, never answering): the one-line error and exit 1", () =>
+      Effect.gen(function*() {
+        yield* build
+        // Accepts connections and never answers, as a Redis stuck in a long script or DEBUG SLEEP.
+        const sockets: Array<Socket> = []
+        const server = createServer((socket) => {
+          sockets.push(socket)
+          socket.on("error", () => {})
+        })
+        const port = yield* Effect.promise(() =>
+          new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as { port: number }).port)))
+        )
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            for (const socket of sockets) socket.destroy()
+            server.close()
+          })
+        )
+        const stalled = yield* cli("stats", "--redis-url", `redis://127.0.0.1:${port}`, "--json")
+        assert.strictEqual(stalled.code, 1)
+        assert.strictEqual(stalled.stdout, "")
+        assert.strictEqual(stalled.stderr.trim(), "unique-jobs: Redis connect failed: no connection within 3s")
+        assert.isAtLeast(sockets.length, 1, "it did connect")
+      }), { timeout: 180_000 })
+
+    it.scoped("the overlap probe through the command: unlock and del of a running job's run lock revoke it; 0 overlap", () =>
+      Effect.gen(function*() {
+        yield* build
+        const { source } = yield* RedisTest.TestRedis
+        const url = ["--redis-url", source.url]
+        const commands: ReadonlyArray<(digest: string, jid: string) => Array<string>> = [
+          (digest, jid) => ["locks", "unlock", digest, jid],
+          (digest) => ["locks", "del", `${digest.split(":")[0]}:*`]
+        ]
+        for (const command of commands) {
+          for (const asJson of [false, true]) {
+            const run = yield* probe("cli-probe", (digest, jid, prefix) =>
+              cli(...command(digest, jid), ...url, "--prefix", prefix, ...(asJson ? ["--json"] : [])))
+            assert.deepStrictEqual(run.events, inTurn, run.answer.stderr)
+            assert.strictEqual(run.most, 1)
+            assert.isTrue(isLockLost(run.firstExit))
+            assert.strictEqual(run.answer.code, 0, run.answer.stderr)
+            if (asJson) {
+              const answer = JSON.parse(run.answer.stdout) as { revoked: Array<{ jid: string; leaseUntil: number }> }
+              assert.deepStrictEqual(answer.revoked.map((r) => r.jid), ["jid-1"])
+              assert.isAbove(answer.revoked[0]!.leaseUntil, 0)
+            } else {
+              // It says what it did: revoked, not released; when the holder is told; when the place frees.
+              assert.match(run.answer.stdout, /revoked 1 running holder\(s\) instead of removing them/)
+              assert.match(run.answer.stdout, /told at its next lease renewal .* stops with LockLost/)
+              assert.match(run.answer.stdout, /its place frees when it lets go, or at \d{4}-\d\d-\d\dT[\d:.]+Z at the latest/)
+            }
+          }
+        }
       }), { timeout: 180_000 })
 
     it.scoped("bad arguments and a Redis that is not there: a non-zero exit and one line saying why", () =>

@@ -40,15 +40,21 @@ describe("Locks", () => {
         assert.isTrue(shown.queue.ttlMs !== undefined && shown.queue.ttlMs > 0)
         assert.deepStrictEqual(shown.run.holders, [])
 
-        assert.isTrue(yield* locks.unlock(`${prefix}:r1`, "r1"))
-        assert.isFalse(yield* locks.unlock(`${prefix}:r1`, "r1"))
-        assert.strictEqual(yield* locks.delete(`${prefix}:q7`), 1)
+        // r1's run lock has a live lease and nothing renews it here: revoked, it keeps its place until the lease ends.
+        const revoked = yield* locks.unlock(`${prefix}:r1`, "r1")
+        assert.deepStrictEqual(revoked.revoked.map((r) => [r.lock, r.jid]), [[`${prefix}:r1:RUN`, "r1"]])
+        assert.deepStrictEqual(revoked.removed, [])
+        assert.isDefined((yield* locks.show(`${prefix}:r1`)).run.holders[0]?.revokedAt)
+        assert.deepStrictEqual((yield* locks.unlock(`${prefix}:r1`, "nobody")).revoked, [])
+        const q7 = yield* locks.delete(`${prefix}:q7`)
+        assert.deepStrictEqual(q7.deleted, [`${prefix}:q7`])
+        assert.deepStrictEqual(q7.removed, [{ lock: `${prefix}:q7`, jid: "j7", live: true }])
         assert.deepStrictEqual((yield* locks.show(`${prefix}:q7`)).queue.holders, [])
 
         const stats = yield* locks.stats
-        assert.strictEqual(stats.indexSize, 253)
-        assert.deepStrictEqual(stats.byPhase, { queue: 249, run: 4 })
-        assert.deepStrictEqual(stats.byType, { until_executed: 249, unknown: 4 })
+        assert.strictEqual(stats.indexSize, 254)
+        assert.deepStrictEqual(stats.byPhase, { queue: 249, run: 5 })
+        assert.deepStrictEqual(stats.byType, { until_executed: 249, unknown: 5 })
         assert.strictEqual(stats.stale, 0)
         assert.isDefined(stats.oldest)
 
@@ -65,8 +71,52 @@ describe("Locks", () => {
         } while (next !== "0")
         // q1, q10-q19, q100-q199 = 111 locks.
         assert.strictEqual(deleted, 111)
-        assert.strictEqual((yield* locks.stats).indexSize, 253 - 111)
+        assert.strictEqual((yield* locks.stats).indexSize, 254 - 111)
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [])
       }), { timeout: 60_000 })
+
+    it.effect("delete, unlock and show act only on this library's locks: a user's hash or string is left alone", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("admin-foreign")
+        const locks = yield* Locks.make({ prefix })
+        const queued = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+        yield* Lock.lock(queued, { digest: `${prefix}:ours`, jid: "j1" })
+        yield* Effect.promise(async () => {
+          await raw.hset(`${prefix}:user:LOCKED`, "name", "bob")
+          await raw.set(`${prefix}:text:LOCKED`, "not a lock")
+          // In the index, but a string: still not ours.
+          await raw.zadd(`${prefix}:digests`, 1, `${prefix}:listed`)
+          await raw.set(`${prefix}:listed:LOCKED`, "listed")
+        })
+        for (const name of ["user", "text", "listed"]) {
+          const deleting = yield* Effect.flip(locks.delete(`${prefix}:${name}`))
+          assert.strictEqual(deleting._tag, "NotALock")
+          assert.strictEqual(deleting.name, `${prefix}:${name}`)
+          assert.match(deleting.message, /not a lock of this library; nothing was changed$/)
+          const unlocking = yield* Effect.flip(locks.unlock(`${prefix}:${name}`, "name"))
+          assert.strictEqual(unlocking._tag, "NotALock")
+        }
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(`${prefix}:user:LOCKED`)), { name: "bob" })
+        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:text:LOCKED`)), "not a lock")
+        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:listed:LOCKED`)), "listed")
+
+        // show says what is there instead of listing a foreign field as a holder locked in 1970.
+        const user = yield* locks.show(`${prefix}:user`)
+        assert.deepStrictEqual(user.notOurs.map((n) => n.lock), [`${prefix}:user`])
+        assert.match(user.notOurs[0]!.reason, /not in the index/)
+        const text = yield* locks.show(`${prefix}:text`)
+        assert.match(text.notOurs[0]!.reason, /is not a hash/)
+        const ours = yield* locks.show(`${prefix}:ours`)
+        assert.deepStrictEqual(ours.notOurs, [])
+        assert.strictEqual(ours.queue.holders[0]?.jid, "j1")
+
+        // A pattern delete walks the index: the listed string is refused and kept, ours goes.
+        const page = yield* locks.deleteByPattern(`${prefix}:*`, { count: 1000 })
+        assert.strictEqual(page.deleted, 1)
+        assert.deepStrictEqual(page.refused.map((r) => r.lock), [`${prefix}:listed`])
+        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:listed:LOCKED`)), "listed")
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(`${prefix}:user:LOCKED`)), { name: "bob" })
+      }))
   })
 })

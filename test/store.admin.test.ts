@@ -283,24 +283,105 @@ for (const target of stores) {
           assert.deepStrictEqual(empty, { cursor: "0", members: [] })
         }), 120_000)
 
-      it.effect("remove: deletes holders keys and members, counts the keys that existed", () =>
+      it.effect("remove: queue locks and ended holders go whole; members go with their key; counted per lock", () =>
         Effect.gen(function*() {
           const s = yield* store
           const prefix = RedisTest.uniquePrefix("remove")
           const [a, b, c, kept] = ["a", "b", "c", "kept"].map((n) => keyOf(prefix, n))
           yield* s.lock(a!, queueLock("j1"))
-          yield* s.lock(b!, runLock("j2", 60_000))
+          yield* s.lock(b!, runLock("j2", 200))
           yield* s.lock(kept!, queueLock("j3"))
-          assert.strictEqual(yield* s.remove([a!, b!, c!]), 2)
+          yield* target.advance(400)
+          const removal = yield* s.remove([a!, b!, c!])
+          assert.deepStrictEqual({ ...removal, now: 0 }, {
+            now: 0,
+            deleted: [a!.name],
+            removed: [{ lock: a!.name, jid: "j1", live: true }],
+            revoked: [],
+            refused: []
+          })
           assert.deepStrictEqual(yield* s.holders(a!), [])
           assert.deepStrictEqual(yield* s.holders(b!), [])
           assert.deepStrictEqual(yield* indexOf(prefix), [kept!.name])
-          assert.strictEqual(yield* s.remove([]), 0)
-          assert.strictEqual(yield* s.remove([a!]), 0)
+          assert.deepStrictEqual((yield* s.remove([])).deleted, [])
+          assert.deepStrictEqual((yield* s.remove([a!])).removed, [])
           const mixed = yield* Effect.flip(s.remove([kept!, keyOf(RedisTest.uniquePrefix("other"), "x")]))
           assert.strictEqual(mixed.operation, "remove")
           assert.match(mixed.reason, /share one prefix/)
           assert.deepStrictEqual((yield* s.holders(kept!)).map((h) => h.jid), ["j3"])
+        }))
+
+      it.effect("remove: a live run lease is revoked, not removed: it still blocks, is never renewed, its release frees it", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("revoke")
+          const lock = keyOf(prefix, "r:RUN")
+          const taken = yield* s.lock(lock, runLock("a", 60_000))
+          assert.strictEqual(taken._tag, "Acquired")
+          const fence = taken._tag === "Acquired" ? taken.fence : 0
+          const before = (yield* s.holders(lock))[0]!
+          const removal = yield* s.remove([lock], { jid: "a" })
+          assert.deepStrictEqual(removal.revoked, [{ lock: lock.name, jid: "a", leaseUntil: before.leaseUntil! }])
+          assert.deepStrictEqual([removal.deleted, removal.removed, removal.refused], [[], [], []])
+          const after = (yield* s.holders(lock))[0]!
+          assert.deepStrictEqual(after, { ...before, revokedAt: removal.now })
+          // Still a holder: the same job's second copy and another job both conflict.
+          assert.deepStrictEqual(yield* s.lock(lock, runLock("a", 60_000)), { _tag: "Conflict", holders: ["a"] })
+          assert.deepStrictEqual(yield* s.lock(lock, runLock("b", 60_000)), { _tag: "Conflict", holders: ["a"] })
+          // Its renewals fail (the holder learns it lost the lock), alone or in a batch, and move nothing.
+          assert.isFalse(yield* s.renew(lock, "a", 60_000, fence))
+          assert.isFalse(yield* s.renew(lock, "a", 60_000))
+          assert.deepStrictEqual(yield* s.renewAll([{ lock, jid: "a", leaseMs: 60_000, fence }]), [false])
+          assert.deepStrictEqual((yield* s.holders(lock))[0], after)
+          // Asked again: reported again, marked once.
+          const again = yield* s.remove([lock])
+          assert.deepStrictEqual(again.revoked, removal.revoked)
+          assert.deepStrictEqual((yield* s.holders(lock))[0], after)
+          // The holder lets go: held to the end (no one else could take it), and the place is free.
+          assert.isTrue(yield* s.unlock(lock, "a", fence))
+          assert.deepStrictEqual(yield* indexOf(prefix), [])
+          assert.strictEqual((yield* s.lock(lock, runLock("b", 60_000)))._tag, "Acquired")
+        }))
+
+      it.effect("remove: a revoked holder that died frees its place when its lease passes", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("revoke-dead")
+          const lock = keyOf(prefix, "r:RUN")
+          yield* s.lock(lock, runLock("a", 300))
+          assert.strictEqual((yield* s.remove([lock])).revoked.length, 1)
+          assert.strictEqual((yield* s.lock(lock, runLock("b", 300)))._tag, "Conflict")
+          yield* target.advance(600)
+          assert.strictEqual((yield* s.lock(lock, runLock("b", 60_000)))._tag, "Acquired")
+          // And a lease already passed is removed at once, not revoked (d's long lease keeps the key alive).
+          const lapsed = keyOf(prefix, "s:RUN")
+          yield* s.lock(lapsed, runLock("c", 200, 2))
+          yield* s.lock(lapsed, runLock("d", 60_000, 2))
+          yield* target.advance(400)
+          const removal = yield* s.remove([lapsed])
+          assert.deepStrictEqual(removal.removed, [{ lock: lapsed.name, jid: "c", live: false }])
+          assert.deepStrictEqual(removal.revoked.map((r) => r.jid), ["d"])
+        }))
+
+      it.effect("remove with a jid: only that holder; the lock goes with its last holder", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("remove-jid")
+          const lock = keyOf(prefix, "q")
+          yield* s.lock(lock, queueLock("a", 0, 3))
+          yield* s.lock(lock, queueLock("b", 0, 3))
+          const run = keyOf(prefix, "q:RUN")
+          yield* s.lock(run, runLock("b", 60_000, 3))
+          const one = yield* s.remove([lock, run], { jid: "a" })
+          assert.deepStrictEqual([one.deleted, one.removed, one.revoked], [[], [{ lock: lock.name, jid: "a", live: true }], []])
+          assert.deepStrictEqual((yield* s.holders(lock)).map((h) => h.jid), ["b"])
+          const none = yield* s.remove([lock, run], { jid: "nobody" })
+          assert.deepStrictEqual([none.deleted, none.removed, none.revoked], [[], [], []])
+          const last = yield* s.remove([lock, run], { jid: "b" })
+          assert.deepStrictEqual(last.deleted, [lock.name])
+          assert.deepStrictEqual(last.removed, [{ lock: lock.name, jid: "b", live: true }])
+          assert.deepStrictEqual(last.revoked.map((r) => r.jid), ["b"])
+          assert.deepStrictEqual(yield* indexOf(prefix), [run.name])
         }))
 
       it.effect("claim: taken when free, renewed by its owner, refused to another, given up, and ends by itself", () =>
@@ -389,6 +470,61 @@ layer(RedisTest.layer(), { excludeTestServices: true })("store admin calls: Redi
       const removeError = yield* Effect.flip(s.remove([keyOf(prefix, "a")]))
       assert.match(removeError.reason, /^WRONGTYPE /)
       assert.strictEqual(yield* dumpAll(prefix), before)
+    }))
+
+  it.effect("remove: only this library's locks: a key not in the index or not a hash is refused and left alone", () =>
+    Effect.gen(function*() {
+      const s = yield* store
+      const { raw } = yield* RedisTest.TestRedis
+      const prefix = RedisTest.uniquePrefix("remove-ours")
+      const ours = keyOf(prefix, "ours")
+      const user = keyOf(prefix, "user")
+      const text = keyOf(prefix, "text")
+      yield* s.lock(ours, queueLock("j1", 0, 2))
+      yield* Effect.promise(async () => {
+        // The gem's entry in one of ours: it counts as gone, so it goes with the lock.
+        await raw.hset(Redis.keysOf(ours).locked, "gem", "1750000000.123456")
+        await raw.hset(Redis.keysOf(user).locked, "name", "bob")
+        await raw.zadd(`${prefix}:digests`, 1, text.name)
+        await raw.set(Redis.keysOf(text).locked, "not ours")
+      })
+      const before = yield* dumpAll(prefix)
+      const strict = yield* s.remove([ours, user, text], { strict: true })
+      assert.deepStrictEqual([strict.deleted, strict.removed, strict.revoked], [[], [], []])
+      assert.deepStrictEqual(strict.refused, [
+        { lock: user.name, reason: `not in ${prefix}:digests: not a lock of this library` },
+        { lock: text.name, reason: `${text.name}:LOCKED is a string, not a lock of this library` }
+      ])
+      assert.strictEqual(yield* dumpAll(prefix), before, "strict: nothing written")
+      const byJid = yield* s.remove([user], { jid: "name" })
+      assert.deepStrictEqual(byJid.refused.map((r) => r.lock), [user.name])
+      const loose = yield* s.remove([ours, user, text])
+      assert.deepStrictEqual(loose.deleted, [ours.name])
+      assert.deepStrictEqual(
+        [...loose.removed].sort((a, b) => a.jid.localeCompare(b.jid)),
+        [{ lock: ours.name, jid: "gem", live: false }, { lock: ours.name, jid: "j1", live: true }]
+      )
+      assert.strictEqual(loose.refused.length, 2)
+      assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(Redis.keysOf(user).locked)), { name: "bob" })
+      assert.strictEqual(yield* Effect.promise(() => raw.get(Redis.keysOf(text).locked)), "not ours")
+      assert.deepStrictEqual(yield* indexOf(prefix), [text.name])
+    }))
+
+  it.effect("a revoked entry keeps t, x, l and f where they were; parseHolder reads r", () =>
+    Effect.gen(function*() {
+      const s = yield* store
+      const { raw } = yield* RedisTest.TestRedis
+      const prefix = RedisTest.uniquePrefix("revoke-raw")
+      const lock = keyOf(prefix, "r:RUN")
+      yield* s.lock(lock, { ...runLock("a", 60_000), info: `{"worker":"W"}` })
+      const before = yield* Effect.promise(() => raw.hget(Redis.keysOf(lock).locked, "a"))
+      const removal = yield* s.remove([lock])
+      const after = yield* Effect.promise(() => raw.hget(Redis.keysOf(lock).locked, "a"))
+      const head = /^(\{"t":\d+,"x":\d+,"l":\d+,"f":\d+)(.*)$/.exec(before!)!
+      assert.strictEqual(after, `${head[1]},"r":${removal.now}${head[2]}`)
+      const parsed = Redis.parseHolder("a", after!)
+      assert.deepStrictEqual(parsed, { ...Redis.parseHolder("a", before!), revokedAt: removal.now })
+      assert.deepStrictEqual(parsed.info, { worker: "W" })
     }))
 
   it.effect("claim: a renewal moves the key's TTL; a wrong-typed key fails, written nothing", () =>

@@ -2,10 +2,14 @@
 -- (lock, unlock, renew, renew_all, handoff, fetch, reap, remove, claim), so each stays one self-contained EVAL, and
 -- maps the line of a script's error back to the file and line it comes from. Every function defined here is a closure made again on each run of
 -- each script, so the prelude keeps to a few.
--- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>][,"i":<info>]}
--- with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a run lock's acquisition (absent
--- for a queue lock). t, x, l and f lead, so a pattern reads them without decoding JSON, whatever the info holds.
+-- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>]
+-- [,"r":<revoked at>][,"i":<info>]} with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a
+-- run lock's acquisition (absent for a queue lock); r when an operator revoked it (below). t, x, l and f lead, so a
+-- pattern reads them without decoding JSON, whatever the info holds.
 -- An entry in any other shape (another library's, the gem's float timestamp) counts as gone: it never blocks a lock.
+-- A run lock's entry an operator revoked (remove.lua) carries ,"r":<revoked at> right after f: it still counts as a
+-- holder until its lease passes (its holder may still run), but is never renewed, so its holder learns at its next
+-- renewal that it lost the lock, and its release frees the place.
 --
 -- All or nothing: every call that can fail (argument checks, WRONGTYPE on any key) runs before the first write.
 
@@ -44,6 +48,11 @@ local function horizon(meta)
   return l
 end
 
+-- When the entry (rest: what follows l, as parse returns it) was revoked, or nil when it was not.
+local function revoked(rest)
+  return string.match(rest, '^,"f":%d+,"r":(%d+)') or string.match(rest, '^,"r":(%d+)')
+end
+
 local function live(meta, now)
   local h = horizon(meta)
   return h == 0 or h > now
@@ -75,12 +84,13 @@ end
 
 -- Moves jid's lease to now + lease, and the key's TTL with it. current is jid's entry as read (false when none);
 -- token '0' renews whichever acquisition holds it. Returns 0 when the hold is gone: no entry, a foreign one, another
--- acquisition's, or its lease or expiry already passed (another process may hold it now; renewing would hide that).
+-- acquisition's, or its lease or expiry already passed (another process may hold it now; renewing would hide that),
+-- or when an operator revoked it (its holder must stop; the entry keeps the place until it lets go or the lease ends).
 -- Nothing here can fail: its HSET goes to the key whose HGET (the caller's read of current) found a hash.
 local function renew_entry(key, jid, current, token, lease, now)
   if not current then return 0 end
   local t, x, _, f, rest = parse(current)
-  if t == nil or (token ~= '0' and f ~= tonumber(token)) or not live(current, now) then return 0 end
+  if t == nil or (token ~= '0' and f ~= tonumber(token)) or not live(current, now) or revoked(rest) then return 0 end
   local renewed = write_entry(key, jid, t, x, now + lease, rest)
   extend(key, horizon(renewed), now, false)
   return 1

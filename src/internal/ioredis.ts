@@ -12,7 +12,7 @@ import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { makeDeadlines } from "./deadlines.js"
-import type { Fetched, Holder, LockKey, LockResult, ReapResult, ScanPage, Store } from "./models.js"
+import type { Fetched, Holder, LockKey, LockResult, ReapResult, Removal, ScanPage, Store } from "./models.js"
 import { keysOf, RedisError } from "./models.js"
 import * as Scripts from "./scripts.js"
 
@@ -87,6 +87,37 @@ const toReapResult = (reply: unknown): ReapResult => {
   }
 }
 
+/** What `remove` of no lock did: nothing (no call is made, so there is no Redis time to tell). @internal */
+export const noRemoval: Removal = { now: 0, deleted: [], removed: [], revoked: [], refused: [] }
+
+const toRemoval = (reply: unknown): Removal => {
+  const [now, deleted, removed, revoked, refused] = toArray(reply, "remove")
+  const flatRemoved = toArray(removed, "remove")
+  const flatRevoked = toArray(revoked, "remove")
+  const flatRefused = toArray(refused, "remove")
+  const out = {
+    now: Number(now),
+    deleted: toArray(deleted, "remove").map(String),
+    removed: [] as Array<Removal["removed"][number]>,
+    revoked: [] as Array<Removal["revoked"][number]>,
+    refused: [] as Array<Removal["refused"][number]>
+  }
+  for (let i = 0; i < flatRemoved.length; i += 3) {
+    out.removed.push({ lock: String(flatRemoved[i]), jid: String(flatRemoved[i + 1]), live: isOne(flatRemoved[i + 2]) })
+  }
+  for (let i = 0; i < flatRevoked.length; i += 3) {
+    out.revoked.push({
+      lock: String(flatRevoked[i]),
+      jid: String(flatRevoked[i + 1]),
+      leaseUntil: Number(flatRevoked[i + 2])
+    })
+  }
+  for (let i = 0; i < flatRefused.length; i += 2) {
+    out.refused.push({ lock: String(flatRefused[i]), reason: String(flatRefused[i + 1]) })
+  }
+  return out
+}
+
 const toScanPage = (reply: unknown): ScanPage => {
   const [cursor, flat] = toArray(reply, "scan")
   const elements = toArray(flat, "scan")
@@ -131,7 +162,11 @@ const mayHaveRun = (cause: unknown): boolean =>
 
 const closedBeforeAnswer = "the connection to Redis closed before it answered"
 
-const entryShape = /^\{"t":(\d+),"x":(\d+),"l":(\d+)(?:,"f":(\d+))?(?:,"i":(.*))?\}$/s
+// Named groups: an optional field added between two others does not renumber the rest.
+const entryShape = new RegExp(
+  String.raw`^\{"t":(?<t>\d+),"x":(?<x>\d+),"l":(?<l>\d+)(?:,"f":(?<f>\d+))?(?:,"r":(?<r>\d+))?(?:,"i":(?<i>.*))?\}$`,
+  "s"
+)
 
 /**
  * Reads a holder entry as the scripts do; one in any other shape is reported as `foreign` (it counts as gone).
@@ -140,25 +175,27 @@ const entryShape = /^\{"t":(\d+),"x":(\d+),"l":(\d+)(?:,"f":(\d+))?(?:,"i":(.*))
  * @category utils
  */
 export const parseHolder = (jid: string, raw: string): Holder => {
-  const match = entryShape.exec(raw)
+  const match = entryShape.exec(raw)?.groups
+  if (match === undefined) {
+    return { jid, lockedAt: 0, expiresAt: undefined, leaseUntil: undefined, fence: 0, info: undefined, foreign: raw }
+  }
   let info: unknown = undefined
-  if (match !== null && match[5] !== undefined) {
+  if (match.i !== undefined) {
     try {
-      info = JSON.parse(match[5])
+      info = JSON.parse(match.i)
     } catch {
-      info = match[5]
+      info = match.i
     }
   }
-  return match === null
-    ? { jid, lockedAt: 0, expiresAt: undefined, leaseUntil: undefined, fence: 0, info: undefined, foreign: raw }
-    : {
-      jid,
-      lockedAt: Number(match[1]),
-      expiresAt: Number(match[2]) > 0 ? Number(match[2]) : undefined,
-      leaseUntil: Number(match[3]) > 0 ? Number(match[3]) : undefined,
-      fence: Number(match[4] ?? 0),
-      info
-    }
+  return {
+    jid,
+    lockedAt: Number(match.t),
+    expiresAt: Number(match.x) > 0 ? Number(match.x) : undefined,
+    leaseUntil: Number(match.l) > 0 ? Number(match.l) : undefined,
+    fence: Number(match.f ?? 0),
+    info,
+    ...(match.r === undefined ? {} : { revokedAt: Number(match.r) })
+  }
 }
 
 /**
@@ -419,8 +456,8 @@ export const makeFromClient = (
             toScanPage
           )
       },
-      remove: (locks) => {
-        if (locks.length === 0) return Effect.succeed(0)
+      remove: (locks, options) => {
+        if (locks.length === 0) return Effect.succeed(noRemoval)
         const prefix = onePrefix(locks)
         if (prefix === undefined) return Effect.fail(mixedPrefixes(locks))
         return script(
@@ -430,9 +467,11 @@ export const makeFromClient = (
             locks.length + 1,
             keysOf(locks[0]!).index,
             ...locks.map((lock) => keysOf(lock).locked),
+            options?.jid ?? "",
+            options?.strict === true ? "1" : "0",
             ...locks.map((lock) => lock.name)
           ],
-          Number
+          toRemoval
         )
       },
       claim: (key, owner, leaseMs) => script("claim", scripts.claim, [1, key, owner, leaseMs], isOne)

@@ -65,10 +65,14 @@ return result
 -- (lock, unlock, renew, renew_all, handoff, fetch, reap, remove, claim), so each stays one self-contained EVAL, and
 -- maps the line of a script's error back to the file and line it comes from. Every function defined here is a closure made again on each run of
 -- each script, so the prelude keeps to a few.
--- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>][,"i":<info>]}
--- with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a run lock's acquisition (absent
--- for a queue lock). t, x, l and f lead, so a pattern reads them without decoding JSON, whatever the info holds.
+-- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>]
+-- [,"r":<revoked at>][,"i":<info>]} with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a
+-- run lock's acquisition (absent for a queue lock); r when an operator revoked it (below). t, x, l and f lead, so a
+-- pattern reads them without decoding JSON, whatever the info holds.
 -- An entry in any other shape (another library's, the gem's float timestamp) counts as gone: it never blocks a lock.
+-- A run lock's entry an operator revoked (remove.lua) carries ,"r":<revoked at> right after f: it still counts as a
+-- holder until its lease passes (its holder may still run), but is never renewed, so its holder learns at its next
+-- renewal that it lost the lock, and its release frees the place.
 --
 -- All or nothing: every call that can fail (argument checks, WRONGTYPE on any key) runs before the first write.
 
@@ -107,6 +111,11 @@ local function horizon(meta)
   return l
 end
 
+-- When the entry (rest: what follows l, as parse returns it) was revoked, or nil when it was not.
+local function revoked(rest)
+  return string.match(rest, '^,"f":%d+,"r":(%d+)') or string.match(rest, '^,"r":(%d+)')
+end
+
 local function live(meta, now)
   local h = horizon(meta)
   return h == 0 or h > now
@@ -138,12 +147,13 @@ end
 
 -- Moves jid's lease to now + lease, and the key's TTL with it. current is jid's entry as read (false when none);
 -- token '0' renews whichever acquisition holds it. Returns 0 when the hold is gone: no entry, a foreign one, another
--- acquisition's, or its lease or expiry already passed (another process may hold it now; renewing would hide that).
+-- acquisition's, or its lease or expiry already passed (another process may hold it now; renewing would hide that),
+-- or when an operator revoked it (its holder must stop; the entry keeps the place until it lets go or the lease ends).
 -- Nothing here can fail: its HSET goes to the key whose HGET (the caller's read of current) found a hash.
 local function renew_entry(key, jid, current, token, lease, now)
   if not current then return 0 end
   local t, x, _, f, rest = parse(current)
-  if t == nil or (token ~= '0' and f ~= tonumber(token)) or not live(current, now) then return 0 end
+  if t == nil or (token ~= '0' and f ~= tonumber(token)) or not live(current, now) or revoked(rest) then return 0 end
   local renewed = write_entry(key, jid, t, x, now + lease, rest)
   extend(key, horizon(renewed), now, false)
   return 1
@@ -243,11 +253,12 @@ local function keep_lease(key, owner, lease, current)
 end
 `,
   "lock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <prefix>:fence
--- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock)
+-- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock),
+-- the job's queue name as a JSON string or '' (ARGV[8], optional)
 local ms, micros = now()
 local fence = ''
 if ARGV[7] == '1' then fence = KEYS[3] end
-return acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fence, ms, micros)
+return acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fence, ms, micros, ARGV[8])
 `,
   "reap.lua": `-- One bounded step of the reaper over the index, oldest first. KEYS[1] <prefix>:digests
 -- ARGV start (rank), batch (1 to 1000), orphans before (Redis ms; 0: none), dry run ('1': answer, write nothing)
@@ -256,12 +267,33 @@ return acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], AR
 -- and live holders with no expiry and no lease locked before \`orphans before\` are reported as candidates. A live
 -- holder is never removed.
 -- Returns {scanned, next rank (-1: the end was reached), {removed members}, {lock, jid, ...} removed holders,
--- {lock, jid, locked at, ...} candidates}.
+-- {lock, jid, locked at, queue, ...} candidates}: queue is the entry's q as its JSON string literal, '' when none.
 -- The holders keys are built here from the index's members: a walk over the index cannot name them in KEYS up front.
 -- Fine on one Redis; Redis Cluster (keys in other slots) will need another approach, such as one step per slot.
 -- All or nothing: every read (ZRANGE fails on a wrong-typed index, then one HGETALL per member) before any write.
 -- One call per member, the step's main cost: HGETALL by pcall answers a key of another type with an error (left
 -- alone) and a missing key with an empty list (an empty hash cannot exist). No WITHSCORES: the scores are not used.
+-- The queue named in an entry's q (its JSON string literal, escapes kept), or '' when it has none.
+local function queue_of(meta)
+  local t, _, _, _, rest = parse(meta)
+  if t == nil then return '' end
+  -- Only where q stands: right after l, or after l and f.
+  local open = string.match(rest, '^,"q":()"') or string.match(rest, '^,"f":%d+,"q":()"')
+  if open == nil then return '' end
+  local i = open + 1
+  while i <= #rest do
+    local c = string.sub(rest, i, i)
+    if c == '\\\\' then
+      i = i + 2
+    elseif c == '"' then
+      return string.sub(rest, open, i)
+    else
+      i = i + 1
+    end
+  end
+  return ''
+end
+
 local batch = whole(ARGV[2], 'batch', 1, 1000)
 local start = whole(ARGV[1], 'start', 0)
 local before = whole(ARGV[3], 'orphansBefore', 0)
@@ -304,6 +336,7 @@ for i = 1, scanned do
           candidates[#candidates + 1] = member
           candidates[#candidates + 1] = all[j]
           candidates[#candidates + 1] = t
+          candidates[#candidates + 1] = queue_of(all[j + 1])
         end
       end
     end
@@ -332,18 +365,86 @@ if runner then
 end
 return {scanned, next, members, holders, candidates}
 `,
-  "remove.lua": `-- Deletes locks whole. KEYS[1] <prefix>:digests  KEYS[2..] each lock's <lock>:LOCKED   ARGV each lock's member
--- Returns how many of the holders keys existed.
--- ZREM first: the one call that can fail (a wrong-typed index), before anything is written. In chunks, under unpack's
--- limit on how many values it spreads.
-for i = 1, #ARGV, 1000 do redis.call('ZREM', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
-local existed = 0
-for i = 2, #KEYS do existed = existed + redis.call('DEL', KEYS[i]) end
-return existed
+  "remove.lua": `-- The admin's removal (Locks.delete, unlock, deleteByPattern): every holder of each lock, or only jid's.
+-- KEYS[1] <prefix>:digests  KEYS[2..] each lock's <lock>:LOCKED
+-- ARGV jid ('' for every holder), strict ('1': when any lock is refused, write nothing), each lock's member
+-- Only this library's locks: a lock whose key exists but whose member is not in the index, or whose key is not a
+-- hash, is refused (left alone). In one of ours, a holder with a live lease (a run lock whose job may still run) is
+-- revoked, not removed: it keeps its place, so no second copy can start while the first runs, and its next renewal
+-- fails, which interrupts it; its release (or its lease's end, if it died) frees the place. Every other holder goes at
+-- once: one with no lease (a queue lock), one whose expiry or lease has passed, one in a foreign shape.
+-- Returns {Redis time, {locks deleted whole}, {lock, jid, live (1/0), ...} removed, {lock, jid, lease until, ...}
+-- revoked, {lock, reason, ...} refused}.
+-- All or nothing: every read (ZSCORE fails on a wrong-typed index) before the first write.
+local jid = ARGV[1]
+local strict = ARGV[2] == '1'
+local ms = now()
+local locks = {}
+local refused = {}
+for i = 2, #KEYS do
+  local member = ARGV[i + 1]
+  local key = KEYS[i]
+  local indexed = redis.call('ZSCORE', KEYS[1], member)
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'none' and not indexed then
+    refused[#refused + 1] = member
+    refused[#refused + 1] = 'not in ' .. KEYS[1] .. ': not a lock of this library'
+  elseif kind ~= 'none' and kind ~= 'hash' then
+    refused[#refused + 1] = member
+    refused[#refused + 1] = key .. ' is a ' .. kind .. ', not a lock of this library'
+  else
+    local entries = {}
+    local size = 0
+    if kind == 'hash' then
+      size = redis.call('HLEN', key)
+      if jid == '' then
+        entries = redis.call('HGETALL', key)
+      else
+        local meta = redis.call('HGET', key, jid)
+        if meta then entries = {jid, meta} end
+      end
+    end
+    locks[#locks + 1] = {key = key, member = member, indexed = indexed, size = size, entries = entries}
+  end
+end
+if strict and #refused > 0 then return {ms, {}, {}, {}, refused} end
+
+local deleted, removed, revokes = {}, {}, {}
+local gone = {}
+for _, lock in ipairs(locks) do
+  local drop = {}
+  for j = 1, #lock.entries, 2 do
+    local holder, meta = lock.entries[j], lock.entries[j + 1]
+    local t, x, l, _, rest = parse(meta)
+    if t ~= nil and l > 0 and live(meta, ms) then
+      revokes[#revokes + 1] = lock.member
+      revokes[#revokes + 1] = holder
+      revokes[#revokes + 1] = string.format('%d', l)
+      if not revoked(rest) then
+        -- r goes right after f (a run lock's entry always has f): t, x, l and f stay where every script reads them.
+        local f = string.match(rest, '^,"f":%d+') or ''
+        write_entry(lock.key, holder, t, x, l, f .. string.format(',"r":%d', ms) .. string.sub(rest, #f + 1))
+      end
+    else
+      drop[#drop + 1] = holder
+      removed[#removed + 1] = lock.member
+      removed[#removed + 1] = holder
+      if t ~= nil and live(meta, ms) then removed[#removed + 1] = 1 else removed[#removed + 1] = 0 end
+    end
+  end
+  -- In chunks, under unpack's limit on how many values it spreads. HDEL of a key's last field deletes the key.
+  for k = 1, #drop, 1000 do redis.call('HDEL', lock.key, unpack(drop, k, math.min(k + 999, #drop))) end
+  if #drop == lock.size and lock.indexed then
+    gone[#gone + 1] = lock.member
+    if lock.size > 0 then deleted[#deleted + 1] = lock.member end
+  end
+end
+for k = 1, #gone, 1000 do redis.call('ZREM', KEYS[1], unpack(gone, k, math.min(k + 999, #gone))) end
+return {ms, deleted, removed, revokes, refused}
 `,
   "renew.lua": `-- KEYS[1] <lock>:LOCKED   ARGV jid, lease ms, fencing token of the acquisition ('0': whichever holds jid's entry)
 -- Moves the lease to now + lease (renew_entry). Returns 1, or 0 when the hold is gone: no entry, another
--- acquisition's, or its lease or expiry already passed.
+-- acquisition's, or its lease or expiry already passed; or revoked by an operator (remove.lua).
 local lease = whole(ARGV[2], 'lease', 1)
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return 0 end

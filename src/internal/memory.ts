@@ -6,7 +6,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { Holder, HolderRequest, LockKey, LockResult, ReapResult, ScanPage, Store } from "./models.js"
+import type { Holder, HolderRequest, LockKey, LockResult, ReapResult, Removal, ScanPage, Store } from "./models.js"
 import { keysOf, RedisError } from "./models.js"
 
 /** @internal */
@@ -16,6 +16,8 @@ export interface Entry {
   readonly l: number
   readonly f: number
   readonly info: string
+  /** When an operator revoked the hold (remove.lua's `r`); absent when not. */
+  readonly r?: number
 }
 
 interface Hash {
@@ -23,6 +25,8 @@ interface Hash {
   /** Key expiry in ms; undefined for none (PERSIST). */
   expiresAt: number | undefined
 }
+
+type RemoveOptions = NonNullable<Parameters<Store["remove"]>[1]>
 
 const horizon = (entry: Entry): number => (entry.x > 0 && entry.l > 0 ? Math.min(entry.x, entry.l) : entry.x || entry.l)
 const live = (entry: Entry, now: number): boolean => {
@@ -234,7 +238,7 @@ export const makeInspectable = () => {
     const hash = getHash(keysOf(lock).locked, now)
     const current = hash?.entries.get(jid)
     if (hash === undefined || current === undefined) return false
-    if ((token !== 0 && current.f !== token) || !live(current, now)) return false
+    if ((token !== 0 && current.f !== token) || !live(current, now) || current.r !== undefined) return false
     const renewed = { ...current, l: now + lease }
     hash.entries.set(jid, renewed)
     extend(hash, horizon(renewed), now, false)
@@ -248,7 +252,8 @@ export const makeInspectable = () => {
       expiresAt: entry.x > 0 ? entry.x : undefined,
       leaseUntil: entry.l > 0 ? entry.l : undefined,
       fence: entry.f,
-      info: entry.info === "" ? undefined : JSON.parse(entry.info)
+      info: entry.info === "" ? undefined : JSON.parse(entry.info),
+      ...(entry.r === undefined ? {} : { revokedAt: entry.r })
     }))
 
   // reap.lua: ZRANGE of the step's ranks (score, then name), every read before the first write.
@@ -318,7 +323,8 @@ export const makeInspectable = () => {
     }
   }
 
-  const remove = (locks: ReadonlyArray<LockKey>, now: number): number => {
+  // remove.lua: refused locks first (strict: then nothing is written); live leases revoked, every other holder removed.
+  const remove = (locks: ReadonlyArray<LockKey>, options: RemoveOptions, now: number): Removal => {
     const prefix = locks[0]?.prefix
     if (!locks.every((lock) => lock.prefix === prefix)) {
       throw new Refused(
@@ -327,14 +333,51 @@ export const makeInspectable = () => {
         }`
       )
     }
-    let existed = 0
+    const jid = options.jid ?? ""
+    const refused: Array<Removal["refused"][number]> = []
+    const ours: Array<{ readonly lock: LockKey; readonly hash: Hash | undefined; readonly indexed: boolean }> = []
     for (const lock of locks) {
       const { index, locked } = keysOf(lock)
-      if (getHash(locked, now) !== undefined) existed++
-      hashes.delete(locked)
-      indexes.get(index)?.delete(lock.name)
+      const hash = getHash(locked, now)
+      const indexed = indexes.get(index)?.has(lock.name) === true
+      if (hash !== undefined && !indexed) {
+        refused.push({ lock: lock.name, reason: `not in ${index}: not a lock of this library` })
+      } else {
+        ours.push({ lock, hash, indexed })
+      }
     }
-    return existed
+    const answer: Removal = { now, deleted: [], removed: [], revoked: [], refused }
+    if (options.strict === true && refused.length > 0) return answer
+    const deleted = answer.deleted as Array<string>
+    const removed = answer.removed as Array<Removal["removed"][number]>
+    const revoked = answer.revoked as Array<Removal["revoked"][number]>
+    for (const { hash, indexed, lock } of ours) {
+      const { index, locked } = keysOf(lock)
+      const size = hash?.entries.size ?? 0
+      const entries = hash === undefined
+        ? []
+        : jid === ""
+        ? Array.from(hash.entries)
+        : hash.entries.has(jid)
+        ? [[jid, hash.entries.get(jid)!] as const]
+        : []
+      let dropped = 0
+      for (const [holder, entry] of entries) {
+        if (entry.l > 0 && live(entry, now)) {
+          revoked.push({ lock: lock.name, jid: holder, leaseUntil: entry.l })
+          if (entry.r === undefined) hash!.entries.set(holder, { ...entry, r: now })
+        } else {
+          removed.push({ lock: lock.name, jid: holder, live: live(entry, now) })
+          hdel(locked, hash!, holder)
+          dropped++
+        }
+      }
+      if (dropped === size && indexed) {
+        indexes.get(index)?.delete(lock.name)
+        if (size > 0) deleted.push(lock.name)
+      }
+    }
+    return answer
   }
 
   // A lease of the map, or undefined once its time has passed (it is then gone).
@@ -410,7 +453,10 @@ export const makeInspectable = () => {
       }),
     reap: (request) => run("reap", (now) => reap(request, now)),
     scan: (prefix, cursor, pattern, count) => run("scan", () => scan(prefix, cursor, pattern, count)),
-    remove: (locks) => locks.length === 0 ? Effect.succeed(0) : run("remove", (now) => remove(locks, now)),
+    remove: (locks, options = {}) =>
+      locks.length === 0
+        ? Effect.succeed({ now: 0, deleted: [], removed: [], revoked: [], refused: [] })
+        : run("remove", (now) => remove(locks, options, now)),
     claim: (key, owner, leaseMs) => run("claim", (now) => claim(key, owner, leaseMs, now))
   }
 

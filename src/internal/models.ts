@@ -112,6 +112,11 @@ export interface Holder {
   readonly info: unknown
   /** The raw value when it is not this library's (another library's, the gem's): it counts as gone. */
   readonly foreign?: string | undefined
+  /**
+   * When an operator revoked this run-lock hold (Redis ms; `Store.remove`): it keeps its place until its holder lets
+   * go or its lease passes, and is never renewed.
+   */
+  readonly revokedAt?: number | undefined
 }
 
 /**
@@ -201,6 +206,31 @@ export interface ScanPage {
 }
 
 /**
+ * What an admin removal did (`Store.remove`), at Redis time `now`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Removal {
+  readonly now: number
+  /** Locks whose every holder went: their key and index member are gone. */
+  readonly deleted: ReadonlyArray<string>
+  /**
+   * Holders removed at once: held with no lease (a queue lock; `live`), or their expiry or lease had already passed,
+   * or the entry was not in this library's shape (not `live`).
+   */
+  readonly removed: ReadonlyArray<{ readonly lock: string; readonly jid: string; readonly live: boolean }>
+  /**
+   * Run-lock holders whose lease was live, marked revoked instead: each keeps its place (no second copy can start
+   * while it may still run), is told at its next renewal that it lost the lock, and frees the place when it lets go,
+   * or at `leaseUntil` if it died.
+   */
+  readonly revoked: ReadonlyArray<{ readonly lock: string; readonly jid: string; readonly leaseUntil: number }>
+  /** Locks left alone because they are not this library's: the key exists but not in the index, or is not a hash. */
+  readonly refused: ReadonlyArray<{ readonly lock: string; readonly reason: string }>
+}
+
+/**
  * What a lock store does: one method per script, each a single round trip.
  *
  * @since 0.1.0
@@ -242,8 +272,15 @@ export interface Store {
    * "0"; the scan is complete when the answer's cursor is "0" again.
    */
   readonly scan: (prefix: string, cursor: string, pattern: string, count: number) => Effect.Effect<ScanPage, RedisError>
-  /** Deletes the given locks whole (holders keys and index members) in one script call; answers how many existed. */
-  readonly remove: (locks: ReadonlyArray<LockKey>) => Effect.Effect<number, RedisError>
+  /**
+   * The admin's removal, in one script call: every holder of each lock (only `jid`'s when given) goes, except a run
+   * lock's holder whose lease is live, which is revoked (see `Removal`). Only this library's locks: others are
+   * refused; with `strict`, one refused lock means nothing is written.
+   */
+  readonly remove: (
+    locks: ReadonlyArray<LockKey>,
+    options?: { readonly jid?: string | undefined; readonly strict?: boolean | undefined }
+  ) => Effect.Effect<Removal, RedisError>
   /**
    * A lease on `key` for `owner` (one runner at a time): taken when free, renewed when `owner` holds it, refused
    * otherwise; `leaseMs` 0 gives it up (only `owner`'s). Answers whether `owner` holds it after the call.
