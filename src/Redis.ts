@@ -65,15 +65,20 @@ export type Client = IORedisStore.Client
 export const parseHolder: (jid: string, raw: string) => Holder = IORedisStore.parseHolder
 
 /**
- * A store over a connected client that the caller owns.
+ * A store over a connected client that the caller owns. A `timeout` that is not a positive duration fails with a
+ * `RedisError` of operation `"options"`, as `make`'s options do.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const makeFromClient: (
+export const makeFromClient = (
   client: Client,
   options?: { readonly timeout?: Duration.DurationInput | undefined }
-) => Effect.Effect<Store, RedisError> = IORedisStore.makeFromClient
+): Effect.Effect<Store, RedisError> =>
+  Effect.flatMap(
+    decodeOptions(options === undefined ? undefined : { timeout: options.timeout }),
+    () => IORedisStore.makeFromClient(client, options)
+  )
 
 /**
  * A store that owns its ioredis connection: connected (and checked) when built, closed with its scope. Options that
