@@ -1000,6 +1000,12 @@ describe("options of the other constructors: decoded once, each field named", ()
           assert.include(error.reason, says)
           assert.instanceOf(error.cause, LockOptions.InvalidLockOptions)
         }
+        // A client the caller owns: its timeout is checked the same way, before the client is touched.
+        for (const timeout of [0, -1, Number.NaN, 1.5, "abc"]) {
+          const error = yield* Effect.flip(Redis.makeFromClient({} as never, { timeout: timeout as never }))
+          assert.strictEqual(error.operation, "options", String(timeout))
+          assert.isTrue(error.reason.startsWith("timeout: "), error.reason)
+        }
         // What checks still connects.
         const store = yield* Effect.scoped(Effect.map(Redis.make({ url, timeout: "2 seconds", client: { db: 0 } }), () => "ok"))
         assert.strictEqual(store, "ok")
