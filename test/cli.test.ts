@@ -189,6 +189,26 @@ describe("unique-jobs (the command)", () => {
         assert.include(shown.stdout, "j1")
       }), { timeout: 180_000 })
 
+    it.scoped("locks del walks every page of matches: 1,200 locks, pages of 500", () =>
+      Effect.gen(function*() {
+        yield* build
+        const { raw, source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("cli-pages")
+        yield* Effect.promise(async () => {
+          const pipeline = raw.pipeline()
+          for (let i = 0; i < 1200; i++) {
+            pipeline.zadd(`${prefix}:digests`, i, `${prefix}:m${i}`)
+            pipeline.hset(`${prefix}:m${i}:LOCKED`, "j", `{"t":${i},"x":0,"l":0}`)
+          }
+          await pipeline.exec()
+        })
+        const del = yield* cli("locks", "del", `${prefix}:*`, "--redis-url", source.url, "--prefix", prefix, "--json")
+        assert.strictEqual(del.code, 0, del.stderr)
+        assert.deepStrictEqual(JSON.parse(del.stdout), { matched: 1200, deleted: 1200, dryRun: false, revoked: [], refused: [] })
+        assert.strictEqual(yield* Effect.promise(() => raw.zcard(`${prefix}:digests`)), 0)
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${prefix}:m*`)), [])
+      }), { timeout: 180_000 })
+
     it.scoped("stdout carries only the answer: reap --json parses when the pass logged; --log-level after the subcommand; no colour codes in a pipe", () =>
       Effect.gen(function*() {
         yield* build

@@ -1,0 +1,284 @@
+/**
+ * Properties of the admin surface (issue 18, items 2, 5 and 16). Random runs of lock calls (queue and run locks, take,
+ * release, renew) mixed with the admin's calls (`Store.remove`, `Locks.delete`, `Locks.unlock`,
+ * `Locks.deleteByPattern`), on the memory store and on the scripts at once: both answer alike, hold the same holders
+ * after every step, and the admin's rules hold on both: a run-lock holder whose lease was live is never removed by an
+ * admin call, only revoked (so no second copy can start while it runs), a revoked hold is never renewed, what the
+ * admin targeted holds no unrevoked holder afterwards, and keys that are not this library's are never touched.
+ * Beside them: `unique-jobs locks del` run in-process over any number of locks deletes every one, over every page.
+ * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/admin.properties.test.ts
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as fc from "effect/FastCheck"
+import * as Runtime from "effect/Runtime"
+import * as Cli from "../src/Cli.js"
+import * as Locks from "../src/Locks.js"
+import * as Redis from "../src/Redis.js"
+import * as Memory from "../src/internal/memory.js"
+import * as RedisTest from "./support/redis.js"
+
+const runs = Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? 40)
+
+type Phase = "queue" | "run"
+type Command =
+  | { readonly _tag: "lock"; readonly digest: number; readonly phase: Phase; readonly jid: string; readonly limit: number }
+  | { readonly _tag: "release"; readonly digest: number; readonly phase: Phase; readonly jid: string }
+  | { readonly _tag: "renew"; readonly digest: number; readonly jid: string }
+  | {
+    readonly _tag: "remove"
+    readonly digests: ReadonlyArray<number>
+    readonly jid: string | undefined
+    /** Also ask for the keys that are not this library's (Redis holds them; the memory store has nothing there). */
+    readonly foreign: boolean
+  }
+  | { readonly _tag: "delete"; readonly digest: number }
+  | { readonly _tag: "unlock"; readonly digest: number; readonly jid: string }
+  | { readonly _tag: "deleteByPattern"; readonly count: number }
+
+const DIGESTS = 2
+const digest = fc.integer({ min: 0, max: DIGESTS - 1 })
+const jid = fc.constantFrom("a", "b", "c")
+const phase = fc.constantFrom<Phase>("queue", "run")
+const command: fc.Arbitrary<Command> = fc.oneof(
+  { weight: 6, arbitrary: fc.record({ _tag: fc.constant("lock" as const), digest, phase, jid, limit: fc.integer({ min: 1, max: 2 }) }) },
+  { weight: 2, arbitrary: fc.record({ _tag: fc.constant("release" as const), digest, phase, jid }) },
+  { weight: 2, arbitrary: fc.record({ _tag: fc.constant("renew" as const), digest, jid }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      _tag: fc.constant("remove" as const),
+      digests: fc.uniqueArray(digest, { minLength: 1, maxLength: DIGESTS }),
+      jid: fc.option(jid, { nil: undefined }),
+      foreign: fc.boolean()
+    })
+  },
+  { weight: 2, arbitrary: fc.record({ _tag: fc.constant("delete" as const), digest }) },
+  { weight: 2, arbitrary: fc.record({ _tag: fc.constant("unlock" as const), digest, jid }) },
+  { weight: 1, arbitrary: fc.record({ _tag: fc.constant("deleteByPattern" as const), count: fc.integer({ min: 1, max: 3 }) }) }
+)
+
+const nameOf = (prefix: string, d: number, p: Phase) => `${prefix}:d${d}${p === "run" ? ":RUN" : ""}`
+const keyOf = (prefix: string, d: number, p: Phase): Redis.LockKey => ({ prefix, name: nameOf(prefix, d, p) })
+const allLocks = (prefix: string) =>
+  Array.from({ length: DIGESTS }, (_, d) => [keyOf(prefix, d, "queue"), keyOf(prefix, d, "run")]).flat()
+
+/** One store's side of a run: the store, and the fencing token each (lock, jid) last got from it. */
+interface Side {
+  readonly store: Redis.Store
+  readonly fences: Map<string, number>
+}
+
+type Holders = Record<string, ReadonlyArray<string>>
+
+/** Every holder of the run's locks, as `jid revoked? lease? expiry?`: what must be the same on both stores. */
+const holdersOf = (prefix: string, side: Side) =>
+  Effect.map(Effect.forEach(allLocks(prefix), (lock) => side.store.holders(lock)), (all): Holders =>
+    Object.fromEntries(
+      allLocks(prefix).map((lock, i) => [
+        lock.name,
+        all[i]!.map((h) =>
+          `${h.jid}${h.revokedAt === undefined ? "" : " revoked"}${h.leaseUntil === undefined ? "" : " lease"}${
+            h.expiresAt === undefined ? "" : " expiry"
+          }`
+        ).sort()
+      ])
+    ))
+
+const sortedBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string) => [...items].sort((x, y) => key(x).localeCompare(key(y)))
+
+// A Removal as both stores must give it (times and foreign keys aside: Redis alone can hold a key of another type).
+const removalShape = (r: Pick<Locks.Removal, "removed" | "revoked">) => ({
+  removed: sortedBy(r.removed.map((x) => `${x.lock} ${x.jid} ${x.live}`), String),
+  revoked: sortedBy(r.revoked.map((x) => `${x.lock} ${x.jid}`), String)
+})
+
+const run = (prefix: string, side: Side, c: Command): Effect.Effect<unknown, never> => {
+  const provided = <A, E>(f: (locks: Locks.Locks["Type"]) => Effect.Effect<A, E>) =>
+    Effect.flatMap(Locks.make({ prefix }), f).pipe(Effect.provideService(Redis.RedisService, side.store))
+  const answer = (() => {
+    switch (c._tag) {
+      case "lock": {
+        const lock = keyOf(prefix, c.digest, c.phase)
+        const request: Redis.HolderRequest = {
+          jid: c.jid,
+          limit: c.limit,
+          ttlMs: c.phase === "queue" && c.jid === "c" ? 60_000 : 0,
+          leaseMs: c.phase === "run" ? 60_000 : 0,
+          info: "",
+          fenced: c.phase === "run"
+        }
+        return Effect.map(side.store.lock(lock, request), (result) => {
+          if (result._tag === "Acquired" && !result.reentrant) side.fences.set(`${lock.name} ${c.jid}`, result.fence)
+          return result._tag === "Acquired" ? { acquired: result.reentrant } : { conflict: [...result.holders].sort() }
+        })
+      }
+      case "release": {
+        const lock = keyOf(prefix, c.digest, c.phase)
+        return side.store.unlock(lock, c.jid, side.fences.get(`${lock.name} ${c.jid}`) ?? 0)
+      }
+      case "renew": {
+        const lock = keyOf(prefix, c.digest, "run")
+        return side.store.renew(lock, c.jid, 60_000, side.fences.get(`${lock.name} ${c.jid}`) ?? 0)
+      }
+      case "remove":
+        return Effect.map(
+          side.store.remove(
+            [
+              ...c.digests.flatMap((d) => [keyOf(prefix, d, "queue"), keyOf(prefix, d, "run")]),
+              ...(c.foreign ? [{ prefix, name: `${prefix}:user` }, { prefix, name: `${prefix}:d-listed` }] : [])
+            ],
+            { jid: c.jid }
+          ),
+          (r) => ({ ...removalShape(r), deleted: [...r.deleted].sort() })
+        )
+      case "delete":
+        return Effect.map(provided((locks) => locks.delete(nameOf(prefix, c.digest, "queue"))), removalShape)
+      case "unlock":
+        return Effect.map(provided((locks) => locks.unlock(nameOf(prefix, c.digest, "queue"), c.jid)), removalShape)
+      case "deleteByPattern":
+        return provided((locks) =>
+          Effect.gen(function*() {
+            let cursor = "0"
+            let deleted = 0
+            const revoked: Array<string> = []
+            do {
+              const page = yield* locks.deleteByPattern(`${prefix}:d*`, { cursor, count: c.count })
+              deleted += page.deleted
+              revoked.push(...page.revoked.map((r) => `${r.lock} ${r.jid}`))
+              cursor = page.cursor
+            } while (cursor !== "0")
+            return { deleted, revoked: revoked.sort() }
+          })
+        )
+    }
+  })()
+  return Effect.either(answer as Effect.Effect<unknown, { readonly _tag: string }>).pipe(
+    Effect.map(Either.match({ onLeft: (e) => ({ failed: e._tag }), onRight: (a) => a }))
+  )
+}
+
+/** What an admin call targeted: the locks, and the one jid (undefined: every holder). */
+const targets = (prefix: string, c: Command): { readonly locks: ReadonlyArray<string>; readonly jid?: string } | undefined => {
+  const both = (d: number) => [nameOf(prefix, d, "queue"), nameOf(prefix, d, "run")]
+  switch (c._tag) {
+    case "remove":
+      return { locks: c.digests.flatMap(both), ...(c.jid === undefined ? {} : { jid: c.jid }) }
+    case "delete":
+      return { locks: both(c.digest) }
+    case "unlock":
+      return { locks: both(c.digest), jid: c.jid }
+    case "deleteByPattern":
+      return { locks: Array.from({ length: DIGESTS }, (_, d) => both(d)).flat() }
+    default:
+      return undefined
+  }
+}
+
+describe("the admin surface (properties)", () => {
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    it.effect("both stores alike; a live run holder is revoked, never removed; nothing unrevoked is left where asked; foreign keys untouched", () =>
+      Effect.gen(function*() {
+        const redis = yield* Redis.RedisService
+        const { raw } = yield* RedisTest.TestRedis
+        const runtime = yield* Effect.runtime<never>()
+        const property = fc.asyncProperty(fc.array(command, { minLength: 1, maxLength: 30 }), (commands) =>
+          Runtime.runPromise(runtime)(Effect.gen(function*() {
+            const prefix = RedisTest.uniquePrefix("admin-prop")
+            const memory: Side = { store: Memory.make(), fences: new Map() }
+            const onRedis: Side = { store: redis, fences: new Map() }
+            // Keys that are not this library's: a user's hash outside the index, a string inside it.
+            const foreign = () =>
+              Effect.promise(async () => JSON.stringify([
+                await raw.hgetall(`${prefix}:user:LOCKED`),
+                await raw.get(`${prefix}:d-listed:LOCKED`),
+                await raw.zscore(`${prefix}:digests`, `${prefix}:d-listed`)
+              ]))
+            yield* Effect.promise(async () => {
+              await raw.hset(`${prefix}:user:LOCKED`, "a", "bob")
+              await raw.zadd(`${prefix}:digests`, 1, `${prefix}:d-listed`)
+              await raw.set(`${prefix}:d-listed:LOCKED`, "not a lock")
+            })
+            const foreignBefore = yield* foreign()
+            const trace: Array<string> = []
+            for (const c of commands) {
+              const before = yield* holdersOf(prefix, onRedis)
+              const onMemory = yield* run(prefix, memory, c)
+              const fromRedis = yield* run(prefix, onRedis, c)
+              trace.push(`${JSON.stringify(c)} -> memory ${JSON.stringify(onMemory)} redis ${JSON.stringify(fromRedis)}`)
+              const fail = (why: string) => assert.fail(`${why}\n${trace.join("\n")}`)
+              if (JSON.stringify(onMemory) !== JSON.stringify(fromRedis)) fail("the stores answered differently")
+              const afterMemory = yield* holdersOf(prefix, memory)
+              const after = yield* holdersOf(prefix, onRedis)
+              if (JSON.stringify(afterMemory) !== JSON.stringify(after)) {
+                fail(`the stores hold different holders: memory ${JSON.stringify(afterMemory)} redis ${JSON.stringify(after)}`)
+              }
+              if ((yield* foreign()) !== foreignBefore) fail("a key that is not this library's was changed")
+              const target = targets(prefix, c)
+              if (target === undefined) continue
+              for (const lock of target.locks) {
+                const asked = (h: string) => target.jid === undefined || h.split(" ")[0] === target.jid
+                // Every live run holder (all leases here are far off) is still there, revoked.
+                for (const h of before[lock] ?? []) {
+                  if (!asked(h) || !h.includes(" lease")) continue
+                  const name = h.split(" ")[0]!
+                  if (!(after[lock] ?? []).some((a) => a.startsWith(`${name} revoked`))) {
+                    fail(`${c._tag} removed ${lock}'s live run holder ${name} instead of revoking it`)
+                  }
+                }
+                // Nothing it was asked to remove is left unrevoked.
+                const left = (after[lock] ?? []).filter((h) => asked(h) && !h.includes(" revoked"))
+                if (left.length > 0) fail(`${c._tag} left ${lock}'s ${left.join(", ")}`)
+              }
+            }
+          }))
+        )
+        yield* Effect.promise(() => fc.assert(property, { numRuns: runs }))
+      }), { timeout: 300_000 })
+
+    it.effect("unique-jobs locks del (in-process) deletes every matching lock, over every page, and no other", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const property = fc.asyncProperty(
+          fc.integer({ min: 0, max: 1600 }),
+          fc.integer({ min: 0, max: 40 }),
+          (count, others) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const prefix = RedisTest.uniquePrefix("admin-del")
+              yield* Effect.promise(async () => {
+                const now = Date.now()
+                const pipeline = raw.pipeline()
+                for (let i = 0; i < count + others; i++) {
+                  const name = i < count ? `${prefix}:m${i}` : `${prefix}:keep${i}`
+                  pipeline.zadd(`${prefix}:digests`, now, name)
+                  pipeline.hset(`${name}:LOCKED`, "j", `{"t":${now},"x":0,"l":0}`)
+                }
+                await pipeline.exec()
+              })
+              const lines: Array<string> = []
+              const console = { ...(yield* Effect.console) }
+              const capture: Console.Console = {
+                ...console,
+                log: (...args) => Effect.sync(() => void lines.push(args.join(" "))),
+                unsafe: { ...console.unsafe, log: (...args) => void lines.push(args.join(" ")) }
+              }
+              yield* Cli.run(["node", "unique-jobs", "locks", "del", `${prefix}:m*`, "--redis-url", source.url, "--prefix", prefix, "--json"])
+                .pipe(Effect.withConsole(capture), Effect.provide(NodeContext.layer), Effect.orDie)
+              const answer = JSON.parse(lines.join("\n")) as { matched: number; deleted: number }
+              assert.deepStrictEqual([answer.matched, answer.deleted], [count, count])
+              const left = yield* Effect.promise(() => raw.zcard(`${prefix}:digests`))
+              assert.strictEqual(left, others)
+              const keys = yield* Effect.promise(() => raw.keys(`${prefix}:m*`))
+              assert.deepStrictEqual(keys, [])
+            }))
+        )
+        // The page boundaries get their own cases: none, one page's worth, just past it, several pages.
+        yield* Effect.promise(() =>
+          fc.assert(property, { numRuns: Math.max(4, Math.round(runs / 8)), examples: [[0, 0], [500, 3], [501, 1], [1500, 5]] })
+        )
+      }), { timeout: 300_000 })
+  })
+})
