@@ -9,6 +9,8 @@
  *   --from=bench/results/latest.json                  rewrites the report, plot and README table from saved results
  *   --foundation                                      the foundation targets alone (about a minute): results/foundation.md
  *   --reaper [--members=N]                            one reaper pass over N index members, 1% stale: results/reaper.md
+ *   --reaper-bullmq [--jobs=N] [--no-before]          one reaper pass over N waiting BullMQ jobs, batched exists against
+ *                                                     the old getJobState path: results/reaper-bullmq.md
  *   --bullmq [--rounds=N]                             UniqueQueue.add against BullMQ's own deduplication, N alternating
  *                                                     rounds (25; about a minute): results/bullmq.md
  */
@@ -22,6 +24,7 @@ import * as BullMQ from "./bullmq.js"
 import * as Foundation from "./foundation.js"
 import * as Growth from "./growth.js"
 import * as Reaper from "./reaper.js"
+import * as ReaperBullMQ from "./reaperBullmq.js"
 import { Probe, round } from "./harness.js"
 import * as Memory from "./memory.js"
 import * as Report from "./report.js"
@@ -81,6 +84,10 @@ const write = (results: Report.Results) => {
 
 const main = async () => {
   if (args.includes("--foundation")) return Foundation.main(log)
+  if (args.includes("--reaper-bullmq")) {
+    const jobs = args.find((a) => a.startsWith("--jobs="))
+    return ReaperBullMQ.main(log, jobs === undefined ? 50_000 : Number(jobs.slice(7)), !args.includes("--no-before"))
+  }
   if (args.includes("--reaper")) {
     const members = args.find((a) => a.startsWith("--members="))
     return Reaper.main(log, members === undefined ? 1_000_000 : Number(members.slice(10)))

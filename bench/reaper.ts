@@ -35,7 +35,7 @@ for i = tonumber(ARGV[2]), tonumber(ARGV[3]) do
     acquire(key, KEYS[1], digest, 'live' .. i, 2, ${hourMs}, 0, '', '', ms, micros)
     acquire(key, KEYS[1], digest, 'ended' .. i, 2, 1, 0, '', '', ms, micros)
   elseif kind == 2 then
-    acquire(key, KEYS[1], digest, 'orphan' .. i, 1, 0, 0, '', '', ms - 60000, micros)
+    acquire(key, KEYS[1], digest, 'orphan' .. i, 1, 0, 0, '', '', ms - 60000, micros, '"default"')
   else
     acquire(key, KEYS[1], digest, 'live' .. i, 1, ${hourMs}, 0, '', '', ms, micros)
   end
@@ -77,7 +77,7 @@ export const main = async (log: (line: string) => void, members: number): Promis
       schedule: () => Effect.void,
       remove: () => Effect.succeed(false),
       kill: () => Effect.void,
-      exists: (jid) => Effect.succeed(!jid.startsWith("orphan"))
+      exists: (jobs) => Effect.succeed(jobs.map(({ jid }) => (jid.startsWith("orphan") ? "gone" : "exists")))
     })
     const t0 = performance.now()
     const pass = await Effect.runPromise(

@@ -1,8 +1,11 @@
 /**
  * The orphan reaper: walks `<prefix>:digests` oldest first in bounded steps (one script call each) and removes what no
  * live holder needs: index members whose lock key is gone (TTL, lease, manual delete), holders whose own expiry or
- * lease has passed, and — once older than `grace` — holders with no expiry whose job the `JobQueue` says no longer
- * exists. It never removes a holder whose lease or expiry is live, or whose job the queue still knows. One runner at
+ * lease has passed, and — once older than `grace` — holders with no expiry whose job the `JobQueue` says is `"gone"`,
+ * asked as a job of the queue the holder's entry names, a step's holders in one call. It never removes a holder whose
+ * lease or expiry is live, whose job its queue still knows, or that its queue cannot tell about (`"unknown"`: a queue
+ * the `JobQueue` does not serve, an entry that names no queue); a pass whose queue does not answer ends with that
+ * `QueueError`, keeping every lock it could not decide. Every option is decoded once, at `make`. One runner at
  * a time across processes: a pass runs only while this runner holds `<prefix>:reaper`, a lease each step renews in
  * its own script call; a runner that dies mid-pass lets another take over once that lease ends.
  *
@@ -40,16 +43,16 @@ import { RedisService } from "./Redis.js"
 export interface Options {
   /** The key prefix whose index is walked. Default: the `Defaults` prefix (`uniquejobs`). */
   readonly prefix?: string | undefined
-  /** Time between passes (`layer`). Default 1 minute. */
+  /** Time between passes (`layer`): 10 ms to 1 day, whole milliseconds. Default 1 minute. */
   readonly interval?: Duration.DurationInput | undefined
   /** Index members one step (one script call) looks at. Default 100 (under 1 ms of Redis time on a 2-core VM), at most 1000. */
   readonly batch?: number | undefined
   /**
    * How old a holder with no expiry and no lease must be before the reaper asks the queue whether its job still
-   * exists. Default 10 minutes. Without a `JobQueue` in context such holders are left alone.
+   * exists: 1 ms to 1000 years. Default 10 minutes. Without a `JobQueue` in context such holders are left alone.
    */
   readonly grace?: Duration.DurationInput | undefined
-  /** The runner's lease on `<prefix>:reaper`, renewed by every step. Default 30 seconds. */
+  /** The runner's lease on `<prefix>:reaper`, renewed by every step: 100 ms to 1 day. Default 30 seconds. */
   readonly lease?: Duration.DurationInput | undefined
   /** Report what a pass would remove, and remove nothing. */
   readonly dryRun?: boolean | undefined

@@ -1,7 +1,8 @@
 /**
  * The `JobQueue` contract, one suite for every adapter (`MemoryQueue`, BullMQ on a private redis-server): which calls
  * may receive the job being performed (`schedule`, `kill`) and which a job the queue never saw (`push`, `schedule`,
- * `kill`), what `exists` answers for waiting, delayed, active, retrying and finished jobs, and what `remove` may
+ * `kill`), what `exists` answers for waiting, delayed, active, retrying and finished jobs (and `"unknown"` for a job of
+ * a queue the adapter does not serve, in a batch answered in order), and what `remove` may
  * take. Real time: BullMQ's delays run on it, and the memory queue runs on the live clock here too.
  */
 import { assert, describe, layer } from "@effect/vitest"
