@@ -125,6 +125,8 @@ const requestOf = (definition: Definition, target: Target, phase: Phase): Holder
     : 0,
   leaseMs: phase === "run" ? Duration.toMillis(definition.lockLease) : 0,
   info: infoOf(definition, target),
+  // The reaper asks this queue about a queue lock's job; a run lock ends by its lease.
+  ...(phase === "queue" && target.info?.queue !== undefined ? { queue: target.info.queue } : {}),
   fenced: phase === "run"
 })
 

@@ -27,6 +27,7 @@ export type {
   LockKey,
   LockResult,
   ReapRequest,
+  ReapCandidate,
   ReapResult,
   Removal,
   Renewal,

@@ -175,6 +175,8 @@ describe("BullMQ adapter: model property", () => {
                 const [exists] = await run(port.exists([{ jid, queue: name }]))
                 const expected = state === "waiting" || state === "delayed" || state === "active" ? "exists" : "gone"
                 assert.strictEqual(exists, expected, `exists of a ${state} job`)
+                // Asked as another queue's job: not this adapter's to tell, whatever its state here.
+                assert.deepStrictEqual(await run(port.exists([{ jid, queue: `${name}-other` }])), ["unknown"])
               }
               for (const jid of dead) {
                 assert.deepStrictEqual(await run(port.exists([{ jid, queue: name }])), ["gone"], "a killed job the queue never saw")

@@ -3,9 +3,10 @@
 -- maps the line of a script's error back to the file and line it comes from. Every function defined here is a closure made again on each run of
 -- each script, so the prelude keeps to a few.
 -- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>]
--- [,"r":<revoked at>][,"i":<info>]} with every time in Redis milliseconds and 0 for "none"; f is the fencing token of a
--- run lock's acquisition (absent for a queue lock); r when an operator revoked it (below). t, x, l and f lead, so a
--- pattern reads them without decoding JSON, whatever the info holds.
+-- [,"r":<revoked at>][,"q":<queue>][,"i":<info>]} with every time in Redis milliseconds and 0 for "none"; f is the
+-- fencing token of a run lock's acquisition; r when an operator revoked it (below); q the job's queue name as a JSON
+-- string (queue locks only: the reaper asks that queue; an entry without it, as older versions wrote, is never
+-- reaped as an orphan). t, x, l and f lead, so a pattern reads them without decoding JSON, whatever the info holds.
 -- An entry in any other shape (another library's, the gem's float timestamp) counts as gone: it never blocks a lock.
 -- A run lock's entry an operator revoked (remove.lua) carries ,"r":<revoked at> right after f: it still counts as a
 -- holder until its lease passes (its holder may still run), but is never renewed, so its holder learns at its next
@@ -102,7 +103,7 @@ end
 -- and the acquisition gets a token above every token handed out before under this prefix.
 -- The common case, a free lock, costs HLEN, HSET, PEXPIRE (with a TTL or lease) and ZADD, plus GET and SET of the
 -- counter for a run lock.
-local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, now, micros)
+local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, now, micros, queue)
   limit = whole(limit, 'limit', 1)
   ttl = whole(ttl, 'ttl', 0)
   lease = whole(lease, 'lease', 0)
@@ -152,6 +153,7 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
   -- A queue lock's entry leaves the token out: it is the common case, and every byte is held per lock.
   local rest = '}'
   if info ~= '' then rest = ',"i":' .. info .. rest end
+  if queue ~= nil and queue ~= '' then rest = ',"q":' .. queue .. rest end
   if f > 0 then rest = string.format(',"f":%d', f) .. rest end
   write_entry(key, jid, string.format('%d', now), string.format('%d', x), l, rest)
   local h = l

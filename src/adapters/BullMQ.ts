@@ -24,18 +24,21 @@ import { DelayedError, UnrecoverableError, Worker } from "bullmq"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import type { Job } from "../Job.js"
-import { JobQueue, QueueError } from "../JobQueue.js"
+import { JobQueue, type Presence, QueueError } from "../JobQueue.js"
 import type * as Lock from "../Lock.js"
+import * as BullOptions from "../internal/bullmqOptions.js"
 import * as Middleware from "../Middleware.js"
 import { Defaults, resolve } from "../Defaults.js"
-import type { Definition } from "../Options.js"
+import { type Definition, InvalidLockOptions } from "../Options.js"
 import type { RedisService } from "../Redis.js"
 import * as Strategy from "../Strategy.js"
 
@@ -51,6 +54,8 @@ export interface Options {
   readonly deadLetter?: Queue | undefined
   /** Options for every job this adapter adds (a push or a schedule): attempts, backoff, removeOnComplete… */
   readonly jobOptions?: JobsOptions | undefined
+  /** How long any call to a queue may take before it fails with a `QueueError`. Default 5 seconds. */
+  readonly timeout?: Duration.DurationInput | undefined
 }
 
 /**
@@ -72,7 +77,11 @@ export interface DeadLetter {
  * @category models
  */
 export interface BullMQ extends Context.Tag.Service<JobQueue> {
+  /** The first queue given. */
   readonly queue: Queue
+  /** Every queue the adapter serves, one per name. */
+  readonly queues: ReadonlyArray<Queue>
+  /** The first queue's dead-letter queue. */
   readonly deadLetter: Queue
   /**
    * `queue.add` of a stamped job under its jid, with BullMQ options beside the adapter's `jobOptions` (a `delay`, a
@@ -122,8 +131,13 @@ const attempt = <A>(operation: string, jid: string | undefined, f: () => Promise
 
 const refuse = (operation: string, jid: string, reason: string) => Effect.fail(new QueueError({ operation, jid, reason }))
 
-// BullMQ carries one data value per job: our args are `[data]`.
-const dataOf = (operation: string, job: Job, queue: Queue): Effect.Effect<unknown, QueueError> => {
+// BullMQ carries one data value per job: our args are `[data]`. Options under which BullMQ may store nothing under
+// the jid (deduplication…) are refused: the lock would be held for a job that never runs.
+const dataOf = (operation: string, job: Job, queue: Queue, own?: JobsOptions): Effect.Effect<unknown, QueueError> => {
+  const refused = BullOptions.issues(own, "options", "add")
+  if (refused.length > 0) {
+    return refuse(operation, job.jid, refused.map((issue) => `${issue.field}: ${issue.reason}`).join("; "))
+  }
   if (job.queue !== queue.name) {
     return refuse(operation, job.jid, `the job is for queue "${job.queue}" but this adapter adds to "${queue.name}"`)
   }
@@ -137,42 +151,189 @@ const dataOf = (operation: string, job: Job, queue: Queue): Effect.Effect<unknow
   return Effect.succeed(job.args[0])
 }
 
-const waiting = new Set(["waiting", "delayed", "prioritized", "waiting-children"])
-const finished = new Set(["completed", "failed", "unknown"])
+// An add answers the job BullMQ has under the id it returns: another id than the jid means the lock's job was not
+// stored (the middleware then releases the lock), never an `Enqueued` for a job that does not exist.
+const storedAs = (operation: string, job: Job, added: BullJob): Effect.Effect<BullJob, QueueError> =>
+  added.id === job.jid
+    ? Effect.succeed(added)
+    : refuse(operation, job.jid, `BullMQ answered with job ${added.id} instead of storing this one under its id`)
+
+// A job of the queue is there while its hash is and it is neither completed nor failed for good: BullMQ deletes the
+// hash of a removed job (and of a completed or failed one under removeOnComplete/removeOnFail). Job keys are built
+// from the queue's key prefix, as BullMQ's own scripts build them: one queue's keys share its hash slot.
+// KEYS[1] <queue>:completed  KEYS[2] <queue>:failed  ARGV[1] the job key prefix <prefix>:<queue>:, ARGV[2..] jids.
+const presenceScript = `local out = {}
+for i = 2, #ARGV do
+  local jid = ARGV[i]
+  if redis.call('EXISTS', ARGV[1] .. jid) == 0 or redis.call('ZSCORE', KEYS[1], jid) or redis.call('ZSCORE', KEYS[2], jid) then
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = 1
+  end
+end
+return out`
+const presenceCommand = "uniqueJobsPresence"
+const presenceChunk = 200
+const defined = new WeakSet<object>()
+
 
 /**
- * The adapter over `queue`. `push` adds the job under its jid; `schedule` adds a new job delayed, and moves the
- * job being performed to delayed (the only way BullMQ lets a running job come back later under its id); `remove`
- * removes a waiting or delayed job; `kill` adds the job to the dead-letter queue with its reason; `exists` reads
- * the job's state (waiting, delayed, prioritized, active: yes; completed, failed, unknown: no).
+ * How long every call to a queue may take before it fails with a `QueueError`: 5 seconds.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultTimeout: Duration.DurationInput = "5 seconds"
+
+const refuseOption = (field: string, reason: string) =>
+  new InvalidLockOptions({ field, reason, issues: [{ field, reason }] })
+
+// The options decoded once, at make: the queues (one per name) and the timeout in whole milliseconds.
+const settingsOf = (
+  queues: Queue | ReadonlyArray<Queue>,
+  options: Options
+): Effect.Effect<{ readonly queues: ReadonlyArray<Queue>; readonly timeoutMs: number }, InvalidLockOptions> => {
+  const list: ReadonlyArray<Queue> = Array.isArray(queues) ? queues : [queues as Queue]
+  if (list.length === 0) {
+    return Effect.fail(refuseOption("queues", "expected a BullMQ Queue, or a non-empty array of them"))
+  }
+  const names = new Set<string>()
+  for (const [i, queue] of list.entries()) {
+    if (typeof queue !== "object" || queue === null || typeof (queue as Queue).name !== "string") {
+      return Effect.fail(refuseOption(`queues[${i}]`, `expected a BullMQ Queue; got ${String(queue)}`))
+    }
+    // A job names its queue by name alone: two queues of one name (other prefixes) cannot be told apart.
+    if (names.has(queue.name)) {
+      return Effect.fail(
+        refuseOption(`queues[${i}]`, `two queues are named "${queue.name}"; give one adapter per prefix instead`)
+      )
+    }
+    names.add(queue.name)
+  }
+  const input: unknown = options.timeout ?? defaultTimeout
+  const decoded = typeof input === "number" && !Number.isFinite(input) ? Option.none() : Duration.decodeUnknown(input)
+  const ms = Option.isSome(decoded) && !(typeof input === "number" && input < 0)
+    ? Duration.toMillis(decoded.value)
+    : Number.NaN
+  if (!Number.isInteger(ms) || ms < 1 || ms > 3_600_000) {
+    return Effect.fail(
+      refuseOption(
+        "timeout",
+        `expected a duration from 1 ms to 1 hour, such as "5 seconds" (a number is milliseconds); got ${
+          typeof input === "string" ? JSON.stringify(input) : String(input)
+        }`
+      )
+    )
+  }
+  // Job options every add would carry, checked here once: under deduplication, say, no add would store its job.
+  const jobIssues = BullOptions.issues(options.jobOptions, "jobOptions", "defaults")
+  if (options.deadLetter !== undefined && typeof (options.deadLetter as Partial<Queue> | null)?.add !== "function") {
+    jobIssues.push({ field: "deadLetter", reason: `expected a BullMQ Queue; got ${String(options.deadLetter)}` })
+  }
+  if (jobIssues.length > 0) {
+    return Effect.fail(new InvalidLockOptions({ field: jobIssues[0]!.field, reason: jobIssues[0]!.reason, issues: jobIssues }))
+  }
+  return Effect.succeed({ queues: list, timeoutMs: ms })
+}
+
+/**
+ * The adapter over one BullMQ queue or several (each job goes to the queue its `queue` names). `push` adds the job
+ * under its jid; `schedule` adds a new job delayed, and moves the job being performed to delayed (the only way
+ * BullMQ lets a running job come back later under its id); `remove` removes a waiting or delayed job; `kill` adds
+ * the job to its queue's dead-letter queue with its reason; `exists` reads, per job and in one pipeline per queue,
+ * whether its hash is there and whether it is in the completed or failed set: O(1) work per job, whatever the
+ * backlog (waiting, delayed, prioritized, paused, active, waiting-children: `"exists"`; completed, failed,
+ * removed, never added: `"gone"`; a job of a queue this adapter was not given: `"unknown"`). Every call fails with a
+ * `QueueError` when the queue's Redis does not answer within `timeout`.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ, never, Scope.Scope> =>
+export const make = (
+  queues: Queue | ReadonlyArray<Queue>,
+  options: Options = {}
+): Effect.Effect<BullMQ, InvalidLockOptions, Scope.Scope> =>
   Effect.gen(function*() {
+    const settings = yield* settingsOf(queues, options)
+    const queue = settings.queues[0]!
+    const byName = new Map(settings.queues.map((q) => [q.name, q]))
     // Made at the first kill: a queue writes its keys to Redis as it connects, and most never kill a job.
-    let madeDeadLetter: Queue | undefined
-    const deadLetter = (): Queue =>
-      options.deadLetter ??
+    const madeDeadLetters = new Map<string, Queue>()
+    const deadLetterOf = (of: Queue): Queue => {
+      if (options.deadLetter !== undefined) return options.deadLetter
+      let made = madeDeadLetters.get(of.name)
+      if (made === undefined) {
         // The queue's own class: a subclass keeps its behaviour, and no second copy of bullmq is loaded.
-        (madeDeadLetter ??= new (queue.constructor as typeof Queue)(`${queue.name}-dead`, queue.opts))
+        made = new (of.constructor as typeof Queue)(`${of.name}-dead`, of.opts)
+        madeDeadLetters.set(of.name, made)
+      }
+      return made
+    }
     yield* Effect.addFinalizer(() =>
-      madeDeadLetter === undefined ? Effect.void : Effect.promise(() => madeDeadLetter!.close())
+      Effect.forEach(madeDeadLetters.values(), (made) => Effect.promise(() => made.close()), { discard: true })
     )
     const jobOptions = options.jobOptions ?? {}
+
+    // Every call to a queue is bounded: one whose Redis does not answer fails; it does not wait for its reconnect.
+    const call = <A>(operation: string, jid: string | undefined, f: () => Promise<A>): Effect.Effect<A, QueueError> =>
+      attempt(operation, jid, f).pipe(
+        Effect.timeoutFail({
+          duration: settings.timeoutMs,
+          onTimeout: () =>
+            new QueueError({
+              operation,
+              jid,
+              reason: `BullMQ's Redis did not answer within ${settings.timeoutMs} ms`
+            })
+        })
+      )
+
+    const queueOf = (operation: string, job: Job): Effect.Effect<Queue, QueueError> => {
+      const found = byName.get(job.queue)
+      return found !== undefined ? Effect.succeed(found) : refuse(
+        operation,
+        job.jid,
+        `the job is for queue "${job.queue}" but this adapter adds to ${
+          Array.from(byName.keys(), (name) => `"${name}"`).join(", ")
+        }`
+      )
+    }
 
     const activeOf = (jid: string) =>
       Effect.map(FiberRef.get(currentActive), (active) => (active?.job.id === jid ? active : undefined))
 
+    // Per job: its hash, and its score in the completed and failed sets (O(1) each), by a script defined once on
+    // each queue's client; chunks of `presenceChunk` jobs keep each call short, and are sent together.
+    const presenceIn = (of: Queue, jids: ReadonlyArray<string>): Effect.Effect<Array<Presence>, QueueError> =>
+      call("exists", jids.length === 1 ? jids[0] : undefined, async () => {
+        const client = await of.getBackend().client
+        if (!defined.has(client)) {
+          client.defineCommand(presenceCommand, { numberOfKeys: 2, lua: presenceScript })
+          defined.add(client)
+        }
+        const chunks: Array<Promise<unknown>> = []
+        for (let i = 0; i < jids.length; i += presenceChunk) {
+          const chunk = jids.slice(i, i + presenceChunk)
+          chunks.push(client.runCommand(presenceCommand, [of.keys.completed, of.keys.failed, of.toKey(""), ...chunk]))
+        }
+        const replies = (await Promise.all(chunks)).flatMap((reply) => (Array.isArray(reply) ? reply : []))
+        if (replies.length !== jids.length) throw new Error(`${replies.length} answers for ${jids.length} jobs`)
+        return replies.map((reply): Presence => (Number(reply) === 1 ? "exists" : "gone"))
+      })
+
     const addAs = (operation: string, job: Job, own: JobsOptions | undefined) =>
-      Effect.flatMap(dataOf(operation, job, queue), (data) =>
-        attempt(operation, job.jid, () => queue.add(job.worker, data, { ...jobOptions, ...own, jobId: job.jid })))
+      Effect.flatMap(queueOf(operation, job), (target) =>
+        Effect.flatMap(dataOf(operation, job, target, own), (data) =>
+          Effect.flatMap(
+            call(operation, job.jid, () => target.add(job.worker, data, { ...jobOptions, ...own, jobId: job.jid })),
+            (added) => storedAs(operation, job, added)
+          )))
 
     const adapter: BullMQ = {
       queue,
+      queues: settings.queues,
       get deadLetter() {
-        return deadLetter()
+        return deadLetterOf(queue)
       },
       add: (job, own) => addAs("add", job, own),
       push: (job) => Effect.asVoid(addAs("push", job, undefined)),
@@ -181,17 +342,18 @@ export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ,
           const now = yield* Clock.currentTimeMillis
           const active = yield* activeOf(job.jid)
           if (active !== undefined) {
-            yield* attempt("schedule", job.jid, () => active.job.moveToDelayed(Math.max(at, now), active.token))
+            yield* call("schedule", job.jid, () => active.job.moveToDelayed(Math.max(at, now), active.token))
             active.moved = true
             return
           }
+          const target = yield* queueOf("schedule", job)
           // BullMQ ignores an add whose id it knows: say so rather than lose the job.
-          const state = yield* attempt("schedule", job.jid, () => queue.getJobState(job.jid))
+          const state = yield* call("schedule", job.jid, () => target.getJobState(job.jid))
           if (state === "unknown") return yield* Effect.asVoid(addAs("schedule", job, { delay: Math.max(0, at - now) }))
           if (state === "delayed") {
-            const known = yield* attempt("schedule", job.jid, () => queue.getJob(job.jid))
+            const known = yield* call("schedule", job.jid, () => target.getJob(job.jid))
             if (known !== undefined) {
-              return yield* attempt("schedule", job.jid, () => known.changeDelay(Math.max(0, at - now)))
+              return yield* call("schedule", job.jid, () => known.changeDelay(Math.max(0, at - now)))
             }
           }
           return yield* refuse(
@@ -200,12 +362,16 @@ export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ,
             `BullMQ already has this job id (${state}); only its own processor can move it while it runs`
           )
         }),
+      // A jid names no queue: each queue is asked in turn (O(1) each), and the first that holds the job removes it.
       remove: (jid) =>
         Effect.gen(function*() {
-          const state = yield* attempt("remove", jid, () => queue.getJobState(jid))
-          if (!waiting.has(state)) return false
-          // A job that became active meanwhile is locked: BullMQ answers 0 and leaves it.
-          return (yield* attempt("remove", jid, () => queue.remove(jid))) === 1
+          for (const of of settings.queues) {
+            const [presence] = yield* presenceIn(of, [jid])
+            if (presence !== "exists") continue
+            // A job that became active meanwhile is locked: BullMQ answers 0 and leaves it.
+            return (yield* call("remove", jid, () => of.remove(jid))) === 1
+          }
+          return false
         }),
       kill: (job, reason) =>
         Effect.gen(function*() {
@@ -215,23 +381,50 @@ export const make = (queue: Queue, options: Options = {}): Effect.Effect<BullMQ,
             reason,
             at
           }
-          yield* attempt("kill", job.jid, () => deadLetter().add(job.worker, entry, { jobId: job.jid }))
+          const of = yield* queueOf("kill", job)
+          yield* call("kill", job.jid, () => deadLetterOf(of).add(job.worker, entry, { jobId: job.jid }))
         }),
-      exists: (jid) => Effect.map(attempt("exists", jid, () => queue.getJobState(jid)), (state) => !finished.has(state))
+      exists: (jobs) =>
+        Effect.gen(function*() {
+          const answers: Array<Presence> = jobs.map(() => "unknown")
+          const asked = new Map<Queue, Array<number>>()
+          jobs.forEach((job, i) => {
+            const of = byName.get(job.queue)
+            if (of === undefined) return // another queue's job: not this adapter's to tell
+            const positions = asked.get(of)
+            if (positions === undefined) asked.set(of, [i])
+            else positions.push(i)
+          })
+          yield* Effect.forEach(asked, ([of, positions]) =>
+            Effect.map(presenceIn(of, positions.map((i) => jobs[i]!.jid)), (found) =>
+              found.forEach((presence, k) => {
+                answers[positions[k]!] = presence
+              })), { concurrency: "unbounded", discard: true })
+          return answers
+        })
     }
     return adapter
   })
 
 /**
- * The adapter as both `BullMQ` and the `JobQueue` port. Closing the layer closes the dead-letter queue it made, not
- * `queue`: that one is yours.
+ * The adapter as both `BullMQ` and the `JobQueue` port, over one queue or several. Closing the layer closes the
+ * dead-letter queues it made, not the queues: those are yours.
+ *
+ * @example
+ * ```ts
+ * // One reaper for a process that runs workers for three queues: each holder's job is asked of its own queue.
+ * const Live = Reaper.layer().pipe(Layer.provide(BullMQ.layer([emails, payments, reports])))
+ * ```
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (queue: Queue, options?: Options): Layer.Layer<BullMQ | JobQueue> =>
+export const layer = (
+  queues: Queue | ReadonlyArray<Queue>,
+  options?: Options
+): Layer.Layer<BullMQ | JobQueue, InvalidLockOptions> =>
   Layer.scopedContext(
-    Effect.map(make(queue, options), (adapter) => Context.make(BullMQ, adapter).pipe(Context.add(JobQueue, adapter)))
+    Effect.map(make(queues, options), (adapter) => Context.make(BullMQ, adapter).pipe(Context.add(JobQueue, adapter)))
   )
 
 /**

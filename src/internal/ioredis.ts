@@ -12,7 +12,17 @@ import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { makeDeadlines } from "./deadlines.js"
-import type { Fetched, Holder, LockKey, LockResult, ReapResult, Removal, ScanPage, Store } from "./models.js"
+import type {
+  Fetched,
+  Holder,
+  LockKey,
+  LockResult,
+  ReapCandidate,
+  ReapResult,
+  Removal,
+  ScanPage,
+  Store
+} from "./models.js"
 import { keysOf, RedisError } from "./models.js"
 import * as Scripts from "./scripts.js"
 
@@ -65,6 +75,17 @@ const toFetched = (reply: unknown): Fetched => {
   }
 }
 
+// An entry's q as reap.lua returns it: the JSON string literal, or "" when the entry names no queue.
+const queueOf = (literal: string): string | undefined => {
+  if (literal === "") return undefined
+  try {
+    const name: unknown = JSON.parse(literal)
+    return typeof name === "string" ? name : undefined
+  } catch {
+    return undefined
+  }
+}
+
 const toReapResult = (reply: unknown): ReapResult => {
   const [scanned, next, members, holders, candidates, held] = toArray(reply, "reap")
   const flatHolders = toArray(holders, "reap")
@@ -73,9 +94,15 @@ const toReapResult = (reply: unknown): ReapResult => {
   for (let i = 0; i < flatHolders.length; i += 2) {
     removedHolders.push({ lock: String(flatHolders[i]), jid: String(flatHolders[i + 1]) })
   }
-  const found: Array<{ readonly lock: string; readonly jid: string; readonly lockedAt: number }> = []
-  for (let i = 0; i < flatCandidates.length; i += 3) {
-    found.push({ lock: String(flatCandidates[i]), jid: String(flatCandidates[i + 1]), lockedAt: Number(flatCandidates[i + 2]) })
+  const found: Array<ReapCandidate> = []
+  for (let i = 0; i < flatCandidates.length; i += 4) {
+    const queue = queueOf(String(flatCandidates[i + 3]))
+    found.push({
+      lock: String(flatCandidates[i]),
+      jid: String(flatCandidates[i + 1]),
+      lockedAt: Number(flatCandidates[i + 2]),
+      ...(queue === undefined ? {} : { queue })
+    })
   }
   return {
     scanned: Number(scanned),
@@ -164,7 +191,8 @@ const closedBeforeAnswer = "the connection to Redis closed before it answered"
 
 // Named groups: an optional field added between two others does not renumber the rest.
 const entryShape = new RegExp(
-  String.raw`^\{"t":(?<t>\d+),"x":(?<x>\d+),"l":(?<l>\d+)(?:,"f":(?<f>\d+))?(?:,"r":(?<r>\d+))?(?:,"i":(?<i>.*))?\}$`,
+  String.raw`^\{"t":(?<t>\d+),"x":(?<x>\d+),"l":(?<l>\d+)(?:,"f":(?<f>\d+))?(?:,"r":(?<r>\d+))?` +
+    String.raw`(?:,"q":(?<q>"(?:[^"\\]|\\.)*"))?(?:,"i":(?<i>.*))?\}$`,
   "s"
 )
 
@@ -187,6 +215,7 @@ export const parseHolder = (jid: string, raw: string): Holder => {
       info = match.i
     }
   }
+  const queue = match.q === undefined ? undefined : queueOf(match.q)
   return {
     jid,
     lockedAt: Number(match.t),
@@ -194,6 +223,7 @@ export const parseHolder = (jid: string, raw: string): Holder => {
     leaseUntil: Number(match.l) > 0 ? Number(match.l) : undefined,
     fence: Number(match.f ?? 0),
     info,
+    ...(queue === undefined ? {} : { queue }),
     ...(match.r === undefined ? {} : { revokedAt: Number(match.r) })
   }
 }
@@ -353,7 +383,8 @@ export const makeFromClient = (
             request.ttlMs,
             request.leaseMs,
             request.info,
-            request.fenced ? "1" : "0"
+            request.fenced ? "1" : "0",
+            request.queue === undefined || request.queue === "" ? "" : JSON.stringify(request.queue)
           ],
           toLockResultReply,
           releaseLate(lock, request.jid)

@@ -6,7 +6,17 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { Holder, HolderRequest, LockKey, LockResult, ReapResult, Removal, ScanPage, Store } from "./models.js"
+import type {
+  Holder,
+  HolderRequest,
+  LockKey,
+  LockResult,
+  ReapCandidate,
+  ReapResult,
+  Removal,
+  ScanPage,
+  Store
+} from "./models.js"
 import { keysOf, RedisError } from "./models.js"
 
 /** @internal */
@@ -15,6 +25,8 @@ export interface Entry {
   readonly x: number
   readonly l: number
   readonly f: number
+  /** The job's queue (a queue lock's `q`); "" when none. */
+  readonly q: string
   readonly info: string
   /** When an operator revoked the hold (remove.lua's `r`); absent when not. */
   readonly r?: number
@@ -199,7 +211,14 @@ export const makeInspectable = () => {
     }
     hash = getHash(locked, now)
     const f = request.fenced ? Math.max(micros, (fences.get(fence) ?? 0) + 1) : 0
-    const entry: Entry = { t: now, x: ttl > 0 ? now + ttl : 0, l: lease > 0 ? now + lease : 0, f, info: request.info }
+    const entry: Entry = {
+      t: now,
+      x: ttl > 0 ? now + ttl : 0,
+      l: lease > 0 ? now + lease : 0,
+      f,
+      q: request.queue ?? "",
+      info: request.info
+    }
     const created = count === 0 || hash === undefined
     if (hash === undefined) {
       hash = { entries: new Map(), expiresAt: undefined }
@@ -253,6 +272,7 @@ export const makeInspectable = () => {
       leaseUntil: entry.l > 0 ? entry.l : undefined,
       fence: entry.f,
       info: entry.info === "" ? undefined : JSON.parse(entry.info),
+      ...(entry.q === "" ? {} : { queue: entry.q }),
       ...(entry.r === undefined ? {} : { revokedAt: entry.r })
     }))
 
@@ -276,7 +296,7 @@ export const makeInspectable = () => {
       : Array.from(members).sort(([a, x], [b, y]) => x - y || compareNames(a, b)).slice(start, start + batch)
     const removedMembers: Array<string> = []
     const removedHolders: Array<{ readonly lock: string; readonly jid: string }> = []
-    const candidates: Array<{ readonly lock: string; readonly jid: string; readonly lockedAt: number }> = []
+    const candidates: Array<ReapCandidate> = []
     const evictions: Array<{ readonly key: string; readonly hash: Hash; readonly jids: ReadonlyArray<string> }> = []
     let kept = 0
     for (const [member] of found) {
@@ -293,7 +313,7 @@ export const makeInspectable = () => {
           jids.push(jid)
           removedHolders.push({ lock: member, jid })
         } else if (h === 0 && before > 0 && entry.t < before) {
-          candidates.push({ lock: member, jid, lockedAt: entry.t })
+          candidates.push({ lock: member, jid, lockedAt: entry.t, ...(entry.q === "" ? {} : { queue: entry.q }) })
         }
       }
       if (jids.length > 0) evictions.push({ key, hash, jids })

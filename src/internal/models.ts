@@ -67,6 +67,11 @@ export interface HolderRequest {
   /** Compact JSON stored with the entry (`lockInfo`), or `""`. */
   readonly info: string
   /**
+   * The job's queue name, stored with a queue lock's entry (`q`) so the reaper asks the queue the job belongs to;
+   * undefined or `""`: none (the reaper then never removes the entry as an orphan).
+   */
+  readonly queue?: string | undefined
+  /**
    * false: the hold is re-entrant by jid (a queue lock: a retry of the same jid re-enters it). true: the hold belongs
    * to this acquisition (a run lock): a second live copy of the jid is a conflict, the acquisition gets a fencing
    * token, and only that token releases or renews it.
@@ -110,6 +115,8 @@ export interface Holder {
   /** The fencing token of a run lock's acquisition; 0 for a queue lock. */
   readonly fence: number
   readonly info: unknown
+  /** The job's queue, as a queue lock's entry names it (`q`); undefined when it names none. */
+  readonly queue?: string | undefined
   /** The raw value when it is not this library's (another library's, the gem's): it counts as gone. */
   readonly foreign?: string | undefined
   /**
@@ -173,6 +180,20 @@ export interface ReapRequest {
 }
 
 /**
+ * A holder the reaper may remove once the queue its job belongs to says the job is gone.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReapCandidate {
+  readonly lock: string
+  readonly jid: string
+  readonly lockedAt: number
+  /** The queue the entry names; absent when it names none (an entry written by an older version). */
+  readonly queue?: string | undefined
+}
+
+/**
  * What one reap step did (or, in a dry run, would do).
  *
  * @since 0.1.0
@@ -187,8 +208,11 @@ export interface ReapResult {
   readonly removedMembers: ReadonlyArray<string>
   /** Holders removed because their expiry or lease had passed (or their entry was foreign). */
   readonly removedHolders: ReadonlyArray<{ readonly lock: string; readonly jid: string }>
-  /** Live holders with no expiry and no lease taken before `orphansBefore`: the caller asks the queue about them. */
-  readonly candidates: ReadonlyArray<{ readonly lock: string; readonly jid: string; readonly lockedAt: number }>
+  /**
+   * Live holders with no expiry and no lease taken before `orphansBefore`: the caller asks the queue about them.
+   * `queue` is the queue the entry names; undefined for an entry that names none (written by an older version).
+   */
+  readonly candidates: ReadonlyArray<ReapCandidate>
   /** With a `runner`: another owner holds the lease, and the step did nothing. */
   readonly refused?: true | undefined
 }
