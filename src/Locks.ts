@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { Defaults } from "./Defaults.js"
+import { describeValue, formatIssues, invalidOptions, type InvalidLockOptions, isRecord, PrefixSchema } from "./Options.js"
 import type { Fetched, LockKey, RedisError, Removal } from "./Redis.js"
 import { RedisService } from "./Redis.js"
 
@@ -179,18 +180,30 @@ const notOurs = (
   }]
 }
 
+const decodePrefix = Schema.decodeUnknownEither(Schema.Struct({ prefix: Schema.optional(PrefixSchema) }), {
+  errors: "all",
+  onExcessProperty: "error"
+})
+
 /**
- * The admin API for one prefix (default: the `Defaults` prefix).
+ * The admin API for one prefix (default: the `Defaults` prefix). A prefix a lock could not have (`"a b"`, `"*"`,
+ * an empty or trailing-colon one) fails with `InvalidLockOptions` naming `prefix`: it would match no lock, or others'.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const make = (options: { readonly prefix?: string | undefined } = {}): Effect.Effect<
   Context.Tag.Service<Locks>,
-  never,
+  InvalidLockOptions,
   RedisService
 > =>
   Effect.gen(function*() {
+    if (!isRecord(options)) {
+      const reason = `expected { prefix }, got ${describeValue(options)}`
+      return yield* Effect.fail(invalidOptions([{ field: "options", reason }]))
+    }
+    const checked = decodePrefix(options)
+    if (checked._tag === "Left") return yield* Effect.fail(invalidOptions(formatIssues(checked.left)))
     const redis = yield* RedisService
     const prefix = options.prefix ?? (yield* Defaults).lockPrefix
     const key = (name: string): LockKey => ({ prefix, name })
@@ -281,5 +294,7 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: { readonly prefix?: string | undefined } = {}): Layer.Layer<Locks, never, RedisService> =>
+export const layer = (
+  options: { readonly prefix?: string | undefined } = {}
+): Layer.Layer<Locks, InvalidLockOptions, RedisService> =>
   Layer.effect(Locks, make(options))

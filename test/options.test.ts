@@ -22,6 +22,7 @@ import * as BullOptions from "../src/internal/bullmqOptions.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
+import * as Locks from "../src/Locks.js"
 import * as LockOptions from "../src/Options.js"
 import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
@@ -1011,6 +1012,17 @@ describe("options of the other constructors: decoded once, each field named", ()
         assert.strictEqual(store, "ok")
       }))
   })
+
+  it.effect("Locks.make refuses a prefix no lock can have, naming prefix; a good one works", () =>
+    Effect.gen(function*() {
+      for (const options of [{ prefix: "a b" }, { prefix: "*" }, { prefix: "" }, { prefix: "x:" }, { prefix: 5 }, { prfix: "x" }, 5]) {
+        const error = yield* Effect.flip(Locks.make(options as never))
+        assert.strictEqual(error._tag, "InvalidLockOptions", JSON.stringify(options))
+        assert.include(["prefix", "prfix", "options"], error.field)
+      }
+      const locks = yield* Locks.make({ prefix: "good-prefix" })
+      assert.strictEqual(locks.prefix, "good-prefix")
+    }).pipe(Effect.provide(Redis.layerMemory)))
 
   it("BullMQ job options that cannot work with the locks are named, with what to write instead", () => {
     const fields = (opts: unknown, source: BullOptions.Source) =>

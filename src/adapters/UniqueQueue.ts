@@ -192,7 +192,8 @@ const putBackMs = 1_000
  */
 export const make = <DataType = unknown>(queue: Queue, options: Options): UniqueQueue<DataType> => {
   if (!isQueue(queue)) {
-    throw LockOptions.invalidOptions([{ field: "queue", reason: `expected a BullMQ Queue, got ${LockOptions.describeValue(queue)}` }])
+    const reason = `expected a BullMQ Queue, got ${LockOptions.describeValue(queue)}`
+    throw LockOptions.invalidOptions([{ field: "queue", reason }])
   }
   if (!LockOptions.isRecord(options)) {
     const reason = `expected lock options like { lock: "until_executed" }, got ${LockOptions.describeValue(options)}`
@@ -229,9 +230,13 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     : issuesOf(RedisOptions.decode(redis, "redis"), found)
   if (deadLetter !== undefined) {
     if (!isQueue(deadLetter)) {
-      found.push({ field: "deadLetter", reason: `expected a BullMQ Queue, got ${LockOptions.describeValue(deadLetter)}` })
-    } else if (deadLetter === queue || (deadLetter.name === queue.name && deadLetter.opts?.prefix === queue.opts?.prefix)) {
-      found.push({ field: "deadLetter", reason: "expected another queue than the one it serves: a rejected job would run again" })
+      const reason = `expected a BullMQ Queue, got ${LockOptions.describeValue(deadLetter)}`
+      found.push({ field: "deadLetter", reason })
+    } else if (
+      deadLetter === queue || (deadLetter.name === queue.name && deadLetter.opts?.prefix === queue.opts?.prefix)
+    ) {
+      const reason = "expected another queue than the one it serves: a rejected job would run again"
+      found.push({ field: "deadLetter", reason })
     }
   }
   found.push(...BullOptions.issues(queue.defaultJobOptions, "queue.defaultJobOptions", "defaults"))
@@ -283,7 +288,12 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       const known = yield* Effect.tryPromise({
         try: () => queue.getJob(jid),
         catch: (cause) =>
-          new QueueError({ operation: "add", jid, reason: cause instanceof Error ? cause.message : String(cause), cause })
+          new QueueError({
+            operation: "add",
+            jid,
+            reason: cause instanceof Error ? cause.message : String(cause),
+            cause
+          })
       })
       if (known === undefined || known === null) return
       const state = yield* Effect.orElseSucceed(Effect.tryPromise(() => queue.getJobState(jid)), () => "unknown")
@@ -371,7 +381,9 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
 const decodeTimer = Schema.decodeUnknownEither(LockOptions.TimerDuration)
 
 // close's timeout in whole milliseconds (undefined: wait as long as the jobs run), or what to write instead.
-const closeTimeout = (options: CloseOptions | undefined): Either.Either<number | undefined, LockOptions.InvalidLockOptions> => {
+const closeTimeout = (
+  options: CloseOptions | undefined
+): Either.Either<number | undefined, LockOptions.InvalidLockOptions> => {
   if (options === undefined || options.timeout === undefined) return Either.right(undefined)
   return Either.mapBoth(decodeTimer(options.timeout), {
     onLeft: (error) => LockOptions.invalidOptions(LockOptions.formatIssues(error), "timeout"),

@@ -62,7 +62,8 @@ export const issues = (opts: unknown, field: string, source: Source): Array<Issu
     }
   }
   const delay = opts.delay
-  if (delay !== undefined && !(typeof delay === "number" && Number.isInteger(delay) && delay >= 0 && delay <= maxDurationMs)) {
+  const wholeDelay = typeof delay === "number" && Number.isInteger(delay) && delay >= 0 && delay <= maxDurationMs
+  if (delay !== undefined && !wholeDelay) {
     refuse(
       "delay",
       `expected whole milliseconds from 0 to ${maxDurationMs}, got ${describeValue(delay)}` +

@@ -92,6 +92,9 @@ const excess = /^is unexpected/
 const issuesOf = (error: ParseResult.ParseError) =>
   Options.formatIssues(error).map((issue) =>
     excess.test(issue.reason) && !issue.field.startsWith("client")
-      ? { field: issue.field, reason: `is not a Redis option here; ioredis options go under client: { ${issue.field}: … }` }
+      ? {
+        field: issue.field,
+        reason: `is not a Redis option here; ioredis options go under client: { ${issue.field}: … }`
+      }
       : issue
   )
