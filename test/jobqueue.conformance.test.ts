@@ -12,10 +12,13 @@ import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
+import { Queue } from "bullmq"
+import { Redis as IORedis } from "ioredis"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Job from "../src/Job.js"
-import { JobQueue } from "../src/JobQueue.js"
+import { JobQueue, type QueueError } from "../src/JobQueue.js"
+import * as RedisServer from "../src/RedisServer.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
 
@@ -249,3 +252,42 @@ for (const driver of [memory, bullmq]) {
     })
   })
 }
+
+// Every call is bounded: BullMQ's Redis stalled (CLIENT PAUSE) answers nothing, and each call fails with a
+// QueueError once the adapter's timeout has passed, instead of waiting for it.
+describe("JobQueue contract: BullMQ, its Redis stalled", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("push, schedule, remove, kill and exists each fail with a QueueError within the timeout", () =>
+      Effect.gen(function*() {
+        const server = yield* RedisServer.start
+        const url = new URL(server.url)
+        const name = Bull.uniqueName("stalled")
+        const queue = yield* Effect.acquireRelease(
+          Effect.sync(() => new Queue(name, { connection: { host: url.hostname, port: Number(url.port) } })),
+          (q) => Effect.promise(() => q.close().catch(() => undefined))
+        )
+        queue.on("error", () => {})
+        const port = yield* BullMQ.make(queue, { timeout: 200 })
+        const job = (n: number) => Job.make({ worker: "Stalled", queue: name, args: [n] })
+        yield* port.push(job(0)) // connected, scripts loaded
+        const control = yield* Effect.acquireRelease(
+          Effect.sync(() => new IORedis(server.url)),
+          (client) => Effect.sync(() => client.disconnect())
+        )
+        yield* Effect.promise(() => control.call("CLIENT", "PAUSE", "3000", "ALL"))
+        const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, QueueError>]> = [
+          ["push", port.push(job(1))],
+          ["schedule", port.schedule(job(2), Date.now() + 60_000)],
+          ["remove", port.remove("some-jid")],
+          ["kill", port.kill(job(3), "reason")],
+          ["exists", port.exists([job(4)])]
+        ]
+        for (const [operation, call] of calls) {
+          const error = yield* Effect.flip(call)
+          assert.strictEqual(error._tag, "QueueError", operation)
+          assert.include(error.reason, "did not answer within 200 ms", operation)
+        }
+      }), { timeout: 30_000 })
+  })
+})
+
