@@ -236,6 +236,19 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         }), 60_000)
     }
 
+    it.scoped("adds under way when close is called finish first: every lock left has its job, every job its lock", () =>
+      Effect.gen(function*() {
+        const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+        const adds = Array.from({ length: 50 }, (_, n) =>
+          unique.add("Work", { n }).then((outcome) => outcome._tag, (error: unknown) => String(error)))
+        yield* Effect.promise(() => unique.close())
+        const answers = yield* Effect.promise(() => Promise.all(adds))
+        assert.deepStrictEqual(new Set(answers), new Set(["Enqueued"]), "each add began before close, and finished")
+        const reader = yield* Bull.queue(queue.name)
+        assert.strictEqual(yield* Effect.promise(() => reader.count()), 50)
+        assert.strictEqual((yield* lockKeys(lockPrefix)).length, 50)
+      }))
+
     it.scoped("close with a timeout that is not a positive duration is refused, and the queue stays open", () =>
       Effect.gen(function*() {
         const { unique } = yield* uniqueQueue({ lock: "until_executed" })

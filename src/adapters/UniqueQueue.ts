@@ -271,12 +271,17 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       Layer.succeed(Defaults.Defaults, settings)
     )
   )
-  const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
-    runtime.runPromiseExit(effect).then(settle)
-
-  // Performs started through a processor, so that close waits for them; aborted when close's timeout passes.
+  // Adds and performs under way, so that close waits for them (each releases what it took); aborted when close's
+  // timeout passes.
   const inFlight = new Set<Promise<unknown>>()
   const cancelAll = new AbortController()
+  const tracked = <A>(promise: Promise<A>): Promise<A> => {
+    inFlight.add(promise)
+    return promise.finally(() => inFlight.delete(promise))
+  }
+  const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
+    tracked(runtime.runPromiseExit(effect, { signal: cancelAll.signal })).then(settle)
+
   let closing: Promise<void> | undefined
   const closed = (operation: string, jid: string | undefined) =>
     new QueueError({ operation, jid, reason: `the UniqueQueue of "${queue.name}" is closed` })
@@ -338,13 +343,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           await job.moveToDelayed(Date.now() + putBackMs, token)
           throw new DelayedError()
         }
-        const performing = perform(job, token, signal)
-        inFlight.add(performing)
-        try {
-          return await performing
-        } finally {
-          inFlight.delete(performing)
-        }
+        return tracked(perform(job, token, signal))
       }
     },
     died: (job) =>
