@@ -363,8 +363,9 @@ const releaseRetry = Schedule.exponential("100 millis").pipe(
 )
 
 /**
- * Releases a queue lock without failing: a release that finds the lock already ended (its own `lockTtl` passed, or
- * it was deleted) is logged at debug; one that cannot reach Redis is retried for up to 30 seconds, then logged.
+ * Releases a queue lock without failing: a release that finds nothing to release is a warning naming the likely
+ * cause (a producer whose lockPrefix or digest options differ, a delete, a `lockTtl` that passed) and counts
+ * `unique_jobs_release_missed_total`; one that cannot reach Redis is retried for up to 30 seconds, then logged.
  * Answers whether the hold was live. The common case, a release that works, pays for none of it.
  *
  * @since 0.1.0
@@ -373,15 +374,27 @@ const releaseRetry = Schedule.exponential("100 millis").pipe(
 export const releaseQueueLock = (definition: Definition, target: Target): Effect.Effect<boolean, never, RedisService> =>
   withStore(definition, (redis, definition) => releaseQueueLockWith(redis, definition, target))
 
+// The lock type says this job holds its queue lock until now, yet the release found none: said and counted, since
+// the likeliest cause leaves a lock behind for good (a producer that locked under other options).
+const missed = (definition: Definition, target: Target): Effect.Effect<boolean> =>
+  Effect.zipRight(
+    Metric.increment(counter(Metrics.releaseMissed, definition.lock, "queue")),
+    Effect.logWarning(
+      `releasing the queue lock of ${target.jid} found nothing to release (digest ${target.digest}). Likely cause: ` +
+        `the producer's lockPrefix or digest options (lockArgs, uniqueAcrossQueues, uniqueAcrossWorkers, ` +
+        `digestAlgorithm) differ from this worker's (lockPrefix "${definition.lockPrefix}"), so the lock it took stays ` +
+        `and later enqueues of this job are Skipped; or the lock was deleted${
+          Option.isSome(definition.lockTtl) ? `, or its lockTtl (${Duration.format(definition.lockTtl.value)}) passed` : ""
+        }`
+    ).pipe(Effect.as(false))
+  )
+
 /** `releaseQueueLock` over a store and a resolved definition the caller already holds. @internal */
 export const releaseQueueLockWith = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean> => {
   const queued: Target = { ...target, phase: "queue" }
   const logged = <A>(self: Effect.Effect<A>) => Effect.annotateLogs(self, annotations(target))
   return Effect.matchEffect(unlockWith(redis, definition, queued), {
-    onSuccess: (released) =>
-      released
-        ? wasReleased
-        : logged(Effect.as(Effect.logDebug("the queue lock had already ended (its lockTtl passed, or it was deleted)"), false)),
+    onSuccess: (released) => released ? wasReleased : logged(missed(definition, target)),
     onFailure: () =>
       unlockWith(redis, definition, queued).pipe(
         Effect.retry(releaseRetry),
@@ -483,7 +496,8 @@ interface Holding extends Held {
 }
 
 // Takes a lock and, for a run lock, hands its lease to the keeper: the step and the registration run without an
-// interruption between them, so a taken lock always has its release.
+// interruption between them, so a taken lock always has its release. A run lock is taken in its turn (the keeper's
+// admission), and its lease counts from when its call was sent.
 const take = <A extends Acquired, E>(
   redis: Store,
   definition: Definition,
@@ -491,24 +505,28 @@ const take = <A extends Acquired, E>(
   phase: Phase,
   step: Effect.Effect<A, E>
 ): Effect.Effect<A & Holding, E> =>
-  Effect.flatMap(Clock.currentTimeMillis, (start) =>
-    Effect.flatMap(step, (acquired) =>
-      phase === "queue"
-        ? Effect.succeed(holding(redis, definition, target, phase, acquired, undefined, start))
-        : Effect.map(
-          Keeper.keep(
-            redis,
-            {
-              lock: keyOf(definition, target.digest, "run"),
-              jid: target.jid,
-              leaseMs: Duration.toMillis(definition.lockLease),
-              fence: acquired.fence
-            },
-            { digest: target.digest, lockType: definition.lock },
-            start
-          ),
-          (lease) => holding(redis, definition, target, phase, acquired, lease, start)
-        )))
+  phase === "queue"
+    ? Effect.flatMap(Clock.currentTimeMillis, (start) =>
+      Effect.map(step, (acquired) => holding(redis, definition, target, phase, acquired, undefined, start)))
+    : Keeper.admitted(
+      redis,
+      Effect.flatMap(Clock.currentTimeMillis, (start) =>
+        Effect.flatMap(step, (acquired) =>
+          Effect.map(
+            Keeper.keep(
+              redis,
+              {
+                lock: keyOf(definition, target.digest, "run"),
+                jid: target.jid,
+                leaseMs: Duration.toMillis(definition.lockLease),
+                fence: acquired.fence
+              },
+              { digest: target.digest, lockType: definition.lock },
+              start
+            ),
+            (lease) => holding(redis, definition, target, phase, acquired, lease, start)
+          )))
+    )
 
 const holding = <A extends Acquired>(
   redis: Store,
@@ -697,21 +715,23 @@ export const runHolding = <A, E, R>(held: Held, self: Perform<A, E, R>): Effect.
   const lease = (held as Partial<Holding>).lease
   if (held.phase === "queue") return Effect.zipLeft(perform, held.release)
   if (lease === undefined) return Effect.zipLeft(Effect.raceFirst(perform, held.lost), held.release)
-  // Lost between the acquisition and now: the perform never starts.
-  if (lease.lost !== undefined) return Effect.zipRight(Effect.ignore(held.release), Effect.fail(lease.lost))
-  return Effect.zipLeft(
-    Effect.flatMap(Effect.fork(perform), (fiber) => {
-      const previous = lease.onLost
-      lease.onLost = (lost) => {
-        previous?.(lost)
-        fiber.unsafeInterruptAsFork(fiber.id())
-      }
-      return Effect.flatMap(
-        Effect.onInterrupt(Fiber.await(fiber), () => Fiber.interrupt(fiber)),
-        (exit): Effect.Effect<A, E | LockLost> =>
-          lease.lost !== undefined && Exit.isInterrupted(exit) ? Effect.fail(lease.lost) : exit
-      )
-    }),
-    held.release
-  )
+  // Lost between the acquisition and now, or answered too late to count as held: the perform never starts.
+  return Effect.flatMap(Keeper.check(lease), (lost) => {
+    if (lost !== undefined) return Effect.zipRight(Effect.ignore(held.release), Effect.fail(lost))
+    return Effect.zipLeft(
+      Effect.flatMap(Effect.fork(perform), (fiber) => {
+        const previous = lease.onLost
+        lease.onLost = (lost) => {
+          previous?.(lost)
+          fiber.unsafeInterruptAsFork(fiber.id())
+        }
+        return Effect.flatMap(
+          Effect.onInterrupt(Fiber.await(fiber), () => Fiber.interrupt(fiber)),
+          (exit): Effect.Effect<A, E | LockLost> =>
+            lease.lost !== undefined && Exit.isInterrupted(exit) ? Effect.fail(lease.lost) : exit
+        )
+      }),
+      held.release
+    )
+  })
 }

@@ -51,6 +51,19 @@ export const released = Internal.family("unique_jobs_locks_released_total", "Loc
 export const lost = Internal.family("unique_jobs_locks_lost_total", "Execution locks lost while the job ran")
 
 /**
+ * Releases that found no lock where the lock type says the job holds one (a queue lock released before or after
+ * perform), labelled `lock_type` and `phase`. The likely cause is a worker whose `lockPrefix` or digest options differ
+ * from the producer's: the producer's lock then stays. Each is also a warning naming the digest.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const releaseMissed = Internal.family(
+  "unique_jobs_release_missed_total",
+  "Releases that found no lock where the lock type holds one"
+)
+
+/**
  * Jobs whose queue lock had vanished (TTL, manual delete) when they started; they run anyway. Labelled
  * `lock_type` and `phase`.
  *

@@ -13,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as IORedisStore from "./internal/ioredis.js"
+import * as Keeper from "./internal/leaseKeeper.js"
 import * as Memory from "./internal/memory.js"
 import * as RedisOptions from "./internal/redisOptions.js"
 import { type Holder, RedisError, type Store } from "./internal/models.js"
@@ -150,7 +151,8 @@ export const layerConfig = (
 export const layerFromClient = (
   client: Client,
   options?: { readonly timeout?: Duration.DurationInput | undefined }
-): Layer.Layer<RedisService, RedisError> => Layer.effect(RedisService, makeFromClient(client, options))
+): Layer.Layer<RedisService, RedisError> =>
+  Layer.scoped(RedisService, Effect.flatMap(makeFromClient(client, options), Keeper.scoped))
 
 /**
  * An in-process store with the scripts' semantics, on Effect's `Clock` (so `TestClock` drives expiry).
@@ -160,4 +162,7 @@ export const layerFromClient = (
  * @since 0.1.0
  * @category layers
  */
-export const layerMemory: Layer.Layer<RedisService> = Layer.sync(RedisService, () => Memory.make())
+export const layerMemory: Layer.Layer<RedisService> = Layer.scoped(
+  RedisService,
+  Effect.flatMap(Effect.sync(() => Memory.make()), Keeper.scoped)
+)

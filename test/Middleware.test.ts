@@ -8,14 +8,18 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
 import * as Ref from "effect/Ref"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import * as Defaults from "../src/Defaults.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
 import * as LockType from "../src/LockType.js"
 import * as Metrics from "../src/Metrics.js"
+import * as Middleware from "../src/Middleware.js"
+import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as Strategy from "../src/Strategy.js"
 import * as UniqueJob from "../src/UniqueJob.js"
@@ -549,3 +553,42 @@ for (const [name, store] of stores) {
   })
 }
 
+
+// Issue 18, item 6: a worker whose options differ from the producer's would leave the producer's lock for good,
+// silently. Its release finds nothing: a warning naming the likely cause, and a counter.
+for (const [name, store] of stores) {
+  describe(`middleware: ${name}: a release that finds nothing to release`, () => {
+    layer(store, { excludeTestServices: true })((it) => {
+      it.effect("producer under lockPrefix billing, worker without: the worker warns and counts release_missed", () =>
+        Effect.gen(function*() {
+          // Prefixes from the defaults: the producer's and the worker's differ.
+          const definition = LockOptions.unsafeMake({ lock: "until_executed" })
+          const prefix = RedisTest.uniquePrefix("miss")
+          const job: Job.Job = { worker: "MissJob", queue: "q", args: [1], jid: `miss-${name}` }
+          const enqueued = yield* Middleware.client(definition, job, Effect.succeed).pipe(
+            Effect.provide(Defaults.layer({ lockPrefix: `${prefix}-billing` })),
+            Effect.provide(MemoryQueue.layer())
+          )
+          assert.strictEqual(enqueued._tag, "Enqueued")
+          const missed = Metrics.releaseMissed.of("until_executed", "queue")
+          const before = (yield* Metric.value(missed)).count
+          const warnings: Array<string> = []
+          const capture = Logger.make(({ logLevel, message }) => {
+            if (logLevel._tag === "Warning") warnings.push(String(message))
+          })
+          // The job as a worker might receive it: without the digest the producer stamped, so it computes its own.
+          const performed = yield* Middleware.server(definition, { ...job, lockDigest: undefined }, Effect.void).pipe(
+            Effect.provide(Defaults.layer({ lockPrefix: prefix })),
+            Effect.provide(MemoryQueue.layer()),
+            Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+          )
+          assert.strictEqual(performed._tag, "Performed")
+          assert.strictEqual((yield* Metric.value(missed)).count, before + 1)
+          assert.strictEqual(warnings.length, 1, JSON.stringify(warnings))
+          assert.include(warnings[0], "found nothing to release")
+          assert.include(warnings[0], "lockPrefix")
+          assert.include(warnings[0], job.jid!)
+        }))
+    })
+  })
+}

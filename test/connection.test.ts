@@ -217,3 +217,56 @@ describe("an outage", () => {
       if (Either.isLeft(result)) assert.include(result.left.message, "no answer within")
     }), 60_000)
 })
+
+describe("connect: the first attempt is retried within the timeout (issue 18, item 13)", () => {
+  it.scopedLive("a worker started while Redis is down connects once Redis is up", () =>
+    Effect.gen(function*() {
+      const server = yield* RedisServer.start
+      yield* server.kill
+      const store = yield* Effect.fork(Redis.make({ url: server.url, timeout: "20 seconds" }))
+      yield* Effect.sleep(1000)
+      yield* server.restart
+      const redis = yield* store.await.pipe(Effect.flatten)
+      const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("late") })
+      const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [1] })
+      const taken = yield* Lock.lock(definition, { digest, jid: "j1" }).pipe(Effect.provideService(Redis.RedisService, redis))
+      assert.strictEqual(taken.jid, "j1")
+    }), 60_000)
+
+  it.scopedLive("a worker started while Redis is stalled connects once Redis answers", () =>
+    Effect.gen(function*() {
+      const server = yield* RedisServer.start
+      const raw = yield* rawClient(server.url)
+      yield* Effect.promise(() => raw.config("SET", "lua-time-limit", "60000"))
+      raw.eval(
+        `local t = redis.call('TIME') local e = t[1] * 1000000 + t[2] + 1500000
+         while true do local n = redis.call('TIME') if n[1] * 1000000 + n[2] > e then break end end`,
+        0
+      ).catch(() => {})
+      yield* Effect.sleep(100)
+      const redis = yield* Redis.make({ url: server.url, timeout: "20 seconds" })
+      const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("stall") })
+      const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [1] })
+      const taken = yield* Lock.lock(definition, { digest, jid: "j1" }).pipe(Effect.provideService(Redis.RedisService, redis))
+      assert.strictEqual(taken.jid, "j1")
+    }), 60_000)
+
+  it.scopedLive("no Redis within the timeout: a RedisError naming the timeout and the last error", () =>
+    Effect.gen(function*() {
+      const server = yield* RedisServer.start
+      yield* server.kill
+      const error = yield* connectError({ url: server.url, timeout: "1 second" })
+      assert.strictEqual(error.operation, "connect")
+      assert.include(error.message, "no connection within 1s")
+      assert.include(error.message, "ECONNREFUSED")
+    }), 60_000)
+
+  it.scopedLive("a refusal that retrying cannot change (a wrong password) fails at once, not at the timeout", () =>
+    Effect.gen(function*() {
+      const server = yield* RedisServer.start
+      const error = yield* connectError({ url: `redis://someone:wrong@127.0.0.1:${server.port}`, timeout: "60 seconds" })
+      assert.strictEqual(error.operation, "connect")
+      assert.include(error.message, "cannot reach Redis")
+      assert.notInclude(error.message, "no connection within")
+    }), 60_000)
+})

@@ -12,6 +12,7 @@ import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { makeDeadlines } from "./deadlines.js"
+import * as Keeper from "./leaseKeeper.js"
 import type {
   Fetched,
   Holder,
@@ -648,31 +649,79 @@ export const make = (options: Options = {}): Effect.Effect<Store, RedisError, Sc
         return client
       }),
       (client) =>
-        // A client that never connected ("wait") would connect to send QUIT.
-        (client.status === "wait" ? Effect.void : Effect.promise(() => client.quit().catch(() => undefined))).pipe(
+        // Only a connected client can send QUIT: one still connecting (or never started) would wait to connect first.
+        (client.status === "ready" ? Effect.promise(() => client.quit().catch(() => undefined)) : Effect.void).pipe(
           Effect.timeoutOption(timeout),
           Effect.ensuring(Effect.sync(() => client.disconnect()))
         )
     )
     const db = yield* databaseOf(client)
-    yield* Effect.tryPromise({
-      try: () => client.connect(),
-      catch: (cause) =>
-        new RedisError({
-          operation: "connect",
-          reason: `cannot reach Redis${url === undefined ? "" : " at the configured url"}: ${
-            lastError?.message ?? String(cause)
-          }`,
-          cause
-        })
-    }).pipe(
-      Effect.timeoutFail({
-        duration: timeout,
-        onTimeout: () =>
-          new RedisError({ operation: "connect", reason: `no connection within ${Duration.format(timeout)}` })
-      })
-    )
+    yield* connect(client, timeout, url !== undefined, () => lastError)
     yield* selectDatabase(client, db)
-    return yield* makeFromClient(failFast(client, clientOptions), { timeout })
+    const store = yield* makeFromClient(failFast(client, clientOptions), { timeout })
+    // Its finalizer runs before the client's: the lease keeper stops before the connection closes.
+    return yield* Keeper.scoped(store)
   })
+
+// Redis refused the client itself (credentials, ACL): trying again gives the same answer. Other reply errors during the
+// handshake (a SELECT out of range) leave the connection usable and are reported by the checks after it.
+const refused = (error: Error): boolean =>
+  error.name === "ReplyError" && /^(WRONGPASS|NOAUTH|NOPERM)|invalid password|AUTH/i.test(error.message)
+
+/**
+ * The first connect, retried as ioredis retries a lost connection (its `retryStrategy`) until the timeout: a worker
+ * started while Redis restarts, or is stalled, connects once Redis answers. An answer that retrying cannot change (a
+ * refused password, a denied command: a Redis reply error) fails at once; so does a retry strategy that gives up.
+ */
+const connect = (
+  client: Redis,
+  timeout: Duration.Duration,
+  configured: boolean,
+  lastError: () => Error | undefined
+): Effect.Effect<void, RedisError> => {
+  // The error's message only: a reply error to AUTH carries the command, password included.
+  const cannotReach = (cause: unknown) =>
+    new RedisError({
+      operation: "connect",
+      reason: `cannot reach Redis${configured ? " at the configured url" : ""}: ${
+        cause instanceof Error ? cause.message : String(cause)
+      }`
+    })
+  return Effect.async<void, RedisError>((resume) => {
+    let done = false
+    const finish = (effect: Effect.Effect<void, RedisError>) => {
+      if (done) return
+      done = true
+      cleanup()
+      resume(effect)
+    }
+    const onReady = () => finish(Effect.void)
+    const onError = (error: Error) => {
+      if (refused(error)) finish(Effect.fail(cannotReach(error)))
+    }
+    const onEnd = () => finish(Effect.fail(cannotReach(lastError() ?? "the connection ended")))
+    const cleanup = () => {
+      client.off("ready", onReady)
+      client.off("error", onError)
+      client.off("end", onEnd)
+    }
+    client.on("ready", onReady)
+    client.on("error", onError)
+    client.on("end", onEnd)
+    // A failed first attempt is reported by the error event; ioredis then reconnects by itself.
+    client.connect().catch(() => undefined)
+    return Effect.sync(cleanup)
+  }).pipe(
+    Effect.timeoutFail({
+      duration: timeout,
+      onTimeout: () => {
+        const last = lastError()
+        return new RedisError({
+          operation: "connect",
+          reason: `no connection within ${Duration.format(timeout)}${last === undefined ? "" : ` (last error: ${last.message})`}`
+        })
+      }
+    })
+  )
+}
 

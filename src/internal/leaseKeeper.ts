@@ -1,21 +1,34 @@
 /**
  * The lease keeper: one per store (so one per `RedisService` layer). Held run locks register with it; it renews
- * every lease held by the process in one script call per chunk per tick, and tells exactly the holders whose entry
- * is gone, or whose last confirmed lease ran out, that they lost their lock. No fiber per held lock: one loop,
- * started by the first registration and ended when the last lease is let go.
+ * every lease held by the process in one script call per chunk, and tells exactly the holders whose entry is gone,
+ * or whose last confirmed lease ran out, that they lost their lock. No fiber per held lock: one loop, started by the
+ * first registration and ended as soon as nothing is held or its store's layer closes, so it never keeps a process
+ * alive by itself.
+ *
+ * Nothing here costs per held lease on a registration or a wake-up. Leases that share a period form a cohort,
+ * renewed in rounds every half period: a lease joins the cohort's current round and is renewed one or two rounds
+ * later (at an age between half a period and a period), so a tick touches only the leases it renews. Run-lock
+ * acquisitions are admitted in batches, each sent at its own turn of the event loop with at most `admissionLimit`
+ * in flight: a burst of thousands never has a lock's reply and first renewal wait behind the rest of the burst, and
+ * the lease clock starts when the call is sent.
  *
  * @internal
  */
-import * as Clock from "effect/Clock"
+import type * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
+import type * as Scope from "effect/Scope"
 import { LockLost } from "../Errors.js"
 import * as Metrics from "../Metrics.js"
 import type { RedisError, Renewal, Store } from "./models.js"
 
 /** The most renewals one script call carries: a tick over thousands of leases sends several calls. @internal */
 export const chunkSize = 500
+
+/** The most run-lock acquisitions one store has in flight; the rest of a burst waits for the next turn. @internal */
+export const admissionLimit = 256
 
 /**
  * How long before its lease could end in Redis a holder gives the lock up: a tenth of the lease, at most 2 seconds.
@@ -25,18 +38,23 @@ export const leaseGuardMs = (leaseMs: number): number => Math.min(2000, Math.cei
 
 /** One held run lock's lease. @internal */
 export interface Lease {
+  readonly store: Store
   readonly renewal: Renewal
   readonly digest: string
   readonly lockType: string
   /** Renew this often: a third of the lease. */
   readonly every: number
+  /** When the last confirmed call (the acquisition, or a renewal) was sent, by this process' clock. */
+  sent: number
   /**
    * When this process stops believing it holds the lock: the send time of the last confirmed renewal (or of the
    * acquisition) + lease − `leaseGuardMs`. The call reached Redis after it was sent, so the lease ends here first.
    */
   deadline: number
-  next: number
-  inFlight: boolean
+  /** Where it waits for its next renewal (a cohort's round, or the keeper's `soon`); undefined while one is sent. */
+  slot: Set<Lease> | undefined
+  /** For a lease in `soon`: when to send its renewal. */
+  retryAt: number
   lastError: RedisError | undefined
   /** Set once the lease is no longer kept: released, or lost (then `lost` says why). */
   ended: boolean
@@ -45,15 +63,47 @@ export interface Lease {
   onLost: ((lost: LockLost) => void) | undefined
 }
 
+/** The leases of one period: renewed in rounds, half a period apart. */
+interface Cohort {
+  readonly every: number
+  /** Joined since the last round: renewed at the round after next. */
+  current: Set<Lease>
+  /** Renewed at the next round. */
+  previous: Set<Lease>
+  nextRound: number
+}
+
+/** A renewal call in flight, and the earliest deadline among its leases. */
+interface Chunk {
+  readonly leases: ReadonlyArray<Lease>
+  deadline: number
+}
+
 interface Keeper {
-  readonly leases: Set<Lease>
+  /** Leases kept now: the loop ends when none is left. */
+  held: number
+  readonly cohorts: Map<number, Cohort>
+  /** Leases renewed at their own `retryAt`: after a failed call, or taken so late that they are due already. */
+  readonly soon: Set<Lease>
+  readonly inFlight: Set<Chunk>
   running: boolean
+  fiber: Fiber.RuntimeFiber<void> | undefined
   /** The clock the loop runs on: a lock taken on another clock (a test's TestClock) starts a loop on its own. */
   clock: Clock.Clock | undefined
   /** Which loop is the current one: a loop that finds it moved on ends. */
   generation: number
   plannedWake: number
   wake: Deferred.Deferred<void> | undefined
+  // Admission of acquisitions.
+  admitted: number
+  readonly waiting: Array<Waiter>
+  head: number
+  flushing: boolean
+}
+
+interface Waiter {
+  resume: (() => void) | undefined
+  granted: boolean
 }
 
 const keepers = new WeakMap<Store, Keeper>()
@@ -61,11 +111,92 @@ const keepers = new WeakMap<Store, Keeper>()
 const keeperOf = (store: Store): Keeper => {
   let keeper = keepers.get(store)
   if (keeper === undefined) {
-    keeper = { leases: new Set(), running: false, clock: undefined, generation: 0, plannedWake: Infinity, wake: undefined }
+    keeper = {
+      held: 0,
+      cohorts: new Map(),
+      soon: new Set(),
+      inFlight: new Set(),
+      running: false,
+      fiber: undefined,
+      clock: undefined,
+      generation: 0,
+      plannedWake: Infinity,
+      wake: undefined,
+      admitted: 0,
+      waiting: [],
+      head: 0,
+      flushing: false
+    }
     keepers.set(store, keeper)
   }
   return keeper
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Admission
+// ---------------------------------------------------------------------------------------------------------------
+
+const flush = (keeper: Keeper) => {
+  keeper.flushing = false
+  while (keeper.admitted < admissionLimit && keeper.head < keeper.waiting.length) {
+    const waiter = keeper.waiting[keeper.head++]!
+    const resume = waiter.resume
+    if (resume === undefined) continue // interrupted while it waited
+    waiter.resume = undefined
+    waiter.granted = true
+    keeper.admitted++
+    resume()
+  }
+  if (keeper.head === keeper.waiting.length) {
+    keeper.waiting.length = 0
+    keeper.head = 0
+  } else {
+    schedule(keeper)
+  }
+}
+
+// The next batch goes at the next turn of the event loop, after whatever the current turn still runs (the rest of a
+// burst that is asking for locks), and after the replies and renewals that turn lets in.
+const schedule = (keeper: Keeper) => {
+  if (keeper.flushing || keeper.admitted >= admissionLimit) return
+  keeper.flushing = true
+  setImmediate(flush, keeper)
+}
+
+const leave = (keeper: Keeper) => {
+  keeper.admitted--
+  if (keeper.head < keeper.waiting.length) schedule(keeper)
+}
+
+/**
+ * Runs a run-lock acquisition (the call, then `keep`) in its turn: at the next turn of the event loop, with at most
+ * `admissionLimit` of the store's acquisitions in flight. The wait is interruptible (nothing is held yet); `self`
+ * runs in the caller's region.
+ *
+ * @internal
+ */
+export const admitted = <A, E>(store: Store, self: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.suspend(() => {
+    const keeper = keeperOf(store)
+    const waiter: Waiter = { resume: undefined, granted: false }
+    const wait = Effect.interruptible(Effect.async<void>((resume) => {
+      waiter.resume = () => resume(Effect.void)
+      keeper.waiting.push(waiter)
+      schedule(keeper)
+      return Effect.sync(() => {
+        waiter.resume = undefined
+      })
+    }))
+    return Effect.onExit(wait, (exit) =>
+      // Granted, then interrupted before it went on: its place goes to the next.
+      exit._tag === "Failure" && waiter.granted ? Effect.sync(() => leave(keeper)) : Effect.void).pipe(
+        Effect.zipRight(Effect.ensuring(self, Effect.sync(() => leave(keeper))))
+      )
+  })
+
+// ---------------------------------------------------------------------------------------------------------------
+// Keeping leases
+// ---------------------------------------------------------------------------------------------------------------
 
 const annotations = (lease: Lease) => ({
   package: "effect-unique-jobs",
@@ -73,24 +204,6 @@ const annotations = (lease: Lease) => ({
   digest: lease.digest,
   jid: lease.renewal.jid
 })
-
-/** Ends a lease as lost: counted, logged, and its holder told. @internal */
-const lose = (keeper: Keeper, lease: Lease, reason: string): Effect.Effect<void> => {
-  if (lease.ended) return Effect.void
-  lease.ended = true
-  keeper.leases.delete(lease)
-  const lost = new LockLost({ digest: lease.digest, jid: lease.renewal.jid, lockType: lease.lockType, reason })
-  lease.lost = lost
-  return Effect.zipRight(
-    Metric.increment(Metrics.lost.of(lease.lockType, "run")),
-    Effect.sync(() => lease.onLost?.(lost))
-  ).pipe(Effect.zipRight(Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(lease)))))
-}
-
-const ranOut = (lease: Lease) =>
-  `no renewal was confirmed before its lease ended${
-    lease.lastError === undefined ? "" : ` (last renewal: ${lease.lastError.message})`
-  }`
 
 const signal = (keeper: Keeper) => {
   const wake = keeper.wake
@@ -100,75 +213,192 @@ const signal = (keeper: Keeper) => {
   }
 }
 
+// The lease stops being kept; with nothing left held the loop is woken to end now, not at its planned wake.
+const end = (keeper: Keeper, lease: Lease) => {
+  lease.ended = true
+  lease.slot?.delete(lease)
+  lease.slot = undefined
+  keeper.held--
+  if (keeper.held === 0) signal(keeper)
+}
+
+const lostError = (lease: Lease, reason: string) =>
+  new LockLost({ digest: lease.digest, jid: lease.renewal.jid, lockType: lease.lockType, reason })
+
+const told = (lease: Lease, lost: LockLost): Effect.Effect<void> =>
+  Effect.zipRight(
+    Metric.increment(Metrics.lost.of(lease.lockType, "run")),
+    Effect.sync(() => lease.onLost?.(lost))
+  ).pipe(Effect.zipRight(Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(lease)))))
+
+/** Ends a lease as lost: counted, logged, and its holder told. @internal */
+const lose = (keeper: Keeper, lease: Lease, reason: string): Effect.Effect<void> => {
+  if (lease.ended) return Effect.void
+  end(keeper, lease)
+  const lost = lostError(lease, reason)
+  lease.lost = lost
+  return told(lease, lost)
+}
+
+const ranOut = (lease: Lease) =>
+  `no renewal was confirmed before its lease ended${
+    lease.lastError === undefined ? "" : ` (last renewal: ${lease.lastError.message})`
+  }`
+
+const later = (keeper: Keeper, at: number) => {
+  if (at < keeper.plannedWake) signal(keeper)
+}
+
+// Where a lease waits for its next renewal, by its age (since the send of its last confirmed call): a young one joins
+// its cohort's current round, one past half a period the next round, one past a whole period is renewed at once.
+const join = (keeper: Keeper, lease: Lease, now: number) => {
+  const age = now - lease.sent
+  if (age >= lease.every) {
+    lease.retryAt = now
+    lease.slot = keeper.soon
+    keeper.soon.add(lease)
+    return later(keeper, now)
+  }
+  let cohort = keeper.cohorts.get(lease.every)
+  if (cohort === undefined) {
+    cohort = { every: lease.every, current: new Set(), previous: new Set(), nextRound: Infinity }
+    keeper.cohorts.set(lease.every, cohort)
+  }
+  if (cohort.current.size + cohort.previous.size === 0) {
+    cohort.nextRound = now + cohort.every / 2
+    later(keeper, cohort.nextRound)
+  }
+  const slot = age >= lease.every / 2 ? cohort.previous : cohort.current
+  lease.slot = slot
+  slot.add(lease)
+}
+
+const retry = (keeper: Keeper, lease: Lease, now: number, error: RedisError) => {
+  lease.lastError = error
+  // Tried again within a second (sooner for a short lease) until the lease ends.
+  lease.retryAt = now + Math.min(lease.every, 1000)
+  lease.slot = keeper.soon
+  keeper.soon.add(lease)
+  later(keeper, Math.min(lease.retryAt, lease.deadline))
+}
+
 // One call for a chunk; its answers settle each lease it carried (one whose lock ended meanwhile is left alone).
-const renewChunk = (store: Store, keeper: Keeper, chunk: ReadonlyArray<Lease>, sent: number): Effect.Effect<void> =>
-  store.renewAll(chunk.map((lease) => lease.renewal)).pipe(
+const renewChunk = (store: Store, keeper: Keeper, chunk: Chunk, sent: number): Effect.Effect<void> =>
+  store.renewAll(chunk.leases.map((lease) => lease.renewal)).pipe(
     Effect.flatMap((renewed) =>
-      Effect.forEach(chunk, (lease, i) => {
-        lease.inFlight = false
-        if (lease.ended) return Effect.void
-        if (renewed[i] === true) {
-          lease.deadline = Math.max(lease.deadline, sent + lease.renewal.leaseMs - leaseGuardMs(lease.renewal.leaseMs))
-          lease.next = sent + lease.every
-          lease.lastError = undefined
-          return Effect.void
-        }
-        return lose(keeper, lease, "a renewal found the hold gone (deleted, or its lease passed)")
-      }, { discard: true })
+      Effect.clockWith((clock) => {
+        keeper.inFlight.delete(chunk)
+        const now = clock.unsafeCurrentTimeMillis()
+        const losses: Array<Effect.Effect<void>> = []
+        chunk.leases.forEach((lease, i) => {
+          if (lease.ended) return
+          if (renewed[i] === true) {
+            lease.deadline = Math.max(lease.deadline, sent + lease.renewal.leaseMs - leaseGuardMs(lease.renewal.leaseMs))
+            lease.sent = Math.max(lease.sent, sent)
+            lease.lastError = undefined
+            join(keeper, lease, now)
+          } else {
+            losses.push(lose(keeper, lease, "a renewal found the hold gone (deleted, or its lease passed)"))
+          }
+        })
+        return Effect.all(losses, { discard: true })
+      })
     ),
     Effect.catchAll((error) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        for (const lease of chunk) {
-          lease.inFlight = false
-          lease.lastError = error
-          // Tried again within a second (sooner for a short lease) until the lease ends.
-          lease.next = now + Math.min(lease.every, 1000)
+      Effect.clockWith((clock) => {
+        keeper.inFlight.delete(chunk)
+        const now = clock.unsafeCurrentTimeMillis()
+        let first: Lease | undefined
+        for (const lease of chunk.leases) {
+          if (lease.ended) continue
+          first ??= lease
+          retry(keeper, lease, now, error)
         }
-        const [first] = chunk
         return first === undefined ? Effect.void : Effect.logWarning(
-          `lease renewal of ${chunk.length} lock(s) failed; retrying until their leases end`,
+          `lease renewal of ${chunk.leases.length} lock(s) failed; retrying until their leases end`,
           error
         ).pipe(Effect.annotateLogs(annotations(first)))
       })
-    ),
-    Effect.ensuring(Effect.sync(() => signal(keeper)))
+    )
   )
 
 const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<boolean> =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+  Effect.clockWith((clock) => {
     if (keeper.generation !== generation) return Effect.succeed(false)
+    const now = clock.unsafeCurrentTimeMillis()
+    keeper.wake = undefined
+    keeper.plannedWake = -Infinity // a lease joining during this tick is seen by the plan below
     const due: Array<Lease> = []
     const losses: Array<Effect.Effect<void>> = []
-    for (const lease of keeper.leases) {
-      if (lease.deadline <= now) {
-        losses.push(lose(keeper, lease, ranOut(lease)))
-      } else if (!lease.inFlight && lease.next - lease.every / 2 <= now) {
-        // Due, or due within half a period: renewed now, so leases taken at different times share the calls.
-        lease.inFlight = true
-        due.push(lease)
+    const send = (lease: Lease) => {
+      lease.slot = undefined
+      if (lease.deadline <= now) losses.push(lose(keeper, lease, ranOut(lease)))
+      else due.push(lease)
+    }
+    for (const [every, cohort] of keeper.cohorts) {
+      if (cohort.current.size + cohort.previous.size === 0) {
+        keeper.cohorts.delete(every)
+      } else if (cohort.nextRound <= now) {
+        const round = cohort.previous
+        cohort.previous = cohort.current
+        cohort.current = new Set()
+        for (const lease of round) send(lease)
+        cohort.nextRound = now + cohort.every / 2
       }
     }
-    const chunks: Array<ReadonlyArray<Lease>> = []
-    for (let i = 0; i < due.length; i += chunkSize) chunks.push(due.slice(i, i + chunkSize))
+    for (const lease of keeper.soon) {
+      // A retry can be due after the lease's deadline: the deadline comes first.
+      if (lease.deadline <= now) losses.push(lose(keeper, lease, ranOut(lease)))
+      else if (lease.retryAt <= now) {
+        keeper.soon.delete(lease)
+        send(lease)
+      }
+    }
+    // A call that hangs: its leases end at their own deadlines, whatever the call does later.
+    for (const chunk of keeper.inFlight) {
+      if (chunk.deadline > now) continue
+      let next = Infinity
+      for (const lease of chunk.leases) {
+        if (lease.ended) continue
+        if (lease.deadline <= now) losses.push(lose(keeper, lease, ranOut(lease)))
+        else next = Math.min(next, lease.deadline)
+      }
+      chunk.deadline = next
+    }
+    const calls: Array<Effect.Effect<unknown>> = []
+    for (let i = 0; i < due.length; i += chunkSize) {
+      const leases = due.slice(i, i + chunkSize)
+      const chunk: Chunk = { leases, deadline: Math.min(...leases.map((lease) => lease.deadline)) }
+      keeper.inFlight.add(chunk)
+      // Each call runs on its own: a call that hangs must not hold back the deadlines of the others.
+      calls.push(Effect.forkDaemon(renewChunk(store, keeper, chunk, now)))
+    }
     return Effect.zipRight(
       Effect.all(losses, { discard: true }),
-      // Each call runs on its own: a call that hangs must not hold back the deadlines of the others.
-      Effect.forEach(chunks, (chunk) => Effect.fork(renewChunk(store, keeper, chunk, now)), { discard: true })
+      Effect.all(calls, { discard: true })
     ).pipe(Effect.zipRight(Effect.fiberIdWith((fiberId) => {
       if (keeper.generation !== generation) return Effect.succeed(false)
-      if (keeper.leases.size === 0) {
+      if (keeper.held === 0) {
         keeper.running = false
+        keeper.fiber = undefined
+        keeper.plannedWake = Infinity
         return Effect.succeed(false)
       }
       let wakeAt = Infinity
-      for (const lease of keeper.leases) {
-        wakeAt = Math.min(wakeAt, lease.deadline, lease.inFlight ? Infinity : lease.next)
+      for (const cohort of keeper.cohorts.values()) {
+        if (cohort.current.size + cohort.previous.size > 0) wakeAt = Math.min(wakeAt, cohort.nextRound)
       }
+      for (const lease of keeper.soon) wakeAt = Math.min(wakeAt, lease.retryAt, lease.deadline)
+      for (const chunk of keeper.inFlight) wakeAt = Math.min(wakeAt, chunk.deadline)
       // Set in the same step as the plan: a lease registered from now on wakes the loop if it is due earlier.
       keeper.plannedWake = wakeAt
       const wake = Deferred.unsafeMake<void>(fiberId)
       keeper.wake = wake
-      return Effect.as(Effect.raceFirst(Effect.sleep(Math.max(0, wakeAt - now)), Deferred.await(wake)), true)
+      const sleep = wakeAt === Infinity ? Deferred.await(wake) : Effect.raceFirst(
+        Effect.sleep(Math.max(0, wakeAt - now)),
+        Deferred.await(wake)
+      )
+      return Effect.as(sleep, true)
     })))
   })
 
@@ -176,7 +406,9 @@ const loop = (store: Store, keeper: Keeper, generation: number): Effect.Effect<v
   Effect.flatMap(tick(store, keeper, generation), (again) => (again ? loop(store, keeper, generation) : Effect.void))
 
 /**
- * Keeps a run lock's lease from now on: `sentAt` is when its acquisition was sent, by this process' clock.
+ * Keeps a run lock's lease from now on: `sentAt` is when its acquisition was sent, by this process' clock. A reply
+ * that came back after the point where this process would already count the lock as lost gives a lease that is lost
+ * from the start (counted and logged): its perform must never start.
  * @internal
  */
 export const keep = (
@@ -187,39 +419,91 @@ export const keep = (
 ): Effect.Effect<Lease> =>
   Effect.clockWith((clock) => {
     const keeper = keeperOf(store)
-    const every = Math.max(1, Math.floor(renewal.leaseMs / 3))
+    const now = clock.unsafeCurrentTimeMillis()
     const lease: Lease = {
+      store,
       renewal,
       digest: about.digest,
       lockType: about.lockType,
-      every,
+      every: Math.max(1, Math.floor(renewal.leaseMs / 3)),
+      sent: sentAt,
       deadline: sentAt + renewal.leaseMs - leaseGuardMs(renewal.leaseMs),
-      next: sentAt + every,
-      inFlight: false,
+      slot: undefined,
+      retryAt: 0,
       lastError: undefined,
       ended: false,
       lost: undefined,
       onLost: undefined
     }
-    keeper.leases.add(lease)
-    if (!keeper.running || keeper.clock !== clock) {
-      keeper.running = true
-      keeper.clock = clock
-      keeper.plannedWake = Infinity
-      // A new loop runs on the clock and logger of the fiber that needs it; interruptible, whatever that fiber's
-      // region (a lock is taken and handed over here without an interruption in between).
-      return Effect.as(Effect.forkDaemon(Effect.interruptible(loop(store, keeper, ++keeper.generation))), lease)
+    if (now >= lease.deadline) {
+      lease.ended = true
+      lease.lost = lostError(
+        lease,
+        `its acquisition was answered ${now - sentAt} ms after it was sent, past the point where its ${renewal.leaseMs} ms ` +
+          "lease could have ended"
+      )
+      return Effect.as(told(lease, lease.lost), lease)
     }
-    if (Math.min(lease.next, lease.deadline) < keeper.plannedWake) signal(keeper)
-    return Effect.succeed(lease)
+    keeper.held++
+    join(keeper, lease, now)
+    if (keeper.running && keeper.clock === clock) return Effect.succeed(lease)
+    const previous = keeper.fiber
+    keeper.running = true
+    keeper.clock = clock
+    keeper.plannedWake = Infinity
+    // A new loop runs on the clock and logger of the fiber that needs it; interruptible, whatever that fiber's
+    // region (a lock is taken and handed over here without an interruption in between).
+    const started = Effect.map(
+      Effect.forkDaemon(Effect.interruptible(loop(store, keeper, ++keeper.generation))),
+      (fiber) => {
+        keeper.fiber = fiber
+        return lease
+      }
+    )
+    return previous === undefined ? started : Effect.zipRight(previous.interruptAsFork(previous.id()), started)
+  })
+
+/**
+ * Whether the lease is lost by now: one whose deadline has passed (the loop has not looked yet) is lost here,
+ * counted and logged, so a perform about to start never starts past it. @internal
+ */
+export const check = (lease: Lease): Effect.Effect<LockLost | undefined> =>
+  Effect.clockWith((clock) => {
+    if (lease.lost !== undefined || lease.ended) return Effect.succeed(lease.lost)
+    if (clock.unsafeCurrentTimeMillis() < lease.deadline) return Effect.succeed(undefined)
+    const keeper = keeperOf(lease.store)
+    return Effect.as(lose(keeper, lease, ranOut(lease)), lease.lost)
   })
 
 /** Stops keeping a lease (its lock is being released). @internal */
 export const letGo = (store: Store, lease: Lease): void => {
   if (lease.ended) return
-  lease.ended = true
-  const keeper = keepers.get(store)
-  if (keeper === undefined) return
-  // The loop ends at its next tick if no lease is left by then.
-  keeper.leases.delete(lease)
+  end(keeperOf(store), lease)
 }
+
+/**
+ * Ends the store's keeper with its layer's scope: the loop stops, and a lease still held is lost (its holder told),
+ * since nothing renews it any more. @internal
+ */
+export const close = (store: Store): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const keeper = keepers.get(store)
+    if (keeper === undefined) return Effect.void
+    keeper.generation++
+    keeper.running = false
+    const fiber = keeper.fiber
+    keeper.fiber = undefined
+    const held: Array<Lease> = []
+    for (const cohort of keeper.cohorts.values()) held.push(...cohort.current, ...cohort.previous)
+    held.push(...keeper.soon)
+    for (const chunk of keeper.inFlight) held.push(...chunk.leases.filter((lease) => !lease.ended))
+    const reason = "its RedisService layer was closed while the lock was held; nothing renews its lease any more"
+    return Effect.zipRight(
+      Effect.all(held.map((lease) => lose(keeper, lease, reason)), { discard: true }),
+      fiber === undefined ? Effect.void : fiber.interruptAsFork(fiber.id())
+    )
+  })
+
+/** Ties the store's keeper to the scope of the layer that built the store. @internal */
+export const scoped = (store: Store): Effect.Effect<Store, never, Scope.Scope> =>
+  Effect.as(Effect.addFinalizer(() => close(store)), store)

@@ -1,0 +1,128 @@
+/**
+ * The lease keeper under load and at its edges (issue 18, items 10-12):
+ * - a burst of 10,000 run locks with a 1 s lease, each held for three leases: every one ends `Performed` (taking them
+ *   must not stall the process past its own leases);
+ * - an acquisition whose reply comes back after the point where the holder would already count the lock as lost never
+ *   starts its perform: `LockLost`, and the hold is released;
+ * - closing the store's layer ends the keeper: a lock still held is told it is lost.
+ * Outcomes only: nothing here asserts how long anything took.
+ */
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Redis as IORedis } from "ioredis"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Scope from "effect/Scope"
+import type * as Job from "../src/Job.js"
+import * as Lock from "../src/Lock.js"
+import * as Middleware from "../src/Middleware.js"
+import * as LockOptions from "../src/Options.js"
+import * as Redis from "../src/Redis.js"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import * as RedisTest from "./support/redis.js"
+
+const job = (i: number, jid = `j${i}`): Job.Job => ({ worker: "BurstJob", queue: "q", args: [i], jid })
+
+/** Keeps the server busy for `ms` (a script that spins on TIME): calls sent meanwhile wait for their answer. */
+const stall = (url: string, ms: number) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new IORedis(url, { lazyConnect: true, maxRetriesPerRequest: 1 })
+      client.on("error", () => {})
+      await client.connect()
+      // Past the busy threshold other clients would get BUSY instead of waiting.
+      await client.config("SET", "lua-time-limit", "60000")
+      return client
+    }),
+    (client) => Effect.sync(() => client.disconnect())
+  ).pipe(Effect.tap((client) =>
+    Effect.sync(() => {
+      client.eval(
+        `local t = redis.call('TIME') local e = t[1] * 1000000 + t[2] + ${ms * 1000}
+         while true do local n = redis.call('TIME') if n[1] * 1000000 + n[2] > e then break end end`,
+        0
+      ).catch(() => {})
+    })
+  ))
+
+describe("lease keeper: redis", () => {
+  // Live services: Redis leases run on real time.
+  layer(RedisTest.layer(), { timeout: 60_000, excludeTestServices: true })((it) => {
+    it.effect("10,000 while_executing locks taken in one burst, 1 s lease, each held for 3 s: all Performed", () =>
+      Effect.gen(function*() {
+        const definition = LockOptions.unsafeMake({
+          lock: "while_executing",
+          lockLease: "1 second",
+          lockPrefix: RedisTest.uniquePrefix("burst")
+        })
+        const outcomes = yield* Effect.forEach(
+          Array.from({ length: 10_000 }, (_, i) => i),
+          (i) =>
+            Middleware.server(definition, job(i), Effect.sleep("3 seconds")).pipe(
+              Effect.map((outcome) => outcome._tag as string),
+              Effect.catchAll((error) => Effect.succeed(error._tag === "LockLost" ? `LockLost: ${error.reason}` : error._tag))
+            ),
+          { concurrency: "unbounded" }
+        ).pipe(Effect.provide(MemoryQueue.layer()), Logger.withMinimumLogLevel(LogLevel.Error))
+        const counts: Record<string, number> = {}
+        for (const outcome of outcomes) counts[outcome] = (counts[outcome] ?? 0) + 1
+        assert.deepStrictEqual(counts, { Performed: 10_000 })
+        assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(definition.lockPrefix), [])
+      }), { timeout: 180_000 })
+
+    it.scoped("an acquisition answered after its lease could have ended never performs: LockLost, and it is released", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const definition = LockOptions.unsafeMake({
+          lock: "while_executing",
+          lockLease: "1 second",
+          lockPrefix: RedisTest.uniquePrefix("late")
+        })
+        let ran = false
+        // Another run lock held meanwhile: the keeper's loop is running already when the late reply comes.
+        yield* Lock.acquire(definition, { digest: `${definition.lockPrefix}:other`, jid: "other", phase: "run" })
+        // The holder counts the lock as lost 900 ms after it sent the acquisition; Redis answers after 1.5 s.
+        yield* stall(source.url, 1500)
+        yield* Effect.sleep(200)
+        const result = yield* Effect.either(
+          Middleware.server(definition, job(1), Effect.sync(() => (ran = true))).pipe(Effect.provide(MemoryQueue.layer()))
+        )
+        assert.isFalse(ran, "the perform started past its lease deadline")
+        assert.isTrue(result._tag === "Left" && result.left._tag === "LockLost", JSON.stringify(result))
+        if (result._tag === "Left" && result.left._tag === "LockLost") {
+          assert.include(result.left.reason, "answered")
+        }
+        const digest = yield* Lock.digestWith(definition, job(1))
+        assert.strictEqual(yield* Effect.promise(() => raw.hlen(`${digest}:RUN:LOCKED`)), 0)
+        // Taken again at once: nothing was left behind.
+        const again = yield* Middleware.server(definition, job(1, "j1b"), Effect.void).pipe(
+          Effect.provide(MemoryQueue.layer())
+        )
+        assert.strictEqual(again._tag, "Performed")
+      }), { timeout: 60_000 })
+  })
+})
+
+describe("lease keeper: its layer", () => {
+  it.live("closing the store's layer tells a lock still held that it is lost", () =>
+    Effect.gen(function*() {
+      const layerScope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(Redis.layerMemory, layerScope)
+      const definition = LockOptions.unsafeMake({ lock: "while_executing", lockPrefix: RedisTest.uniquePrefix("close") })
+      const holdScope = yield* Scope.make()
+      const held = yield* Lock.acquire(definition, { digest: `${definition.lockPrefix}:d`, jid: "j1", phase: "run" }).pipe(
+        Effect.provide(context),
+        Scope.extend(holdScope)
+      )
+      const lost = yield* Deferred.make<string>()
+      yield* Effect.fork(Effect.catchAll(held.lost, (error) => Deferred.succeed(lost, error.reason)))
+      yield* Effect.yieldNow()
+      yield* Scope.close(layerScope, Exit.void)
+      const reason = yield* Deferred.await(lost).pipe(Effect.timeout("30 seconds"))
+      assert.include(reason, "layer was closed")
+      yield* Scope.close(holdScope, Exit.void)
+    }))
+})
