@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url"
 import * as Effect from "effect/Effect"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
+import * as Job from "../src/Job.js"
 import type * as LockType from "../src/LockType.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
@@ -420,6 +421,47 @@ describe("UniqueQueue", () => {
         const works = yield* Effect.promise(() => Promise.all([unique.add("Work", { n: 1 }), unique.add("Work", { n: 1 })]))
         assert.deepStrictEqual(pings.map((o) => o._tag), ["Enqueued", "Enqueued"], "while_executing: no queue lock")
         assert.deepStrictEqual(works.map((o) => o._tag).sort(), ["Enqueued", "Skipped"])
+      }))
+  })
+})
+
+describe("BullMQ adapter options", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("make refuses jobOptions that cannot work with the locks and a deadLetter that is not a queue", () =>
+      Effect.gen(function*() {
+        const queue = yield* Bull.queue(Bull.uniqueName("opts"))
+        const error = yield* Effect.flip(BullMQ.make(queue, {
+          jobOptions: { deduplication: { id: "x" }, jobId: "same", delay: -5 } as never,
+          deadLetter: {} as never
+        }))
+        assert.strictEqual(error._tag, "InvalidLockOptions")
+        assert.deepStrictEqual(
+          error.issues.map((issue) => issue.field).sort(),
+          ["deadLetter", "jobOptions.deduplication", "jobOptions.delay", "jobOptions.jobId"]
+        )
+      }))
+
+    it.scoped("add refuses options under which BullMQ would not store the job under its jid; nothing is added", () =>
+      Effect.gen(function*() {
+        const name = Bull.uniqueName("add")
+        const queue = yield* Bull.queue(name)
+        const adapter = yield* BullMQ.make(queue)
+        for (const opts of [{ deduplication: { id: "x" } }, { repeat: { every: 1000 } }, { delay: 1.5 }]) {
+          const job = Job.make({ worker: "Work", queue: name, args: [{ n: 1 }] })
+          const error = yield* Effect.flip(adapter.add(job, opts as never))
+          assert.strictEqual(error._tag, "QueueError")
+          assert.include(error.reason, `options.${Object.keys(opts)[0]}`)
+        }
+        assert.strictEqual(yield* Effect.promise(() => queue.count()), 0)
+      }))
+
+    it.scoped("UniqueQueue.add ignoring opts.delay would end a delayed job's lock before it runs", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { unique } = yield* uniqueQueue({ lock: "until_and_while_executing", lockTtl: 60_000 })
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { delay: 3_600_000 }))
+        const ttl = yield* Effect.promise(() => raw.pttl(`${added.digest}:LOCKED`))
+        assert.isAbove(ttl, 3_600_000, "the TTL counts from when the job runs, an hour from now")
       }))
   })
 })
