@@ -54,6 +54,25 @@ describe("UniqueQueue: ids the caller supplies", () => {
         assert.strictEqual(duplicate._tag, "Skipped", "the data is still locked by w-1")
       }))
 
+    it.scoped("with the locks off (enabled: false) a reused jobId is still JobIdTaken, never an untrue Enqueued", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const queue = yield* Bull.queue(Bull.uniqueName("uqoff"))
+        const unique = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            UniqueQueue.make<Data>(queue, { lock: "until_executed", redis: { url: source.url }, defaults: { enabled: false } })
+          ),
+          (u) => Effect.promise(() => u.close())
+        )
+        assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 1 }, { jobId: "off-1" })))._tag, "Enqueued")
+        assert.instanceOf(yield* rejection(() => unique.add("Work", { n: 1 }, { jobId: "off-1" })), UniqueQueue.JobIdTaken)
+        for (const name of ["", 5, undefined]) {
+          const error = yield* rejection(() => unique.add(name as never, { n: 1 }))
+          assert.instanceOf(error, LockOptions.InvalidLockOptions, String(name))
+          assert.strictEqual((error as LockOptions.InvalidLockOptions).field, "name")
+        }
+      }))
+
     it.scoped("options that cannot work with the locks are refused at add, naming opts.<option>; nothing is added", () =>
       Effect.gen(function*() {
         const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })

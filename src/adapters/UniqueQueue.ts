@@ -309,6 +309,10 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     queue,
     add: (name, data, opts) =>
       closing !== undefined ? Promise.reject(closed("add", undefined)) : run(Effect.gen(function*() {
+        if (typeof name !== "string" || name.length === 0) {
+          const reason = `expected the job's name, a non-empty string, got ${LockOptions.describeValue(name)}`
+          return yield* Effect.fail(LockOptions.invalidOptions([{ field: "name", reason }]))
+        }
         const refused = BullOptions.issues(opts, "opts", "add")
         if (refused.length > 0) return yield* Effect.fail(LockOptions.invalidOptions(refused))
         const now = yield* Clock.currentTimeMillis
@@ -321,7 +325,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           // BullMQ runs a delayed job at its timestamp (default: now) plus its delay.
           at: delay > 0 ? (opts?.timestamp ?? now) + delay : undefined
         })
-        if (opts?.jobId !== undefined && settings.enabled) yield* notTaken(opts.jobId)
+        // Even with the locks off (`enabled: false`): BullMQ would still add nothing, and Enqueued would be untrue.
+        if (opts?.jobId !== undefined) yield* notTaken(opts.jobId)
         return yield* Middleware.client(defined(name).definition)(
           job,
           (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped, opts))
