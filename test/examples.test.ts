@@ -28,18 +28,47 @@ const block = (readme: string, path: string) => {
   return readme.slice(start, readme.indexOf("\n```", start)).trim()
 }
 
+/**
+ * Runs a program to its exit. `lingered`: how long it stayed up after its last line of output (by this process'
+ * clock); a program still up 60 s after its last line is killed (`code` null) so a hang is reported, not waited out.
+ */
 const run = (path: string, url: string) =>
-  Effect.async<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resume) => {
+  Effect.async<{
+    readonly code: number | null
+    readonly stdout: string
+    readonly stderr: string
+    readonly lingered: number
+  }>((resume) => {
     const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL(path, root))], {
       env: { ...process.env, REDIS_URL: url },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""
     let stderr = ""
-    child.stdout.on("data", (chunk) => (stdout += String(chunk)))
-    child.stderr.on("data", (chunk) => (stderr += String(chunk)))
-    child.on("exit", (code) => resume(Effect.succeed({ code, stdout, stderr })))
-    return Effect.sync(() => child.kill("SIGKILL"))
+    let last = Date.now()
+    let hang: ReturnType<typeof setTimeout> | undefined
+    const output = () => {
+      last = Date.now()
+      clearTimeout(hang)
+      hang = setTimeout(() => child.kill("SIGKILL"), 60_000)
+    }
+    output()
+    child.stdout.on("data", (chunk) => {
+      stdout += String(chunk)
+      output()
+    })
+    child.stderr.on("data", (chunk) => {
+      stderr += String(chunk)
+      output()
+    })
+    child.on("exit", (code) => {
+      clearTimeout(hang)
+      resume(Effect.succeed({ code, stdout, stderr, lingered: Date.now() - last }))
+    })
+    return Effect.sync(() => {
+      clearTimeout(hang)
+      child.kill("SIGKILL")
+    })
   })
 
 describe("README examples", () => {
@@ -52,12 +81,25 @@ describe("README examples", () => {
     it.effect("examples/quickstart.ts runs as the README shows: Enqueued, then Skipped; the report is rebuilt once", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
-        const { code, stderr, stdout } = yield* run("examples/quickstart.ts", source.url)
+        const { code, lingered, stderr, stdout } = yield* run("examples/quickstart.ts", source.url)
         assert.strictEqual(code, 0, stderr)
         const logged = stdout + stderr
         assert.include(logged, "Enqueued, then Skipped")
         assert.strictEqual(logged.split("rebuilding report 42").length - 1, 1)
+        // It exits by itself once its work is done: a lease keeper that kept the process alive held it up to lease / 3
+        // (10 s) after its last line. The bound only tells that apart from an exit.
+        assert.isBelow(lingered, 5_000, "the program stayed up after its last line")
       }))
+
+    it.effect("a program that took a run lock (60 s lease) exits by itself after its last line", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const { code, lingered, stderr, stdout } = yield* run("test/support/runLockExit.ts", source.url)
+        assert.strictEqual(code, 0, stderr)
+        assert.include(stdout + stderr, "run lock: Performed")
+        // A keeper that kept the process alive: 20 s (lease / 3).
+        assert.isBelow(lingered, 10_000, "the program stayed up after its last line")
+      }), 120_000)
 
     it.effect("examples/bullmq.ts runs on real BullMQ: both faces add, skip the duplicate and run the job once", () =>
       Effect.gen(function*() {
