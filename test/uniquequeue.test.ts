@@ -5,7 +5,8 @@
  * uniquequeue.properties.test.ts.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { type Job as BullJob, Worker } from "bullmq"
+import { type Job as BullJob, Queue, Worker } from "bullmq"
+import { Redis as IORedis } from "ioredis"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import * as Effect from "effect/Effect"
@@ -163,6 +164,27 @@ describe("UniqueQueue.make: every option decoded once", () => {
         assert.deepStrictEqual(all.issues.map((issue) => issue.field).sort(), ["deadLetter", "defaults", "jobs", "redis"])
         assert.instanceOf(thrown(() => UniqueQueue.make(5 as never, { lock: "until_executed" })), LockOptions.InvalidLockOptions)
         assert.instanceOf(thrown(() => UniqueQueue.make(queue, 5 as never)), LockOptions.InvalidLockOptions)
+      }))
+
+    it.scoped("a queue on an ioredis client (whose unset username and password are null) keeps its locks beside it", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const client = yield* Effect.acquireRelease(
+          Effect.sync(() => new IORedis(source.url, { maxRetriesPerRequest: null })),
+          (c) => Effect.sync(() => c.disconnect())
+        )
+        const queue = yield* Effect.acquireRelease(
+          Effect.sync(() => new Queue(Bull.uniqueName("uqc"), { connection: client })),
+          (q) => Effect.promise(() => q.close())
+        )
+        const lockPrefix = RedisTest.uniquePrefix("uqc")
+        const unique = yield* Effect.acquireRelease(
+          Effect.sync(() => UniqueQueue.make(queue, { lock: "until_executed", lockPrefix, defaults: {} })),
+          (u) => Effect.promise(() => u.close())
+        )
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual(added._tag, "Enqueued")
+        assert.strictEqual(yield* Effect.promise(() => raw.exists(`${added.digest}:LOCKED`)), 1)
       }))
 
     it.scoped("bad UNIQUE_JOBS_* values fail at make, each named by its variable, not at every add", () =>

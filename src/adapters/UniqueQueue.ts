@@ -136,7 +136,10 @@ const redisOf = (connection: ConnectionOptions | undefined): Redis.Options => {
   const source = connection as Record<string, unknown> & { readonly options?: Record<string, unknown> } | undefined
   const settings = typeof source?.options === "object" && source.options !== null ? source.options : source ?? {}
   const client: Record<string, unknown> = {}
-  for (const key of connectionKeys) if (settings[key] !== undefined) client[key] = settings[key]
+  // ioredis keeps an unset username or password as null.
+  for (const key of connectionKeys) {
+    if (settings[key] !== undefined && settings[key] !== null) client[key] = settings[key]
+  }
   return typeof settings.url === "string" ? { url: settings.url, client } : { client }
 }
 

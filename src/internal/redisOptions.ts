@@ -32,9 +32,12 @@ const whole = (min: number, max: number, what: string) =>
     )
   )
 
+// null reads as unset, as ioredis keeps an unset username or password (options copied from a client carry it).
 const text = (what: string) =>
   Schema.Unknown.pipe(
-    Schema.filter((s) => typeof s === "string" || `expected ${what} (a string), got ${Options.describeValue(s)}`)
+    Schema.filter((s) =>
+      typeof s === "string" || s === null || `expected ${what} (a string), got ${Options.describeValue(s)}`
+    )
   )
 
 // The ioredis options read most often are checked; the rest are ioredis' own to judge.
