@@ -80,8 +80,8 @@ export interface Digest {
   readonly queue: Fetched
   readonly run: Fetched
   /**
-   * What is at either lock's key but is not this library's: a key of another type, a key not in the index, or an
-   * entry in another shape (listed in `holders` with `foreign`; it counts as gone). Empty for a lock of ours.
+   * What is at either lock's key but is not this library's: a key of another type, a key not in the index, or a
+   * field in another shape (left out of `holders`: it counts as gone). Empty for a lock of ours.
    */
   readonly notOurs: ReadonlyArray<{ readonly lock: string; readonly reason: string }>
 }
@@ -162,6 +162,12 @@ const ended = (fetched: Fetched): boolean =>
     return horizon !== Infinity && horizon <= fetched.now
   })
 
+// A field in another shape is no holder (it counts as gone): notOurs names it instead.
+const ours = (fetched: Fetched): Fetched =>
+  fetched.holders.every((holder) => holder.foreign === undefined)
+    ? fetched
+    : { ...fetched, holders: fetched.holders.filter((holder) => holder.foreign === undefined) }
+
 const nothingFetched: Fetched = { holders: [], ttlMs: undefined, indexScore: undefined, now: 0 }
 
 // What a fetched lock holds that is not ours: a key of another type, holders of a key not in the index, foreign entries.
@@ -227,8 +233,8 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
         Effect.all([fetchOrType(digest), fetchOrType(`${digest}:RUN`)], { concurrency: 2 }),
         ([queue, run]): Digest => ({
           digest,
-          queue: queue.fetched,
-          run: run.fetched,
+          queue: ours(queue.fetched),
+          run: ours(run.fetched),
           notOurs: [notOurs(digest, queue), notOurs(`${digest}:RUN`, run)].flat()
         })
       )

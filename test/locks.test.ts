@@ -110,6 +110,11 @@ describe("Locks", () => {
         const ours = yield* locks.show(`${prefix}:ours`)
         assert.deepStrictEqual(ours.notOurs, [])
         assert.strictEqual(ours.queue.holders[0]?.jid, "j1")
+        // A field of another shape in one of ours (the gem's float timestamp) is named, and is no holder.
+        yield* Effect.promise(() => raw.hset(`${prefix}:ours:LOCKED`, "gem", "1750000000.123456"))
+        const mixed = yield* locks.show(`${prefix}:ours`)
+        assert.deepStrictEqual(mixed.queue.holders.map((h) => h.jid), ["j1"])
+        assert.deepStrictEqual(mixed.notOurs.map((n) => n.reason), [`field(s) "gem" not in this library's entry shape (not holders)`])
 
         // A pattern delete walks the index: the listed string is refused and kept, ours goes.
         const page = yield* locks.deleteByPattern(`${prefix}:*`, { count: 1000 })
