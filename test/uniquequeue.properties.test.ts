@@ -215,7 +215,8 @@ describe("UniqueQueue properties", () => {
           "while_executing",
           "until_executing"
         ]
-        const check = (lock: LockType.LockType, uniqueFirst: boolean, runMs: number) =>
+        const locksAtEnqueue = new Set<LockType.LockType>(["until_executed", "until_and_while_executing", "until_executing"])
+        const check = (lock: LockType.LockType, uniqueFirst: boolean, runMs: number, extra: number, busy: boolean) =>
           Effect.gen(function*() {
             const { name, unique, lockPrefix } = yield* uniqueQueue({ lock })
             let started!: () => void
@@ -227,9 +228,15 @@ describe("UniqueQueue properties", () => {
             }), { connection })
             worker.on("error", () => {})
             yield* Effect.addFinalizer(() => Effect.promise(() => worker.close(true)))
-            const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
-            assert.strictEqual(added._tag, "Enqueued")
-            yield* Effect.promise(() => running)
+            // Busy: a job is running when the shutdown begins; else the shutdown meets only the adds below.
+            const added = busy ? yield* Effect.promise(() => unique.add("Work", { n: 0 })) : undefined
+            if (added !== undefined) {
+              assert.strictEqual(added._tag, "Enqueued")
+              yield* Effect.promise(() => running)
+            }
+            // Adds still under way when the shutdown begins: each must finish, and its lock match its job.
+            const late = Array.from({ length: extra }, (_, i) =>
+              unique.add("Work", { n: i + 1 }).then((o) => ({ tag: o._tag as string, digest: o.digest, jid: o.job.jid })))
             yield* Effect.promise(async () => {
               if (uniqueFirst) {
                 await unique.close()
@@ -239,10 +246,22 @@ describe("UniqueQueue properties", () => {
                 await unique.close()
               }
             })
+            const answers = yield* Effect.promise(() => Promise.all(late))
+            assert.deepStrictEqual(answers.filter((a) => a.tag !== "Enqueued"), [])
             const reader = yield* Bull.queue(name)
-            assert.strictEqual(yield* Effect.promise(() => reader.getJobState(added.job.jid)), "completed")
-            assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
-            assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [])
+            if (added !== undefined) {
+              assert.strictEqual(yield* Effect.promise(() => reader.getJobState(added.job.jid)), "completed")
+            }
+            // A job still to run (waiting, or put back delayed by the closed processor) keeps its queue lock.
+            const toRun = new Set(
+              (yield* Effect.promise(() => reader.getJobs(["waiting", "delayed"]))).map((job) => job.id)
+            )
+            const held = locksAtEnqueue.has(lock)
+              ? answers.filter((a) => toRun.has(a.jid)).map((a) => `${a.digest}:LOCKED`).sort()
+              : []
+            assert.deepStrictEqual(yield* lockKeys(lockPrefix), held)
+            const queued = answers.filter((a) => toRun.has(a.jid)).map((a) => a.digest)
+            assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix, queued), [])
           }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
         yield* Effect.promise(() =>
           fc.assert(
@@ -250,7 +269,9 @@ describe("UniqueQueue properties", () => {
               fc.constantFrom(...lockTypes),
               fc.boolean(),
               fc.integer({ min: 0, max: 150 }),
-              (lock, uniqueFirst, runMs) => Effect.runPromise(check(lock, uniqueFirst, runMs))
+              fc.integer({ min: 0, max: 10 }),
+              fc.boolean(),
+              (lock, uniqueFirst, runMs, extra, busy) => Effect.runPromise(check(lock, uniqueFirst, runMs, extra, busy))
             ),
             { numRuns: runs(8) }
           )
