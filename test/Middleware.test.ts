@@ -592,3 +592,41 @@ for (const [name, store] of stores) {
     })
   })
 }
+
+// Issue 18, item 11: the acquisition's reply came back after the point where the holder already counts the lock as
+// lost (a store slow to answer): the perform never starts, the outcome is LockLost, and the hold is released.
+describe("middleware: memory: a run lock answered past its lease deadline", () => {
+  layer(Redis.layerMemory, { excludeTestServices: true })((it) => {
+    for (const lock of ["while_executing", "until_and_while_executing"] as const) {
+      it.effect(`${lock}: the perform never starts; LockLost naming the late answer; nothing is left held`, () =>
+        Effect.gen(function*() {
+          const redis = yield* Redis.RedisService
+          // Answers each run-lock acquisition 400 ms after it ran: past the 300 ms lease's deadline (270 ms).
+          const slow: Redis.RedisService["Type"] = {
+            ...redis,
+            lock: (key, request) => Effect.zipLeft(redis.lock(key, request), Effect.sleep(request.leaseMs > 0 ? 400 : 0)),
+            handoff: (from, to, request, options) =>
+              Effect.zipLeft(redis.handoff(from, to, request, options), Effect.sleep(400))
+          }
+          const definition = LockOptions.unsafeMake({
+            lock,
+            lockLease: 300,
+            lockPrefix: RedisTest.uniquePrefix("late")
+          })
+          const job: Job.Job = { worker: "LateJob", queue: "q", args: [1], jid: `late-${lock}` }
+          const stamped = yield* Middleware.client(definition, job, Effect.succeed).pipe(Effect.provide(MemoryQueue.layer()))
+          let ran = false
+          const result = yield* Effect.either(
+            Middleware.server(definition, stamped.job, Effect.sync(() => (ran = true))).pipe(
+              Effect.provideService(Redis.RedisService, slow),
+              Effect.provide(MemoryQueue.layer())
+            )
+          )
+          assert.isFalse(ran, "the perform started past its lease deadline")
+          assert.isTrue(result._tag === "Left" && result.left._tag === "LockLost", JSON.stringify(result))
+          if (result._tag === "Left" && result.left._tag === "LockLost") assert.include(result.left.reason, "answered")
+          assert.deepStrictEqual(yield* redis.holders(Lock.keyOf(definition, stamped.digest, "run")), [])
+        }))
+    }
+  })
+})

@@ -91,6 +91,19 @@ describe("README examples", () => {
         assert.isBelow(lingered, 5_000, "the program stayed up after its last line")
       }))
 
+    it.effect("examples/quickstart.ts started while Redis is down runs once Redis is up (the first connect is retried)", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        assert.isDefined(source.server, "a private redis-server")
+        yield* source.server!.kill
+        const program = yield* Effect.fork(run("examples/quickstart.ts", source.url))
+        yield* Effect.sleep(1000)
+        yield* source.server!.restart
+        const { code, stderr, stdout } = yield* program.await.pipe(Effect.flatten)
+        assert.strictEqual(code, 0, stderr)
+        assert.include(stdout + stderr, "Enqueued, then Skipped")
+      }), 120_000)
+
     it.effect("a program that took a run lock (60 s lease) exits by itself after its last line", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis

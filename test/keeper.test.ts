@@ -9,6 +9,7 @@
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Redis as IORedis } from "ioredis"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -17,6 +18,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Scope from "effect/Scope"
 import type * as Job from "../src/Job.js"
+import * as Keeper from "../src/internal/leaseKeeper.js"
 import * as Lock from "../src/Lock.js"
 import * as Middleware from "../src/Middleware.js"
 import * as LockOptions from "../src/Options.js"
@@ -107,6 +109,27 @@ describe("lease keeper: redis", () => {
 })
 
 describe("lease keeper: its layer", () => {
+  it.live("the loop ends as soon as the last lease is let go, not at its next planned round", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(Redis.layerMemory)
+      const redis = Context.get(context, Redis.RedisService)
+      const definition = LockOptions.unsafeMake({
+        lock: "while_executing",
+        lockLease: "60 seconds",
+        lockPrefix: RedisTest.uniquePrefix("idle")
+      })
+      const scope = yield* Scope.make()
+      yield* Lock.acquire(definition, { digest: `${definition.lockPrefix}:d`, jid: "j1", phase: "run" }).pipe(
+        Effect.provide(context),
+        Scope.extend(scope)
+      )
+      assert.isTrue(Keeper.running(redis))
+      yield* Scope.close(scope, Exit.void)
+      // Its next round was 10 s away (lease / 6): the loop must not wait for it.
+      for (let i = 0; i < 60 && Keeper.running(redis); i++) yield* Effect.sleep(50)
+      assert.isFalse(Keeper.running(redis), "the keeper's loop outlived the last held lease")
+    }).pipe(Effect.scoped))
+
   it.live("closing the store's layer tells a lock still held that it is lost", () =>
     Effect.gen(function*() {
       const layerScope = yield* Scope.make()

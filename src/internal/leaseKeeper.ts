@@ -475,6 +475,9 @@ export const check = (lease: Lease): Effect.Effect<LockLost | undefined> =>
     return Effect.as(lose(keeper, lease, ranOut(lease)), lease.lost)
   })
 
+/** Whether the store's keeper has a loop running (tests read it: no loop is left once nothing is held). @internal */
+export const running = (store: Store): boolean => keepers.get(store)?.running === true
+
 /** Stops keeping a lease (its lock is being released). @internal */
 export const letGo = (store: Store, lease: Lease): void => {
   if (lease.ended) return
