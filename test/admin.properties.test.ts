@@ -280,5 +280,42 @@ describe("the admin surface (properties)", () => {
           fc.assert(property, { numRuns: Math.max(4, Math.round(runs / 8)), examples: [[0, 0], [500, 3], [501, 1], [1500, 5]] })
         )
       }), { timeout: 300_000 })
+
+    it.effect("unique-jobs locks unlock (in-process) fails exactly when the jid held nothing live, and says which", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const redis = yield* Redis.RedisService
+        const property = fc.asyncProperty(
+          fc.subarray(["a", "b"]),
+          fc.boolean(),
+          jid,
+          (queued, running, asked) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const prefix = RedisTest.uniquePrefix("admin-unlock")
+              const lock = keyOf(prefix, 0, "queue")
+              for (const holder of queued) {
+                yield* redis.lock(lock, { jid: holder, limit: 3, ttlMs: 0, leaseMs: 0, info: "", fenced: false })
+              }
+              if (running) {
+                yield* redis.lock(keyOf(prefix, 0, "run"), { jid: "c", limit: 1, ttlMs: 0, leaseMs: 60_000, info: "", fenced: true })
+              }
+              const lines: Array<string> = []
+              const console = { ...(yield* Effect.console) }
+              const capture: Console.Console = {
+                ...console,
+                log: (...args) => Effect.sync(() => void lines.push(args.join(" "))),
+                unsafe: { ...console.unsafe, log: (...args) => void lines.push(args.join(" ")) }
+              }
+              const ran = yield* Cli.run(["node", "unique-jobs", "locks", "unlock", lock.name, asked, "--redis-url", source.url, "--prefix", prefix, "--json"])
+                .pipe(Effect.withConsole(capture), Effect.provide(NodeContext.layer), Effect.either)
+              const answer = JSON.parse(lines.join("\n")) as { released: boolean; revoked: Array<{ jid: string }> }
+              const held = queued.includes(asked)
+              const revoked = running && asked === "c"
+              assert.deepStrictEqual([answer.released, answer.revoked.map((r) => r.jid)], [held, revoked ? ["c"] : []])
+              assert.strictEqual(Either.isLeft(ran), !held && !revoked, JSON.stringify(ran))
+            }))
+        )
+        yield* Effect.promise(() => fc.assert(property, { numRuns: Math.max(8, Math.round(runs / 4)) }))
+      }), { timeout: 300_000 })
   })
 })

@@ -283,6 +283,24 @@ for (const target of stores) {
           assert.deepStrictEqual(empty, { cursor: "0", members: [] })
         }), 120_000)
 
+      it.effect("scan: a page's members removed before the next page is asked for: every member is still seen", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("scan-delete")
+          const names = Array.from({ length: 300 }, (_, i) => keyOf(prefix, `m${i}`))
+          yield* Effect.forEach(names, (lock) => s.lock(lock, queueLock("j")), { concurrency: 32, discard: true })
+          const seen: Array<string> = []
+          let cursor = "0"
+          do {
+            const page = yield* s.scan(prefix, cursor, "*", 7)
+            seen.push(...page.members.map((m) => m.name))
+            yield* s.remove(page.members.map((m) => ({ prefix, name: m.name })))
+            cursor = page.cursor
+          } while (cursor !== "0")
+          assert.strictEqual(new Set(seen).size, 300)
+          assert.deepStrictEqual(yield* indexOf(prefix), [])
+        }), 120_000)
+
       it.effect("remove: queue locks and ended holders go whole; members go with their key; counted per lock", () =>
         Effect.gen(function*() {
           const s = yield* store

@@ -330,15 +330,26 @@ export const makeInspectable = () => {
     return { scanned: found.length, next, removedMembers, removedHolders, candidates }
   }
 
-  // ZSCAN over the members sorted by name: the cursor is an offset, so an unchanged index gives each member once.
+  // ZSCAN over the members sorted by name. A cursor stands for the last name its page returned, not an offset: as on
+  // Redis, a member there from the scan's start to its end is returned even when members before it go meanwhile (a
+  // delete by pattern removes each page before asking for the next).
+  const scanCursors = new Map<string, string>()
+  let lastCursor = 0
   const scan = (prefix: string, cursor: string, pattern: string, count: number): ScanPage => {
     if (!/^\d+$/.test(cursor)) throw new Refused("ERR invalid cursor")
     if (!Number.isInteger(count) || count < 1) throw new Refused("ERR syntax error")
     const names = Array.from(indexes.get(`${prefix}:digests`) ?? []).sort(([a], [b]) => compareNames(a, b))
-    const from = Number(cursor)
-    const page = names.slice(from, from + count)
+    const after = scanCursors.get(cursor)
+    scanCursors.delete(cursor)
+    const from = after === undefined ? 0 : names.findIndex(([name]) => compareNames(name, after) > 0)
+    const page = from === -1 ? [] : names.slice(from, from + count)
+    let next = "0"
+    if (from !== -1 && from + count < names.length) {
+      next = String(++lastCursor)
+      scanCursors.set(next, page[page.length - 1]![0])
+    }
     return {
-      cursor: from + count >= names.length ? "0" : String(from + count),
+      cursor: next,
       members: page.filter(([name]) => globMatch(pattern, name)).map(([name, score]) => ({ name, score }))
     }
   }
