@@ -380,11 +380,13 @@ const missed = (definition: Definition, target: Target): Effect.Effect<boolean> 
   Effect.zipRight(
     Metric.increment(counter(Metrics.releaseMissed, definition.lock, "queue")),
     Effect.logWarning(
-      `releasing the queue lock of ${target.jid} found nothing to release (digest ${target.digest}). Likely cause: ` +
-        `the producer's lockPrefix or digest options (lockArgs, uniqueAcrossQueues, uniqueAcrossWorkers, ` +
-        `digestAlgorithm) differ from this worker's (lockPrefix "${definition.lockPrefix}"), so the lock it took stays ` +
-        `and later enqueues of this job are Skipped; or the lock was deleted${
-          Option.isSome(definition.lockTtl) ? `, or its lockTtl (${Duration.format(definition.lockTtl.value)}) passed` : ""
+      `releasing the queue lock of ${target.jid} found nothing to release (digest ${target.digest}). ` +
+        `Likely cause: the producer's lockPrefix or digest options (lockArgs, uniqueAcrossQueues, ` +
+        `uniqueAcrossWorkers, digestAlgorithm) differ from this worker's (lockPrefix "${definition.lockPrefix}"), ` +
+        `so the lock it took stays and later enqueues of this job are Skipped; or the lock was deleted${
+          Option.isSome(definition.lockTtl)
+            ? `, or its lockTtl (${Duration.format(definition.lockTtl.value)}) passed`
+            : ""
         }`
     ).pipe(Effect.as(false))
   )

@@ -13,6 +13,7 @@ import * as Metric from "effect/Metric"
 import * as Ref from "effect/Ref"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Defaults from "../src/Defaults.js"
+import * as Keeper from "../src/internal/leaseKeeper.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
@@ -604,7 +605,8 @@ describe("middleware: memory: a run lock answered past its lease deadline", () =
           // Answers each run-lock acquisition 400 ms after it ran: past the 300 ms lease's deadline (270 ms).
           const slow: Redis.RedisService["Type"] = {
             ...redis,
-            lock: (key, request) => Effect.zipLeft(redis.lock(key, request), Effect.sleep(request.leaseMs > 0 ? 400 : 0)),
+            lock: (key, request) =>
+              Effect.zipLeft(redis.lock(key, request), Effect.sleep(request.leaseMs > 0 ? 400 : 0)),
             handoff: (from, to, request, options) =>
               Effect.zipLeft(redis.handoff(from, to, request, options), Effect.sleep(400))
           }
@@ -614,7 +616,9 @@ describe("middleware: memory: a run lock answered past its lease deadline", () =
             lockPrefix: RedisTest.uniquePrefix("late")
           })
           const job: Job.Job = { worker: "LateJob", queue: "q", args: [1], jid: `late-${lock}` }
-          const stamped = yield* Middleware.client(definition, job, Effect.succeed).pipe(Effect.provide(MemoryQueue.layer()))
+          const stamped = yield* Middleware.client(definition, job, Effect.succeed).pipe(
+            Effect.provide(MemoryQueue.layer())
+          )
           let ran = false
           const result = yield* Effect.either(
             Middleware.server(definition, stamped.job, Effect.sync(() => (ran = true))).pipe(
@@ -630,3 +634,31 @@ describe("middleware: memory: a run lock answered past its lease deadline", () =
     }
   })
 })
+
+// Issue 18, item 12: once a run lock's job has ended, nothing keeps the store's lease keeper (and so the process)
+// alive: its loop ends at the last release, while the layer stays open, not at its next planned round.
+for (const [name, store] of stores) {
+  describe(`middleware: ${name}: the lease keeper after the last run lock`, () => {
+    layer(store, { excludeTestServices: true })((it) => {
+      it.effect("no loop is left once the job has ended", () =>
+        Effect.gen(function*() {
+          const redis = yield* Redis.RedisService
+          const definition = LockOptions.unsafeMake({
+            lock: "while_executing",
+            lockLease: "60 seconds",
+            lockPrefix: RedisTest.uniquePrefix("idle")
+          })
+          const job: Job.Job = { worker: "IdleJob", queue: "q", args: [1], jid: `idle-${name}` }
+          // Held long enough for the keeper's loop to plan its next round (10 s away) before the release.
+          const performed = yield* Middleware.server(
+            definition,
+            job,
+            Effect.zipRight(Effect.sleep(200), Effect.sync(() => Keeper.running(redis)))
+          ).pipe(Effect.provide(MemoryQueue.layer()))
+          assert.isTrue(performed._tag === "Performed" && performed.value, "a loop ran while the lock was held")
+          for (let i = 0; i < 60 && Keeper.running(redis); i++) yield* Effect.sleep(50)
+          assert.isFalse(Keeper.running(redis), "the keeper's loop outlived the last held lease")
+        }))
+    })
+  })
+}

@@ -229,7 +229,9 @@ describe("connect: the first attempt is retried within the timeout (issue 18, it
       const redis = yield* store.await.pipe(Effect.flatten)
       const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("late") })
       const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [1] })
-      const taken = yield* Lock.lock(definition, { digest, jid: "j1" }).pipe(Effect.provideService(Redis.RedisService, redis))
+      const taken = yield* Lock.lock(definition, { digest, jid: "j1" }).pipe(
+        Effect.provideService(Redis.RedisService, redis)
+      )
       assert.strictEqual(taken.jid, "j1")
     }), 60_000)
 
@@ -247,7 +249,9 @@ describe("connect: the first attempt is retried within the timeout (issue 18, it
       const redis = yield* Redis.make({ url: server.url, timeout: "20 seconds" })
       const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("stall") })
       const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [1] })
-      const taken = yield* Lock.lock(definition, { digest, jid: "j1" }).pipe(Effect.provideService(Redis.RedisService, redis))
+      const taken = yield* Lock.lock(definition, { digest, jid: "j1" }).pipe(
+        Effect.provideService(Redis.RedisService, redis)
+      )
       assert.strictEqual(taken.jid, "j1")
     }), 60_000)
 
@@ -264,7 +268,8 @@ describe("connect: the first attempt is retried within the timeout (issue 18, it
   it.scopedLive("a refusal that retrying cannot change (a wrong password) fails at once, not at the timeout", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
-      const error = yield* connectError({ url: `redis://someone:wrong@127.0.0.1:${server.port}`, timeout: "60 seconds" })
+      const url = `redis://someone:wrong@127.0.0.1:${server.port}`
+      const error = yield* connectError({ url, timeout: "60 seconds" })
       assert.strictEqual(error.operation, "connect")
       assert.include(error.message, "cannot reach Redis")
       assert.notInclude(error.message, "no connection within")

@@ -91,7 +91,7 @@ describe("README examples", () => {
         assert.isBelow(lingered, 5_000, "the program stayed up after its last line")
       }))
 
-    it.effect("examples/quickstart.ts started while Redis is down runs once Redis is up (the first connect is retried)", () =>
+    it.effect("examples/quickstart.ts started while Redis is down runs once it is up (first connect retried)", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         assert.isDefined(source.server, "a private redis-server")

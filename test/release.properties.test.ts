@@ -24,7 +24,7 @@ import { uniquePrefix } from "./support/redis.js"
 const side = fc.record({ prefix: fc.constantFrom("a", "b"), acrossQueues: fc.boolean() })
 
 describe("release properties: producer and worker options", () => {
-  it.effect("the worker's release misses exactly when the digests differ and the job carries none: then it warns and counts", () =>
+  it.effect("the release misses exactly when the digests differ and the job carries none: then it warns, counts", () =>
     Effect.promise(() =>
       fc.assert(
         fc.asyncProperty(
@@ -42,7 +42,12 @@ describe("release properties: producer and worker options", () => {
                 Effect.provide(defaults(producer))
               )
               assert.strictEqual(enqueued._tag, "Enqueued")
-              const workerDefinition = Defaults.resolve(make(worker), yield* Effect.provide(Defaults.Defaults, defaults(worker)))
+              const resolved = (s: typeof producer) =>
+                Effect.map(
+                  Effect.provide(Defaults.Defaults, defaults(s)),
+                  (settings) => Defaults.resolve(make(s), settings)
+                )
+              const workerDefinition = yield* resolved(worker)
               const workerDigest = yield* Lock.digestWith(workerDefinition, job)
               const misses = !carried && workerDigest !== enqueued.digest
               const counter = Metrics.releaseMissed.of(lock, "queue")
@@ -62,7 +67,7 @@ describe("release properties: producer and worker options", () => {
               if (misses) assert.include(warnings[0], "lockPrefix")
               const redis = yield* Redis.RedisService
               const left = yield* redis.holders(
-                Lock.keyOf(Defaults.resolve(make(producer), yield* Effect.provide(Defaults.Defaults, defaults(producer))), enqueued.digest, "queue")
+                Lock.keyOf(yield* resolved(producer), enqueued.digest, "queue")
               )
               assert.strictEqual(left.length, misses ? 1 : 0)
             }).pipe(Effect.provide(MemoryQueue.layer()), Effect.provide(Redis.layerMemory)))

@@ -718,7 +718,9 @@ const connect = (
         const last = lastError()
         return new RedisError({
           operation: "connect",
-          reason: `no connection within ${Duration.format(timeout)}${last === undefined ? "" : ` (last error: ${last.message})`}`
+          reason: `no connection within ${Duration.format(timeout)}${
+            last === undefined ? "" : ` (last error: ${last.message})`
+          }`
         })
       }
     })

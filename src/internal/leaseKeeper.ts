@@ -293,7 +293,10 @@ const renewChunk = (store: Store, keeper: Keeper, chunk: Chunk, sent: number): E
         chunk.leases.forEach((lease, i) => {
           if (lease.ended) return
           if (renewed[i] === true) {
-            lease.deadline = Math.max(lease.deadline, sent + lease.renewal.leaseMs - leaseGuardMs(lease.renewal.leaseMs))
+            lease.deadline = Math.max(
+              lease.deadline,
+              sent + lease.renewal.leaseMs - leaseGuardMs(lease.renewal.leaseMs)
+            )
             lease.sent = Math.max(lease.sent, sent)
             lease.lastError = undefined
             join(keeper, lease, now)
@@ -439,8 +442,8 @@ export const keep = (
       lease.ended = true
       lease.lost = lostError(
         lease,
-        `its acquisition was answered ${now - sentAt} ms after it was sent, past the point where its ${renewal.leaseMs} ms ` +
-          "lease could have ended"
+        `its acquisition was answered ${now - sentAt} ms after it was sent, past the point where its ` +
+          `${renewal.leaseMs} ms lease could have ended`
       )
       return Effect.as(told(lease, lease.lost), lease)
     }
