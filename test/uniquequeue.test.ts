@@ -13,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as LockOptions from "../src/Options.js"
 import * as Bull from "./support/bullmq.js"
+import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
 import { type Data, lockKeys, rejection, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
@@ -54,6 +55,33 @@ describe("UniqueQueue: ids the caller supplies", () => {
         const duplicate = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
         assert.strictEqual(duplicate._tag, "Skipped", "the data is still locked by w-1")
       }))
+
+    it.scoped("the jobId check is bounded: a queue whose Redis does not answer fails the add with a QueueError, no lock", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const proxy = yield* Proxy.start(source.url)
+        const url = new URL(proxy.url)
+        const queue = yield* Effect.acquireRelease(
+          Effect.sync(() => new Queue(Bull.uniqueName("uqcut"), { connection: { host: url.hostname, port: Number(url.port) } })),
+          (q) => Effect.promise(() => q.disconnect())
+        )
+        queue.on("error", () => {})
+        const lockPrefix = RedisTest.uniquePrefix("uqcut")
+        const unique = UniqueQueue.make<Data>(queue, {
+          lock: "until_executed",
+          lockPrefix,
+          redis: { url: source.url },
+          defaults: {}
+        })
+        // Not closed: its queue's Redis is cut, and queue.close would wait for an answer to QUIT that never comes.
+        // The queue is disconnected with the scope; the lock store's connection ends with the test server.
+        yield* Effect.promise(() => queue.waitUntilReady())
+        yield* proxy.cut
+        const error = yield* rejection(() => unique.add("Work", { n: 1 }, { jobId: "cut-1" }))
+        assert.strictEqual((error as { _tag?: string })._tag, "QueueError", String(error))
+        assert.include(String(error), "did not answer")
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${lockPrefix}:*:LOCKED`)), [])
+      }), 30_000)
 
     it.scoped("with the locks off (enabled: false) a reused jobId is still JobIdTaken, never an untrue Enqueued", () =>
       Effect.gen(function*() {

@@ -302,9 +302,24 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
             reason: cause instanceof Error ? cause.message : String(cause),
             cause
           })
-      })
+      }).pipe(
+        // Bounded as the adapter's calls are: a queue whose Redis does not answer fails the add, taking no lock.
+        Effect.timeoutFail({
+          duration: BullMQ.defaultTimeout,
+          onTimeout: () =>
+            new QueueError({
+              operation: "add",
+              jid,
+              reason: `BullMQ's Redis did not answer within ${Duration.format(Duration.decode(BullMQ.defaultTimeout))}`
+            })
+        })
+      )
       if (known === undefined || known === null) return
-      const state = yield* Effect.orElseSucceed(Effect.tryPromise(() => queue.getJobState(jid)), () => "unknown")
+      // Only to name the state in the error: a slow or failed read says "unknown".
+      const state = yield* Effect.tryPromise(() => queue.getJobState(jid)).pipe(
+        Effect.timeout(BullMQ.defaultTimeout),
+        Effect.orElseSucceed(() => "unknown")
+      )
       return yield* Effect.fail(new JobIdTaken({ queue: queue.name, jid, state }))
     })
 
