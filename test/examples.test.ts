@@ -91,17 +91,37 @@ describe("README examples", () => {
         assert.isBelow(lingered, 5_000, "the program stayed up after its last line")
       }))
 
-    it.effect("examples/quickstart.ts started while Redis is down runs once it is up (first connect retried)", () =>
+    it.scoped("a worker started while Redis is down connects once it is up (the first connect is retried)", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         assert.isDefined(source.server, "a private redis-server")
         yield* source.server!.kill
-        const program = yield* Effect.fork(run("examples/quickstart.ts", source.url))
+        const child = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("test/support/connectLate.ts", root))], {
+              env: { ...process.env, REDIS_URL: source.url },
+              stdio: ["ignore", "pipe", "pipe"]
+            })
+          ),
+          (child) => Effect.sync(() => child.kill("SIGKILL"))
+        )
+        let output = ""
+        const exited = new Promise<number | null>((resolve) => child.on("exit", resolve))
+        const connecting = new Promise<void>((resolve) => {
+          const take = (chunk: unknown) => {
+            output += String(chunk)
+            if (output.includes("connecting")) resolve()
+          }
+          child.stdout.on("data", take)
+          child.stderr.on("data", take)
+        })
+        // Redis comes up a second after the worker began to connect.
+        yield* Effect.promise(() => connecting)
         yield* Effect.sleep(1000)
         yield* source.server!.restart
-        const { code, stderr, stdout } = yield* program.await.pipe(Effect.flatten)
-        assert.strictEqual(code, 0, stderr)
-        assert.include(stdout + stderr, "Enqueued, then Skipped")
+        const code = yield* Effect.promise(() => exited)
+        assert.strictEqual(code, 0, output)
+        assert.include(output, "locked")
       }), 120_000)
 
     it.effect("a program that took a run lock (60 s lease) exits by itself after its last line", () =>

@@ -4,14 +4,22 @@
  * the digest the producer stamped. Whatever the mix: the job is Performed; the worker's release finds nothing exactly
  * when the two digests differ and the job did not carry its own; exactly then the producer's lock stays, one warning
  * names the likely cause and `unique_jobs_release_missed_total` counts one; otherwise nothing is left, said or counted.
+ *
+ * And of run locks (items 11, 12): after any mix of run-lock jobs has ended, no lease keeper loop is left (it ends at the
+ * last release, not at its next round); a run lock answered at any point around its lease deadline (TestClock, to the
+ * millisecond) performs exactly when the answer came before it, and is otherwise LockLost naming the late answer.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as fc from "effect/FastCheck"
 import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
+import * as TestClock from "effect/TestClock"
+import * as TestContext from "effect/TestContext"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Defaults from "../src/Defaults.js"
+import * as Keeper from "../src/internal/leaseKeeper.js"
 import type * as Job from "../src/Job.js"
 import * as Lock from "../src/Lock.js"
 import * as Metrics from "../src/Metrics.js"
@@ -73,6 +81,103 @@ describe("release properties: producer and worker options", () => {
             }).pipe(Effect.provide(MemoryQueue.layer()), Effect.provide(Redis.layerMemory)))
         ),
         { numRuns: Model.runs(80) }
+      )
+    ), 120_000)
+})
+
+describe("release properties: run locks and the lease keeper", () => {
+  it.effect("after any mix of run-lock jobs has ended, each Performed, nothing is held, no keeper loop is left", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.array(
+            fc.record({
+              lock: fc.constantFrom("while_executing" as const, "until_and_while_executing" as const),
+              // Leases whose next round is 5 s away or more: a loop that waited for it would still run when checked.
+              leaseS: fc.integer({ min: 30, max: 120 }),
+              holdMs: fc.integer({ min: 20, max: 80 })
+            }),
+            { minLength: 1, maxLength: 5 }
+          ),
+          (jobs) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const redis = yield* Redis.RedisService
+              const prefix = uniquePrefix("runs")
+              const outcomes = yield* Effect.forEach(jobs, (spec, i) => {
+                const definition = LockOptions.unsafeMake({
+                  lock: spec.lock,
+                  lockLease: spec.leaseS * 1000,
+                  lockPrefix: prefix
+                })
+                const job: Job.Job = { worker: "W", queue: "q", args: [i], jid: `j${i}` }
+                return Effect.flatMap(
+                  Middleware.client(definition, job, Effect.succeed),
+                  (enqueued) => Middleware.server(definition, enqueued.job, Effect.sleep(spec.holdMs))
+                )
+              }, { concurrency: "unbounded" })
+              assert.deepStrictEqual(outcomes.map((o) => o._tag), jobs.map(() => "Performed"))
+              for (let i = 0; i < 20 && Keeper.running(redis); i++) yield* Effect.sleep(50)
+              assert.isFalse(Keeper.running(redis), "a keeper loop outlived the last held lease")
+            }).pipe(Effect.provide(MemoryQueue.layer()), Effect.provide(Redis.layerMemory)))
+        ),
+        { numRuns: Model.runs(15) }
+      )
+    ), 120_000)
+
+  it.effect("a run lock answered after its deadline never performs; one answered before it does (the boundary)", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 100, max: 5000 }),
+          fc.integer({ min: -3, max: 3 }),
+          fc.boolean(),
+          (leaseMs, offset, handoff) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const redis = yield* Redis.RedisService
+              // The holder's deadline: lease − guard after the send; the reply comes `offset` ms around it.
+              const delay = Math.max(0, leaseMs - Lock.leaseGuardMs(leaseMs) + offset)
+              const slow: Redis.RedisService["Type"] = {
+                ...redis,
+                lock: (key, request) =>
+                  Effect.zipLeft(redis.lock(key, request), Effect.sleep(request.leaseMs > 0 ? delay : 0)),
+                handoff: (from, to, request, options) =>
+                  Effect.zipLeft(redis.handoff(from, to, request, options), Effect.sleep(delay))
+              }
+              const definition = LockOptions.unsafeMake({
+                lock: handoff ? "until_and_while_executing" : "while_executing",
+                lockLease: leaseMs,
+                lockPrefix: uniquePrefix("edge")
+              })
+              const job: Job.Job = { worker: "W", queue: "q", args: [1], jid: "j1" }
+              const enqueued = yield* Middleware.client(definition, job, Effect.succeed)
+              let ran = false
+              const fiber = yield* Effect.fork(Effect.either(
+                Middleware.server(definition, enqueued.job, Effect.sync(() => (ran = true))).pipe(
+                  Effect.provideService(Redis.RedisService, slow)
+                )
+              ))
+              // Past the admission's turn of the event loop, into the store's reply delay.
+              for (let i = 0; i < 5; i++) yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+              yield* TestClock.adjust(delay)
+              const result = yield* Fiber.join(fiber)
+              const late = delay >= leaseMs - Lock.leaseGuardMs(leaseMs)
+              assert.strictEqual(ran, !late, `delay ${delay} ms, lease ${leaseMs} ms`)
+              if (late) {
+                assert.isTrue(result._tag === "Left" && result.left._tag === "LockLost", JSON.stringify(result))
+                if (result._tag === "Left" && result.left._tag === "LockLost") {
+                  assert.include(result.left.reason, "answered")
+                }
+              } else {
+                assert.strictEqual(result._tag === "Right" ? result.right._tag : result.left._tag, "Performed")
+              }
+              assert.deepStrictEqual(yield* redis.holders(Lock.keyOf(definition, enqueued.digest, "run")), [])
+            }).pipe(
+              Effect.provide(MemoryQueue.layer()),
+              Effect.provide(Redis.layerMemory),
+              Effect.provide(TestContext.TestContext)
+            ))
+        ),
+        { numRuns: Model.runs(60), examples: [[300, 0, false], [300, -1, false], [1000, 0, true], [60_000, 0, false]] }
       )
     ), 120_000)
 })
