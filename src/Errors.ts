@@ -26,7 +26,8 @@ export class LockConflict extends Schema.TaggedError<LockConflict>("effect-uniqu
 
 /**
  * A held execution lock was lost while the job ran: a renewal or the release found it gone (deleted, or its lease
- * passed and another job may have taken it), or no renewal was confirmed before the lease ended. The perform is
+ * passed and another job may have taken it) or revoked by an operator (its place stays taken until this run lets go),
+ * or no renewal was confirmed before the lease ended. The perform is
  * interrupted when the loss is seen while it runs. The job's writes since then may overlap another holder's: pass
  * the fencing token (`Running.fence`) to the stores it writes to so they can refuse the stale holder.
  *
@@ -40,7 +41,7 @@ export class LockLost extends Schema.TaggedError<LockLost>("effect-unique-jobs/L
   reason: Schema.String
 }) {
   override get message(): string {
-    return `Job ${this.jid} lost its lock ${this.digest} while running (${this.reason}); another copy may run now`
+    return `Job ${this.jid} lost its lock ${this.digest} while running (${this.reason}); another copy may take it once this run stops`
   }
 }
 

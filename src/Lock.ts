@@ -329,7 +329,7 @@ export const renew = (definition: Definition, target: Target): Effect.Effect<voi
             digest: target.digest,
             jid: target.jid,
             lockType: definition.lock,
-            reason: "a renewal found the hold gone (deleted, or its lease passed)"
+            reason: Keeper.renewalRefused
           })
         )
     ))

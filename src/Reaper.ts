@@ -28,11 +28,14 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { Defaults } from "./Defaults.js"
 import { JobQueue, QueueError } from "./JobQueue.js"
 import * as Metrics from "./Metrics.js"
-import { InvalidLockOptions, maxDurationMs } from "./Options.js"
+import { describeValue, durationFrom, formatIssues, type InvalidLockOptions, invalidOptions } from "./internal/decoding.js"
+import { PrefixSchema } from "./Options.js"
 import type { ReapCandidate, RedisError } from "./Redis.js"
 import { RedisService } from "./Redis.js"
 
@@ -101,67 +104,50 @@ interface Settings {
 
 const dayMs = 86_400_000
 
-const refuse = (field: string, reason: string) =>
-  new InvalidLockOptions({ field, reason, issues: [{ field, reason }] })
+// interval: 0 would run passes back to back; lease: shorter than a step's round trips lets two runners in at once;
+// grace: the time between a lock and its job's add, so at least 1 ms.
+const Batch = Schema.transformOrFail(Schema.Unknown, Schema.Number, {
+  strict: true,
+  decode: (n, _, ast) =>
+    typeof n === "number" && Number.isSafeInteger(n) && n >= 1 && n <= 1000
+      ? ParseResult.succeed(n)
+      : ParseResult.fail(
+        new ParseResult.Type(ast, n, `expected a whole number from 1 to 1000, such as 100; got ${describeValue(n)}`)
+      ),
+  encode: ParseResult.succeed
+})
 
-const shown = (input: unknown): string => (typeof input === "string" ? JSON.stringify(input) : String(input))
+const OptionsSchema = Schema.Struct({
+  prefix: Schema.optional(PrefixSchema),
+  interval: Schema.optionalWith(durationFrom(10, `a duration from 10 ms to 1 day, such as "1 minute"`, dayMs), {
+    default: () => Duration.minutes(1)
+  }),
+  batch: Schema.optionalWith(Batch, { default: () => 100 }),
+  lease: Schema.optionalWith(durationFrom(100, `a duration from 100 ms to 1 day, such as "30 seconds"`, dayMs), {
+    default: () => Duration.seconds(30)
+  }),
+  grace: Schema.optionalWith(durationFrom(1, `a duration of at least 1 ms, such as "10 minutes"`), {
+    default: () => Duration.minutes(10)
+  }),
+  dryRun: Schema.optionalWith(Schema.Boolean, { default: () => false })
+})
 
-// A duration option as whole milliseconds in [min, max], or what to write instead. A number is milliseconds; NaN,
-// negatives and fractions of a millisecond are refused here, not clamped (Duration.decode turns NaN and -1 into 0).
-const durationOf = (
-  field: string,
-  input: unknown,
-  fallback: Duration.DurationInput,
-  min: number,
-  max: number,
-  range: string
-): Either.Either<number, InvalidLockOptions> => {
-  const expected = `expected a duration ${range} (a number is milliseconds)`
-  if (input === undefined) return Either.right(Duration.toMillis(Duration.decode(fallback)))
-  if (typeof input === "number" && !Number.isFinite(input)) return Either.left(refuse(field, `${expected}; got ${input}`))
-  const decoded = Duration.decodeUnknown(input)
-  if (Option.isNone(decoded)) return Either.left(refuse(field, `${expected}; got ${shown(input)}`))
-  const ms = Duration.toMillis(decoded.value)
-  if ((typeof input === "number" && input < 0) || !Number.isFinite(ms) || ms < min || ms > max) {
-    return Either.left(refuse(field, `${expected}; got ${shown(input)}`))
-  }
-  if (!Number.isInteger(ms)) {
-    return Either.left(refuse(field, `expected whole milliseconds; got ${shown(input)} (${ms} ms)`))
-  }
-  return Either.right(ms)
-}
+const decodeSettings = Schema.decodeUnknownEither(OptionsSchema, { errors: "all" })
 
-/**
- * The options decoded once, where they are given: each field's first problem, all fields' in `issues`.
- */
-const decodeOptions = (options: Options, lockPrefix: string): Either.Either<Settings, InvalidLockOptions> => {
-  const problems: Array<InvalidLockOptions> = []
-  const take = <A>(result: Either.Either<A, InvalidLockOptions>, fallback: A): A =>
-    Either.getOrElse(Either.mapLeft(result, (e) => problems.push(e)), () => fallback)
-  const batch = options.batch ?? 100
-  if (typeof batch !== "number" || !Number.isSafeInteger(batch) || batch < 1 || batch > 1000) {
-    problems.push(refuse("batch", `expected a whole number from 1 to 1000, such as 100; got ${shown(batch)}`))
-  }
-  const prefix = options.prefix ?? lockPrefix
-  if (typeof prefix !== "string" || prefix === "") {
-    problems.push(refuse("prefix", `expected the lock prefix, such as "uniquejobs"; got ${shown(prefix)}`))
-  }
-  if (options.dryRun !== undefined && typeof options.dryRun !== "boolean") {
-    problems.push(refuse("dryRun", `expected true or false; got ${shown(options.dryRun)}`))
-  }
-  // interval: 0 would run passes back to back; lease: shorter than a step's round trips lets two runners in at once;
-  // grace: the time between a lock and its job's add, so at least 1 ms.
-  const intervalMs = take(durationOf("interval", options.interval, "1 minute", 10, dayMs, `from 10 ms to 1 day, such as "1 minute"`), 0)
-  const leaseMs = take(durationOf("lease", options.lease, "30 seconds", 100, dayMs, `from 100 ms to 1 day, such as "30 seconds"`), 0)
-  const graceMs = take(durationOf("grace", options.grace, "10 minutes", 1, maxDurationMs, `from 1 ms to 1000 years, such as "10 minutes"`), 0)
-  if (problems.length > 0) {
-    const [first] = problems
-    return Either.left(
-      new InvalidLockOptions({ field: first!.field, reason: first!.reason, issues: problems.flatMap((p) => p.issues) })
-    )
-  }
-  return Either.right({ prefix, batch, intervalMs, graceMs, leaseMs, dryRun: options.dryRun ?? false })
-}
+/** The options decoded once, where they are given: each bad field named, with what to write instead. */
+const decodeOptions = (options: Options, lockPrefix: string): Either.Either<Settings, InvalidLockOptions> =>
+  Either.match(decodeSettings(options), {
+    onLeft: (error) => Either.left(invalidOptions(formatIssues(error))),
+    onRight: (decoded) =>
+      Either.right({
+        prefix: decoded.prefix ?? lockPrefix,
+        batch: decoded.batch,
+        intervalMs: Duration.toMillis(decoded.interval),
+        graceMs: Duration.toMillis(decoded.grace),
+        leaseMs: Duration.toMillis(decoded.lease),
+        dryRun: decoded.dryRun
+      })
+  })
 
 const settingsOf = (options: Options) =>
   Effect.flatMap(Defaults, (defaults) => decodeOptions(options, defaults.lockPrefix))

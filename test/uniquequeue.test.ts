@@ -73,15 +73,18 @@ describe("UniqueQueue: ids the caller supplies", () => {
           redis: { url: source.url },
           defaults: {}
         })
-        // Not closed: its queue's Redis is cut, and queue.close would wait for an answer to QUIT that never comes.
-        // The queue is disconnected with the scope; the lock store's connection ends with the test server.
         yield* Effect.promise(() => queue.waitUntilReady())
         yield* proxy.cut
         const error = yield* rejection(() => unique.add("Work", { n: 1 }, { jobId: "cut-1" }))
         assert.strictEqual((error as { _tag?: string })._tag, "QueueError", String(error))
         assert.include(String(error), "did not answer")
         assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${lockPrefix}:*:LOCKED`)), [])
-      }), 30_000)
+        // close is bounded too: BullMQ's own close waits for an answer to QUIT that never comes; ours drops the
+        // connection after the adapter's timeout and says so.
+        const closing = yield* rejection(() => unique.close())
+        assert.strictEqual((closing as { _tag?: string })._tag, "QueueError", String(closing))
+        assert.include(String(closing), "connection was dropped")
+      }), 60_000)
 
     it.scoped("with the locks off (enabled: false) a reused jobId is still JobIdTaken, never an untrue Enqueued", () =>
       Effect.gen(function*() {

@@ -347,9 +347,13 @@ export const make = (
             return
           }
           const target = yield* queueOf("schedule", job)
-          // BullMQ ignores an add whose id it knows: say so rather than lose the job.
+          // BullMQ ignores an add whose id it knows: say so rather than lose the job. Whether it knows the id is one
+          // look at the job's hash, which every add writes a timestamp into (getJobState would scan the wait list);
+          // only a known id needs its state.
+          const known = yield* call("schedule", job.jid, async () =>
+            (await target.getBackend().client).hexists(target.toKey(job.jid), "timestamp"))
+          if (known === 0) return yield* Effect.asVoid(addAs("schedule", job, { delay: Math.max(0, at - now) }))
           const state = yield* call("schedule", job.jid, () => target.getJobState(job.jid))
-          if (state === "unknown") return yield* Effect.asVoid(addAs("schedule", job, { delay: Math.max(0, at - now) }))
           if (state === "delayed") {
             const known = yield* call("schedule", job.jid, () => target.getJob(job.jid))
             if (known !== undefined) {

@@ -394,11 +394,33 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           }
         }
         await runtime.dispose()
-        await queue.close()
+        await closeQueue(queue)
       })()
     }
   }
 }
+
+// BullMQ's close waits for its Redis to answer QUIT, forever when that Redis is down: bounded, then the connection is
+// dropped and the caller told.
+const closeQueue = (queue: Queue): Promise<void> =>
+  Effect.runPromiseExit(
+    Effect.tryPromise({
+      try: () => queue.close(),
+      catch: (cause) => new QueueError({ operation: "close", reason: String(cause), cause })
+    }).pipe(
+      Effect.timeoutFail({
+        duration: BullMQ.defaultTimeout,
+        onTimeout: () =>
+          new QueueError({
+            operation: "close",
+            reason: `BullMQ's Redis did not answer within ${
+              Duration.format(Duration.decode(BullMQ.defaultTimeout))
+            }; its connection was dropped`
+          })
+      }),
+      Effect.tapError(() => Effect.promise(() => queue.disconnect().catch(() => undefined)))
+    )
+  ).then(settle)
 
 const decodeTimer = Schema.decodeUnknownEither(LockOptions.TimerDuration)
 

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { describeValue, isRecord, maxDurationMs } from "../Options.js"
+import { describeValue, isRecord, maxDurationMs } from "./decoding.js"
 
 /** @internal */
 export interface Issue {

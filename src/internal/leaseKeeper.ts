@@ -24,6 +24,10 @@ import { LockLost } from "../Errors.js"
 import * as Metrics from "../Metrics.js"
 import type { RedisError, Renewal, Store } from "./models.js"
 
+/** Why a lease ends when Redis refuses its renewal. @internal */
+export const renewalRefused =
+  "a renewal found the hold gone or revoked (deleted, its lease passed, or an operator unlocked it)"
+
 /** The most renewals one script call carries: a tick over thousands of leases sends several calls. @internal */
 export const chunkSize = 500
 
@@ -301,7 +305,7 @@ const renewChunk = (store: Store, keeper: Keeper, chunk: Chunk, sent: number): E
             lease.lastError = undefined
             join(keeper, lease, now)
           } else {
-            losses.push(lose(keeper, lease, "a renewal found the hold gone (deleted, or its lease passed)"))
+            losses.push(lose(keeper, lease, renewalRefused))
           }
         })
         return Effect.all(losses, { discard: true })

@@ -8,7 +8,7 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import * as Options from "../Options.js"
+import * as Options from "./decoding.js"
 import type { Options as RedisOptions } from "./ioredis.js"
 
 const Url = Schema.declare(
