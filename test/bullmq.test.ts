@@ -278,6 +278,30 @@ describe("BullMQ workers that fail", () => {
         assert.strictEqual(again._tag, "Enqueued")
       }))
 
+    it.scoped("a job BullMQ will not retry although attempts remain (maxStartedAttempts, a backoff of -1) is dead too", () =>
+      Effect.gen(function*() {
+        for (
+          const workerOptions of [
+            { maxStartedAttempts: 1 },
+            { settings: { backoffStrategy: () => -1 } }
+          ]
+        ) {
+          const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+          yield* Bull.worker(name, unique.processor(async () => {
+            throw new Error("always fails")
+          }), workerOptions)
+          const first = yield* Effect.promise(() =>
+            unique.add("Work", { n: 4 }, { attempts: 5, backoff: { type: "custom" } })
+          )
+          assert.strictEqual(first._tag, "Enqueued")
+          assert.isTrue(yield* Bull.until(Effect.map(stateOf(queue, first.job.jid), (s) => s === "failed")))
+          // BullMQ failed it for good after one attempt: its lock (no TTL) must go with it.
+          assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [], JSON.stringify(Object.keys(workerOptions)))
+          const again = yield* Effect.promise(() => unique.add("Work", { n: 4 }))
+          assert.strictEqual(again._tag, "Enqueued")
+        }
+      }))
+
     it.scoped("a stalled job redelivered while its first copy runs waits for it: never two runs at once", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis

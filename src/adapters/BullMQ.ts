@@ -458,10 +458,21 @@ export type Perform<A, E, R> = (
 const asError = (failure: unknown): Error =>
   failure instanceof Error ? failure : new Error(typeof failure === "string" ? failure : JSON.stringify(failure))
 
-/** BullMQ will not try the job again after this failure: its attempts are spent, or it said so. */
-const lastAttempt = (job: BullJob, error: Error): boolean =>
-  error instanceof UnrecoverableError || error.name === "UnrecoverableError" ||
-  job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
+/**
+ * BullMQ will not try the job again after this failure: its attempts are spent, it said so (`UnrecoverableError`),
+ * the worker's `maxStartedAttempts` is reached, or the backoff strategy answered -1. BullMQ's own decision
+ * (`Job.shouldRetryJob`, what `moveToFailed` asks) where the job has it; otherwise the same rule on attempts. A
+ * decision that cannot be made (a backoff strategy that throws: BullMQ's own move then fails too) keeps the lock.
+ */
+const lastAttempt = (job: BullJob, error: Error): Effect.Effect<boolean> => {
+  if (error instanceof UnrecoverableError || error.name === "UnrecoverableError") return Effect.succeed(true)
+  const decide = (job as unknown as { readonly shouldRetryJob?: unknown }).shouldRetryJob
+  if (typeof decide !== "function") {
+    return Effect.succeed(!(job.attemptsMade + 1 < (job.opts.attempts ?? 1)))
+  }
+  return Effect.tryPromise(() => (decide as (error: Error) => Promise<readonly [boolean, number]>).call(job, error))
+    .pipe(Effect.map(([retry]) => !retry), Effect.orElseSucceed(() => false))
+}
 
 /**
  * Runs `effect` as the perform of `job`: `schedule` and `kill` called from inside it (a server strategy) act on this
@@ -532,14 +543,16 @@ export const handle = <A, E, R>(
   return performing(job, token, run).pipe(
     Effect.catchAll((failure) => {
       const error = asError(failure)
-      if (error instanceof DelayedError || !lastAttempt(job, error)) return Effect.fail(error)
-      return Effect.zipRight(
-        Effect.catchAllCause(
-          Middleware.died(unique.definition)(ours),
-          (cause) => Effect.logWarning("releasing the lock of a dead job failed; its TTL or the reaper ends it", cause)
-        ),
-        Effect.fail(error)
-      )
+      if (error instanceof DelayedError) return Effect.fail(error)
+      return Effect.flatMap(lastAttempt(job, error), (last) =>
+        !last ? Effect.fail(error) : Effect.zipRight(
+          Effect.catchAllCause(
+            Middleware.died(unique.definition)(ours),
+            (cause) =>
+              Effect.logWarning("releasing the lock of a dead job failed; its TTL or the reaper ends it", cause)
+          ),
+          Effect.fail(error)
+        ))
     })
   )
 }
