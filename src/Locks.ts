@@ -260,16 +260,18 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
         const next = yield* page("*", cursor, 500)
         cursor = next.cursor
         // A page's reads go out together: one connection pipelines them, so a walk costs a round trip per page.
-        const fetched = yield* Effect.forEach(next.items, (entry) => redis.fetch(key(entry.name)), {
+        // A member whose key is of another type (a user's string) is counted, not a failure: the reaper keeps it.
+        const fetched = yield* Effect.forEach(next.items, (entry) => fetchOrType(entry.name), {
           concurrency: "unbounded"
         })
         for (const [i, entry] of next.items.entries()) {
           indexSize++
           byPhase[entry.phase]++
           if (oldest === undefined || entry.score < oldest.score) oldest = entry
-          const type = typeOf(fetched[i]!)
+          const { fetched: lock, wrongType } = fetched[i]!
+          const type = typeOf(lock)
           byType[type] = (byType[type] ?? 0) + 1
-          if (ended(fetched[i]!)) stale++
+          if (!wrongType && ended(lock)) stale++
         }
       } while (cursor !== "0")
       return { prefix, indexSize, byPhase, byType, oldest, stale } satisfies Stats

@@ -116,6 +116,11 @@ describe("Locks", () => {
         assert.deepStrictEqual(mixed.queue.holders.map((h) => h.jid), ["j1"])
         assert.deepStrictEqual(mixed.notOurs.map((n) => n.reason), [`field(s) "gem" not in this library's entry shape (not holders)`])
 
+        // stats walks the index: the listed string is counted (the reaper keeps it), not a WRONGTYPE failure.
+        const counted = yield* locks.stats
+        assert.strictEqual(counted.indexSize, 2)
+        assert.strictEqual(counted.stale, 0, "the reaper removes neither ours (held) nor the string (not ours)")
+
         // A pattern delete walks the index: the listed string is refused and kept, ours goes.
         const page = yield* locks.deleteByPattern(`${prefix}:*`, { count: 1000 })
         assert.strictEqual(page.deleted, 1)
