@@ -185,6 +185,10 @@ const digest = Command.make(
   },
   (o) =>
     Effect.gen(function*() {
+      // What UniqueJob.make refuses, refused here too: no job has a digest under such a name or prefix.
+      if (o.worker === "") return yield* Effect.fail(new CliError("--worker must not be empty (a worker's name)"))
+      if (o.queue === "") return yield* Effect.fail(new CliError("--queue must not be empty (leave it out for default)"))
+      yield* checkPrefix(o.prefix)
       const args = yield* Effect.try({
         try: () => JSON.parse(o.args) as unknown,
         catch: () => new CliError(`--args is not JSON: ${o.args} (write a JSON array, like '[1, "a"]')`)

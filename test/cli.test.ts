@@ -172,7 +172,12 @@ describe("unique-jobs (the command)", () => {
         for (const bad of ["a b", "*", ""]) {
           assert.match(said(yield* cli("locks", "list", ...url, "--prefix", bad)), /^unique-jobs: --prefix ".*" is not a lock prefix/)
           assert.match(said(yield* cli("stats", ...url, "--prefix", bad)), /is not a lock prefix/)
+          // digest answers only digests a job can have: the same prefixes as the lock commands.
+          assert.match(said(yield* cli("digest", "--worker", "W", "--args", "[1]", "--prefix", bad)), /is not a lock prefix/)
         }
+        // An empty worker or queue is refused where a worker is defined: no job has such a digest.
+        assert.match(said(yield* cli("digest", "--worker", "", "--args", "[1]")), /^unique-jobs: --worker must not be empty/)
+        assert.match(said(yield* cli("digest", "--worker", "W", "--queue", "", "--args", "[1]")), /^unique-jobs: --queue must not be empty/)
         // A jid that holds nothing, and a name that is not a lock of ours.
         assert.strictEqual(said(yield* cli("locks", "unlock", `${prefix}:abc123`, "j2", ...url, ...p)), `unique-jobs: j2 held no live lock on ${prefix}:abc123`)
         const { raw } = yield* RedisTest.TestRedis
