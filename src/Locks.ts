@@ -113,7 +113,7 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
   /** A page of the index, members matching `pattern` (a Redis glob over lock names; default every one). */
   readonly list: (
     options?: { readonly pattern?: string | undefined; readonly cursor?: string | undefined; readonly count?: number | undefined }
-  ) => Effect.Effect<Page<Entry>, RedisError>
+  ) => Effect.Effect<Page<Entry>, RedisError | InvalidLockOptions>
   readonly show: (digest: string) => Effect.Effect<Digest, RedisError>
   /**
    * Removes every holder of a digest's two locks (queue and run), but revokes a run lock's holder whose lease is live
@@ -136,11 +136,14 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
       readonly revoked: Removal["revoked"]
       readonly refused: Removal["refused"]
     },
-    RedisError
+    RedisError | InvalidLockOptions
   >
   /** Counts over the whole index, a page at a time. */
   readonly stats: Effect.Effect<Stats, RedisError>
 }>() {}
+
+/** The largest page `list` and `deleteByPattern` take. */
+const maxPage = 10_000
 
 const entryOf = (name: string, score: number): Entry =>
   name.endsWith(":RUN")
@@ -213,11 +216,23 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
     const redis = yield* RedisService
     const prefix = options.prefix ?? (yield* Defaults).lockPrefix
     const key = (name: string): LockKey => ({ prefix, name })
-    const page = (pattern: string, cursor: string, count: number) =>
+    const scanPage = (pattern: string, cursor: string, count: number) =>
       Effect.map(redis.scan(prefix, cursor, pattern, count), (scanned) => ({
         cursor: scanned.cursor,
         items: scanned.members.map((member) => entryOf(member.name, member.score))
       }))
+    // A caller's page size goes to ZSCAN's COUNT: checked here, so a bad one is named rather than a syntax error.
+    const page = (
+      pattern: string,
+      cursor: string,
+      count: number
+    ): Effect.Effect<Page<Entry>, RedisError | InvalidLockOptions> =>
+      Number.isSafeInteger(count) && count >= 1 && count <= maxPage
+        ? scanPage(pattern, cursor, count)
+        : Effect.fail(invalidOptions([{
+          field: "count",
+          reason: `expected a whole number from 1 to ${maxPage}, such as 100; got ${describeValue(count)}`
+        }]))
     // A key of another type fails fetch (WRONGTYPE): for show, that is an answer, not an error.
     const fetchOrType = (name: string) =>
       redis.fetch(key(name)).pipe(
@@ -257,7 +272,7 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       const byPhase = { queue: 0, run: 0 }
       const byType: Record<string, number> = {}
       do {
-        const next = yield* page("*", cursor, 500)
+        const next = yield* scanPage("*", cursor, 500)
         cursor = next.cursor
         // A page's reads go out together: one connection pipelines them, so a walk costs a round trip per page.
         // A member whose key is of another type (a user's string) is counted, not a failure: the reaper keeps it.

@@ -33,6 +33,15 @@ describe("Locks", () => {
         assert.strictEqual(new Set(seen).size, 255)
         assert.strictEqual(seen.length, 255)
         assert.isAbove(pages, 1)
+        // A page size ZSCAN cannot take is named, not a Redis syntax error; nothing is deleted.
+        for (const count of [0, -1, Number.NaN, 1.5, 1e20, "abc" as unknown as number]) {
+          const listed = yield* Effect.flip(locks.list({ count }))
+          assert.strictEqual(listed._tag, "InvalidLockOptions", String(count))
+          assert.include(listed.message, "count: expected a whole number from 1 to 10000")
+          const deleted = yield* Effect.flip(locks.deleteByPattern(`${prefix}:*`, { count }))
+          assert.strictEqual(deleted._tag, "InvalidLockOptions", String(count))
+        }
+        assert.isAbove((yield* locks.list({ count: 10_000 })).items.length, 0, "the largest page is taken")
 
         const shown = yield* locks.show(`${prefix}:q7`)
         assert.strictEqual(shown.queue.holders[0]?.jid, "j7")
