@@ -8,8 +8,16 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { Job } from "./Job.js"
 
+// An Effect answering, once the queue has answered a timed-out add, whether the job was stored.
+const Landing = Schema.declare((input: unknown): input is Effect.Effect<boolean> => Effect.isEffect(input), {
+  identifier: "Landing"
+})
+
 /**
- * A queue operation failed.
+ * A queue operation failed. `landing` is set when an add timed out after it was sent: the queue may still store the
+ * job when its Redis answers. It ends once the queue has answered (true: the job was stored); until then the job's
+ * queue lock is kept, so that no second copy can be added meanwhile, and it is released only when the job was not
+ * stored.
  *
  * @since 0.1.0
  * @category errors
@@ -18,7 +26,8 @@ export class QueueError extends Schema.TaggedError<QueueError>("effect-unique-jo
   operation: Schema.String,
   jid: Schema.optional(Schema.String),
   reason: Schema.String,
-  cause: Schema.optional(Schema.Defect)
+  cause: Schema.optional(Schema.Defect),
+  landing: Schema.optional(Landing)
 }) {
   override get message(): string {
     return `Queue ${this.operation}${this.jid === undefined ? "" : ` of job ${this.jid}`} failed: ${this.reason}`
@@ -42,7 +51,8 @@ export class QueueError extends Schema.TaggedError<QueueError>("effect-unique-jo
  *   another queue's. The reaper and `replace` act on `"gone"` alone. The answers come in the order asked, one per
  *   job; each costs the queue O(1) work, and a batch one round trip.
  * - **Time.** Every call is bounded in time: an adapter whose queue does not answer fails with a `QueueError`, it
- *   does not wait for ever.
+ *   does not wait for ever. A `push` or `schedule` that timed out after it was sent, and may still be stored, sets
+ *   the error's `landing` to its eventual answer: the job's queue lock is kept until then.
  * - **Locks across the queue's own moves.** A retry (same jid) re-enters its queue lock. A job redelivered while its
  *   first copy may still run (a stalled or crashed worker) meets that copy's run lock, held per acquisition: it is
  *   a conflict, handled by the server strategy, until the first copy's lease ends. When the queue gives a job up

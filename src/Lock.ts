@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -20,6 +21,7 @@ import { Defaults, resolve } from "./Defaults.js"
 import * as Digest from "./Digest.js"
 import { LockConflict, LockLost } from "./Errors.js"
 import * as Keeper from "./internal/leaseKeeper.js"
+import { QueueError } from "./JobQueue.js"
 import { unsafeIncrement } from "./internal/metrics.js"
 import type { Phase } from "./LockType.js"
 import * as LockType from "./LockType.js"
@@ -447,12 +449,25 @@ export const queueLocked = <A, E, R, B, E2, R2>(
       onFailure: (error): Effect.Effect<B, E2 | RedisError, R2> =>
         error._tag === "LockConflict" ? restore(onConflict(error)) : Effect.fail(error),
       onSuccess: () =>
-        Effect.onExit(
-          restore(self),
-          (exit) => Exit.isSuccess(exit) ? Effect.void : releaseQueueLockWith(redis, definition, target)
-        )
+        Effect.onExit(restore(self), (exit) => {
+          if (Exit.isSuccess(exit)) return Effect.void
+          const landing = landingOf(exit)
+          // An enqueue that may still land keeps its lock until the queue answers: released only if it did not.
+          return landing === undefined
+            ? releaseQueueLockWith(redis, definition, target)
+            : Effect.asVoid(Effect.forkDaemon(
+              Effect.flatMap(landing, (landed) =>
+                landed ? Effect.void : Effect.asVoid(releaseQueueLockWith(redis, definition, target)))
+            ))
+        })
     })
   )
+
+const landingOf = (exit: Exit.Exit<unknown, unknown>): Effect.Effect<boolean> | undefined => {
+  if (Exit.isSuccess(exit)) return undefined
+  const failure = Cause.failureOption(exit.cause)
+  return Option.isSome(failure) && failure.value instanceof QueueError ? failure.value.landing : undefined
+}
 
 /**
  * `withQueueLock` as a scoped resource: the queue lock is released when the scope closes with a failure or an

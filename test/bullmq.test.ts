@@ -31,7 +31,8 @@ const uniqueQueue = (options: LockOptions.Options) =>
     const lockPrefix = RedisTest.uniquePrefix("bull")
     const unique = yield* Effect.acquireRelease(
       Effect.sync(() => UniqueQueue.make<Data>(queue, { ...options, lockPrefix, redis: { url: source.url } })),
-      (u) => Effect.promise(() => u.close())
+      // Bounded: a test that fails while a perform waits on a gate must end, not wait for the gate forever.
+      (u) => Effect.promise(() => u.close({ timeout: "5 seconds" }))
     )
     return { name, queue, unique, lockPrefix }
   })

@@ -8,25 +8,33 @@
  * And of run locks (items 11, 12): after any mix of run-lock jobs has ended, no lease keeper loop is left (it ends at the
  * last release, not at its next round); a run lock answered at any point around its lease deadline (TestClock, to the
  * millisecond) performs exactly when the answer came before it, and is otherwise LockLost naming the late answer.
+ *
+ * On Redis: `Lock.renew` by hand answers the truth about the hold; an enqueue that timed out but may still land keeps
+ * its queue lock until the queue answers, and lets it go exactly when the job was not stored.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as fc from "effect/FastCheck"
 import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
+import * as Runtime from "effect/Runtime"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Defaults from "../src/Defaults.js"
 import * as Keeper from "../src/internal/leaseKeeper.js"
 import type * as Job from "../src/Job.js"
+import { QueueError } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
+import * as Locks from "../src/Locks.js"
 import * as Metrics from "../src/Metrics.js"
 import * as Middleware from "../src/Middleware.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as Model from "./support/model.js"
+import * as RedisTest from "./support/redis.js"
 import { uniquePrefix } from "./support/redis.js"
 
 const side = fc.record({ prefix: fc.constantFrom("a", "b"), acrossQueues: fc.boolean() })
@@ -50,6 +58,8 @@ describe("release properties: producer and worker options", () => {
                 Effect.provide(defaults(producer))
               )
               assert.strictEqual(enqueued._tag, "Enqueued")
+              // The option the definition leaves out came from the producer's defaults.
+              assert.isTrue(enqueued.digest.startsWith(`${base}-${producer.prefix}:`), enqueued.digest)
               const resolved = (s: typeof producer) =>
                 Effect.map(
                   Effect.provide(Defaults.Defaults, defaults(s)),
@@ -180,4 +190,122 @@ describe("release properties: run locks and the lease keeper", () => {
         { numRuns: Model.runs(60), examples: [[300, 0, false], [300, -1, false], [1000, 0, true], [60_000, 0, false]] }
       )
     ), 120_000)
+})
+
+describe("release properties: a renewal by hand, on Redis", () => {
+  layer(RedisTest.layer())((it) => {
+    it.effect("Lock.renew moves a live hold's lease; a hold released, revoked, deleted or taken over is LockLost", () =>
+      Effect.gen(function*() {
+        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const { raw } = yield* RedisTest.TestRedis
+        const happenings = ["nothing", "released", "revoked", "deleted", "takenOver"] as const
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom(...happenings),
+              fc.integer({ min: 1000, max: 120_000 }),
+              fc.boolean(),
+              (happened, leaseMs, withFence) =>
+                Runtime.runPromise(runtime)(Effect.gen(function*() {
+                  const redis = yield* Redis.RedisService
+                  const prefix = uniquePrefix("renew")
+                  const definition = LockOptions.unsafeMake({ lock: "while_executing", lockLease: leaseMs, lockPrefix: prefix })
+                  const digest = `${prefix}:d`
+                  const key = Lock.keyOf(definition, digest, "run")
+                  const first = yield* Lock.lock(definition, { digest, jid: "a" })
+                  switch (happened) {
+                    case "released":
+                      yield* Lock.unlock(definition, { digest, jid: "a", fence: first.fence })
+                      break
+                    case "revoked": {
+                      const locks = yield* Locks.make({ prefix })
+                      const removal = yield* locks.unlock(digest, "a")
+                      assert.strictEqual(removal.revoked.length, 1, JSON.stringify(removal))
+                      break
+                    }
+                    case "deleted":
+                      yield* Effect.promise(() => raw.hdel(`${digest}:RUN:LOCKED`, "a"))
+                      break
+                    case "takenOver":
+                      // Released, then the same jid acquires again: the first acquisition's token is stale.
+                      yield* Lock.unlock(definition, { digest, jid: "a", fence: first.fence })
+                      yield* Lock.lock(definition, { digest, jid: "a" })
+                      break
+                  }
+                  const before = (yield* redis.holders(key)).find((h) => h.jid === "a")?.leaseUntil
+                  const renewed = yield* Effect.either(
+                    Lock.renew(definition, { digest, jid: "a", ...(withFence ? { fence: first.fence } : {}) })
+                  )
+                  // Without a token the renewal is of whatever hold the jid has: a new acquisition's counts as its own.
+                  const live = happened === "nothing" || (happened === "takenOver" && !withFence)
+                  assert.strictEqual(renewed._tag, live ? "Right" : "Left", `${happened}, fence ${withFence}`)
+                  if (renewed._tag === "Left") assert.strictEqual(renewed.left._tag, "LockLost")
+                  const after = (yield* redis.holders(key)).find((h) => h.jid === "a")?.leaseUntil
+                  if (live) assert.isAtLeast(after!, before!, "the lease moved forward, or stayed at the same ms")
+                  else assert.strictEqual(after, before, "a refused renewal writes nothing")
+                }))
+            ),
+            {
+              numRuns: Model.runs(40),
+              examples: happenings.flatMap((h): Array<[typeof h, number, boolean]> => [[h, 1000, true], [h, 1000, false]])
+            }
+          )
+        )
+      }), 120_000)
+  })
+})
+
+describe("release properties: an enqueue that may still land, on Redis", () => {
+  layer(RedisTest.layer())((it) => {
+    it.effect("its lock is kept until the queue answers: no second copy meanwhile; released exactly if not stored", () =>
+      Effect.gen(function*() {
+        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom("until_executing" as const, "until_executed" as const, "until_and_while_executing" as const),
+              fc.boolean(),
+              fc.constantFrom("before" as const, "after" as const, "both" as const),
+              (lock, landed, when) =>
+                Runtime.runPromise(runtime)(Effect.gen(function*() {
+                  const redis = yield* Redis.RedisService
+                  const definition = LockOptions.unsafeMake({ lock, lockPrefix: uniquePrefix("landing") })
+                  const answer = yield* Deferred.make<boolean>()
+                  const job = (jid: string): Job.Job => ({ worker: "W", queue: "q", args: [1], jid })
+                  const timedOut = Middleware.client(definition, job("j1"), (stamped) =>
+                    Effect.fail(
+                      new QueueError({
+                        operation: "add",
+                        jid: stamped.jid,
+                        reason: "did not answer in time",
+                        landing: Deferred.await(answer)
+                      })
+                    ))
+                  const first = yield* Effect.either(timedOut)
+                  assert.isTrue(first._tag === "Left" && first.left._tag === "QueueError", JSON.stringify(first))
+                  const digest = yield* Lock.digestWith(definition, job("j1"))
+                  const key = Lock.keyOf(definition, digest, "queue")
+                  const holders = Effect.map(redis.holders(key), (hs) => hs.map((h) => h.jid))
+                  const second = (jid: string) =>
+                    Effect.map(Middleware.client(definition, job(jid), Effect.succeed), (o) => o._tag)
+                  assert.deepStrictEqual(yield* holders, ["j1"], "kept while the answer is unknown")
+                  if (when !== "after") assert.notStrictEqual(yield* second("j2"), "Enqueued", "no second copy meanwhile")
+                  yield* Deferred.succeed(answer, landed)
+                  const expected = landed ? ["j1"] : []
+                  // The release is sent once the answer is in: wait for it (bounded), then see that it stays.
+                  for (let i = 0; i < 100 && JSON.stringify(yield* holders) !== JSON.stringify(expected); i++) {
+                    yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+                  }
+                  yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+                  assert.deepStrictEqual(yield* holders, expected, landed ? "stored: the lock stays" : "not stored")
+                  if (when !== "before") {
+                    assert.strictEqual(yield* second("j3"), landed ? "Skipped" : "Enqueued", "after the answer")
+                  }
+                }).pipe(Effect.provide(MemoryQueue.layer())))
+            ),
+            { numRuns: Model.runs(30), examples: [["until_executed", true, "both"], ["until_executed", false, "both"]] }
+          )
+        )
+      }), 120_000)
+  })
 })

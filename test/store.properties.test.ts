@@ -286,6 +286,37 @@ const lapsedExample = (lock: LockType.LockType): { readonly limit: number; reado
 }
 
 /**
+ * A scripted run of handoffs (lock types with both phases), before the random ones: a first job's handoff takes the
+ * run lock; a second job's handoff meets it and, not asked to keep it, lets its queue lock go (log, reject); a third's,
+ * asked to keep it, keeps it (raise, reschedule: the job goes back to the queue).
+ */
+const handoffExample = (): { readonly limit: number; readonly calls: ReadonlyArray<Call> } => {
+  const queued = (jid: string): Call => ({
+    _tag: "lock",
+    digest: 0,
+    phase: "queue",
+    jid,
+    limit: 1,
+    ttl: 0,
+    lease: 0,
+    info: false
+  })
+  const handoff = (jid: string, keep: boolean): Call => ({
+    _tag: "handoff",
+    digest: 0,
+    jid,
+    limit: 1,
+    ttl: 0,
+    lease: 400,
+    keep
+  })
+  return {
+    limit: 1,
+    calls: [queued("j0"), handoff("j0", false), queued("j1"), handoff("j1", false), queued("j2"), handoff("j2", true)]
+  }
+}
+
+/**
  * A scripted run of batch renewals per lock type: a batch with a wrong-typed key after a renewable hold fails whole
  * (nothing renewed), one with a lease out of range is refused whole, then a batch mixes a renewable hold, a made-up
  * token, a jid that holds nothing and a second renewal of one hold.
@@ -901,7 +932,14 @@ describe("store properties: the scripts on Redis against the memory store, on a 
               await both.release()
             }
           }),
-          { numRuns: Model.runs(200), examples: [[lapsedExample(lock)], [batchExample(lock)]] }
+          {
+            numRuns: Model.runs(200),
+            examples: [
+              [lapsedExample(lock)],
+              [batchExample(lock)],
+              ...(LockType.phases(lock).queue && LockType.phases(lock).run ? [[handoffExample()] as const] : [])
+            ]
+          }
         )
       ), 120_000)
   }

@@ -86,6 +86,56 @@ describe("UniqueQueue: ids the caller supplies", () => {
         assert.include(String(closing), "connection was dropped")
       }), 60_000)
 
+    it.scoped("an add that times out on a stalled queue Redis keeps its lock until BullMQ answers: one job, never two", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        // BullMQ sends the add when its Redis answers again (stored), or never (its connection dropped first).
+        for (const ending of ["stored", "dropped"] as const) {
+          const proxy = yield* Proxy.start(source.url)
+          const url = new URL(proxy.url)
+          const name = Bull.uniqueName("uqstall")
+          const queue = yield* Effect.acquireRelease(
+            Effect.sync(() => new Queue(name, { connection: { host: url.hostname, port: Number(url.port) } })),
+            (q) => Effect.promise(() => q.disconnect())
+          )
+          queue.on("error", () => {})
+          const lockPrefix = RedisTest.uniquePrefix("uqstall")
+          const unique = UniqueQueue.make<Data>(queue, {
+            lock: "until_executed",
+            lockPrefix,
+            redis: { url: source.url },
+            defaults: {}
+          })
+          yield* Effect.addFinalizer(() => Effect.promise(() => unique.close({ timeout: 1000 }).catch(() => undefined)))
+          yield* Effect.promise(() => queue.waitUntilReady())
+          yield* proxy.stall
+          const error = yield* rejection(() => unique.add("Work", { n: 1 }))
+          assert.strictEqual((error as { _tag?: string })._tag, "QueueError", String(error))
+          assert.include(String(error), "may still be stored", ending)
+          const jid = (error as { jid?: string }).jid!
+          // Until BullMQ answers, the lock stays with the add's jid: a second add of the data is a duplicate.
+          assert.strictEqual((yield* lockKeys(lockPrefix)).length, 1, ending)
+          const again = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+          assert.strictEqual(again._tag, "Skipped", ending)
+          const jobKey = `bull:${name}:${jid}`
+          if (ending === "stored") {
+            yield* proxy.resume
+            assert.isTrue(yield* Bull.until(Effect.promise(async () => (await raw.exists(jobKey)) === 1)), "stored late")
+            // Stored under its lock: the lock stays with it, and the queue holds one copy.
+            yield* Effect.promise(() => sleep(200))
+            const [lockKey] = yield* lockKeys(lockPrefix)
+            const holders = yield* Effect.promise(() => raw.hkeys(lockKey!))
+            assert.deepStrictEqual(holders, [jid])
+            assert.strictEqual(yield* Effect.promise(() => raw.llen(`bull:${name}:wait`)), 1)
+          } else {
+            yield* Effect.promise(() => queue.disconnect())
+            // BullMQ's add fails with the connection: the job was never stored, and its lock goes.
+            assert.isTrue(yield* Bull.until(Effect.map(lockKeys(lockPrefix), (keys) => keys.length === 0)), "released")
+            assert.strictEqual(yield* Effect.promise(() => raw.exists(jobKey)), 0)
+          }
+        }
+      }), 60_000)
+
     it.scoped("with the locks off (enabled: false) a reused jobId is still JobIdTaken, never an untrue Enqueued", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis

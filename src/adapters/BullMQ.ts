@@ -321,11 +321,31 @@ export const make = (
         return replies.map((reply): Presence => (Number(reply) === 1 ? "exists" : "gone"))
       })
 
+    // An add that times out has been handed to the connection, which sends it when its Redis answers: the error
+    // carries the add's eventual answer (`landing`), so that the lock is kept until it is known.
+    const sent = (operation: string, job: Job, f: () => Promise<BullJob>): Effect.Effect<BullJob, QueueError> =>
+      Effect.suspend(() => {
+        const adding = f()
+        return attempt(operation, job.jid, () => adding).pipe(
+          Effect.timeoutFail({
+            duration: settings.timeoutMs,
+            onTimeout: () =>
+              new QueueError({
+                operation,
+                jid: job.jid,
+                reason: `BullMQ's Redis did not answer within ${settings.timeoutMs} ms; the add was sent and may ` +
+                  "still be stored when it answers (the job's lock is kept until then)",
+                landing: Effect.promise(() => adding.then((added) => added.id === job.jid, () => false))
+              })
+          })
+        )
+      })
+
     const addAs = (operation: string, job: Job, own: JobsOptions | undefined) =>
       Effect.flatMap(queueOf(operation, job), (target) =>
         Effect.flatMap(dataOf(operation, job, target, own), (data) =>
           Effect.flatMap(
-            call(operation, job.jid, () => target.add(job.worker, data, { ...jobOptions, ...own, jobId: job.jid })),
+            sent(operation, job, () => target.add(job.worker, data, { ...jobOptions, ...own, jobId: job.jid })),
             (added) => storedAs(operation, job, added)
           )))
 

@@ -1,7 +1,8 @@
 /**
  * A TCP proxy on a free loopback port in front of a Redis, for cutting one client off: `cut` stops forwarding in
  * both directions and keeps the sockets open, as a network partition does (no FIN, no RST: the client only sees
- * silence until its own timeouts fire).
+ * silence until its own timeouts fire). `stall` holds what each side sends until `resume`, as a Redis busy in a long
+ * script does: nothing is lost, every answer comes late.
  */
 import * as Net from "node:net"
 import * as Effect from "effect/Effect"
@@ -11,13 +12,23 @@ export interface Proxy {
   readonly url: string
   /** Stops forwarding; everything sent afterwards is dropped. */
   readonly cut: Effect.Effect<void>
+  /** Holds everything sent in either direction until `resume`. */
+  readonly stall: Effect.Effect<void>
+  /** Sends what was held, in order, and forwards again. */
+  readonly resume: Effect.Effect<void>
 }
 
 export const start = (target: string): Effect.Effect<Proxy, never, Scope.Scope> =>
   Effect.gen(function*() {
     const upstream = new URL(target)
     const sockets = new Set<Net.Socket>()
-    const state = { cut: false }
+    const state = { cut: false, stalled: false }
+    const held: Array<() => void> = []
+    const forward = (to: Net.Socket, data: Buffer) => {
+      if (state.cut) return
+      if (state.stalled) held.push(() => to.write(data))
+      else to.write(data)
+    }
     const server = Net.createServer((client) => {
       const redis = Net.connect({ host: upstream.hostname, port: Number(upstream.port) })
       for (const socket of [client, redis]) {
@@ -25,12 +36,8 @@ export const start = (target: string): Effect.Effect<Proxy, never, Scope.Scope> 
         socket.on("error", () => socket.destroy())
         socket.on("close", () => sockets.delete(socket))
       }
-      client.on("data", (data) => {
-        if (!state.cut) redis.write(data)
-      })
-      redis.on("data", (data) => {
-        if (!state.cut) client.write(data)
-      })
+      client.on("data", (data) => forward(redis, data))
+      redis.on("data", (data) => forward(client, data))
       client.on("close", () => redis.destroy())
       redis.on("close", () => client.destroy())
     })
@@ -51,6 +58,13 @@ export const start = (target: string): Effect.Effect<Proxy, never, Scope.Scope> 
       url: `redis://127.0.0.1:${port}`,
       cut: Effect.sync(() => {
         state.cut = true
+      }),
+      stall: Effect.sync(() => {
+        state.stalled = true
+      }),
+      resume: Effect.sync(() => {
+        state.stalled = false
+        for (const send of held.splice(0)) send()
       })
     }
   })

@@ -1,0 +1,165 @@
+/**
+ * Properties of what the foundation costs, counted in Redis (INFO commandstats): any number of held run locks is
+ * renewed in ceil(n / 500) script calls per tick, the chunk boundaries scripted; a duplicate's perform under
+ * until_and_while_executing is one script call whatever its server strategy (built-in or custom, keeping or dropping
+ * the queue lock), and the queue lock is left as the strategy declared.
+ * More cases: UNIQUE_JOBS_PROPERTY_RUNS=50 npx vitest run test/foundation.properties.test.ts
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as fc from "effect/FastCheck"
+import * as Fiber from "effect/Fiber"
+import * as Ref from "effect/Ref"
+import * as Runtime from "effect/Runtime"
+import * as TestClock from "effect/TestClock"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import { JobQueue } from "../src/JobQueue.js"
+import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
+import * as Redis from "../src/Redis.js"
+import * as Strategy from "../src/Strategy.js"
+import * as UniqueJob from "../src/UniqueJob.js"
+import * as Model from "./support/model.js"
+import * as RedisTest from "./support/redis.js"
+
+/** Top-level script calls Redis has run so far (EVALSHA and EVAL). */
+const scriptCalls = Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
+  Effect.promise(async () => {
+    const info = await raw.info("commandstats")
+    let calls = 0
+    for (const match of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(match[2])
+    return calls
+  }))
+
+/** The script calls since `before`, once at least `atLeast` have been made, and a moment more (or after 30 s). */
+const callsSince = (before: number, atLeast: number) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 30_000
+    for (;;) {
+      const calls = (yield* scriptCalls) - before
+      if (calls >= atLeast || Date.now() > deadline) {
+        // A keeper that made more calls than it should has sent them together: a short real wait sees them.
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+        return (yield* scriptCalls) - before
+      }
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+    }
+  })
+
+describe("foundation properties", () => {
+  layer(RedisTest.layer())((it) => {
+    it.effect("n held run locks are renewed in ceil(n / 500) script calls per tick, for any n", () =>
+      Effect.gen(function*() {
+        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const every = 20_000
+        // The documented chunk (not Keeper.chunkSize: a keeper with another chunk would pass against itself).
+        const chunk = 500
+        const around = [1, chunk - 1, chunk, chunk + 1, 2 * chunk + 1]
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.oneof(fc.constantFrom(...around), fc.integer({ min: 1, max: 1200 })), (holds) =>
+              Runtime.runPromise(runtime)(Effect.gen(function*() {
+                // TestClock drives the keeper's ticks; the lease (60 s) outlives the case in Redis' own time.
+                const definition = LockOptions.unsafeMake({
+                  lock: "while_executing",
+                  lockLease: 3 * every,
+                  lockPrefix: RedisTest.uniquePrefix("chunks")
+                })
+                const gate = yield* Deferred.make<void>()
+                const started = yield* Ref.make(0)
+                const allStarted = yield* Deferred.make<void>()
+                const fibers = yield* Effect.forEach(Array.from({ length: holds }, (_, i) => i), (i) =>
+                  Effect.fork(
+                    Lock.withLock(definition, { digest: `${definition.lockPrefix}:d${i}`, jid: `j${i}` })(
+                      Effect.zipRight(
+                        Effect.flatMap(Ref.updateAndGet(started, (n) => n + 1), (n) =>
+                          n === holds ? Deferred.succeed(allStarted, undefined) : Effect.void),
+                        Deferred.await(gate)
+                      )
+                    )
+                  ))
+                yield* Deferred.await(allStarted)
+                const expected = Math.ceil(holds / chunk)
+                for (let tick = 1; tick <= 2; tick++) {
+                  const before = yield* scriptCalls
+                  yield* TestClock.adjust(every)
+                  assert.strictEqual(yield* callsSince(before, expected), expected, `${holds} leases, tick ${tick}`)
+                }
+                yield* Deferred.succeed(gate, undefined)
+                const outcomes = yield* Effect.forEach(fibers, (fiber) => Effect.either(Fiber.join(fiber)))
+                assert.strictEqual(outcomes.filter((o) => o._tag === "Right").length, holds)
+              }))
+            ),
+            { numRuns: Model.runs(8), examples: around.map((n) => [n]) }
+          )
+        )
+      }), { timeout: 180_000 })
+
+    it.effect("a duplicate's perform is one script call whatever the strategy; its queue lock goes as declared", () =>
+      Effect.gen(function*() {
+        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const strategies = [
+          ...Strategy.serverNames.map((name) => ({ name, keeps: Strategy.keepsQueueLock(name) })),
+          { name: "custom keeping", keeps: true },
+          { name: "custom dropping", keeps: false }
+        ]
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.constantFrom(...strategies), fc.integer({ min: 1, max: 3 }), (strategy, limit) =>
+              Runtime.runPromise(runtime)(Effect.gen(function*() {
+                const server: Strategy.ServerName | Strategy.ServerStrategy = strategy.name.startsWith("custom")
+                  ? Strategy.makeServer({ keepsQueueLock: strategy.keeps }, (c) =>
+                    strategy.keeps
+                      ? Effect.as(
+                        Effect.flatMap(JobQueue, (q) => q.schedule({ ...c.job, at: 1 }, 1)),
+                        Strategy.ServerOutcome.Rescheduled({
+                          digest: c.conflict.digest,
+                          job: c.job,
+                          holders: c.conflict.holders,
+                          at: 1
+                        })
+                      )
+                      : Effect.succeed(Strategy.skipped(c)))
+                  : strategy.name as Strategy.ServerName
+                const job = UniqueJob.unsafeMake({
+                  worker: "StrategyJob",
+                  lock: "until_and_while_executing",
+                  lockLease: 60_000,
+                  lockLimit: limit,
+                  lockPrefix: RedisTest.uniquePrefix("handoff"),
+                  onConflict: { server }
+                })
+                // `limit` copies run, so the run lock is full; one more copy, enqueued meanwhile, meets it.
+                const finish = yield* Deferred.make<void>()
+                const running = yield* Effect.forEach(Array.from({ length: limit }, (_, i) => i), () =>
+                  Effect.gen(function*() {
+                    const holder = yield* job.enqueue([1])
+                    assert.strictEqual(holder._tag, "Enqueued")
+                    const started = yield* Deferred.make<void>()
+                    const fiber = yield* Effect.fork(
+                      job.server(holder.job, Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish)))
+                    )
+                    yield* Deferred.await(started)
+                    return fiber
+                  }))
+                const duplicate = yield* job.enqueue([1])
+                assert.strictEqual(duplicate._tag, "Enqueued")
+                const before = yield* scriptCalls
+                const performed = yield* Effect.either(job.server(duplicate.job, Effect.die("must not run")))
+                assert.strictEqual((yield* scriptCalls) - before, 1, `${strategy.name}: the handoff script alone`)
+                const outcome = performed._tag === "Right" ? performed.right._tag : performed.left._tag
+                assert.notStrictEqual(outcome, "Performed", strategy.name)
+                const redis = yield* Redis.RedisService
+                const queued = yield* redis.holders(Lock.keyOf(job.definition, duplicate.digest, "queue"))
+                assert.deepStrictEqual(queued.map((h) => h.jid), strategy.keeps ? [duplicate.job.jid] : [], strategy.name)
+                yield* Deferred.succeed(finish, undefined)
+                for (const fiber of running) assert.strictEqual((yield* Fiber.join(fiber))._tag, "Performed")
+              }).pipe(Effect.provideServiceEffect(JobQueue, MemoryQueue.make()), Effect.scoped))
+            ),
+            { numRuns: Model.runs(20), examples: strategies.map((s) => [s, 1]) }
+          )
+        )
+      }), { timeout: 120_000 })
+  })
+})
