@@ -178,6 +178,17 @@ const targets = (prefix: string, c: Command): { readonly locks: ReadonlyArray<st
   }
 }
 
+
+/** A console whose `log` lines (the CLI's answers) are kept, for `Effect.withConsole`. */
+const capturedConsole = Effect.map(Effect.console, (console) => {
+  const lines: Array<string> = []
+  const capture: Console.Console = {
+    ...console,
+    log: (...args) => Effect.sync(() => void lines.push(args.join(" "))),
+    unsafe: { ...console.unsafe, log: (...args) => void lines.push(args.join(" ")) }
+  }
+  return { capture, lines }
+})
 describe("the admin surface (properties)", () => {
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
     it.effect("both stores alike; a live run holder is revoked, never removed; nothing unrevoked is left where asked; foreign keys untouched", () =>
@@ -258,13 +269,7 @@ describe("the admin surface (properties)", () => {
                 }
                 await pipeline.exec()
               })
-              const lines: Array<string> = []
-              const console = { ...(yield* Effect.console) }
-              const capture: Console.Console = {
-                ...console,
-                log: (...args) => Effect.sync(() => void lines.push(args.join(" "))),
-                unsafe: { ...console.unsafe, log: (...args) => void lines.push(args.join(" ")) }
-              }
+              const { capture, lines } = yield* capturedConsole
               yield* Cli.run(["node", "unique-jobs", "locks", "del", `${prefix}:m*`, "--redis-url", source.url, "--prefix", prefix, "--json"])
                 .pipe(Effect.withConsole(capture), Effect.provide(NodeContext.layer), Effect.orDie)
               const answer = JSON.parse(lines.join("\n")) as { matched: number; deleted: number }
@@ -299,13 +304,7 @@ describe("the admin surface (properties)", () => {
               if (running) {
                 yield* redis.lock(keyOf(prefix, 0, "run"), { jid: "c", limit: 1, ttlMs: 0, leaseMs: 60_000, info: "", fenced: true })
               }
-              const lines: Array<string> = []
-              const console = { ...(yield* Effect.console) }
-              const capture: Console.Console = {
-                ...console,
-                log: (...args) => Effect.sync(() => void lines.push(args.join(" "))),
-                unsafe: { ...console.unsafe, log: (...args) => void lines.push(args.join(" ")) }
-              }
+              const { capture, lines } = yield* capturedConsole
               const ran = yield* Cli.run(["node", "unique-jobs", "locks", "unlock", lock.name, asked, "--redis-url", source.url, "--prefix", prefix, "--json"])
                 .pipe(Effect.withConsole(capture), Effect.provide(NodeContext.layer), Effect.either)
               const answer = JSON.parse(lines.join("\n")) as { released: boolean; revoked: Array<{ jid: string }> }

@@ -10,7 +10,6 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as fc from "effect/FastCheck"
 import * as Fiber from "effect/Fiber"
-import * as Ref from "effect/Ref"
 import * as Runtime from "effect/Runtime"
 import * as TestClock from "effect/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
@@ -22,30 +21,7 @@ import * as Strategy from "../src/Strategy.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as Model from "./support/model.js"
 import * as RedisTest from "./support/redis.js"
-
-/** Top-level script calls Redis has run so far (EVALSHA and EVAL). */
-const scriptCalls = Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
-  Effect.promise(async () => {
-    const info = await raw.info("commandstats")
-    let calls = 0
-    for (const match of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(match[2])
-    return calls
-  }))
-
-/** The script calls since `before`, once at least `atLeast` have been made, and a moment more (or after 30 s). */
-const callsSince = (before: number, atLeast: number) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + 30_000
-    for (;;) {
-      const calls = (yield* scriptCalls) - before
-      if (calls >= atLeast || Date.now() > deadline) {
-        // A keeper that made more calls than it should has sent them together: a short real wait sees them.
-        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
-        return (yield* scriptCalls) - before
-      }
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
-    }
-  })
+import { callsSince, customServer, holdRunLocks, scriptCalls } from "./support/foundation.js"
 
 describe("foundation properties", () => {
   layer(RedisTest.layer())((it) => {
@@ -67,19 +43,7 @@ describe("foundation properties", () => {
                   lockPrefix: RedisTest.uniquePrefix("chunks")
                 })
                 const gate = yield* Deferred.make<void>()
-                const started = yield* Ref.make(0)
-                const allStarted = yield* Deferred.make<void>()
-                const fibers = yield* Effect.forEach(Array.from({ length: holds }, (_, i) => i), (i) =>
-                  Effect.fork(
-                    Lock.withLock(definition, { digest: `${definition.lockPrefix}:d${i}`, jid: `j${i}` })(
-                      Effect.zipRight(
-                        Effect.flatMap(Ref.updateAndGet(started, (n) => n + 1), (n) =>
-                          n === holds ? Deferred.succeed(allStarted, undefined) : Effect.void),
-                        Deferred.await(gate)
-                      )
-                    )
-                  ))
-                yield* Deferred.await(allStarted)
+                const fibers = yield* holdRunLocks(definition, holds, gate)
                 const expected = Math.ceil(holds / chunk)
                 for (let tick = 1; tick <= 2; tick++) {
                   const before = yield* scriptCalls
@@ -109,18 +73,7 @@ describe("foundation properties", () => {
             fc.asyncProperty(fc.constantFrom(...strategies), fc.integer({ min: 1, max: 3 }), (strategy, limit) =>
               Runtime.runPromise(runtime)(Effect.gen(function*() {
                 const server: Strategy.ServerName | Strategy.ServerStrategy = strategy.name.startsWith("custom")
-                  ? Strategy.makeServer({ keepsQueueLock: strategy.keeps }, (c) =>
-                    strategy.keeps
-                      ? Effect.as(
-                        Effect.flatMap(JobQueue, (q) => q.schedule({ ...c.job, at: 1 }, 1)),
-                        Strategy.ServerOutcome.Rescheduled({
-                          digest: c.conflict.digest,
-                          job: c.job,
-                          holders: c.conflict.holders,
-                          at: 1
-                        })
-                      )
-                      : Effect.succeed(Strategy.skipped(c)))
+                  ? customServer(strategy.keeps)
                   : strategy.name as Strategy.ServerName
                 const job = UniqueJob.unsafeMake({
                   worker: "StrategyJob",

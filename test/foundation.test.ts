@@ -19,23 +19,7 @@ import * as Redis from "../src/Redis.js"
 import * as Strategy from "../src/Strategy.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as RedisTest from "./support/redis.js"
-
-/** Top-level script calls Redis has run so far (INFO commandstats: EVALSHA and EVAL). */
-const scriptCalls = Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
-  Effect.promise(async () => {
-    const info = await raw.info("commandstats")
-    let calls = 0
-    for (const match of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(match[2])
-    return calls
-  }))
-
-/** How many script calls `self` made. */
-const counted = <A, E, R>(self: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const before = yield* scriptCalls
-    const value = yield* self
-    return { value, calls: (yield* scriptCalls) - before }
-  })
+import { callsSince, counted, customServer, holdRunLocks, scriptCalls } from "./support/foundation.js"
 
 describe("foundation: one round trip per phase, whatever the strategy", () => {
   layer(RedisTest.layer())((it) => {
@@ -70,19 +54,7 @@ describe("foundation: one round trip per phase, whatever the strategy", () => {
               lockLease: 60_000,
               lockPrefix: RedisTest.uniquePrefix("rt"),
               onConflict: {
-                // Puts the duplicate back (keeps its queue lock), or drops it (gives the lock up), as declared.
-                server: Strategy.makeServer({ keepsQueueLock }, (c) =>
-                  keepsQueueLock
-                    ? Effect.as(
-                      Effect.flatMap(JobQueue, (q) => q.schedule({ ...c.job, at: 1 }, 1)),
-                      Strategy.ServerOutcome.Rescheduled({
-                        digest: c.conflict.digest,
-                        job: c.job,
-                        holders: c.conflict.holders,
-                        at: 1
-                      })
-                    )
-                    : Effect.succeed(Strategy.skipped(c)))
+                server: customServer(keepsQueueLock)
               }
             })
             const holder = yield* job.enqueue([1])
@@ -109,17 +81,6 @@ describe("foundation: one round trip per phase, whatever the strategy", () => {
       }).pipe(Effect.scoped))
   })
 })
-
-/** The script calls since `before`, once at least `atLeast` have been made (or 30 s of real time have passed). */
-const callsSince = (before: number, atLeast: number) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + 30_000
-    for (;;) {
-      const calls = (yield* scriptCalls) - before
-      if (calls >= atLeast || Date.now() > deadline) return calls
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
-    }
-  })
 
 describe("foundation: spans", () => {
   layer(Redis.layerMemory)((it) => {
@@ -161,22 +122,7 @@ describe("foundation: one lease keeper per store", () => {
         })
         const every = 20_000
         const gate = yield* Deferred.make<void>()
-        const started = yield* Ref.make(0)
-        const allStarted = yield* Deferred.make<void>()
-        const fibers = yield* Effect.forEach(
-          Array.from({ length: holds }, (_, i) => i),
-          (i) =>
-            Effect.fork(
-              Lock.withLock(definition, { digest: `${definition.lockPrefix}:d${i}`, jid: `j${i}` })(
-                Effect.zipRight(
-                  Effect.flatMap(Ref.updateAndGet(started, (n) => n + 1), (n) =>
-                    n === holds ? Deferred.succeed(allStarted, undefined) : Effect.void),
-                  Deferred.await(gate)
-                )
-              )
-            )
-        )
-        yield* Deferred.await(allStarted)
+        const fibers = yield* holdRunLocks(definition, holds, gate)
         // Three ticks: each renews all 1000 leases in two calls of 500.
         for (let round = 0; round < 3; round++) {
           const before = yield* scriptCalls
