@@ -13,6 +13,8 @@
  *                                                     the old getJobState path: results/reaper-bullmq.md
  *   --bullmq [--rounds=N]                             UniqueQueue.add against BullMQ's own deduplication, N alternating
  *                                                     rounds (25; about a minute): results/bullmq.md
+ *   --keeper-burst [--locks=N] [--lease=ms]           N run locks taken in one burst (10,000), lease ms (1,000), each
+ *                                                     held three leases: outcomes, loop delay: results/keeper-burst.md
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
@@ -23,6 +25,7 @@ import * as RedisServer from "../src/RedisServer.js"
 import * as BullMQ from "./bullmq.js"
 import * as Foundation from "./foundation.js"
 import * as Growth from "./growth.js"
+import * as KeeperBurst from "./keeperBurst.js"
 import * as Reaper from "./reaper.js"
 import * as ReaperBullMQ from "./reaperBullmq.js"
 import { Probe, round } from "./harness.js"
@@ -91,6 +94,15 @@ const main = async () => {
   if (args.includes("--reaper")) {
     const members = args.find((a) => a.startsWith("--members="))
     return Reaper.main(log, members === undefined ? 1_000_000 : Number(members.slice(10)))
+  }
+  if (args.includes("--keeper-burst")) {
+    const locks = args.find((a) => a.startsWith("--locks="))
+    const lease = args.find((a) => a.startsWith("--lease="))
+    return KeeperBurst.main(
+      log,
+      locks === undefined ? 10_000 : Number(locks.slice(8)),
+      lease === undefined ? 1_000 : Number(lease.slice(8))
+    )
   }
   if (args.includes("--bullmq")) {
     const rounds = args.find((a) => a.startsWith("--rounds="))

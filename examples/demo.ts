@@ -27,7 +27,6 @@ import type * as Scope from "effect/Scope"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Cli from "../src/Cli.js"
 import type * as Digest from "../src/Digest.js"
 import * as Locks from "../src/Locks.js"
@@ -799,7 +798,7 @@ const operate = (prefix: string, url: string | undefined) =>
     // The same, from the command line (what `npx unique-jobs stats --prefix …` prints).
     yield* Console.log(`\n$ unique-jobs stats --prefix ${prefix}`)
     yield* Cli.run(["node", "unique-jobs", "stats", "--prefix", prefix, "--redis-url", url]).pipe(
-      Effect.provide(NodeContext.layer),
+      Effect.provide(Cli.platform),
       Effect.catchAll((error) => Console.log(`  (the command failed: ${String(error)})`))
     )
   })

@@ -9,15 +9,20 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import type * as FileSystem from "@effect/platform/FileSystem"
+import type * as Path from "@effect/platform/Path"
+import type * as Terminal from "@effect/platform/Terminal"
 import type * as Context from "effect/Context"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
+import * as CliPlatform from "./internal/cliPlatform.js"
 import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
 import * as Reaper from "./Reaper.js"
@@ -402,9 +407,19 @@ export const command = Command.make("unique-jobs").pipe(
 )
 
 /**
- * Runs the command on `argv` (`process.argv`).
+ * Runs the command on `argv` (`process.argv`). Needs a Path, a FileSystem and a Terminal: `platform` provides them
+ * on Node (or `NodeContext.layer` of @effect/platform-node, where you have it).
  *
  * @since 0.1.0
  * @category commands
  */
 export const run = Command.run(command, { name: "unique-jobs", version: "0.1.0" })
+
+/**
+ * What `run` needs of the platform, on Node's own modules: its path module, a file system that refuses (the
+ * commands read no files) and the process' terminal.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const platform: Layer.Layer<FileSystem.FileSystem | Path.Path | Terminal.Terminal> = CliPlatform.layer

@@ -9,7 +9,6 @@
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/admin.properties.test.ts
  */
 import { assert, describe, layer } from "@effect/vitest"
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -271,7 +270,7 @@ describe("the admin surface (properties)", () => {
               })
               const { capture, lines } = yield* capturedConsole
               yield* Cli.run(["node", "unique-jobs", "locks", "del", `${prefix}:m*`, "--redis-url", source.url, "--prefix", prefix, "--json"])
-                .pipe(Effect.withConsole(capture), Effect.provide(NodeContext.layer), Effect.orDie)
+                .pipe(Effect.withConsole(capture), Effect.provide(Cli.platform), Effect.orDie)
               const answer = JSON.parse(lines.join("\n")) as { matched: number; deleted: number }
               assert.deepStrictEqual([answer.matched, answer.deleted], [count, count])
               const left = yield* Effect.promise(() => raw.zcard(`${prefix}:digests`))
@@ -306,7 +305,7 @@ describe("the admin surface (properties)", () => {
               }
               const { capture, lines } = yield* capturedConsole
               const ran = yield* Cli.run(["node", "unique-jobs", "locks", "unlock", lock.name, asked, "--redis-url", source.url, "--prefix", prefix, "--json"])
-                .pipe(Effect.withConsole(capture), Effect.provide(NodeContext.layer), Effect.either)
+                .pipe(Effect.withConsole(capture), Effect.provide(Cli.platform), Effect.either)
               const answer = JSON.parse(lines.join("\n")) as { released: boolean; revoked: Array<{ jid: string }> }
               const held = queued.includes(asked)
               const revoked = running && asked === "c"

@@ -74,7 +74,7 @@ const locksLeft = (prefix: string) =>
       const detail = await Promise.all(
         keys.map(async (key) => `${key} ${JSON.stringify(await raw.hgetall(key))} pttl=${await raw.pttl(key)}`)
       )
-      const members = await raw.zrange(`${prefix}:digests`, 0, -1)
+      const members = await raw.zrange(`${prefix}:digests`, "0", "-1")
       return { locked: keys.length, indexed: members.length, keys: [...detail, ...members.map((m) => `index ${m}`)] }
     }))
 

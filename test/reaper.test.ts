@@ -21,7 +21,7 @@ import * as RedisTest from "./support/redis.js"
 import * as VirtualRedis from "./support/virtualRedis.js"
 
 const index = (prefix: string) =>
-  Effect.flatMap(RedisTest.TestRedis, ({ raw }) => Effect.promise(() => raw.zrange(`${prefix}:digests`, 0, -1)))
+  Effect.flatMap(RedisTest.TestRedis, ({ raw }) => Effect.promise(() => raw.zrange(`${prefix}:digests`, "0", "-1")))
 
 /** Waits (real time, up to 30 s) until `done` holds. */
 const until = (done: Effect.Effect<boolean, unknown, Redis.RedisService | RedisTest.TestRedis>) =>

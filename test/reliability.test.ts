@@ -289,7 +289,7 @@ describe("reliability: redis only", () => {
             // reconnecting client.
             return yield* job.server(
               enqueued.job,
-              Effect.promise(() => killer.client("KILL", "TYPE", "normal", "SKIPME", "yes"))
+              Effect.promise(() => killer.call("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"))
             ).pipe(Effect.provideService(JobQueue, queue))
           })
         )

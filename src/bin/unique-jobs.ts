@@ -4,11 +4,10 @@
  *
  * @since 0.1.0
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as Cli from "../Cli.js"
 
@@ -57,8 +56,9 @@ const logger = Logger.replace(
 
 // A failure is one line on stderr and exit code 1. The command line's own errors (an unknown option, a missing
 // argument) are printed by @effect/cli before they reach here. Once the answer is out the process exits: nothing
-// (a connection closing in the background) holds it up.
-Effect.flatMap(plainConsole, (console) =>
+// (a connection closing in the background) holds it up. Ctrl-C or a SIGTERM interrupts the command, which closes
+// what it opened, and exits 130 or 143.
+const main = Effect.flatMap(plainConsole, (console) =>
   Cli.run(withLogLevelFirst(process.argv)).pipe(
     Effect.catchAll((error) =>
       Effect.zipRight(
@@ -72,11 +72,18 @@ Effect.flatMap(plainConsole, (console) =>
   )).pipe(
     Effect.onExit((exit) =>
       Effect.sync(() => {
-        if (Exit.isFailure(exit)) process.exitCode = 1
+        if (Exit.isFailure(exit) && process.exitCode === undefined) process.exitCode = 1
         process.stdout.write("", () => process.exit())
       })
     ),
     Effect.provide(logger),
-    Effect.provide(NodeContext.layer),
-    NodeRuntime.runMain({ disableErrorReporting: true, disablePrettyLogger: true })
+    Effect.provide(Cli.platform)
   )
+
+const fiber = Effect.runFork(main)
+for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+  process.once(signal, () => {
+    process.exitCode = code
+    Effect.runFork(Fiber.interrupt(fiber))
+  })
+}

@@ -604,6 +604,13 @@ const selectDatabase = (client: Redis, db: number): Effect.Effect<void, RedisErr
   )
 }
 
+// Set on every connection `make` opens (ioredis 6 reads it; ioredis 5 has no such option, hence the cast).
+const legacyReplies = { replyMapping: "legacy" } as unknown as Partial<IORedisOptions>
+
+// ioredis 6's constructors take `replyMapping` without `| undefined`, its options type with it: under
+// exactOptionalPropertyTypes one is not the other. The value is always "legacy" here.
+type ConstructorOptions = IORedisOptions & { readonly replyMapping?: never }
+
 /**
  * A store that owns its ioredis connection: connected (and checked) when built, closed with its scope.
  *
@@ -624,7 +631,10 @@ export const make = (options: Options = {}): Effect.Effect<Store, RedisError, Sc
       commandTimeout: Duration.toMillis(timeout),
       connectTimeout: Duration.toMillis(timeout),
       enableAutoPipelining: options.enableAutoPipelining ?? false,
-      ...options.client
+      ...options.client,
+      // ioredis 6 speaks RESP3: its "resp3" reply mapping would hand map replies over as objects, in shapes the store
+      // does not read. "legacy" (its default) keeps every reply as ioredis 5 gives it; ioredis 5 ignores the option.
+      ...legacyReplies
     }
     const url = options.url === undefined
       ? undefined
@@ -636,7 +646,9 @@ export const make = (options: Options = {}): Effect.Effect<Store, RedisError, Sc
     let lastError: Error | undefined
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
-        const client = url === undefined ? new Redis(clientOptions) : new Redis(url, clientOptions)
+        const client = url === undefined
+          ? new Redis(clientOptions as ConstructorOptions)
+          : new Redis(url, clientOptions as ConstructorOptions)
         // Connection errors surface as RedisError on the calls; the event itself is only worth a debug line.
         client.on("error", (error: Error) => {
           lastError = error
