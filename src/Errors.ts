@@ -83,3 +83,25 @@ export class ExecutionConflict extends Schema.TaggedError<ExecutionConflict>("ef
       "failing it so the queue retries it later."
   }
 }
+
+/**
+ * A job's arguments did not fit its worker's `args` schema: on the way into the queue (`encode`: nothing was locked or
+ * enqueued) or on the way out (`decode`: the payload the queue delivered; the perform never ran). `issues` name each
+ * path, like `args[0].reportId`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidJobArgs extends Schema.TaggedError<InvalidJobArgs>("effect-unique-jobs/InvalidJobArgs")("InvalidJobArgs", {
+  worker: Schema.String,
+  jid: Schema.String,
+  direction: Schema.Literal("encode", "decode"),
+  issues: Schema.Array(Schema.Struct({ path: Schema.String, message: Schema.String }))
+}) {
+  override get message(): string {
+    const issues = this.issues.map((issue) => `${issue.path}: ${issue.message}`).join("; ")
+    return this.direction === "decode"
+      ? `${this.worker} job ${this.jid} was not performed: its payload does not decode with the worker's args schema (${issues})`
+      : `${this.worker} job ${this.jid} was not enqueued: its arguments do not encode with the worker's args schema (${issues})`
+  }
+}

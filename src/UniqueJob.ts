@@ -8,6 +8,7 @@
  *
  * const RebuildReport = UniqueJob.unsafeMake({
  *   worker: "RebuildReportJob",
+ *   args: Schema.Tuple(Schema.Number), // optional: types enqueue and perform, decodes what the queue delivers
  *   lock: "until_and_while_executing",
  *   onConflict: { client: "log", server: "reschedule" }
  * })
@@ -15,14 +16,17 @@
  * // producer: Enqueued | Skipped | Replaced | Rejected
  * const outcome = RebuildReport.enqueue([42])
  * // worker: Performed | Skipped | Rescheduled | Rejected
- * const run = (job) => RebuildReport.server(job, rebuild(job.args[0]))
+ * const run = (job) => RebuildReport.perform(job, ([reportId]) => rebuild(reportId))
  * ```
  *
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import type * as Digest from "./Digest.js"
+import { InvalidJobArgs } from "./Errors.js"
 import * as Job from "./Job.js"
 import { JobQueue } from "./JobQueue.js"
 import * as Lock from "./Lock.js"
@@ -32,33 +36,64 @@ import type { RedisError, RedisService } from "./Redis.js"
 import type * as Strategy from "./Strategy.js"
 
 /**
- * A worker's uniqueness options: the lock options plus the worker's name and default queue (`default`).
+ * A schema of a worker's argument list: what `enqueue` takes (its type) and what the queue carries (its encoded
+ * form, which the digest is computed from).
  *
  * @since 0.1.0
  * @category models
  */
-export type Options = LockOptions.WorkerOptions
+export type ArgsSchema<Args extends ReadonlyArray<unknown>, Encoded extends ReadonlyArray<unknown>> = Schema.Schema<
+  Args,
+  Encoded
+>
 
 /**
+ * A worker's uniqueness options: the lock options plus the worker's name and default queue (`default`), and
+ * optionally `args`, the schema of its argument list.
+ *
  * @since 0.1.0
  * @category models
  */
-export interface UniqueJob {
+export type Options = LockOptions.WorkerOptions & { readonly args?: undefined }
+
+/**
+ * `Options` with the schema of the argument list: the worker's jobs are typed by it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TypedOptions<Args extends ReadonlyArray<unknown>, Encoded extends ReadonlyArray<unknown>> =
+  & LockOptions.WorkerOptions
+  & { readonly args: ArgsSchema<Args, Encoded> }
+
+type JobOptions = { readonly jid?: string | undefined; readonly at?: number | undefined }
+
+/**
+ * A worker's uniqueness: its wrappers, typed by its argument list `Args`. `ArgsError` is `InvalidJobArgs` for a worker
+ * with an `args` schema (arguments are encoded on the way in and decoded on the way out, either may fail), `never`
+ * for one without (its arguments are passed as they are).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface UniqueJob<Args extends ReadonlyArray<unknown> = ReadonlyArray<unknown>, ArgsError = never> {
   readonly worker: string
   readonly queue: string
   /** The worker's options, decoded; the global `Defaults` fill in what it left out where the job runs. */
   readonly definition: LockOptions.Definition
-  /** A new job of this worker. */
-  readonly job: (
-    args: ReadonlyArray<unknown>,
-    options?: { readonly jid?: string | undefined; readonly at?: number | undefined }
-  ) => Job.Job
-  readonly digest: (args: ReadonlyArray<unknown>) => Effect.Effect<string, Digest.DigestError>
-  /** Pushes (or, with `at`, schedules) a new job through the client wrapper onto the `JobQueue`. */
+  /** A new job of this worker, its arguments encoded; throws `InvalidJobArgs` when they do not encode. */
+  readonly job: (args: Args, options?: JobOptions) => Job.Job
+  readonly digest: (args: Args) => Effect.Effect<string, Digest.DigestError | ArgsError>
+  /**
+   * Pushes (or, with `at`, schedules) a new job through the client wrapper onto the `JobQueue`; arguments that do not
+   * encode fail with `InvalidJobArgs`, locking and enqueuing nothing.
+   */
   readonly enqueue: (
-    args: ReadonlyArray<unknown>,
-    options?: { readonly jid?: string | undefined; readonly at?: number | undefined }
-  ) => Effect.Effect<Strategy.ClientOutcome<void>, Middleware.ClientError, RedisService | JobQueue>
+    args: Args,
+    options?: JobOptions
+  ) => Effect.Effect<Strategy.ClientOutcome<void>, Middleware.ClientError | ArgsError, RedisService | JobQueue>
+  /** The arguments of a job the queue delivered, decoded; `InvalidJobArgs` names each path that does not. */
+  readonly decode: (job: Job.Job) => Effect.Effect<Args, ArgsError>
   /** `Middleware.client` for this worker. */
   readonly client: <A, E, R>(
     job: Job.Job,
@@ -69,36 +104,121 @@ export interface UniqueJob {
     job: Job.Job,
     perform: Middleware.Perform<A, E, R>
   ) => Effect.Effect<Strategy.ServerOutcome<A>, E | Middleware.ServerError, R | RedisService | JobQueue>
+  /**
+   * `server` with the job's arguments decoded: `perform` gets them typed, and never runs on a payload that does not
+   * decode (the job fails with `InvalidJobArgs`, through the middleware, as a failed perform does).
+   */
+  readonly perform: <A, E, R>(
+    job: Job.Job,
+    perform: (args: Args, running: Lock.Running) => Effect.Effect<A, E, R>
+  ) => Effect.Effect<
+    Strategy.ServerOutcome<A>,
+    E | ArgsError | Middleware.ServerError,
+    R | RedisService | JobQueue
+  >
   /** `Middleware.died` for this worker: call it when the queue gives a job up for good. */
   readonly died: (job: Job.Job) => Effect.Effect<boolean, RedisError | Digest.DigestError, RedisService>
 }
 
-const fromDefinition = (worker: string, queue: string, definition: LockOptions.Definition): UniqueJob => {
+// `args[0].reportId`: a path into the argument list, as the issues name it.
+const pathOf = (path: ReadonlyArray<PropertyKey>): string =>
+  path.reduce<string>(
+    (shown, key) => typeof key === "number" ? `${shown}[${key}]` : `${shown}.${String(key)}`,
+    "args"
+  )
+
+const invalid = (worker: string, jid: string, direction: "encode" | "decode") => (error: ParseResult.ParseError) =>
+  new InvalidJobArgs({
+    worker,
+    jid,
+    direction,
+    issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
+      path: pathOf(issue.path),
+      message: issue.message
+    }))
+  })
+
+const fromDefinition = <Args extends ReadonlyArray<unknown>, Encoded extends ReadonlyArray<unknown>>(
+  worker: string,
+  queue: string,
+  definition: LockOptions.Definition,
+  schema: ArgsSchema<Args, Encoded> | undefined
+): UniqueJob<Args, InvalidJobArgs> => {
   const client = Middleware.client(definition)
-  const job: UniqueJob["job"] = (args, options) => Job.make({ worker, queue, args, jid: options?.jid, at: options?.at })
+  const server = Middleware.server(definition)
+  const encode = schema === undefined ? undefined : Schema.encodeEither(schema, { errors: "all" })
+  const decodeArgs = schema === undefined ? undefined : Schema.decodeUnknownEither(schema, { errors: "all" })
+  // The job as the queue carries it; with a schema, its arguments encoded.
+  const build = (args: Args, options: JobOptions | undefined): Either.Either<Job.Job, InvalidJobArgs> => {
+    const made = Job.make({ worker, queue, args, jid: options?.jid, at: options?.at })
+    if (encode === undefined) return Either.right(made)
+    return Either.mapBoth(encode(args), {
+      onLeft: invalid(worker, made.jid, "encode"),
+      onRight: (encoded) => ({ ...made, args: encoded })
+    })
+  }
+  const decode: UniqueJob<Args, InvalidJobArgs>["decode"] = (job) =>
+    decodeArgs === undefined
+      ? Effect.succeed(job.args as Args)
+      : Either.mapLeft(decodeArgs(job.args), invalid(worker, job.jid, "decode"))
   return {
     worker,
     queue,
     definition,
-    job,
-    digest: (args) => Lock.digest(definition, { worker, queue, args }),
+    job: (args, options) => Either.getOrThrow(build(args, options)),
+    digest: (args) => Effect.flatMap(build(args, undefined), (job) => Lock.digest(definition, job)),
     enqueue: (args, options) =>
-      client(job(args, options), (stamped) =>
-        Effect.flatMap(JobQueue, (q) => (stamped.at === undefined ? q.push(stamped) : q.schedule(stamped, stamped.at)))),
+      Effect.flatMap(build(args, options), (job) =>
+        client(job, (stamped) =>
+          Effect.flatMap(JobQueue, (q) => (stamped.at === undefined ? q.push(stamped) : q.schedule(stamped, stamped.at))))),
+    decode,
     client,
-    server: Middleware.server(definition),
+    server,
+    perform: (job, perform) =>
+      server(job, (running) => Effect.flatMap(decode(job), (args) => perform(args, running))),
     died: Middleware.died(definition)
   }
 }
 
+const made = <Args extends ReadonlyArray<unknown>, Encoded extends ReadonlyArray<unknown>>(
+  options: Options | TypedOptions<Args, Encoded>
+): Either.Either<UniqueJob<Args, InvalidJobArgs>, LockOptions.InvalidLockOptions> => {
+  if (!LockOptions.isRecord(options)) {
+    const reason = `expected worker options like { worker: "MyJob", lock: "until_executed" }, got ${
+      LockOptions.describeValue(options)
+    }`
+    return Either.left(LockOptions.invalidOptions([{ field: "options", reason }]))
+  }
+  const { args, ...rest } = options
+  if (args !== undefined && !Schema.isSchema(args)) {
+    const reason = `expected a Schema of the argument list, like Schema.Tuple(Schema.Number), got ${
+      LockOptions.describeValue(args)
+    }`
+    return Either.left(LockOptions.invalidOptions([{ field: "args", reason }]))
+  }
+  return Either.map(
+    LockOptions.makeWorker(rest),
+    ({ definition, queue, worker }) =>
+      fromDefinition(worker, queue, definition, args as ArgsSchema<Args, Encoded> | undefined)
+  )
+}
+
 /**
- * Decodes the options once; an impossible combination fails with `InvalidLockOptions` naming the field.
+ * Decodes the options once; an impossible combination fails with `InvalidLockOptions` naming the field. With
+ * `args`, the worker's jobs are typed by that schema.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<UniqueJob, LockOptions.InvalidLockOptions> =>
-  Either.map(LockOptions.makeWorker(options), ({ definition, queue, worker }) => fromDefinition(worker, queue, definition))
+export function make<Args extends ReadonlyArray<unknown>, Encoded extends ReadonlyArray<unknown>>(
+  options: TypedOptions<Args, Encoded>
+): Effect.Effect<UniqueJob<Args, InvalidJobArgs>, LockOptions.InvalidLockOptions>
+export function make(options: Options): Effect.Effect<UniqueJob, LockOptions.InvalidLockOptions>
+export function make(
+  options: Options | TypedOptions<ReadonlyArray<unknown>, ReadonlyArray<unknown>>
+): Effect.Effect<UniqueJob<ReadonlyArray<unknown>, InvalidJobArgs>, LockOptions.InvalidLockOptions> {
+  return made(options)
+}
 
 /**
  * `make` for module top level: invalid options throw `InvalidLockOptions` right where the worker is defined.
@@ -106,9 +226,12 @@ export const make = (options: Options): Effect.Effect<UniqueJob, LockOptions.Inv
  * @since 0.1.0
  * @category constructors
  */
-export const unsafeMake = (options: Options): UniqueJob =>
-  Either.getOrThrowWith(
-    Either.map(LockOptions.makeWorker(options), ({ definition, queue, worker }) =>
-      fromDefinition(worker, queue, definition)),
-    (error) => error
-  )
+export function unsafeMake<Args extends ReadonlyArray<unknown>, Encoded extends ReadonlyArray<unknown>>(
+  options: TypedOptions<Args, Encoded>
+): UniqueJob<Args, InvalidJobArgs>
+export function unsafeMake(options: Options): UniqueJob
+export function unsafeMake(
+  options: Options | TypedOptions<ReadonlyArray<unknown>, ReadonlyArray<unknown>>
+): UniqueJob<ReadonlyArray<unknown>, InvalidJobArgs> {
+  return Either.getOrThrowWith(made(options), (error) => error)
+}

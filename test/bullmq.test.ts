@@ -8,7 +8,9 @@ import { Queue, Worker } from "bullmq"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
 import * as BullMQ from "../src/adapters/BullMQ.js"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Job from "../src/Job.js"
 import type * as LockType from "../src/LockType.js"
@@ -452,6 +454,49 @@ describe("UniqueQueue", () => {
 
 describe("BullMQ adapter options", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("a processor of while_executing under log says once, at its start, that it drops running duplicates", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const warnings: Array<string> = []
+        const capture = Logger.replace(
+          Logger.defaultLogger,
+          Logger.make(({ logLevel, message }) => {
+            if (logLevel._tag === "Warning") warnings.push(String(message))
+          })
+        )
+        const cases: ReadonlyArray<[LockOptions.Options, number]> = [
+          [{ lock: "while_executing" }, 1],
+          [{ lock: "while_executing", onConflict: { server: "reschedule" } }, 0],
+          [{ lock: "until_executed" }, 0]
+        ]
+        for (const [options, expected] of cases) {
+          warnings.length = 0
+          const definition = LockOptions.unsafeMake(options)
+          yield* BullMQ.processor({ definition }, () => Effect.void).pipe(
+            Effect.provide(Redis.layerMemory),
+            Effect.provide(MemoryQueue.layer()),
+            Effect.provide(capture)
+          )
+          assert.strictEqual(warnings.length, expected, JSON.stringify(options))
+          if (expected > 0) assert.include(warnings[0], "reschedule")
+        }
+        // UniqueQueue says it too, once per processor, for the job names it serves.
+        const queue = yield* Bull.queue(Bull.uniqueName("drops"))
+        const unique = UniqueQueue.make(queue, { lock: "while_executing", redis: { url: source.url }, defaults: {} })
+        yield* Effect.addFinalizer(() => Effect.promise(() => unique.close()))
+        const logged: Array<string> = []
+        const original = console.log
+        yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            console.log = (...args: Array<unknown>) => void logged.push(args.join(" "))
+          }),
+          () => Effect.sync(() => (console.log = original))
+        )
+        unique.processor(async () => "done")
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 200)))
+        assert.strictEqual(logged.filter((line) => line.includes("drops a job that arrives")).length, 1, logged.join("\n"))
+      }))
+
     it.scoped("make refuses jobOptions that cannot work with the locks and a deadLetter that is not a queue", () =>
       Effect.gen(function*() {
         const queue = yield* Bull.queue(Bull.uniqueName("opts"))

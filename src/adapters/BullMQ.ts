@@ -32,6 +32,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
+import { InvalidJobArgs } from "../Errors.js"
 import type { Job } from "../Job.js"
 import { JobQueue, type Presence, QueueError } from "../JobQueue.js"
 import type * as Lock from "../Lock.js"
@@ -457,22 +458,28 @@ export const layer = (
  * @since 0.1.0
  * @category models
  */
-export interface Defined {
+export interface Defined<Args extends ReadonlyArray<unknown> = ReadonlyArray<unknown>, ArgsError = never> {
   readonly definition: Definition
+  /** A `UniqueJob` with an `args` schema decodes the job's `[data]` with it before the perform (never on bad data). */
+  readonly decode?: ((job: Job) => Effect.Effect<Args, ArgsError>) | undefined
 }
 
 /**
- * A perform for BullMQ: the job, the lock it runs under (`running.fence` is the run lock's fencing token), and
- * BullMQ's token for the job.
+ * A perform for BullMQ: the job, the lock it runs under (`running.fence` is the run lock's fencing token), BullMQ's
+ * token for the job, and the job's arguments `[data]`, decoded by the worker's `args` schema when it has one.
  *
  * @since 0.1.0
  * @category models
  */
-export type Perform<A, E, R> = (
+export type Perform<A, E, R, Args extends ReadonlyArray<unknown> = ReadonlyArray<unknown>> = (
   job: BullJob,
   running: Lock.Running,
-  token: string | undefined
+  token: string | undefined,
+  args: Args
 ) => Effect.Effect<A, E, R>
+
+const unrecoverable = (failure: InvalidJobArgs): UnrecoverableError =>
+  Object.assign(new UnrecoverableError(failure.message), { cause: failure })
 
 // A failure as BullMQ wants it: an Error. Ours (ExecutionConflict, LockLost, …) already are.
 const asError = (failure: unknown): Error =>
@@ -550,19 +557,23 @@ const awaitingItself = (definition: Definition): Definition => {
  * @since 0.1.0
  * @category processor
  */
-export const handle = <A, E, R>(
-  unique: Defined,
-  perform: Perform<A, E, R>,
+export const handle = <A, E, R, Args extends ReadonlyArray<unknown> = ReadonlyArray<unknown>, ArgsError = never>(
+  unique: Defined<Args, ArgsError>,
+  perform: Perform<A, E, R, Args>,
   job: BullJob,
   token?: string | undefined
 ): Effect.Effect<Strategy.ServerOutcome<A>, Error, R | RedisService | JobQueue> => {
   const ours = toJob(job)
+  const args: Effect.Effect<Args, ArgsError> = unique.decode === undefined
+    ? Effect.succeed(ours.args as unknown as Args)
+    : unique.decode(ours)
   const run = Effect.flatMap(Defaults, (settings) =>
     Middleware.server(awaitingItself(resolve(unique.definition, settings)))(ours, (running) =>
-      perform(job, running, token)))
+      Effect.flatMap(args, (decoded) => perform(job, running, token, decoded))))
   return performing(job, token, run).pipe(
     Effect.catchAll((failure) => {
-      const error = asError(failure)
+      // A payload that does not decode will not decode on a retry either: BullMQ fails it for good.
+      const error = failure instanceof InvalidJobArgs ? unrecoverable(failure) : asError(failure)
       if (error instanceof DelayedError) return Effect.fail(error)
       return Effect.flatMap(lastAttempt(job, error), (last) =>
         !last ? Effect.fail(error) : Effect.zipRight(
@@ -591,7 +602,10 @@ export const processorWith = <R>(
     signal: AbortSignal | undefined
   ) => Promise<Exit.Exit<Strategy.ServerOutcome<unknown>, unknown>>
 ) =>
-<A, E, R2 extends R>(unique: Defined | ((job: BullJob) => Defined), perform: Perform<A, E, R2>) =>
+<A, E, R2 extends R, Args extends ReadonlyArray<unknown> = ReadonlyArray<unknown>, ArgsError = never>(
+  unique: Defined<Args, ArgsError> | ((job: BullJob) => Defined<Args, ArgsError>),
+  perform: Perform<A, E, R2, Args>
+) =>
 async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefined> => {
   const defined = typeof unique === "function" ? unique(job) : unique
   const handled = handle(defined, perform, job, token) as Effect.Effect<Strategy.ServerOutcome<A>, Error, R>
@@ -606,21 +620,40 @@ async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefine
  * @since 0.1.0
  * @category processor
  */
-export const processor = <A, E, R>(
-  unique: Defined,
-  perform: Perform<A, E, R>
+export const processor = <A, E, R, Args extends ReadonlyArray<unknown> = ReadonlyArray<unknown>, ArgsError = never>(
+  unique: Defined<Args, ArgsError>,
+  perform: Perform<A, E, R, Args>
 ): Effect.Effect<
   (job: BullJob, token?: string, signal?: AbortSignal) => Promise<A | undefined>,
   never,
   R | RedisService | JobQueue
 > =>
-  Effect.map(
-    Effect.runtime<R | RedisService | JobQueue>(),
-    (runtime) =>
-      processorWith<R | RedisService | JobQueue>((effect, signal) =>
-        Runtime.runPromiseExit(runtime, effect, signal === undefined ? {} : { signal })
-      )(unique, perform)
+  Effect.zipRight(
+    Effect.flatMap(Defaults, (settings) => warnIfDropping(resolve(unique.definition, settings))),
+    Effect.map(
+      Effect.runtime<R | RedisService | JobQueue>(),
+      (runtime) =>
+        processorWith<R | RedisService | JobQueue>((effect, signal) =>
+          Runtime.runPromiseExit(runtime, effect, signal === undefined ? {} : { signal })
+        )(unique, perform)
+    )
   )
+
+/**
+ * Said once per processor, at its start: under `while_executing` with the `log` server strategy (the gem's default),
+ * a copy BullMQ delivers while another runs is dropped (BullMQ shows it completed, with no value). Users who meant
+ * "one at a time, every job" want `reschedule` (or `raise` with attempts).
+ *
+ * @internal
+ */
+export const warnIfDropping = (definition: Definition): Effect.Effect<void> =>
+  definition.lock === "while_executing" && definition.onConflict.server === "log"
+    ? Effect.logWarning(
+      "while_executing with the server strategy log drops a job that arrives while a copy of it runs (BullMQ " +
+        "completes it without running it); to run every job one at a time, set onConflict: { server: " +
+        "\"reschedule\" } (or \"raise\" with attempts)"
+    ).pipe(Effect.annotateLogs({ package: "effect-unique-jobs", module: "BullMQ" }))
+    : Effect.void
 
 /**
  * A BullMQ `Worker` on `unique`'s queue running `perform` through the server middleware; closed with the scope
@@ -629,9 +662,9 @@ export const processor = <A, E, R>(
  * @since 0.1.0
  * @category processor
  */
-export const worker = <A, E, R>(
-  unique: Defined & { readonly queue: string },
-  perform: Perform<A, E, R>,
+export const worker = <A, E, R, Args extends ReadonlyArray<unknown> = ReadonlyArray<unknown>, ArgsError = never>(
+  unique: Defined<Args, ArgsError> & { readonly queue: string },
+  perform: Perform<A, E, R, Args>,
   options: WorkerOptions
 ): Effect.Effect<Worker, never, R | RedisService | JobQueue | Scope.Scope> =>
   Effect.flatMap(processor(unique, perform), (fn) =>

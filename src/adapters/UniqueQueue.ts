@@ -351,6 +351,13 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
         )
       })),
     processor: (fn) => {
+      void runtime.runFork(
+        Effect.forEach(
+          new Set([fallback, ...named.values()]),
+          (definition) => Effect.flatMap(Defaults.Defaults, (s) => BullMQ.warnIfDropping(Defaults.resolve(definition, s))),
+          { discard: true }
+        )
+      )
       const perform = BullMQ.processorWith<Redis.RedisService | JobQueue>((effect, signal) =>
         runtime.runPromiseExit(effect, {
           signal: signal === undefined ? cancelAll.signal : AbortSignal.any([signal, cancelAll.signal])
