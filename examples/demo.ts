@@ -777,6 +777,19 @@ const summary = (results: ReadonlyArray<Result>): string =>
     ])
   )
 
+// One line per scenario, for the end: what a newcomer should take away.
+const showed: Record<string, string> = {
+  "debounce": "until_executing: a burst of enqueues became one queued job; a new one is accepted once it runs",
+  "exactly once": "until_executed: no second copy was queued or run until the first had finished",
+  "one per period": "until_expired: one job per lockTtl window, however fast the first one finished",
+  "serialize": "while_executing: duplicates all queued, each ran once, never two at a time (reschedule)",
+  "enqueue once, run serialized": "until_and_while_executing: one copy waiting, one running, never two of either",
+  "on BullMQ": "the same on real BullMQ workers: every accepted job ran once, no overlap, no lock left behind"
+}
+
+const lessons = (results: ReadonlyArray<Result>): string =>
+  ["What it showed:", ...results.map((r, i) => `  ${i + 1}. ${showed[r.name] ?? r.name}`)].join("\n")
+
 const statsLine = (stats: Locks.Stats) =>
   `index ${stats.indexSize} (queue ${stats.byPhase.queue}, run ${stats.byPhase.run}), stale ${stats.stale}` +
   (stats.oldest === undefined ? "" : `, oldest ${stats.oldest.name}`)
@@ -788,6 +801,10 @@ const operate = (prefix: string, url: string | undefined) =>
     const locks = yield* Locks.make({ prefix })
     yield* Console.log(`\nOperations (${prefix}):`)
     yield* Console.log(`  stats        ${statsLine(yield* locks.stats)}`)
+    yield* Console.log(
+      "               stale: index members whose holders have all ended (scenario 3's lock, its TTL passed); " +
+        "the reaper removes them"
+    )
     const pass = yield* Reaper.runOnce({ prefix })
     yield* Console.log(
       `  reaper pass  ${pass.scanned} members walked in ${pass.steps} step(s): removed ${pass.members} members, ` +
@@ -824,6 +841,7 @@ const program = Effect.gen(function*() {
   if (redis.shared !== undefined) yield* cleanup(redis.shared, prefix)
 
   yield* Console.log(`\n${summary(results)}\n`)
+  yield* Console.log(`${lessons(results)}\n`)
   const checks = results.reduce((n, r) => n + r.checks, 0)
   const failures = results.flatMap((r) => r.failures)
   const failed = results.filter((r) => r.stats.failed > 0).map((r) => `${r.name}: ${r.stats.failed} job(s) failed`)
