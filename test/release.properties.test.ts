@@ -293,7 +293,7 @@ describe("release properties: an enqueue that may still land, on Redis", () => {
                   yield* Deferred.succeed(answer, landed)
                   const expected = landed ? ["j1"] : []
                   // The release is sent once the answer is in: wait for it (bounded), then see that it stays.
-                  for (let i = 0; i < 100 && JSON.stringify(yield* holders) !== JSON.stringify(expected); i++) {
+                  for (let i = 0; i < 500 && JSON.stringify(yield* holders) !== JSON.stringify(expected); i++) {
                     yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
                   }
                   yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
