@@ -200,9 +200,10 @@ describe("BullMQ adapter: model property", () => {
       )
     ))
 
-  // Jobs that succeed, fail and then succeed, or fail every attempt, through UniqueQueue and real Workers: once the
-  // queue is idle, every until_executed lock is gone (a dead job's too: the processor calls `died` on its last
-  // attempt), and each argument list is Enqueued again.
+  // Jobs that succeed, fail and then succeed, or fail every attempt, through UniqueQueue and real Workers that may
+  // stop retrying before the attempts are spent (maxStartedAttempts, a backoff strategy answering -1): once the queue
+  // is idle, every until_executed lock is gone (a dead job's too: the processor calls `died` on what BullMQ makes
+  // its last attempt), and each argument list is Enqueued again.
   it.live("until_executed on real Workers: whatever the jobs do, an idle queue leaves no lock behind", () =>
     Effect.promise(() =>
       fc.assert(
@@ -215,7 +216,8 @@ describe("BullMQ adapter: model property", () => {
             }),
             { minLength: 1, maxLength: 8 }
           ),
-          async (plan) => {
+          fc.constantFrom("attempts" as const, "maxStartedAttempts" as const, "backoffGivesUp" as const),
+          async (plan, retries) => {
             const name = uniqueName("life")
             const lockPrefix = `${name}-locks`
             const queue = new Queue(name, { connection })
@@ -231,12 +233,19 @@ describe("BullMQ adapter: model property", () => {
                 if (fate === "failAlways" || (fate === "failOnce" && job.attemptsMade === 0)) throw new Error(fate)
                 return "done"
               }),
-              { connection, concurrency: 3 }
+              {
+                connection,
+                concurrency: 3,
+                ...(retries === "maxStartedAttempts" ? { maxStartedAttempts: 1 } : {}),
+                ...(retries === "backoffGivesUp" ? { settings: { backoffStrategy: () => -1 } } : {})
+              }
             )
             worker.on("error", () => {})
             try {
               for (const [n, { attempts, copies }] of plan.entries()) {
-                for (let i = 0; i < copies; i++) await unique.add("Life", { n }, { attempts })
+                for (let i = 0; i < copies; i++) {
+                  await unique.add("Life", { n }, { attempts, ...(retries === "backoffGivesUp" ? { backoff: { type: "custom" } } : {}) })
+                }
               }
               const idle = async () => {
                 const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized")
@@ -259,7 +268,14 @@ describe("BullMQ adapter: model property", () => {
             }
           }
         ),
-        { numRuns: Math.max(5, Math.round(runs / 5)) }
+        {
+          numRuns: Math.max(5, Math.round(runs / 5)),
+          // A job with attempts left that BullMQ gives up on at its first failure, both ways.
+          examples: [
+            [[{ fate: "failOnce", attempts: 3, copies: 1 }], "maxStartedAttempts"],
+            [[{ fate: "failAlways", attempts: 3, copies: 1 }], "backoffGivesUp"]
+          ]
+        }
       )
     ))
 })
