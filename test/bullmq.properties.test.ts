@@ -18,7 +18,11 @@ import { Redis as IORedis } from "ioredis"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Job from "../src/Job.js"
+import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
+import * as Redis from "../src/Redis.js"
 import * as RedisServer from "../src/RedisServer.js"
+import * as Strategy from "../src/Strategy.js"
 import { uniqueName } from "./support/bullmq.js"
 
 type State = "waiting" | "delayed" | "active" | "completed" | "failed" | "gone"
@@ -199,6 +203,75 @@ describe("BullMQ adapter: model property", () => {
         { numRuns: runs }
       )
     ))
+
+  // A job delivered while its run lock is held: by another job (a duplicate: the server strategy decides), or by
+  // its own jid (BullMQ delivered it again after a stall while its first copy may still run: never a duplicate, so it
+  // waits, moved to delayed, whatever the strategy). Through UniqueQueue's processor, BullMQ's manual fetch.
+  it.live("a delivery meeting its own jid's run lock is rescheduled, whatever the strategy; another's, as it says", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.constantFrom("while_executing" as const, "while_executing_reject" as const, "until_and_while_executing" as const),
+          fc.constantFrom(...Strategy.serverNames),
+          fc.boolean(),
+          async (lock, server, own) => {
+            const name = uniqueName("again")
+            const lockPrefix = `${name}-locks`
+            const queue = new Queue(name, { connection })
+            const worker = new Worker(name, null, { connection, autorun: false })
+            // while_executing_reject takes no server strategy: it always rejects.
+            const options = lock === "while_executing_reject"
+              ? { lock, lockPrefix, lockLease: 60_000 } as const
+              : { lock, lockPrefix, lockLease: 60_000, onConflict: { server } } as const
+            const unique = UniqueQueue.make<{ readonly n: number }>(queue, { ...options, redis: { url: redisUrl } })
+            try {
+              const added = await unique.add("Again", { n: 1 })
+              assert.strictEqual(added._tag, "Enqueued")
+              const holder = own ? added.job.jid : "another-job"
+              const definition = LockOptions.unsafeMake(options)
+              await Effect.runPromise(
+                Effect.flatMap(Redis.RedisService, (redis) =>
+                  redis.lock(Lock.keyOf(definition, added.digest, "run"), {
+                    jid: holder,
+                    limit: 1,
+                    ttlMs: 0,
+                    leaseMs: 60_000,
+                    info: "",
+                    fenced: true
+                  })).pipe(Effect.provide(Redis.layer({ url: redisUrl })), Effect.scoped)
+              )
+              const token = "token-1"
+              const job = await worker.getNextJob(token, { block: false })
+              assert.isDefined(job)
+              let ran = false
+              const processor = unique.processor(async () => {
+                ran = true
+                return "ran"
+              })
+              const ended = await processor(job!, token).then((value) => ({ value }), (error: unknown) => ({ error }))
+              assert.isFalse(ran, "the copy did not run beside the holder")
+              const rescheduled = "error" in ended && ended.error instanceof DelayedError
+              const configured = lock === "while_executing_reject" ? "reject" : server
+              assert.strictEqual(
+                rescheduled,
+                own || configured === "reschedule",
+                `${lock}, ${server}, held by ${own ? "its own jid" : "another job"}: ${JSON.stringify(ended)}`
+              )
+              if (rescheduled) assert.strictEqual(await queue.getJobState(added.job.jid), "delayed")
+            } finally {
+              await worker.close(true)
+              await unique.close({ timeout: 1000 }).catch(() => undefined)
+              await queue.obliterate({ force: true }).catch(() => undefined)
+              await queue.close()
+            }
+          }
+        ),
+        {
+          numRuns: Math.max(8, Math.round(runs / 4)),
+          examples: [["while_executing", "log", true], ["while_executing_reject", "reject", true], ["while_executing", "log", false]]
+        }
+      )
+    ), 120_000)
 
   // Jobs that succeed, fail and then succeed, or fail every attempt, through UniqueQueue and real Workers that may
   // stop retrying before the attempts are spent (maxStartedAttempts, a backoff strategy answering -1): once the queue
