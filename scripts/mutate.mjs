@@ -270,7 +270,9 @@ const runTests = (tests, label, timeoutMs) =>
     ]
     if (bail) argv.push("--bail=1")
     const started = Date.now()
-    const child = spawn(process.execPath, argv, { cwd: scratch, detached: true, stdio: ["ignore", out, out] })
+    // A mutated run stops each property at its first failure (test/support/setup.ts): no minutes of shrinking.
+    const env = { ...process.env, UNIQUE_JOBS_MUTATION: "1" }
+    const child = spawn(process.execPath, argv, { cwd: scratch, detached: true, env, stdio: ["ignore", out, out] })
     running = child
     let timedOut = false
     const timer = setTimeout(() => {
