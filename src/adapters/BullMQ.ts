@@ -276,18 +276,37 @@ export const make = (
     const jobOptions = options.jobOptions ?? {}
 
     // Every call to a queue is bounded: one whose Redis does not answer fails; it does not wait for its reconnect.
-    const call = <A>(operation: string, jid: string | undefined, f: () => Promise<A>): Effect.Effect<A, QueueError> =>
-      attempt(operation, jid, f).pipe(
-        Effect.timeoutFail({
-          duration: settings.timeoutMs,
-          onTimeout: () =>
-            new QueueError({
-              operation,
-              jid,
-              reason: `BullMQ's Redis did not answer within ${settings.timeoutMs} ms`
-            })
-        })
-      )
+    // An add that times out has been handed to the connection, which sends it when its Redis answers: given
+    // `stored`, the error carries the call's eventual answer (`landing`), so that the job's lock is kept until then.
+    const call = <A>(
+      operation: string,
+      jid: string | undefined,
+      f: () => Promise<A>,
+      stored?: (value: A) => boolean
+    ): Effect.Effect<A, QueueError> =>
+      Effect.suspend(() => {
+        let answer: Promise<A>
+        try {
+          answer = f()
+        } catch (cause) {
+          answer = Promise.reject(cause)
+        }
+        return attempt(operation, jid, () => answer).pipe(
+          Effect.timeoutFail({
+            duration: settings.timeoutMs,
+            onTimeout: () =>
+              stored === undefined
+                ? new QueueError({ operation, jid, reason: `BullMQ's Redis did not answer within ${settings.timeoutMs} ms` })
+                : new QueueError({
+                  operation,
+                  jid,
+                  reason: `BullMQ's Redis did not answer within ${settings.timeoutMs} ms; the add was sent and may ` +
+                    "still be stored when it answers (the job's lock is kept until then)",
+                  landing: Effect.promise(() => answer.then(stored, () => false))
+                })
+          })
+        )
+      })
 
     const queueOf = (operation: string, job: Job): Effect.Effect<Queue, QueueError> => {
       const found = byName.get(job.queue)
@@ -322,31 +341,16 @@ export const make = (
         return replies.map((reply): Presence => (Number(reply) === 1 ? "exists" : "gone"))
       })
 
-    // An add that times out has been handed to the connection, which sends it when its Redis answers: the error
-    // carries the add's eventual answer (`landing`), so that the lock is kept until it is known.
-    const sent = (operation: string, job: Job, f: () => Promise<BullJob>): Effect.Effect<BullJob, QueueError> =>
-      Effect.suspend(() => {
-        const adding = f()
-        return attempt(operation, job.jid, () => adding).pipe(
-          Effect.timeoutFail({
-            duration: settings.timeoutMs,
-            onTimeout: () =>
-              new QueueError({
-                operation,
-                jid: job.jid,
-                reason: `BullMQ's Redis did not answer within ${settings.timeoutMs} ms; the add was sent and may ` +
-                  "still be stored when it answers (the job's lock is kept until then)",
-                landing: Effect.promise(() => adding.then((added) => added.id === job.jid, () => false))
-              })
-          })
-        )
-      })
-
     const addAs = (operation: string, job: Job, own: JobsOptions | undefined) =>
       Effect.flatMap(queueOf(operation, job), (target) =>
         Effect.flatMap(dataOf(operation, job, target, own), (data) =>
           Effect.flatMap(
-            sent(operation, job, () => target.add(job.worker, data, { ...jobOptions, ...own, jobId: job.jid })),
+            call(
+              operation,
+              job.jid,
+              () => target.add(job.worker, data, { ...jobOptions, ...own, jobId: job.jid }),
+              (added) => added.id === job.jid
+            ),
             (added) => storedAs(operation, job, added)
           )))
 
