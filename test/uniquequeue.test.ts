@@ -13,9 +13,8 @@ import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as LockOptions from "../src/Options.js"
 import * as Bull from "./support/bullmq.js"
-import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
-import { type Data, lockKeys, rejection, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
+import { type Data, lockKeys, proxiedUniqueQueue, rejection, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
 describe("UniqueQueue: ids the caller supplies", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
@@ -58,22 +57,8 @@ describe("UniqueQueue: ids the caller supplies", () => {
 
     it.scoped("the jobId check is bounded: a queue whose Redis does not answer fails the add with a QueueError, no lock", () =>
       Effect.gen(function*() {
-        const { raw, source } = yield* RedisTest.TestRedis
-        const proxy = yield* Proxy.start(source.url)
-        const url = new URL(proxy.url)
-        const queue = yield* Effect.acquireRelease(
-          Effect.sync(() => new Queue(Bull.uniqueName("uqcut"), { connection: { host: url.hostname, port: Number(url.port) } })),
-          (q) => Effect.promise(() => q.disconnect())
-        )
-        queue.on("error", () => {})
-        const lockPrefix = RedisTest.uniquePrefix("uqcut")
-        const unique = UniqueQueue.make<Data>(queue, {
-          lock: "until_executed",
-          lockPrefix,
-          redis: { url: source.url },
-          defaults: {}
-        })
-        yield* Effect.promise(() => queue.waitUntilReady())
+        const { raw } = yield* RedisTest.TestRedis
+        const { lockPrefix, proxy, unique } = yield* proxiedUniqueQueue("uqcut")
         yield* proxy.cut
         const error = yield* rejection(() => unique.add("Work", { n: 1 }, { jobId: "cut-1" }))
         assert.strictEqual((error as { _tag?: string })._tag, "QueueError", String(error))
@@ -88,26 +73,11 @@ describe("UniqueQueue: ids the caller supplies", () => {
 
     it.scoped("an add that times out on a stalled queue Redis keeps its lock until BullMQ answers: one job, never two", () =>
       Effect.gen(function*() {
-        const { raw, source } = yield* RedisTest.TestRedis
+        const { raw } = yield* RedisTest.TestRedis
         // BullMQ sends the add when its Redis answers again (stored), or never (its connection dropped first).
         for (const ending of ["stored", "dropped"] as const) {
-          const proxy = yield* Proxy.start(source.url)
-          const url = new URL(proxy.url)
-          const name = Bull.uniqueName("uqstall")
-          const queue = yield* Effect.acquireRelease(
-            Effect.sync(() => new Queue(name, { connection: { host: url.hostname, port: Number(url.port) } })),
-            (q) => Effect.promise(() => q.disconnect())
-          )
-          queue.on("error", () => {})
-          const lockPrefix = RedisTest.uniquePrefix("uqstall")
-          const unique = UniqueQueue.make<Data>(queue, {
-            lock: "until_executed",
-            lockPrefix,
-            redis: { url: source.url },
-            defaults: {}
-          })
+          const { lockPrefix, name, proxy, queue, unique } = yield* proxiedUniqueQueue("uqstall")
           yield* Effect.addFinalizer(() => Effect.promise(() => unique.close({ timeout: 1000 }).catch(() => undefined)))
-          yield* Effect.promise(() => queue.waitUntilReady())
           yield* proxy.stall
           const error = yield* rejection(() => unique.add("Work", { n: 1 }))
           assert.strictEqual((error as { _tag?: string })._tag, "QueueError", String(error))

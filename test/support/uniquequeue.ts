@@ -1,11 +1,12 @@
 /**
  * UniqueQueues on the test's private redis-server, and what the UniqueQueue tests read back.
  */
-import type { QueueOptions, Worker } from "bullmq"
+import { Queue, type QueueOptions, type Worker } from "bullmq"
 import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../../src/adapters/UniqueQueue.js"
 import type * as LockOptions from "../../src/Options.js"
 import * as Bull from "./bullmq.js"
+import * as Proxy from "./proxy.js"
 import * as RedisTest from "./redis.js"
 
 export interface Data {
@@ -28,6 +29,32 @@ export const uniqueQueue = (options: LockOptions.Options, queueOptions: Omit<Que
       (u) => Effect.promise(() => u.close())
     )
     return { name, queue, unique, lockPrefix }
+  })
+
+/**
+ * An until_executed UniqueQueue whose queue reaches the test server through a TCP proxy (to cut or stall), its locks
+ * on a direct connection; ready when answered. Closing `unique` is the caller's (the test may be about it).
+ */
+export const proxiedUniqueQueue = (label: string) =>
+  Effect.gen(function*() {
+    const { source } = yield* RedisTest.TestRedis
+    const proxy = yield* Proxy.start(source.url)
+    const url = new URL(proxy.url)
+    const name = Bull.uniqueName(label)
+    const queue = yield* Effect.acquireRelease(
+      Effect.sync(() => new Queue(name, { connection: { host: url.hostname, port: Number(url.port) } })),
+      (q) => Effect.promise(() => q.disconnect())
+    )
+    queue.on("error", () => {})
+    const lockPrefix = RedisTest.uniquePrefix(label)
+    const unique = UniqueQueue.make<Data>(queue, {
+      lock: "until_executed",
+      lockPrefix,
+      redis: { url: source.url },
+      defaults: {}
+    })
+    yield* Effect.promise(() => queue.waitUntilReady())
+    return { proxy, name, queue, unique, lockPrefix }
   })
 
 /** What a promise rejected with (undefined when it resolved). */
