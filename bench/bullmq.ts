@@ -144,7 +144,7 @@ const contenders = (connection: { readonly host: string; readonly port: number }
 }
 
 /** What one round measured, per add. */
-interface Sample {
+export interface Sample {
   readonly addsPerSecond: number
   readonly nodeCpuUs: number
   readonly roundTrips: number
@@ -165,20 +165,47 @@ const drive = async (concurrency: number, items: ReadonlyArray<Data>, add: (data
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-export const main = async (log: (line: string) => void, rounds: number): Promise<void> => {
-  const started = performance.now()
-  const loadAverage = os.loadavg().map((x) => round(x, 2))
-  const scope = Effect.runSync(Scope.make())
+export interface Pair {
+  readonly ours: string
+  readonly theirs: string
+  readonly name: string
+  readonly concurrency: number
+  /** Medians over rounds, adds per second. */
+  readonly oursRate: number
+  readonly theirsRate: number
+  /** oursRate / theirsRate. */
+  readonly ratio: number
+  /** The ratio within each pass over the contenders (the same round): median and interquartile range. */
+  readonly paired: { readonly median: number; readonly q1: number; readonly q3: number }
+  /** Node CPU per add, ours over BullMQ's (medians). */
+  readonly nodeCpu: number
+}
+
+export interface Result {
+  readonly rounds: number
+  readonly redisVersion: string
+  readonly contenders: ReadonlyArray<{ readonly id: string; readonly label: string }>
+  readonly samples: ReadonlyMap<string, ReadonlyArray<Sample>>
+  readonly pairs: ReadonlyArray<Pair>
+  readonly failures: ReadonlyArray<string>
+}
+
+/** Every contender in alternating rounds on the Redis at `url` (database 0, flushed after each round). */
+export const run = async (options: {
+  readonly url: string
+  readonly port: number
+  readonly rounds: number
+  readonly log: (line: string) => void
+}): Promise<Result> => {
+  const { log, rounds } = options
   const failures: Array<string> = []
+  const probe = await Probe.connect(options.url)
   try {
-    // Always a private server: never a shared Redis (REDIS_URL or port 6379), whose other clients would skew it.
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
-    const probe = await Probe.connect(server.url)
     const redisVersion = (await probe.info("server")).redis_version ?? "unknown"
-    log(`BullMQ add: UniqueQueue against BullMQ deduplication, Redis ${redisVersion} on port ${server.port}`)
+    log(`BullMQ add: UniqueQueue against BullMQ deduplication, Redis ${redisVersion} on port ${options.port}`)
     log(`${adds} adds over ${distinct} argument lists, concurrency ${concurrencies.join(" and ")}, ${rounds} rounds each`)
     const items = workload()
-    const all = contenders({ host: "127.0.0.1", port: server.port })
+    const all = contenders({ host: "127.0.0.1", port: options.port })
     let queues = 0
 
     const once = async (contender: Contender, concurrency: number, timed: boolean): Promise<Sample> => {
@@ -230,18 +257,56 @@ export const main = async (log: (line: string) => void, rounds: number): Promise
         log(`  round ${r + 1} ${contender.id.padEnd(17)} ${Math.round(sample.addsPerSecond).toString().padStart(6)} adds/s`)
       })
     }
-    await probe.close()
 
+    const med = (id: string, c: number, f: (s: Sample) => number) => median((samples.get(`${id}@${c}`) ?? []).map(f))
+    const rate = (id: string, c: number) => med(id, c, (s) => s.addsPerSecond)
+    const pairs = [
+      { ours: "unique-executed", theirs: "bullmq-dedup", name: "`until_executed` / simple mode" },
+      { ours: "unique-expired", theirs: "bullmq-dedup-ttl", name: "`until_expired` / throttle mode" }
+    ].flatMap((p) =>
+      concurrencies.map((c): Pair => {
+        const paired = (samples.get(`${p.ours}@${c}`) ?? []).map((s, i) =>
+          s.addsPerSecond / (samples.get(`${p.theirs}@${c}`)?.[i]?.addsPerSecond ?? Number.NaN)
+        )
+        return {
+          ...p,
+          concurrency: c,
+          oursRate: rate(p.ours, c),
+          theirsRate: rate(p.theirs, c),
+          ratio: rate(p.ours, c) / rate(p.theirs, c),
+          paired: { median: median(paired), q1: quantile(paired, 0.25), q3: quantile(paired, 0.75) },
+          nodeCpu: med(p.ours, c, (s) => s.nodeCpuUs) / med(p.theirs, c, (s) => s.nodeCpuUs)
+        }
+      })
+    )
+    return {
+      rounds,
+      redisVersion,
+      contenders: all.map(({ id, label }) => ({ id, label })),
+      samples,
+      pairs,
+      failures
+    }
+  } finally {
+    await probe.close()
+  }
+}
+
+export const main = async (log: (line: string) => void, rounds: number): Promise<void> => {
+  const started = performance.now()
+  const loadAverage = os.loadavg().map((x) => round(x, 2))
+  const scope = Effect.runSync(Scope.make())
+  try {
+    // Always a private server: never a shared Redis (REDIS_URL or port 6379), whose other clients would skew it.
+    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const result = await run({ url: server.url, port: server.port, rounds, log })
+    const { failures, redisVersion, samples } = result
     const med = (id: string, c: number, f: (s: Sample) => number) => median((samples.get(`${id}@${c}`) ?? []).map(f))
     const rate = (id: string, c: number) => med(id, c, (s) => s.addsPerSecond)
     const range = (id: string, c: number) => {
       const xs = (samples.get(`${id}@${c}`) ?? []).map((s) => Math.round(s.addsPerSecond))
       return `${Math.min(...xs).toLocaleString("en-US")}–${Math.max(...xs).toLocaleString("en-US")}`
     }
-    const pairs = [
-      { ours: "unique-executed", theirs: "bullmq-dedup", name: "`until_executed` / simple mode" },
-      { ours: "unique-expired", theirs: "bullmq-dedup-ttl", name: "`until_expired` / throttle mode" }
-    ]
     const r2 = (x: number) => x.toFixed(2)
     const cpu = os.cpus()
     const lines = [
@@ -249,10 +314,7 @@ export const main = async (log: (line: string) => void, rounds: number): Promise
       `${cpu[0]?.model ?? "unknown"}, Node ${process.version}, Redis ${redisVersion} (a private redis-server), ` +
       `BullMQ ${bullmqVersion()}, load average before the run ${loadAverage.join(" / ")}.`,
       "",
-      `Settings: ${adds.toLocaleString("en-US")} adds per round over ${distinct} distinct argument lists ` +
-      `(${adds / distinct} adds of each, one shuffled order for every round), no workers; concurrency ` +
-      `${concurrencies.join(" and ")} (async loops sharing the list); median of ${rounds} alternating rounds per ` +
-      "contender and concurrency, after one untimed round each; a fresh queue per round, the database flushed after it.",
+      settingsLine(rounds),
       "",
       "### Ratios (UniqueQueue over BullMQ, same run)",
       "",
@@ -261,15 +323,9 @@ export const main = async (log: (line: string) => void, rounds: number): Promise
       "",
       "| pair | c | adds/s | paired rounds (IQR) | Node CPU per add |",
       "| --- | ---: | ---: | ---: | ---: |",
-      ...pairs.flatMap((p) =>
-        concurrencies.map((c) => {
-          const paired = (samples.get(`${p.ours}@${c}`) ?? []).map((s, i) =>
-            s.addsPerSecond / (samples.get(`${p.theirs}@${c}`)?.[i]?.addsPerSecond ?? Number.NaN)
-          )
-          return `| ${p.name} | ${c} | **${r2(rate(p.ours, c) / rate(p.theirs, c))}** | ${r2(median(paired))} ` +
-            `(${r2(quantile(paired, 0.25))}–${r2(quantile(paired, 0.75))}) | ` +
-            `${r2(med(p.ours, c, (s) => s.nodeCpuUs) / med(p.theirs, c, (s) => s.nodeCpuUs))}× |`
-        })
+      ...result.pairs.map((p) =>
+        `| ${p.name} | ${p.concurrency} | **${r2(p.ratio)}** | ${r2(p.paired.median)} ` +
+        `(${r2(p.paired.q1)}–${r2(p.paired.q3)}) | ${r2(p.nodeCpu)}× |`
       ),
       "",
       "### Adds per second and cost per add",
@@ -281,7 +337,7 @@ export const main = async (log: (line: string) => void, rounds: number): Promise
       "| contender | c | adds/s (median) | range | round trips | BullMQ's | inside | Node CPU µs | Redis µs | Redis CPU µs |",
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
       ...concurrencies.flatMap((c) =>
-        all.map((k) =>
+        result.contenders.map((k) =>
           `| ${k.label} | ${c} | ${Math.round(rate(k.id, c)).toLocaleString("en-US")} | ${range(k.id, c)} | ` +
           `${r2(med(k.id, c, (s) => s.roundTrips))} | ${r2(med(k.id, c, (s) => s.bullmqCalls))} | ` +
           `${r2(med(k.id, c, (s) => s.innerCalls))} | ${r2(med(k.id, c, (s) => s.nodeCpuUs))} | ` +
@@ -289,10 +345,7 @@ export const main = async (log: (line: string) => void, rounds: number): Promise
         )
       ),
       "",
-      failures.length === 0
-        ? `Checks: every round (timed and warm-up) ended with exactly ${distinct} waiting jobs, ${distinct} added and ` +
-          `${adds - distinct} turned away.`
-        : `**CHECKS FAILED** (${failures.length}):\n\n${failures.map((f) => `- ${f}`).join("\n")}`
+      checksLine(result)
     ]
     log("")
     for (const line of lines) log(line)
@@ -310,8 +363,20 @@ export const main = async (log: (line: string) => void, rounds: number): Promise
   }
 }
 
+export const settingsLine = (rounds: number): string =>
+  `Settings: ${adds.toLocaleString("en-US")} adds per round over ${distinct} distinct argument lists ` +
+  `(${adds / distinct} adds of each, one shuffled order for every round), no workers; concurrency ` +
+  `${concurrencies.join(" and ")} (async loops sharing the list); median of ${rounds} alternating rounds per ` +
+  "contender and concurrency, after one untimed round each; a fresh queue per round, the database flushed after it."
+
+export const checksLine = (result: Result): string =>
+  result.failures.length === 0
+    ? `Checks: every round (timed and warm-up) ended with exactly ${distinct} waiting jobs, ${distinct} added and ` +
+      `${adds - distinct} turned away.`
+    : `**CHECKS FAILED** (${result.failures.length}):\n\n${result.failures.map((f) => `- ${f}`).join("\n")}`
+
 // The installed BullMQ, as the bench ran it.
-const bullmqVersion = (): string => {
+export const bullmqVersion = (): string => {
   try {
     const pkg = JSON.parse(readFileSync(new URL("../node_modules/bullmq/package.json", import.meta.url), "utf8"))
     return String((pkg as { readonly version?: unknown }).version ?? "unknown")

@@ -2,6 +2,7 @@
  * Measuring tools shared by the bench sections: closed loops (plain async functions or Effect fibers), a probe of
  * the Redis server's own counters (INFO commandstats, cpu, memory), statistics.
  */
+import { execFileSync } from "node:child_process"
 import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
 
@@ -236,4 +237,17 @@ export const spyCommands = (client: IORedis): Map<string, number> => {
     return (original as (...args: Array<unknown>) => unknown)(command, ...rest)
   }) as typeof client.sendCommand
   return counts
+}
+
+/** The code measured: HEAD, and whether src/ or lua/ had uncommitted changes (the bench runs the working tree). */
+export const revision = (): string => {
+  const git = (...args: Array<string>) =>
+    execFileSync("git", args, { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim()
+  try {
+    const changed = git("status", "--porcelain", "--", "src", "lua").split("\n").filter((line) => line !== "").length
+    const head = git("rev-parse", "--short", "HEAD")
+    return changed === 0 ? head : `${head} + uncommitted changes to ${changed} file(s) under src/ and lua/`
+  } catch {
+    return "unknown"
+  }
 }

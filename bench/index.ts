@@ -15,6 +15,11 @@
  *                                                     rounds (25; about a minute): results/bullmq.md
  *   --keeper-burst [--locks=N] [--lease=ms]           N run locks taken in one burst (10,000), lease ms (1,000), each
  *                                                     held three leases: outcomes, loop delay: results/keeper-burst.md
+ *   --worker [--rounds=N] [--jobs=N]                  a BullMQ Worker through unique.processor (until_executed,
+ *                                                     while_executing) against the bare Worker, N no-op jobs per round
+ *                                                     (3,000), N alternating rounds (7): results/worker.md
+ *   --targets                                         every target of issue 20 in one run (under 3 minutes), each with
+ *                                                     our figure, the peer's, the ratio and a verdict: results/targets.md
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
@@ -32,7 +37,10 @@ import { Probe, round } from "./harness.js"
 import * as Memory from "./memory.js"
 import * as Report from "./report.js"
 import * as RoundTrips from "./roundtrips.js"
+import * as Targets from "./targets.js"
 import * as Throughput from "./throughput.js"
+import * as Verdicts from "./verdicts.js"
+import * as Worker from "./worker.js"
 
 const args = process.argv.slice(2)
 const quick = args.includes("--quick")
@@ -108,6 +116,16 @@ const main = async () => {
     const rounds = args.find((a) => a.startsWith("--rounds="))
     return BullMQ.main(log, rounds === undefined ? 25 : Number(rounds.slice(9)))
   }
+  if (args.includes("--worker")) {
+    const rounds = args.find((a) => a.startsWith("--rounds="))
+    const jobs = args.find((a) => a.startsWith("--jobs="))
+    return Worker.main(
+      log,
+      rounds === undefined ? 7 : Number(rounds.slice(9)),
+      jobs === undefined ? 3_000 : Number(jobs.slice(7))
+    )
+  }
+  if (args.includes("--targets")) return Targets.main(log)
   const from = args.find((a) => a.startsWith("--from="))
   if (from !== undefined) {
     const saved = JSON.parse(readFileSync(from.slice(7), "utf8")) as Report.Results
@@ -219,8 +237,6 @@ const verdicts = (
   const tripsOk = roundTrips.every((r) =>
     r.serverRoundTripsPerLifecycle === r.phases.length && r.clientCommandsPerLifecycle === r.phases.length
   ) && rows.filter((r) => oursIds.has(r.contender)).every((r) => Math.abs(r.roundTripsPerCycle - r.phases) < 0.005)
-  const bytes = (variant: string) => r2(memory.bytesPerLock[variant]! / memory.bytesPerLock.plain!)
-  const growthWorst = Math.max(growth.ratio.throughputCost, growth.ratio.latency, growth.ratio.redisUsec)
   const sizes = growth.sizes
   return [
     {
@@ -252,40 +268,20 @@ const verdicts = (
       measured: roundTrips.map((r) => `${r.lockType} ${r.serverRoundTripsPerLifecycle}/${r.phases.length}`).join(", "),
       met: tripsOk
     },
-    {
-      name: "Redis script time per lifecycle vs raw pair",
-      goal: "<= 3x",
-      measured: `${r2(ours.redisUsecPerCycle / raw.redisUsecPerCycle)}x (${ours.redisUsecPerCycle} / ${raw.redisUsecPerCycle} µs); Redis CPU ${
-        r2(ours.redisCpuUsPerCycle / raw.redisCpuUsPerCycle)
-      }x`,
-      met: ours.redisUsecPerCycle / raw.redisUsecPerCycle <= 3
-    },
-    {
-      name: "Redis memory per held lock (no lockInfo) vs plain SET",
-      goal: "<= 2x",
-      measured: `${bytes("ours")}x (${memory.bytesPerLock.ours} / ${memory.bytesPerLock.plain} B); lockInfo ${
-        bytes("oursInfo")
-      }x; a compact \`t,x,l\` holder would give ${bytes("compact")}x (${memory.bytesPerLock.compact} B)`,
-      met: memory.ratio <= 2
-    },
+    { name: "Redis script time per lifecycle vs raw pair", ...target(Verdicts.scriptTime(rows)) },
+    { name: "Redis memory per held lock (no lockInfo) vs plain SET", ...target(Verdicts.memory(memory)) },
     {
       name: `acquire cost at ${sizes[sizes.length - 1]!.held} held locks vs ${sizes[0]!.held}`,
-      goal: "<= 1.2x",
-      measured: `throughput ${r2(growth.ratio.throughputCost)}x, latency ${r2(growth.ratio.latency)}x, Redis µs ${
-        r2(growth.ratio.redisUsec)
-      }x (raw SET ${r2(growth.ratio.rawSetCost)}x)`,
-      met: growthWorst <= 1.2
+      ...target(Verdicts.growth(growth))
     },
     {
       name: "Node CPU per lifecycle vs raw ioredis (async loops)",
-      goal: "<= 2x",
-      measured: `${r2(ours.nodeCpuUsPerCycle / raw.nodeCpuUsPerCycle)}x (${ours.nodeCpuUsPerCycle} / ${raw.nodeCpuUsPerCycle} µs); vs Effect fibers ${
-        r2(ours.nodeCpuUsPerCycle / rawFibers.nodeCpuUsPerCycle)
-      }x`,
-      met: ours.nodeCpuUsPerCycle / raw.nodeCpuUsPerCycle <= 2
+      ...target(Verdicts.nodeCpu(rows, "ours", Verdicts.atMost(2)))
     }
   ]
 }
+
+const target = (v: Verdicts.Verdict) => ({ goal: v.goal, measured: v.measured, met: v.met })
 
 const readmeStart = "<!-- results:start -->"
 const readmeEnd = "<!-- results:end -->"
