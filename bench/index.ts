@@ -18,6 +18,9 @@
  *   --worker [--rounds=N] [--jobs=N]                  a BullMQ Worker through unique.processor (until_executed,
  *                                                     while_executing) against the bare Worker, N no-op jobs per round
  *                                                     (3,000), N alternating rounds (7): results/worker.md
+ *   --profile [--root=<checkout>] [--out=<file>]   CPU profiles of UniqueQueue.add and the Worker through
+ *                                                     unique.processor, grouped by where the time goes, on a checkout's
+ *                                                     dist/ (default this one): results/profile.md
  *   --targets                                         every target of issue 20 in one run (under 3 minutes), each with
  *                                                     our figure, the peer's, the ratio and a verdict: results/targets.md
  */
@@ -35,6 +38,7 @@ import * as Reaper from "./reaper.js"
 import * as ReaperBullMQ from "./reaperBullmq.js"
 import { Probe, round } from "./harness.js"
 import * as Memory from "./memory.js"
+import * as Profile from "./profile.js"
 import * as Report from "./report.js"
 import * as RoundTrips from "./roundtrips.js"
 import * as Targets from "./targets.js"
@@ -126,6 +130,15 @@ const main = async () => {
     )
   }
   if (args.includes("--targets")) return Targets.main(log)
+  if (args.includes("--profile")) {
+    const root = args.find((a) => a.startsWith("--root="))
+    const out = args.find((a) => a.startsWith("--out="))
+    return Profile.main(
+      log,
+      root === undefined ? new URL("..", import.meta.url).pathname : root.slice(7),
+      out === undefined ? new URL("./results/profile.md", import.meta.url).pathname : out.slice(6)
+    )
+  }
   const from = args.find((a) => a.startsWith("--from="))
   if (from !== undefined) {
     const saved = JSON.parse(readFileSync(from.slice(7), "utf8")) as Report.Results

@@ -78,32 +78,49 @@ export const defaultPrefix = "uniquejobs"
  */
 export const hashedText = (input: Input, options?: Options): Effect.Effect<string, DigestError> =>
   Effect.suspend(() => {
-    // One synchronous step: the digest is computed at every enqueue, and each Effect step costs more than the hash.
-    let selected: unknown = input.args
-    if (options?.lockArgs !== undefined) {
-      try {
-        selected = options.lockArgs(input.args)
-      } catch (cause) {
-        return Effect.fail(new DigestError({ worker: input.worker, path: "lockArgs", reason: "threw", cause }))
-      }
-    }
-    let canonical: unknown
-    try {
-      canonical = canonicalize(selected, "lock_args", new Set())
-    } catch (cause) {
-      return Effect.fail(
-        cause instanceof NotJson
-          ? new DigestError({ worker: input.worker, path: cause.path, reason: cause.reason })
-          : new DigestError({ worker: input.worker, path: "lock_args", reason: "could not be read", cause })
-      )
-    }
-    // Pairs already in key order: class < lock_args < queue.
-    const pairs: Array<[string, unknown]> = []
-    if (options?.uniqueAcrossWorkers !== true) pairs.push(["class", input.worker])
-    pairs.push(["lock_args", canonical])
-    if (options?.uniqueAcrossQueues !== true) pairs.push(["queue", input.queue])
-    return Effect.succeed(JSON.stringify(pairs))
+    const text = textOf(input, options)
+    return typeof text === "string" ? Effect.succeed(text) : Effect.fail(text)
   })
+
+// One synchronous step, the error as a value: the digest is computed at every enqueue (and at every perform of a job
+// that did not carry it), and each Effect step costs more than the hash.
+const textOf = (input: Input, options: Options | undefined): string | DigestError => {
+  let selected: unknown = input.args
+  if (options?.lockArgs !== undefined) {
+    try {
+      selected = options.lockArgs(input.args)
+    } catch (cause) {
+      return new DigestError({ worker: input.worker, path: "lockArgs", reason: "threw", cause })
+    }
+  }
+  let canonical: unknown
+  try {
+    canonical = canonicalize(selected, "lock_args", new Set())
+  } catch (cause) {
+    return cause instanceof NotJson
+      ? new DigestError({ worker: input.worker, path: cause.path, reason: cause.reason })
+      : new DigestError({ worker: input.worker, path: "lock_args", reason: "could not be read", cause })
+  }
+  // Pairs already in key order: class < lock_args < queue.
+  const pairs: Array<[string, unknown]> = []
+  if (options?.uniqueAcrossWorkers !== true) pairs.push(["class", input.worker])
+  pairs.push(["lock_args", canonical])
+  if (options?.uniqueAcrossQueues !== true) pairs.push(["queue", input.queue])
+  return JSON.stringify(pairs)
+}
+
+/**
+ * The digest, computed at once: the key, or the `DigestError` as a value. For hot paths that cannot afford an
+ * Effect step of their own.
+ *
+ * @internal
+ */
+export const compute = (input: Input, options?: Options): string | DigestError => {
+  const text = textOf(input, options)
+  return typeof text === "string"
+    ? `${options?.prefix ?? defaultPrefix}:${hash(text, options?.algorithm ?? "legacy")}`
+    : text
+}
 
 /**
  * Computes `<prefix>:<hex>` for a job.
@@ -119,10 +136,10 @@ export const hashedText = (input: Input, options?: Options): Effect.Effect<strin
  * @category constructors
  */
 export const make = (input: Input, options?: Options): Effect.Effect<string, DigestError> =>
-  Effect.map(
-    hashedText(input, options),
-    (text) => `${options?.prefix ?? defaultPrefix}:${hash(text, options?.algorithm ?? "legacy")}`
-  )
+  Effect.suspend(() => {
+    const digest = compute(input, options)
+    return typeof digest === "string" ? Effect.succeed(digest) : Effect.fail(digest)
+  })
 
 /**
  * @since 0.1.0

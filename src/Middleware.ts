@@ -94,44 +94,49 @@ const clientPhase = <A, E, R>(
   job: Job,
   enqueue: (job: Job) => Effect.Effect<A, E, R>
 ): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> =>
-  withContext(definition, (redis, definition, enabled) => {
+  withContext(definition, (redis, definition, enabled): Effect.Effect<
+    Strategy.ClientOutcome<A>,
+    E | ClientError,
+    R | RedisService | JobQueue
+  > => {
     if (!enabled) return Effect.map(enqueue(job), (value) => Strategy.ClientOutcome.Enqueued({ digest: "", job, value }))
-    return Effect.flatMap(digestOf(definition, job), (digest) => {
-      const stamped: Job = { ...job, lockDigest: digest }
-      const enqueued = (value: A) => Strategy.ClientOutcome.Enqueued({ digest, job: stamped, value })
-      if (LockType.records[definition.lock].enqueue === "pass") return Effect.map(enqueue(stamped), enqueued)
-      const target = (delay: number): Lock.Target => ({ digest, jid: job.jid, phase: "queue", delay, info: infoOf(job) })
-      // Lock, then enqueue; the lock is released when the enqueue fails or is interrupted. A conflict is the lock's
-      // typed failure: it goes to the strategy, never confused with a failure of the user's enqueue.
-      // Both branches end in an outcome: the enqueue's value mapped by `then`, or the conflict's outcome.
-      const attempt = <E2, R2>(
-        delay: number,
-        then: (value: A) => Strategy.ClientOutcome<A>,
-        onConflict: (conflict: LockConflict) => Effect.Effect<Strategy.ClientOutcome<A>, E2, R2>
-      ) => Lock.queueLocked(redis, definition, target(delay), Effect.map(enqueue(stamped), then), onConflict)
-      // Only a scheduled job needs the time: its TTL counts from when it runs (in whole ms, as the scripts take them).
-      const delayed = job.at === undefined
-        ? Effect.succeed(0)
-        : Effect.map(Clock.currentTimeMillis, (now) => Math.max(0, Math.ceil(job.at! - now)))
-      return Effect.flatMap(delayed, (delay) => {
-        // The holders' jobs are gone: release their places and try once more. Another duplicate may take the freed
-        // place first: this one is the duplicate then.
-        const replace = (holders: ReadonlyArray<string>) =>
-          Effect.zipRight(
-            Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target(delay), jid }), { discard: true }),
-            attempt(
-              delay,
-              (value) => Strategy.ClientOutcome.Replaced({ digest, job: stamped, replaced: holders, value }),
-              (again) => Effect.succeed(Strategy.skipped({ conflict: again, job: stamped }) as Strategy.ClientOutcome<A>)
-            )
+    // Computed here, not in a step of its own: every enqueue pays this path.
+    const digest = job.lockDigest ?? Lock.digestNow(definition, job)
+    if (typeof digest !== "string") return Effect.fail(digest)
+    const stamped: Job = { ...job, lockDigest: digest }
+    const enqueued = (value: A) => Strategy.ClientOutcome.Enqueued({ digest, job: stamped, value })
+    if (LockType.records[definition.lock].enqueue === "pass") return Effect.map(enqueue(stamped), enqueued)
+    const target = (delay: number): Lock.Target => ({ digest, jid: job.jid, phase: "queue", delay, info: infoOf(job) })
+    // Lock, then enqueue; the lock is released when the enqueue fails or is interrupted. A conflict is the lock's
+    // typed failure: it goes to the strategy, never confused with a failure of the user's enqueue.
+    // Both branches end in an outcome: the enqueue's value mapped by `then`, or the conflict's outcome.
+    const attempt = <E2, R2>(
+      delay: number,
+      then: (value: A) => Strategy.ClientOutcome<A>,
+      onConflict: (conflict: LockConflict) => Effect.Effect<Strategy.ClientOutcome<A>, E2, R2>
+    ) => Lock.queueLocked(redis, definition, target(delay), Effect.map(enqueue(stamped), then), onConflict)
+    const locked = (delay: number) => {
+      // The holders' jobs are gone: release their places and try once more. Another duplicate may take the freed
+      // place first: this one is the duplicate then.
+      const replace = (holders: ReadonlyArray<string>) =>
+        Effect.zipRight(
+          Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target(delay), jid }), { discard: true }),
+          attempt(
+            delay,
+            (value) => Strategy.ClientOutcome.Replaced({ digest, job: stamped, replaced: holders, value }),
+            (again) => Effect.succeed(Strategy.skipped({ conflict: again, job: stamped }) as Strategy.ClientOutcome<A>)
           )
-        return attempt(
-          delay,
-          enqueued,
-          (conflict) => Strategy.clientStrategy(definition.onConflict.client)({ conflict, job: stamped, replace })
         )
-      })
-    })
+      return attempt(
+        delay,
+        enqueued,
+        (conflict) => Strategy.clientStrategy(definition.onConflict.client)({ conflict, job: stamped, replace })
+      )
+    }
+    // Only a scheduled job needs the time: its TTL counts from when it runs (in whole ms, as the scripts take them).
+    return job.at === undefined
+      ? locked(0)
+      : Effect.flatMap(Clock.currentTimeMillis, (now) => locked(Math.max(0, Math.ceil(job.at! - now))))
   })
 
 /**
@@ -187,15 +192,21 @@ const serverPhase = <A, E, R>(
   job: Job,
   perform: Perform<A, E, R>
 ): Effect.Effect<Strategy.ServerOutcome<A>, E | ServerError, R | RedisService | JobQueue> =>
-  withContext(definition, (redis, definition, enabled) => {
+  withContext(definition, (redis, definition, enabled): Effect.Effect<
+    Strategy.ServerOutcome<A>,
+    E | ServerError,
+    R | RedisService | JobQueue
+  > => {
     const bare = (digest: string) =>
       Effect.isEffect(perform) ? perform : Effect.suspend(() => perform({ digest, jid: job.jid, fence: undefined }))
     if (!enabled) return Effect.map(bare(""), (value) => Strategy.ServerOutcome.Performed({ digest: "", job, value }))
-    return Effect.flatMap(digestOf(definition, job), (digest) => {
+    const digest = job.lockDigest ?? Lock.digestNow(definition, job)
+    if (typeof digest !== "string") return Effect.fail(digest)
+    {
       const performed = (value: A) => Strategy.ServerOutcome.Performed({ digest, job, value })
       const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
       const record = LockType.records[definition.lock]
-      const release = Lock.releaseQueueLockWith(redis, definition, target)
+      const release = () => Lock.releaseQueueLockWith(redis, definition, target)
       const held = (take: Effect.Effect<Lock.Held, LockConflict | RedisError>, keptQueueLock: boolean) =>
         Lock.holdWhile(
           take,
@@ -206,10 +217,10 @@ const serverPhase = <A, E, R>(
         )
       switch (record.beforePerform) {
         case "releaseQueueLock":
-          return Effect.zipRight(release, Effect.map(bare(digest), performed))
+          return Effect.zipRight(release(), Effect.map(bare(digest), performed))
         case "none":
           return record.afterPerform === "releaseQueueLockOnSuccess"
-            ? Effect.flatMap(bare(digest), (value) => Effect.as(release, performed(value)))
+            ? Effect.flatMap(bare(digest), (value) => Effect.as(release(), performed(value)))
             : Effect.map(bare(digest), performed)
         case "takeRunLock":
           return held(Lock.takeRunLock(redis, definition, { ...target, phase: "run" }), false)
@@ -222,7 +233,7 @@ const serverPhase = <A, E, R>(
           )
         }
       }
-    })
+    }
   })
 
 const lapsed = (definition: Definition, digest: string, job: Job) =>

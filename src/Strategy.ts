@@ -9,6 +9,8 @@ import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as LogLevel from "effect/LogLevel"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { LockConflict } from "./Errors.js"
@@ -327,9 +329,15 @@ export const nameOf = (strategy: string | ((conflict: never) => unknown)): strin
 const holdersText = (c: { readonly conflict: LockConflict }) => c.conflict.holders.join(", ")
 
 // Debug: the outcome (Skipped) already tells the caller, and a busy queue has a duplicate at every enqueue.
+// A debug line below the fiber's minimum log level costs nothing: its text and annotations (a fiber-ref update) were
+// most of a logged duplicate's CPU beside its lock call.
 const logConflict = (c: { readonly conflict: LockConflict; readonly job: Job }, side: string) =>
-  Effect.logDebug(`${side} conflict: ${c.job.worker} ${c.job.jid} is a duplicate of ${holdersText(c)}`).pipe(
-    Effect.annotateLogs({ package: "effect-unique-jobs", module: "Strategy", digest: c.conflict.digest, jid: c.job.jid })
+  Effect.withFiberRuntime<void>((fiber) =>
+    LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Debug)
+      ? Effect.void
+      : Effect.logDebug(`${side} conflict: ${c.job.worker} ${c.job.jid} is a duplicate of ${holdersText(c)}`).pipe(
+        Effect.annotateLogs({ package: "effect-unique-jobs", module: "Strategy", digest: c.conflict.digest, jid: c.job.jid })
+      )
   )
 
 const rejectReason = (c: { readonly conflict: LockConflict }, side: "client" | "server") =>

@@ -572,8 +572,12 @@ export const handle = <A, E, R, Args extends ReadonlyArray<unknown> = ReadonlyAr
     ? Effect.succeed(ours.args as unknown as Args)
     : unique.decode(ours)
   const run = Effect.flatMap(Defaults, (settings) =>
-    Middleware.server(awaitingItself(resolve(unique.definition, settings)))(ours, (running) =>
-      Effect.flatMap(args, (decoded) => perform(job, running, token, decoded))))
+    Middleware.server(awaitingItself(resolve(unique.definition, settings)))(
+      ours,
+      unique.decode === undefined
+        ? (running) => perform(job, running, token, ours.args as unknown as Args)
+        : (running) => Effect.flatMap(args, (decoded) => perform(job, running, token, decoded))
+    ))
   return performing(job, token, run).pipe(
     Effect.catchAll((failure) => {
       // A payload that does not decode will not decode on a retry either: BullMQ fails it for good.

@@ -25,6 +25,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Schema from "effect/Schema"
@@ -274,16 +275,41 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       Layer.succeed(Defaults.Defaults, settings)
     )
   )
-  // Adds and performs under way, so that close waits for them (each releases what it took); aborted when close's
-  // timeout passes.
-  const inFlight = new Set<Promise<unknown>>()
-  const cancelAll = new AbortController()
-  const tracked = <A>(promise: Promise<A>): Promise<A> => {
-    inFlight.add(promise)
-    return promise.finally(() => inFlight.delete(promise))
+  // Adds and performs under way, so that close waits for them (each releases what it took); interrupted when close's
+  // timeout passes. One fiber per call, watched by its observer: no promise chain and no abort listener per call
+  // (a listener per add on one shared signal cost CPU and warned past ten adds in flight).
+  const inFlight = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
+  let drained: Array<() => void> = []
+  const settledAll = (): Promise<void> =>
+    inFlight.size === 0 ? Promise.resolve() : new Promise((resolve) => drained.push(resolve))
+  const finished = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => {
+    inFlight.delete(fiber)
+    if (inFlight.size === 0 && drained.length > 0) {
+      const waiting = drained
+      drained = []
+      for (const resolve of waiting) resolve()
+    }
   }
+  const runExit = <A, E>(
+    effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>,
+    signal?: AbortSignal | undefined
+  ): Promise<Exit.Exit<A, unknown>> =>
+    new Promise((resolve) => {
+      const fiber = runtime.runFork(effect)
+      inFlight.add(fiber)
+      if (signal !== undefined) {
+        const abort = () => fiber.unsafeInterruptAsFork(fiber.id())
+        if (signal.aborted) abort()
+        else signal.addEventListener("abort", abort, { once: true })
+        fiber.addObserver(() => signal.removeEventListener("abort", abort))
+      }
+      fiber.addObserver((exit) => {
+        finished(fiber)
+        resolve(exit)
+      })
+    })
   const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
-    tracked(runtime.runPromiseExit(effect, { signal: cancelAll.signal })).then(settle)
+    runExit(effect).then(settle)
 
   let closing: Promise<void> | undefined
   const closed = (operation: string, jid: string | undefined) =>
@@ -325,31 +351,29 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
 
   return {
     queue,
-    add: (name, data, opts) =>
-      closing !== undefined ? Promise.reject(closed("add", undefined)) : run(Effect.gen(function*() {
-        if (typeof name !== "string" || name.length === 0) {
-          const reason = `expected the job's name, a non-empty string, got ${LockOptions.describeValue(name)}`
-          return yield* Effect.fail(LockOptions.invalidOptions([{ field: "name", reason }]))
-        }
-        const refused = BullOptions.issues(opts, "opts", "add")
-        if (refused.length > 0) return yield* Effect.fail(LockOptions.invalidOptions(refused))
-        const now = yield* Clock.currentTimeMillis
-        const delay = opts?.delay ?? queueDelay
-        const job = Job.make({
-          worker: name,
-          queue: queue.name,
-          args: [data],
-          jid: opts?.jobId,
-          // BullMQ runs a delayed job at its timestamp (default: now) plus its delay.
-          at: delay > 0 ? (opts?.timestamp ?? now) + delay : undefined
-        })
-        // Even with the locks off (`enabled: false`): BullMQ would still add nothing, and Enqueued would be untrue.
-        if (opts?.jobId !== undefined) yield* notTaken(opts.jobId)
-        return yield* Middleware.client(defined(name).definition)(
+    add: (name, data, opts) => {
+      if (closing !== undefined) return Promise.reject(closed("add", undefined))
+      if (typeof name !== "string" || name.length === 0) {
+        const reason = `expected the job's name, a non-empty string, got ${LockOptions.describeValue(name)}`
+        return Promise.reject(LockOptions.invalidOptions([{ field: "name", reason }]))
+      }
+      const refused = BullOptions.issues(opts, "opts", "add")
+      if (refused.length > 0) return Promise.reject(LockOptions.invalidOptions(refused))
+      const delay = opts?.delay ?? queueDelay
+      const enqueue = (at: number | undefined) => {
+        const job = Job.make({ worker: name, queue: queue.name, args: [data], jid: opts?.jobId, at })
+        return Middleware.client(defined(name).definition)(
           job,
           (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped, opts))
         )
-      })),
+      }
+      // BullMQ runs a delayed job at its timestamp (default: now) plus its delay.
+      const timed = delay > 0
+        ? Effect.flatMap(Clock.currentTimeMillis, (now) => enqueue((opts?.timestamp ?? now) + delay))
+        : enqueue(undefined)
+      // Even with the locks off (`enabled: false`): BullMQ would still add nothing, and Enqueued would be untrue.
+      return run(opts?.jobId === undefined ? timed : Effect.zipRight(notTaken(opts.jobId), timed))
+    },
     processor: (fn) => {
       void runtime.runFork(
         Effect.forEach(
@@ -358,11 +382,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           { discard: true }
         )
       )
-      const perform = BullMQ.processorWith<Redis.RedisService | JobQueue>((effect, signal) =>
-        runtime.runPromiseExit(effect, {
-          signal: signal === undefined ? cancelAll.signal : AbortSignal.any([signal, cancelAll.signal])
-        })
-      )(
+      const perform = BullMQ.processorWith<Redis.RedisService | JobQueue>(runExit)(
         (job) => defined(job.name),
         (job, _, token) => Effect.tryPromise({ try: (abort) => fn(job, token, abort), catch: (cause) => cause })
       )
@@ -373,7 +393,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           await job.moveToDelayed(Date.now() + putBackMs, token)
           throw new DelayedError()
         }
-        return tracked(perform(job, token, signal))
+        return perform(job, token, signal)
       }
     },
     died: (job) =>
@@ -385,7 +405,6 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       const timeout = closeTimeout(closeOptions)
       if (Either.isLeft(timeout)) return Promise.reject(timeout.left)
       return closing = (async () => {
-        const settledAll = () => Promise.allSettled(Array.from(inFlight)).then(() => undefined)
         if (timeout.right === undefined) {
           await settledAll()
         } else {
@@ -396,7 +415,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           const first = await Promise.race([settledAll(), passed])
           clearTimeout(timer)
           if (first === "passed") {
-            cancelAll.abort()
+            for (const fiber of inFlight) fiber.unsafeInterruptAsFork(fiber.id())
             await settledAll()
           }
         }

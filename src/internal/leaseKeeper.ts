@@ -98,6 +98,8 @@ interface Keeper {
   generation: number
   plannedWake: number
   wake: Deferred.Deferred<void> | undefined
+  /** Ends the loop's wait on the live clock (its timer and its wake in one callback). */
+  wakeNow: (() => void) | undefined
   // Admission of acquisitions.
   admitted: number
   readonly waiting: Array<Waiter>
@@ -126,6 +128,7 @@ const keeperOf = (store: Store): Keeper => {
       generation: 0,
       plannedWake: Infinity,
       wake: undefined,
+      wakeNow: undefined,
       admitted: 0,
       waiting: [],
       head: 0,
@@ -182,6 +185,12 @@ const leave = (keeper: Keeper) => {
 export const admitted = <A, E>(store: Store, self: Effect.Effect<A, E>): Effect.Effect<A, E> =>
   Effect.suspend(() => {
     const keeper = keeperOf(store)
+    // Room, and nobody waiting before it: in at once. Only a burst beyond the limit waits for its turn (a wait, a
+    // turn of the event loop, cost a lone acquisition more than its lock call).
+    if (keeper.admitted < admissionLimit && keeper.head === keeper.waiting.length) {
+      keeper.admitted++
+      return Effect.ensuring(self, Effect.sync(() => leave(keeper)))
+    }
     const waiter: Waiter = { resume: undefined, granted: false }
     const wait = Effect.interruptible(Effect.async<void>((resume) => {
       waiter.resume = () => resume(Effect.void)
@@ -210,6 +219,11 @@ const annotations = (lease: Lease) => ({
 })
 
 const signal = (keeper: Keeper) => {
+  const wakeNow = keeper.wakeNow
+  if (wakeNow !== undefined) {
+    keeper.wakeNow = undefined
+    wakeNow()
+  }
   const wake = keeper.wake
   if (wake !== undefined) {
     keeper.wake = undefined
@@ -334,6 +348,7 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
     if (keeper.generation !== generation) return Effect.succeed(false)
     const now = clock.unsafeCurrentTimeMillis()
     keeper.wake = undefined
+    keeper.wakeNow = undefined
     keeper.plannedWake = -Infinity // a lease joining during this tick is seen by the plan below
     const due: Array<Lease> = []
     const losses: Array<Effect.Effect<void>> = []
@@ -399,6 +414,7 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
       for (const chunk of keeper.inFlight) wakeAt = Math.min(wakeAt, chunk.deadline)
       // Set in the same step as the plan: a lease registered from now on wakes the loop if it is due earlier.
       keeper.plannedWake = wakeAt
+      if (clock === liveClock) return Effect.as(liveWait(keeper, wakeAt - now), true)
       const wake = Deferred.unsafeMake<void>(fiberId)
       keeper.wake = wake
       const sleep = wakeAt === Infinity ? Deferred.await(wake) : Effect.raceFirst(
@@ -408,6 +424,43 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
       return Effect.as(sleep, true)
     })))
   })
+
+// The clock of Effect's default services. On it the loop waits with one timer and one callback: a sleep raced
+// against a wake (two fibers, a deferred) cost more than a whole lock call, once per start and stop of the loop.
+const liveClock = Effect.runSync(Effect.clock)
+
+// setTimeout's longest delay: a later wake-up is a wake-up then, which plans again.
+const longestTimer = 2_147_483_647
+
+// Registered as the keeper's wake in the step that planned the wait (as the deferred is on other clocks): a wake
+// that comes before the wait begins ends it at once.
+const liveWait = (keeper: Keeper, ms: number): Effect.Effect<void> => {
+  let woken = false
+  let resumeNow: (() => void) | undefined
+  const wakeNow = () => {
+    woken = true
+    resumeNow?.()
+  }
+  keeper.wakeNow = wakeNow
+  return Effect.async<void>((resume) => {
+    if (woken) return resume(Effect.void)
+    const timer = ms === Infinity ? undefined : setTimeout(() => {
+      resumeNow = undefined
+      if (keeper.wakeNow === wakeNow) keeper.wakeNow = undefined
+      resume(Effect.void)
+    }, Math.min(longestTimer, Math.max(0, ms)))
+    resumeNow = () => {
+      resumeNow = undefined
+      clearTimeout(timer)
+      resume(Effect.void)
+    }
+    return Effect.sync(() => {
+      resumeNow = undefined
+      clearTimeout(timer)
+      if (keeper.wakeNow === wakeNow) keeper.wakeNow = undefined
+    })
+  })
+}
 
 const loop = (store: Store, keeper: Keeper, generation: number): Effect.Effect<void> =>
   Effect.flatMap(tick(store, keeper, generation), (again) => (again ? loop(store, keeper, generation) : Effect.void))
