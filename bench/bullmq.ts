@@ -25,8 +25,8 @@ import type { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
-import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as UniqueQueue from "../dist/adapters/UniqueQueue.js"
+import * as RedisServer from "../dist/RedisServer.js"
 import { delta, interleave, median, Probe, quantile, round, spyCommands, split, withCpu } from "./harness.js"
 
 const adds = 2_000

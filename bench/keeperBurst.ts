@@ -16,11 +16,11 @@ import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Scope from "effect/Scope"
-import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
-import * as Middleware from "../src/Middleware.js"
-import * as LockOptions from "../src/Options.js"
-import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as MemoryQueue from "../dist/adapters/MemoryQueue.js"
+import * as Middleware from "../dist/Middleware.js"
+import * as LockOptions from "../dist/Options.js"
+import * as Redis from "../dist/Redis.js"
+import * as RedisServer from "../dist/RedisServer.js"
 
 export const main = async (log: (line: string) => void, locks: number, leaseMs: number): Promise<void> => {
   const loadAverage = os.loadavg().map((x) => x.toFixed(2)).join(", ")

@@ -21,8 +21,8 @@ import { Queue, Worker } from "bullmq"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
-import type * as UniqueQueueModule from "../src/adapters/UniqueQueue.js"
-import * as RedisServer from "../src/RedisServer.js"
+import type * as UniqueQueueModule from "../dist/adapters/UniqueQueue.js"
+import * as RedisServer from "../dist/RedisServer.js"
 import { round } from "./harness.js"
 
 interface ProfileNode {

@@ -6,12 +6,12 @@
  */
 import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
-import type { Job } from "../src/Job.js"
-import { JobQueue } from "../src/JobQueue.js"
-import * as LockOptions from "../src/Options.js"
-import * as LockType from "../src/LockType.js"
-import * as Middleware from "../src/Middleware.js"
-import * as Redis from "../src/Redis.js"
+import type { Job } from "../dist/Job.js"
+import { JobQueue } from "../dist/JobQueue.js"
+import * as LockOptions from "../dist/Options.js"
+import * as LockType from "../dist/LockType.js"
+import * as Middleware from "../dist/Middleware.js"
+import * as Redis from "../dist/Redis.js"
 import { jidFor, noQueue } from "./contenders.js"
 import { delta, type Probe, round, split, spyCommands } from "./harness.js"
 

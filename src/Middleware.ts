@@ -35,25 +35,23 @@ const infoOf = (job: Job) => ({ worker: job.worker, queue: job.queue, args: job.
 // (OpenTelemetry, or any other installed with Layer.setTracer). A span costs more Node CPU than a lock call.
 const builtInTracer = Effect.runSync(Effect.tracer)
 
-const traced = <A, E, R>(
+const spanOf = <A, E, R>(
   self: Effect.Effect<A, E, R>,
   name: string,
   kind: "producer" | "consumer",
   definition: Definition,
   job: Job
 ): Effect.Effect<A, E, R> =>
-  Effect.tracerWith((tracer) =>
-    tracer === builtInTracer ? self : Effect.withSpan(self, name, {
-      kind,
-      attributes: {
-        "messaging.destination.name": job.queue,
-        "messaging.message.id": job.jid,
-        "unique_jobs.worker": job.worker,
-        "unique_jobs.lock_type": definition.lock
-      },
-      captureStackTrace: false
-    })
-  )
+  Effect.withSpan(self, name, {
+    kind,
+    attributes: {
+      "messaging.destination.name": job.queue,
+      "messaging.message.id": job.jid,
+      "unique_jobs.worker": job.worker,
+      "unique_jobs.lock_type": definition.lock
+    },
+    captureStackTrace: false
+  })
 
 /**
  * A perform: an effect, or a function of the lock it runs under (`running.fence` is the run lock's fencing token).
@@ -79,14 +77,21 @@ export type ClientError = DuplicateJob | Digest.DigestError | RedisError | Queue
  */
 export type ServerError = ExecutionConflict | LockLost | Digest.DigestError | RedisError | QueueError
 
-// The store and the defaults in one read of the context; the definition completed by the defaults.
+// One step per phase for what every phase reads: the store and the defaults from the context (the definition
+// completed by the defaults), and whether a tracer records the span of `job`'s phase (none without a job).
 const withContext = <A, E, R>(
   definition: Definition,
+  job: Job | undefined,
+  kind: "producer" | "consumer",
   f: (redis: Store, definition: Definition, enabled: boolean) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R | RedisService> =>
-  Effect.contextWithEffect((context: Context.Context<RedisService>) => {
+  Effect.withFiberRuntime((fiber) => {
+    const context = fiber.currentContext as Context.Context<RedisService>
     const settings = Context.get(context, Defaults)
-    return f(Context.get(context, RedisService), resolve(definition, settings), settings.enabled)
+    const resolved = resolve(definition, settings)
+    const phase = f(Context.get(context, RedisService), resolved, settings.enabled)
+    if (job === undefined || fiber.currentTracer === builtInTracer) return phase
+    return spanOf(phase, kind === "producer" ? "UniqueJobs.client" : "UniqueJobs.server", kind, resolved, job)
   })
 
 const clientPhase = <A, E, R>(
@@ -94,7 +99,7 @@ const clientPhase = <A, E, R>(
   job: Job,
   enqueue: (job: Job) => Effect.Effect<A, E, R>
 ): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> =>
-  withContext(definition, (redis, definition, enabled): Effect.Effect<
+  withContext(definition, job, "producer", (redis, definition, enabled): Effect.Effect<
     Strategy.ClientOutcome<A>,
     E | ClientError,
     R | RedisService | JobQueue
@@ -163,7 +168,7 @@ export const client: {
   ...rest: [] | [Job, (job: Job) => Effect.Effect<unknown, unknown, unknown>]
 ): any {
   const wrapped = <A, E, R>(job: Job, enqueue: (job: Job) => Effect.Effect<A, E, R>) =>
-    traced(clientPhase(definition, job, enqueue), "UniqueJobs.client", "producer", definition, job)
+    clientPhase(definition, job, enqueue)
   return rest.length === 0 ? wrapped : wrapped(rest[0], rest[1])
 }
 
@@ -192,7 +197,7 @@ const serverPhase = <A, E, R>(
   job: Job,
   perform: Perform<A, E, R>
 ): Effect.Effect<Strategy.ServerOutcome<A>, E | ServerError, R | RedisService | JobQueue> =>
-  withContext(definition, (redis, definition, enabled): Effect.Effect<
+  withContext(definition, job, "consumer", (redis, definition, enabled): Effect.Effect<
     Strategy.ServerOutcome<A>,
     E | ServerError,
     R | RedisService | JobQueue
@@ -269,7 +274,7 @@ export const server: {
   ): Effect.Effect<Strategy.ServerOutcome<A>, E | ServerError, R | RedisService | JobQueue>
 } = function(definition: Definition, ...rest: [] | [Job, Perform<unknown, unknown, unknown>]): any {
   const wrapped = <A, E, R>(job: Job, perform: Perform<A, E, R>) =>
-    traced(serverPhase(definition, job, perform), "UniqueJobs.server", "consumer", definition, job)
+    serverPhase(definition, job, perform)
   return rest.length === 0 ? wrapped : wrapped(rest[0], rest[1])
 }
 
@@ -283,7 +288,7 @@ export const server: {
  */
 export const died = (definition: Definition) =>
 (job: Job): Effect.Effect<boolean, RedisError | Digest.DigestError, RedisService> =>
-  withContext(definition, (_, definition, enabled) =>
+  withContext(definition, undefined, "consumer", (_, definition, enabled) =>
     !enabled || LockType.records[definition.lock].onDeath === "none"
       ? Effect.succeed(false)
       : Effect.flatMap(digestOf(definition, job), (digest) =>

@@ -182,6 +182,43 @@ describe("UniqueQueue: ids the caller supplies", () => {
   })
 })
 
+describe("UniqueQueue: many calls in flight", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    // Each call used to add an abort listener to one signal shared by the queue: past ten in flight, Node warned of a
+    // listener leak (MaxListenersExceededWarning), once per queue, in every busy producer and worker.
+    it.scoped("64 adds and 64 performs in flight at once: every outcome right, and no listener-leak warning", () =>
+      Effect.gen(function*() {
+        const warnings: Array<string> = []
+        const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`)
+        yield* Effect.acquireRelease(
+          Effect.sync(() => process.on("warning", onWarning)),
+          () => Effect.sync(() => process.off("warning", onWarning))
+        )
+        const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+        // 64 distinct argument lists, each added twice at once: 64 Enqueued, 64 Skipped.
+        const outcomes = yield* Effect.promise(() =>
+          Promise.all(Array.from({ length: 128 }, (_, i) => unique.add("Work", { n: i % 64 })))
+        )
+        const tags = outcomes.map((outcome) => outcome._tag)
+        assert.deepStrictEqual(
+          [tags.filter((tag) => tag === "Enqueued").length, tags.filter((tag) => tag === "Skipped").length],
+          [64, 64]
+        )
+        let performed = 0
+        yield* Bull.worker(name, unique.processor(async () => {
+          performed++
+          await sleep(20)
+        }), { concurrency: 64 })
+        assert.isTrue(yield* Bull.until(Effect.promise(async () => (await queue.getCompletedCount()) === 64)))
+        assert.strictEqual(performed, 64)
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "every job released its lock")
+        // Warnings are emitted on a later tick.
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+        assert.deepStrictEqual(warnings.filter((w) => w.startsWith("MaxListenersExceededWarning")), [])
+      }), 60_000)
+  })
+})
+
 describe("UniqueQueue.make: every option decoded once", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     it.scoped("values of the wrong kind are refused at make, naming the field and what to write", () =>
