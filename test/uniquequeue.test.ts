@@ -216,6 +216,42 @@ describe("UniqueQueue: many calls in flight", () => {
         yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
         assert.deepStrictEqual(warnings.filter((w) => w.startsWith("MaxListenersExceededWarning")), [])
       }), 60_000)
+
+    // The processor runs each job on a fiber of its own and holds the run lock on it (no fork per perform): the loss
+    // must still stop the perform and fail the job with LockLost, never complete it, and the lock must be free after.
+    it.scoped("a run lock deleted while the processor's job runs: the perform's signal aborts, the job fails LockLost", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
+          lock: "while_executing",
+          lockLease: "900 millis",
+          onConflict: { server: "reschedule" }
+        })
+        const events: Array<string> = []
+        let started: () => void = () => undefined
+        const running = new Promise<void>((resolve) => (started = resolve))
+        yield* Bull.worker(name, unique.processor(async (_job, _token, signal) => {
+          events.push("started")
+          started()
+          await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))
+          events.push("aborted")
+          return "done"
+        }))
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 1 }))
+        assert.strictEqual(added._tag, "Enqueued")
+        yield* Effect.promise(() => running)
+        const [runLock] = yield* lockKeys(lockPrefix)
+        assert.strictEqual(runLock, `${added.digest}:RUN:LOCKED`)
+        yield* Effect.promise(() => raw.del(runLock!))
+        assert.isTrue(
+          yield* Bull.until(Effect.promise(async () => (await queue.getJobState(added.job.jid)) === "failed")),
+          "the job failed"
+        )
+        const job = yield* Effect.promise(() => queue.getJob(added.job.jid))
+        assert.include(job?.failedReason ?? "", "lost its lock")
+        assert.deepStrictEqual(events, ["started", "aborted"])
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "nothing is left held")
+      }), 30_000)
   })
 })
 

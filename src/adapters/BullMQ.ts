@@ -35,7 +35,7 @@ import type * as Scope from "effect/Scope"
 import { InvalidJobArgs } from "../Errors.js"
 import type { Job } from "../Job.js"
 import { JobQueue, type Presence, QueueError } from "../JobQueue.js"
-import type * as Lock from "../Lock.js"
+import * as Lock from "../Lock.js"
 import * as BullOptions from "../internal/bullmqOptions.js"
 import * as Middleware from "../Middleware.js"
 import { Defaults, resolve } from "../Defaults.js"
@@ -517,14 +517,13 @@ export const performing = <A, E, R>(
   job: BullJob,
   token: string | undefined,
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | DelayedError, R> =>
-  Effect.suspend(() => {
-    const active: Active = { job, token, moved: false }
-    return Effect.flatMap(
-      Effect.exit(Effect.locally(effect, currentActive, active)),
-      (exit): Effect.Effect<A, E | DelayedError> => (active.moved ? Effect.fail(new DelayedError()) : exit)
-    )
-  })
+): Effect.Effect<A, E | DelayedError, R> => Effect.suspend(() => performingAs({ job, token, moved: false }, effect))
+
+const performingAs = <A, E, R>(active: Active, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DelayedError, R> =>
+  Effect.flatMap(
+    Effect.exit(Effect.locally(effect, currentActive, active)),
+    (exit): Effect.Effect<A, E | DelayedError> => (active.moved ? Effect.fail(new DelayedError()) : exit)
+  )
 
 const awaiting = new WeakMap<Definition, Definition>()
 
@@ -566,7 +565,15 @@ export const handle = <A, E, R, Args extends ReadonlyArray<unknown> = ReadonlyAr
   perform: Perform<A, E, R, Args>,
   job: BullJob,
   token?: string | undefined
+): Effect.Effect<Strategy.ServerOutcome<A>, Error, R | RedisService | JobQueue> =>
+  Effect.suspend(() => handleAs(unique, perform, { job, token, moved: false }))
+
+const handleAs = <A, E, R, Args extends ReadonlyArray<unknown>, ArgsError>(
+  unique: Defined<Args, ArgsError>,
+  perform: Perform<A, E, R, Args>,
+  active: Active
 ): Effect.Effect<Strategy.ServerOutcome<A>, Error, R | RedisService | JobQueue> => {
+  const { job, token } = active
   const ours = toJob(job)
   const args: Effect.Effect<Args, ArgsError> = unique.decode === undefined
     ? Effect.succeed(ours.args as unknown as Args)
@@ -578,22 +585,23 @@ export const handle = <A, E, R, Args extends ReadonlyArray<unknown> = ReadonlyAr
         ? (running) => perform(job, running, token, ours.args as unknown as Args)
         : (running) => Effect.flatMap(args, (decoded) => perform(job, running, token, decoded))
     ))
-  return performing(job, token, run).pipe(
-    Effect.catchAll((failure) => {
-      // A payload that does not decode will not decode on a retry either: BullMQ fails it for good.
-      const error = failure instanceof InvalidJobArgs ? unrecoverable(failure) : asError(failure)
-      if (error instanceof DelayedError) return Effect.fail(error)
-      return Effect.flatMap(lastAttempt(job, error), (last) =>
-        !last ? Effect.fail(error) : Effect.zipRight(
-          Effect.catchAllCause(
-            Middleware.died(unique.definition)(ours),
-            (cause) =>
-              Effect.logWarning("releasing the lock of a dead job failed; its TTL or the reaper ends it", cause)
-          ),
-          Effect.fail(error)
-        ))
-    })
-  )
+  return performingAs(active, run).pipe(Effect.catchAll(failed(unique.definition, job, ours)))
+}
+
+// A failure as BullMQ must see it; on the job's last attempt, `Middleware.died` first.
+const failed = (definition: Definition, job: BullJob, ours: Job) =>
+(failure: unknown): Effect.Effect<never, Error, RedisService> => {
+  // A payload that does not decode will not decode on a retry either: BullMQ fails it for good.
+  const error = failure instanceof InvalidJobArgs ? unrecoverable(failure) : asError(failure)
+  if (error instanceof DelayedError) return Effect.fail(error)
+  return Effect.flatMap(lastAttempt(job, error), (last) =>
+    !last ? Effect.fail(error) : Effect.zipRight(
+      Effect.catchAllCause(
+        Middleware.died(definition)(ours),
+        (cause) => Effect.logWarning("releasing the lock of a dead job failed; its TTL or the reaper ends it", cause)
+      ),
+      Effect.fail(error)
+    ))
 }
 
 /**
@@ -616,8 +624,25 @@ export const processorWith = <R>(
 ) =>
 async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefined> => {
   const defined = typeof unique === "function" ? unique(job) : unique
-  const handled = handle(defined, perform, job, token) as Effect.Effect<Strategy.ServerOutcome<A>, Error, R>
-  const exit = await runExit(handled, signal)
+  const active: Active = { job, token, moved: false }
+  let boundary: Lock.Boundary | undefined
+  // The job's own fiber is the perform's boundary: a run lock lost while it runs interrupts this fiber (no fork).
+  const handled = Effect.withFiberRuntime((fiber) => {
+    boundary = { fiber, taken: false, lost: undefined }
+    return Effect.locally(handleAs(defined, perform, active), Lock.currentBoundary, boundary)
+  }) as Effect.Effect<Strategy.ServerOutcome<A>, Error, R>
+  let exit = await runExit(handled, signal)
+  if (Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && boundary?.lost !== undefined) {
+    // Interrupted for its lost lock: ended as a perform that failed with that LockLost ends (a strategy that moved the
+    // job to delayed first: DelayedError).
+    const lost = boundary.lost
+    exit = await runExit(
+      Effect.suspend(() =>
+        active.moved ? Effect.fail(new DelayedError()) : failed(defined.definition, job, toJob(job))(lost)
+      ) as Effect.Effect<never, Error, R>,
+      undefined
+    )
+  }
   if (Exit.isSuccess(exit)) return exit.value._tag === "Performed" ? exit.value.value as A : undefined
   throw Cause.isInterruptedOnly(exit.cause) ? new Error(`job ${job.id} was cancelled`) : Cause.squash(exit.cause)
 }
