@@ -5,6 +5,8 @@
  * jid seen, and the answer of the step itself, must be the model's: waiting, delayed and active jobs exist;
  * completed, failed, removed and never-seen ones do not; only a waiting or delayed job can be removed; a job being
  * performed that `schedule` receives comes back delayed under its id.
+ * Also: Workers of real queues under until_executed, a delivery meeting its own run lock, and run locks lost while
+ * the processor's job runs (the perform stops, the attempt fails LockLost).
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=200 npx vitest run test/bullmq.properties.test.ts
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
@@ -351,4 +353,87 @@ describe("BullMQ adapter: model property", () => {
         }
       )
     ))
+
+  // A processor runs each job on a fiber of its own and holds the run lock on it (no fork per perform): however the
+  // lock is lost, and whenever, the perform stops (its signal aborts), the attempt fails with LockLost, a retry runs
+  // as a new holder, and nothing is left held.
+  it.live("a run lock lost while the processor's job runs: the perform stops, the attempt fails LockLost, none left", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.constantFrom("while_executing" as const, "until_and_while_executing" as const),
+          fc.constantFrom("deleted" as const, "its entry removed" as const),
+          fc.integer({ min: 0, max: 600 }),
+          fc.integer({ min: 1, max: 2 }),
+          async (lock, how, afterMs, attempts) => {
+            const name = uniqueName("lost")
+            const lockPrefix = `${name}-locks`
+            const queue = new Queue(name, { connection })
+            const unique = UniqueQueue.make<{ readonly n: number }>(queue, {
+              lock,
+              lockLease: "900 millis",
+              onConflict: { server: "reschedule" },
+              lockPrefix,
+              redis: { url: redisUrl }
+            })
+            const events: Array<string> = []
+            let started: () => void = () => undefined
+            const running = new Promise<void>((resolve) => (started = resolve))
+            const worker = new Worker<{ readonly n: number }>(
+              name,
+              unique.processor(async (job, _token, signal) => {
+                events.push(`start ${job.attemptsMade}`)
+                if (job.attemptsMade > 0) return "done"
+                started()
+                await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))
+                events.push("aborted")
+                return "late"
+              }),
+              { connection, concurrency: 2 }
+            )
+            worker.on("error", () => {})
+            try {
+              const added = await unique.add("Lost", { n: 1 }, { attempts })
+              assert.strictEqual(added._tag, "Enqueued")
+              await running
+              await new Promise((resolve) => setTimeout(resolve, afterMs))
+              const key = `${added.digest}:RUN:LOCKED`
+              if (how === "deleted") await raw.del(key)
+              else await raw.hdel(key, added.job.jid)
+              const ended = async () => {
+                const state = await queue.getJobState(added.job.jid)
+                return state === "completed" || state === "failed"
+              }
+              const deadline = Date.now() + 15_000
+              while (!(await ended()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
+              const job = await queue.getJob(added.job.jid)
+              const state = await queue.getJobState(added.job.jid)
+              const run = JSON.stringify({ lock, how, afterMs, attempts, events, state })
+              if (attempts === 1) {
+                assert.strictEqual(state, "failed", run)
+                assert.include(job?.failedReason ?? "", "lost its lock", run)
+                assert.deepStrictEqual(events, ["start 0", "aborted"], run)
+              } else {
+                assert.strictEqual(state, "completed", run)
+                assert.strictEqual(job?.returnvalue, "done", run)
+                assert.deepStrictEqual(events, ["start 0", "aborted", "start 1"], run)
+              }
+              const keys = (await raw.keys(`${lockPrefix}:*`)).filter((k) => k.endsWith(":LOCKED"))
+              assert.deepStrictEqual(keys, [], run)
+            } finally {
+              await worker.close(true)
+              await queue.obliterate({ force: true }).catch(() => undefined)
+              await unique.close({ timeout: 1_000 })
+            }
+          }
+        ),
+        {
+          numRuns: Math.max(6, Math.round(runs / 8)),
+          examples: [
+            ["while_executing", "deleted", 0, 1],
+            ["until_and_while_executing", "its entry removed", 400, 2]
+          ]
+        }
+      )
+    ), 120_000)
 })

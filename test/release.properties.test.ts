@@ -9,8 +9,9 @@
  * last release, not at its next round); a run lock answered at any point around its lease deadline (TestClock, to the
  * millisecond) performs exactly when the answer came before it, and is otherwise LockLost naming the late answer.
  *
- * On Redis: `Lock.renew` by hand answers the truth about the hold; an enqueue that timed out but may still land keeps
- * its queue lock until the queue answers, and lets it go exactly when the job was not stored.
+ * On Redis: `Lock.renew` by hand answers the truth about the hold; a run lock lost while its perform runs (deleted, its
+ * entry removed, revoked, at any point) interrupts the perform and ends LockLost; an enqueue that timed out but may
+ * still land keeps its queue lock until the queue answers, and lets it go exactly when the job was not stored.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
@@ -248,6 +249,59 @@ describe("release properties: a renewal by hand, on Redis", () => {
             {
               numRuns: Model.runs(40),
               examples: happenings.flatMap((h): Array<[typeof h, number, boolean]> => [[h, 1000, true], [h, 1000, false]])
+            }
+          )
+        )
+      }), 120_000)
+  })
+})
+
+describe("release properties: a run lock lost while its perform runs, off a processor, on Redis", () => {
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    // Off a processor's own fiber (here: the server middleware in a fiber of the caller's) the perform runs in a
+    // fiber of its own, which the lease keeper interrupts: the hold ends LockLost, nothing is left held.
+    it.effect("however and whenever it is lost, the perform is interrupted, the job ends LockLost, none is left", () =>
+      Effect.gen(function*() {
+        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const { raw } = yield* RedisTest.TestRedis
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom("while_executing" as const, "until_and_while_executing" as const),
+              fc.constantFrom("deleted" as const, "its entry removed" as const, "revoked" as const),
+              fc.integer({ min: 0, max: 500 }),
+              (lock, how, afterMs) =>
+                Runtime.runPromise(runtime)(Effect.gen(function*() {
+                  const prefix = uniquePrefix("lost")
+                  const definition = LockOptions.unsafeMake({ lock, lockLease: 900, lockPrefix: prefix })
+                  const job: Job.Job = { worker: "W", queue: "q", args: [afterMs], jid: "j1" }
+                  const enqueued = yield* Middleware.client(definition, job, Effect.succeed)
+                  const started = yield* Deferred.make<void>()
+                  let interrupted = false
+                  const fiber = yield* Effect.fork(Effect.either(Middleware.server(
+                    definition,
+                    enqueued.job,
+                    Effect.zipRight(Deferred.succeed(started, undefined), Effect.never).pipe(
+                      Effect.onInterrupt(() => Effect.sync(() => (interrupted = true)))
+                    )
+                  )))
+                  yield* Deferred.await(started)
+                  yield* Effect.sleep(afterMs)
+                  const key = `${enqueued.digest}:RUN:LOCKED`
+                  if (how === "deleted") yield* Effect.promise(() => raw.del(key))
+                  else if (how === "its entry removed") yield* Effect.promise(() => raw.hdel(key, "j1"))
+                  else yield* Effect.flatMap(Locks.make({ prefix }), (locks) => locks.unlock(`${enqueued.digest}:RUN`, "j1"))
+                  const result = yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
+                  const run = JSON.stringify({ lock, how, afterMs })
+                  assert.isTrue(result._tag === "Left" && result.left._tag === "LockLost", `${run}: ${JSON.stringify(result)}`)
+                  assert.isTrue(interrupted, run)
+                  const left = (yield* Effect.promise(() => raw.keys(`${prefix}:*`))).filter((k) => k.endsWith(":LOCKED"))
+                  assert.deepStrictEqual(left, [], run)
+                }).pipe(Effect.provide(MemoryQueue.layer())))
+            ),
+            {
+              numRuns: Model.runs(12),
+              examples: [["while_executing", "deleted", 0], ["until_and_while_executing", "revoked", 300]]
             }
           )
         )

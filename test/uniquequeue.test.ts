@@ -227,6 +227,8 @@ describe("UniqueQueue: many calls in flight", () => {
           lockLease: "900 millis",
           onConflict: { server: "reschedule" }
         })
+        // Bounded: a perform that is never told of the loss would keep close waiting for it.
+        yield* Effect.addFinalizer(() => Effect.promise(() => unique.close({ timeout: 1000 }).catch(() => undefined)))
         const events: Array<string> = []
         let started: () => void = () => undefined
         const running = new Promise<void>((resolve) => (started = resolve))
