@@ -8,9 +8,9 @@
  * Nothing here costs per held lease on a registration or a wake-up. Leases that share a period form a cohort,
  * renewed in rounds every half period: a lease joins the cohort's current round and is renewed one or two rounds
  * later (at an age between half a period and a period), so a tick touches only the leases it renews. Run-lock
- * acquisitions are admitted in batches, each sent at its own turn of the event loop with at most `admissionLimit`
- * in flight: a burst of thousands never has a lock's reply and first renewal wait behind the rest of the burst, and
- * the lease clock starts when the call is sent.
+ * acquisitions are admitted with at most `admissionLimit` in flight: one that finds room and nobody waiting goes at
+ * once, the rest of a burst in batches, each sent at its own turn of the event loop, so a burst of thousands never has
+ * a lock's reply and first renewal wait behind the rest of the burst, and the lease clock starts when the call is sent.
  *
  * @internal
  */
