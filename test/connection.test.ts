@@ -12,11 +12,14 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
+import * as Exit from "effect/Exit"
 import * as Schedule from "effect/Schedule"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisServer from "../src/RedisServer.js"
+import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
 
 /** A raw connection for setting the server up and checking what it holds. */
@@ -275,3 +278,28 @@ describe("connect: the first attempt is retried within the timeout (issue 18, it
       assert.notInclude(error.message, "no connection within")
     }), 60_000)
 })
+
+describe("a partition (the connection open, nothing answering)", () => {
+  // Every call ends by its deadline; QUIT at close, which has none of ours, by ioredis' command timeout (without it, a
+  // close inside the layer's release would wait for an answer that never comes).
+  it.scopedLive("a held run lock ends LockLost, its release ends by its deadline, and the store's layer closes", () =>
+    Effect.gen(function*() {
+      const server = yield* RedisServer.start
+      const proxy = yield* Proxy.start(server.url)
+      const definition = LockOptions.unsafeMake({
+        lock: "while_executing",
+        lockLease: 3000,
+        lockPrefix: RedisTest.uniquePrefix("partition")
+      })
+      const scope = yield* Scope.make()
+      const redis = yield* Layer.buildWithScope(Redis.layer({ url: proxy.url, timeout: "1 second" }), scope)
+      const held = yield* Effect.either(
+        Lock.withLock(Effect.zipRight(proxy.cut, Effect.never), definition, { digest: `${definition.lockPrefix}:d`, jid: "j" })
+      ).pipe(Effect.provide(redis))
+      assert.isTrue(held._tag === "Left" && held.left._tag === "LockLost", JSON.stringify(held))
+      // It ends (it hung before): well within the 10 s given, the store's timeout being 1 s.
+      const closed = yield* Effect.disconnect(Scope.close(scope, Exit.void)).pipe(Effect.timeout("10 seconds"), Effect.either)
+      assert.strictEqual(closed._tag, "Right", "the layer closed")
+    }), 30_000)
+})
+
