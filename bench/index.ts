@@ -18,7 +18,7 @@
  *   --worker [--rounds=N] [--jobs=N]                  a BullMQ Worker through unique.processor (until_executed,
  *                                                     while_executing) against the bare Worker, N no-op jobs per round
  *                                                     (3,000), N alternating rounds (7): results/worker.md
- *   --profile [--root=<checkout>] [--out=<file>]   CPU profiles of UniqueQueue.add and the Worker through
+ *   --profile [--root=<dir>] [--out=<file>]           CPU profiles of UniqueQueue.add and the Worker through
  *                                                     unique.processor, grouped by where the time goes, on a checkout's
  *                                                     dist/ (default this one): results/profile.md
  *   --targets                                         every target of issue 20 in one run (under 3 minutes), each with
