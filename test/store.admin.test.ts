@@ -419,6 +419,55 @@ for (const target of stores) {
           const error = yield* Effect.flip(s.claim(key, "a", -1))
           assert.strictEqual(error.reason, "ERR lease must be a whole number from 0 to 2^50, got -1")
         }))
+
+      it.effect("tally: amounts add up per field, the bucket ends by its TTL, and a bad amount writes nothing", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("tally")
+          const [a, b, gone] = [`${prefix}:metrics:1`, `${prefix}:metrics:2`, `${prefix}:metrics:3`]
+          yield* s.tally(a, [["until_executed:acquired", 3], ["until_executed:conflicts", 1]], 60_000)
+          yield* s.tally(a, [["until_executed:acquired", 2], ["while_executing:lost", 0]], 60_000)
+          yield* s.tally(b, [["until_executed:acquired", 1]], 300)
+          // Nothing above 0: no key is made, so no bucket without an end.
+          yield* s.tally(gone, [["until_executed:acquired", 0]], 60_000)
+          assert.deepStrictEqual(yield* s.tallies([a, b, gone]), [
+            { "until_executed:acquired": 5, "until_executed:conflicts": 1 },
+            { "until_executed:acquired": 1 },
+            {}
+          ])
+          for (const [amounts, ttl, reason] of [
+            [[["x", 1], ["y", -1]], 60_000, "ERR amount must be a whole number from 0 to 2^50, got -1"],
+            [[["x", 1.5]], 60_000, "ERR amount must be a whole number from 0 to 2^50, got 1.5"],
+            [[["x", 1]], 0, "ERR ttl must be a whole number from 1 to 2^50, got 0"]
+          ] as const) {
+            const error = yield* Effect.flip(s.tally(a, amounts, ttl))
+            assert.include(error.reason, reason)
+          }
+          assert.deepStrictEqual((yield* s.tallies([a]))[0], { "until_executed:acquired": 5, "until_executed:conflicts": 1 })
+          yield* target.advance(600)
+          assert.deepStrictEqual(yield* s.tallies([b]), [{}])
+        }))
+
+      it.effect("journal: newest first, the newest `keep` kept, ends by its TTL; a tally key is not a journal", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("journal")
+          const key = `${prefix}:reaper:passes`
+          for (const entry of ["1", "2", "3", "4"]) yield* s.journal(key, entry, 3, 60_000)
+          assert.deepStrictEqual(yield* s.journaled(key, 10), ["4", "3", "2"])
+          assert.deepStrictEqual(yield* s.journaled(key, 1), ["4"])
+          assert.include((yield* Effect.flip(s.journal(key, "5", 0, 60_000))).reason, "keep must be a whole number from 1 to 1000")
+          assert.include((yield* Effect.flip(s.journaled(key, 0))).reason, "count must be a whole number from 1")
+          assert.deepStrictEqual(yield* s.journaled(key, 10), ["4", "3", "2"])
+          const tallied = `${prefix}:metrics:1`
+          yield* s.tally(tallied, [["x", 1]], 60_000)
+          assert.include((yield* Effect.flip(s.journal(tallied, "1", 3, 60_000))).reason, "WRONGTYPE")
+          assert.include((yield* Effect.flip(s.tally(key, [["x", 1]], 60_000))).reason, "WRONGTYPE")
+          const short = `${prefix}:short`
+          yield* s.journal(short, "1", 3, 300)
+          yield* target.advance(600)
+          assert.deepStrictEqual(yield* s.journaled(short, 10), [])
+        }))
     })
   })
 }

@@ -1,5 +1,5 @@
 -- The scripts' shared prelude. src/internal/scripts.ts puts the files of lua/lib/ in front of each script of lua/
--- (lock, unlock, renew, renew_all, handoff, fetch, reap, remove, claim), so each stays one self-contained EVAL, and
+-- (lock, unlock, renew, renew_all, handoff, fetch, reap, remove, claim, tally, journal), so each stays one self-contained EVAL, and
 -- maps the line of a script's error back to the file and line it comes from. Every function defined here is a closure made again on each run of
 -- each script, so the prelude keeps to a few.
 -- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>]

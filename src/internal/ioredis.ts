@@ -146,6 +146,18 @@ const toRemoval = (reply: unknown): Removal => {
   return out
 }
 
+// A field that is not a whole number (a user's own write) reads as 0: a count is never made up.
+const toTally = (reply: unknown): Readonly<Record<string, number>> => {
+  const out: Record<string, number> = {}
+  for (const [field, value] of Object.entries(reply as Record<string, string>)) {
+    const n = Number(value)
+    out[field] = Number.isSafeInteger(n) && n >= 0 ? n : 0
+  }
+  return out
+}
+
+const toStrings = (reply: unknown): ReadonlyArray<string> => (reply as Array<unknown>).map(String)
+
 const toScanPage = (reply: unknown): ScanPage => {
   const [cursor, flat] = toArray(reply, "scan")
   const elements = toArray(flat, "scan")
@@ -247,6 +259,8 @@ export type Client = Scripts.ScriptClient & {
     countToken: "COUNT",
     count: number
   ): Promise<[cursor: string, elements: Array<string>]>
+  /** `Store.journaled`'s one LRANGE; a client without it fails `journaled` with a `RedisError`. */
+  lrange?(key: string, start: number, stop: number): Promise<Array<string>>
 }
 
 /**
@@ -506,7 +520,21 @@ export const makeFromClient = (
           toRemoval
         )
       },
-      claim: (key, owner, leaseMs) => script("claim", scripts.claim, [1, key, owner, leaseMs], isOne)
+      claim: (key, owner, leaseMs) => script("claim", scripts.claim, [1, key, owner, leaseMs], isOne),
+      tally: (key, amounts, ttlMs) =>
+        script("tally", scripts.tally, [1, key, ttlMs, ...amounts.flat()], () => undefined),
+      // One HGETALL per key, sent together: one connection answers them in order, one round trip's wait.
+      tallies: (keys) =>
+        Effect.forEach(keys, (key) => call("tallies", () => client.hgetall(key), toTally), { concurrency: "unbounded" }),
+      journal: (key, entry, keep, ttlMs) => script("journal", scripts.journal, [1, key, entry, keep, ttlMs], () => undefined),
+      journaled: (key, count) => {
+        const lrange = client.lrange
+        return lrange === undefined
+          ? Effect.fail(new RedisError({ operation: "journaled", reason: "this client has no LRANGE" }))
+          : !Number.isSafeInteger(count) || count < 1
+          ? Effect.fail(new RedisError({ operation: "journaled", reason: `count must be a whole number from 1, got ${count}` }))
+          : call("journaled", () => lrange.call(client, key, 0, count - 1), toStrings)
+      }
     }
     return store
   })

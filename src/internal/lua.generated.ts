@@ -10,12 +10,14 @@ export const sources: {
   readonly "claim.lua": string
   readonly "fetch.lua": string
   readonly "handoff.lua": string
+  readonly "journal.lua": string
   readonly "lib/prelude.lua": string
   readonly "lock.lua": string
   readonly "reap.lua": string
   readonly "remove.lua": string
   readonly "renew.lua": string
   readonly "renew_all.lua": string
+  readonly "tally.lua": string
   readonly "unlock.lua": string
 } = {
   "claim.lua": `-- A lease on a key for one owner (one runner at a time). KEYS[1] the lease's key   ARGV owner, lease ms (0: give up)
@@ -61,8 +63,19 @@ end
 table.insert(result, 1, held)
 return result
 `,
+  "journal.lua": `-- Keeps the newest entries of a journal (the reaper's last passes, History) with a TTL.
+-- KEYS[1] the list   ARGV entry, keep (1 to 1000), ttl ms   Returns the journal's length. LLEN fails on a key of
+-- another type (WRONGTYPE) before the first write.
+local keep = whole(ARGV[2], 'keep', 1, 1000)
+local ttl = whole(ARGV[3], 'ttl', 1)
+redis.call('LLEN', KEYS[1])
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], 0, keep - 1)
+redis.call('PEXPIRE', KEYS[1], ttl)
+return redis.call('LLEN', KEYS[1])
+`,
   "lib/prelude.lua": `-- The scripts' shared prelude. src/internal/scripts.ts puts the files of lua/lib/ in front of each script of lua/
--- (lock, unlock, renew, renew_all, handoff, fetch, reap, remove, claim), so each stays one self-contained EVAL, and
+-- (lock, unlock, renew, renew_all, handoff, fetch, reap, remove, claim, tally, journal), so each stays one self-contained EVAL, and
 -- maps the line of a script's error back to the file and line it comes from. Every function defined here is a closure made again on each run of
 -- each script, so the prelude keeps to a few.
 -- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>]
@@ -468,6 +481,23 @@ for i = 1, #KEYS do
   renewed[i] = renew_entry(KEYS[i], ARGV[i * 3 - 2], current[i], ARGV[i * 3], leases[i], ms)
 end
 return renewed
+`,
+  "tally.lua": `-- Adds to counters in one hash and sets its TTL: a bucket of the per-minute counts the admin UI charts (History).
+-- KEYS[1] the bucket   ARGV ttl ms, then field, amount pairs   Returns the number of pairs. Every amount is checked,
+-- and HLEN fails on a key of another type (WRONGTYPE), before the first write.
+local ttl = whole(ARGV[1], 'ttl', 1)
+if #ARGV % 2 ~= 1 then error({err = 'ERR tally takes a ttl, then field, amount pairs'}) end
+for i = 3, #ARGV, 2 do whole(ARGV[i], 'amount', 0) end
+redis.call('HLEN', KEYS[1])
+local added = false
+for i = 2, #ARGV, 2 do
+  if tonumber(ARGV[i + 1]) > 0 then
+    redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
+    added = true
+  end
+end
+if added then redis.call('PEXPIRE', KEYS[1], ttl) end
+return (#ARGV - 1) / 2
 `,
   "unlock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests
 -- ARGV jid, member, fencing token of the acquisition ('0': whichever holds jid's entry).

@@ -436,6 +436,45 @@ export const makeInspectable = () => {
     return false
   }
 
+  // tally.lua and journal.lua on maps of keys, each gone once its TTL has passed; one key is of one kind only.
+  const tallied = new Map<string, { readonly fields: Map<string, number>; expiresAt: number }>()
+  const journals = new Map<string, { entries: Array<string>; expiresAt: number }>()
+  const alive = <V extends { readonly expiresAt: number }>(map: Map<string, V>, key: string, now: number) => {
+    const value = map.get(key)
+    if (value !== undefined && value.expiresAt <= now) {
+      map.delete(key)
+      return undefined
+    }
+    return value
+  }
+  const wrongType = (key: string, now: number, kind: "hash" | "list") => {
+    const other = kind === "hash" ? alive(journals, key, now) : alive(tallied, key, now)
+    if (other !== undefined) {
+      throw new Refused("WRONGTYPE Operation against a key holding the wrong kind of value")
+    }
+  }
+  const tally = (key: string, amounts: ReadonlyArray<readonly [string, number]>, ttlMs: number, now: number) => {
+    const ttl = whole(ttlMs, "ttl", 1)
+    for (const [, amount] of amounts) whole(amount, "amount", 0)
+    wrongType(key, now, "hash")
+    if (!amounts.some(([, amount]) => amount > 0)) return
+    const bucket = alive(tallied, key, now) ?? { fields: new Map<string, number>(), expiresAt: 0 }
+    for (const [field, amount] of amounts) {
+      if (amount > 0) bucket.fields.set(field, (bucket.fields.get(field) ?? 0) + amount)
+    }
+    bucket.expiresAt = now + ttl
+    tallied.set(key, bucket)
+  }
+  const journal = (key: string, entry: string, keep: number, ttlMs: number, now: number) => {
+    const most = whole(keep, "keep", 1, 1000)
+    const ttl = whole(ttlMs, "ttl", 1)
+    wrongType(key, now, "list")
+    const list = alive(journals, key, now) ?? { entries: [], expiresAt: 0 }
+    list.entries = [entry, ...list.entries].slice(0, most)
+    list.expiresAt = now + ttl
+    journals.set(key, list)
+  }
+
   // Like a script, a call either runs whole or is refused (RedisError) before it changes anything.
   const run = <A>(operation: string, f: (now: number, micros: number) => A): Effect.Effect<A, RedisError> =>
     Clock.clockWith((clock) => {
@@ -488,7 +527,21 @@ export const makeInspectable = () => {
       locks.length === 0
         ? Effect.succeed({ now: 0, deleted: [], removed: [], revoked: [], refused: [] })
         : run("remove", (now) => remove(locks, options, now)),
-    claim: (key, owner, leaseMs) => run("claim", (now) => claim(key, owner, leaseMs, now))
+    claim: (key, owner, leaseMs) => run("claim", (now) => claim(key, owner, leaseMs, now)),
+    tally: (key, amounts, ttlMs) => run("tally", (now) => tally(key, amounts, ttlMs, now)),
+    tallies: (keys) =>
+      run("tallies", (now) =>
+        keys.map((key) => {
+          wrongType(key, now, "hash")
+          return Object.fromEntries(alive(tallied, key, now)?.fields ?? [])
+        })),
+    journal: (key, entry, keep, ttlMs) => run("journal", (now) => journal(key, entry, keep, ttlMs, now)),
+    journaled: (key, count) =>
+      run("journaled", (now) => {
+        if (!Number.isSafeInteger(count) || count < 1) throw new Refused(`count must be a whole number from 1, got ${count}`)
+        wrongType(key, now, "list")
+        return alive(journals, key, now)?.entries.slice(0, count) ?? []
+      })
   }
 
   const inspect = (lock: LockKey): Effect.Effect<LockState> =>

@@ -310,4 +310,19 @@ export interface Store {
    * otherwise; `leaseMs` 0 gives it up (only `owner`'s). Answers whether `owner` holds it after the call.
    */
   readonly claim: (key: string, owner: string, leaseMs: number) => Effect.Effect<boolean, RedisError>
+  /**
+   * Adds each amount (a whole number, 0 or more) to its field of the hash at `key`, and sets the key's TTL when
+   * anything was added, in one script call: a bucket of the per-minute counts `History` keeps.
+   */
+  readonly tally: (
+    key: string,
+    amounts: ReadonlyArray<readonly [field: string, amount: number]>,
+    ttlMs: number
+  ) => Effect.Effect<void, RedisError>
+  /** The hashes `tally` wrote, in order of `keys` (an empty record for a key that is gone). */
+  readonly tallies: (keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Readonly<Record<string, number>>>, RedisError>
+  /** Puts `entry` first in the list at `key`, keeps its newest `keep` (1 to 1000) and sets its TTL, in one script call. */
+  readonly journal: (key: string, entry: string, keep: number, ttlMs: number) => Effect.Effect<void, RedisError>
+  /** The newest `count` entries `journal` kept at `key`, newest first. */
+  readonly journaled: (key: string, count: number) => Effect.Effect<ReadonlyArray<string>, RedisError>
 }

@@ -38,6 +38,8 @@ export type ScriptName =
   | "reap"
   | "remove"
   | "claim"
+  | "tally"
+  | "journal"
 
 /** Each script's own file under `lua/`. @internal */
 export const files: Record<ScriptName, keyof typeof sources> = {
@@ -49,7 +51,9 @@ export const files: Record<ScriptName, keyof typeof sources> = {
   fetch: "fetch.lua",
   reap: "reap.lua",
   remove: "remove.lua",
-  claim: "claim.lua"
+  claim: "claim.lua",
+  tally: "tally.lua",
+  journal: "journal.lua"
 }
 
 /** The prelude: every file under `lua/lib/`, in path order. @internal */
@@ -91,7 +95,9 @@ export const loadScripts = (): Record<ScriptName, Script> => {
     fetch: make("fetch"),
     reap: make("reap"),
     remove: make("remove"),
-    claim: make("claim")
+    claim: make("claim"),
+    tally: make("tally"),
+    journal: make("journal")
   }
 }
 

@@ -955,7 +955,11 @@ const workerStore = (
     reap: (request) => guard("reap", () => store.reap(request)),
     scan: (prefix, cursor, pattern, count) => guard("scan", () => store.scan(prefix, cursor, pattern, count)),
     remove: (locks) => guard("remove", () => store.remove(locks)),
-    claim: (key, owner, leaseMs) => guard("claim", () => store.claim(key, owner, leaseMs))
+    claim: (key, owner, leaseMs) => guard("claim", () => store.claim(key, owner, leaseMs)),
+    tally: (key, amounts, ttlMs) => guard("tally", () => store.tally(key, amounts, ttlMs)),
+    tallies: (keys) => guard("tallies", () => store.tallies(keys)),
+    journal: (key, entry, keep, ttlMs) => guard("journal", () => store.journal(key, entry, keep, ttlMs)),
+    journaled: (key, count) => guard("journaled", () => store.journaled(key, count))
   }
   return fake
 }
