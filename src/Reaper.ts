@@ -32,6 +32,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { Defaults } from "./Defaults.js"
+import * as History from "./History.js"
 import { JobQueue, QueueError } from "./JobQueue.js"
 import * as Metrics from "./Metrics.js"
 import { describeValue, durationFrom, formatIssues, type InvalidLockOptions, invalidOptions } from "./internal/decoding.js"
@@ -202,48 +203,60 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
         const now = yield* Clock.currentTimeMillis
         // Lock times are Redis time; the grace is minutes, far beyond the clocks' usual skew.
         const orphansBefore = Option.isSome(queue) && settings.graceMs > 0 ? Math.max(1, now - settings.graceMs) : 0
-        let start = 0
-        for (;;) {
-          const step = yield* redis.reap({
-            prefix: settings.prefix,
-            start,
-            batch: settings.batch,
-            orphansBefore,
-            dryRun: settings.dryRun,
-            // The lease is kept by the step itself: one call per step.
-            runner: { key: leaseKey, owner, leaseMs: settings.leaseMs }
-          })
-          // Another runner took the lease (this one stalled past it): it walks the index now.
-          if (step.refused === true) break
-          let orphans = 0
-          if (Option.isSome(queue) && step.candidates.length > 0) {
-            const orphaned = yield* orphansOf(queue.value, step.candidates)
-            for (const candidate of orphaned) {
-              // Released only if it is still that holder's entry (a no-horizon queue lock, re-entrant by jid).
-              const released = settings.dryRun ||
-                (yield* redis.unlock({ prefix: settings.prefix, name: candidate.lock }, candidate.jid, 0))
-              if (released) orphans++
+        const walked = yield* Effect.either(Effect.gen(function*() {
+          let start = 0
+          for (;;) {
+            const step = yield* redis.reap({
+              prefix: settings.prefix,
+              start,
+              batch: settings.batch,
+              orphansBefore,
+              dryRun: settings.dryRun,
+              // The lease is kept by the step itself: one call per step.
+              runner: { key: leaseKey, owner, leaseMs: settings.leaseMs }
+            })
+            // Another runner took the lease (this one stalled past it): it walks the index now.
+            if (step.refused === true) break
+            let orphans = 0
+            if (Option.isSome(queue) && step.candidates.length > 0) {
+              const orphaned = yield* orphansOf(queue.value, step.candidates)
+              for (const candidate of orphaned) {
+                // Released only if it is still that holder's entry (a no-horizon queue lock, re-entrant by jid).
+                const released = settings.dryRun ||
+                  (yield* redis.unlock({ prefix: settings.prefix, name: candidate.lock }, candidate.jid, 0))
+                if (released) orphans++
+              }
             }
+            sofar = {
+              ...sofar,
+              steps: sofar.steps + 1,
+              scanned: sofar.scanned + step.scanned,
+              members: sofar.members + step.removedMembers.length,
+              holders: sofar.holders + step.removedHolders.length,
+              orphans: sofar.orphans + orphans
+            }
+            if (!settings.dryRun) {
+              yield* Metric.incrementBy(Metrics.reaped.member, step.removedMembers.length)
+              yield* Metric.incrementBy(Metrics.reaped.holder, step.removedHolders.length)
+              yield* Metric.incrementBy(Metrics.reaped.orphan, orphans)
+            }
+            if (onStep !== undefined) yield* onStep(sofar)
+            if (step.next < 0) break
+            // A released orphan may have taken its index member with it: step back as many, so no member is skipped
+            // (walking one again is harmless).
+            start = settings.dryRun ? step.next : Math.max(start, step.next - orphans)
           }
-          sofar = {
-            ...sofar,
-            steps: sofar.steps + 1,
-            scanned: sofar.scanned + step.scanned,
-            members: sofar.members + step.removedMembers.length,
-            holders: sofar.holders + step.removedHolders.length,
-            orphans: sofar.orphans + orphans
-          }
-          if (!settings.dryRun) {
-            yield* Metric.incrementBy(Metrics.reaped.member, step.removedMembers.length)
-            yield* Metric.incrementBy(Metrics.reaped.holder, step.removedHolders.length)
-            yield* Metric.incrementBy(Metrics.reaped.orphan, orphans)
-          }
-          if (onStep !== undefined) yield* onStep(sofar)
-          if (step.next < 0) break
-          // A released orphan may have taken its index member with it: step back as many, so no member is skipped
-          // (walking one again is harmless).
-          start = settings.dryRun ? step.next : Math.max(start, step.next - orphans)
-        }
+        }))
+        // Every pass that ran is kept for the admin UI, one that stopped short too; keeping it never fails the pass.
+        const ended = yield* Clock.currentTimeMillis
+        yield* History.recordPass(settings.prefix, {
+          at: ended,
+          owner,
+          tookMs: ended - now,
+          ...sofar,
+          ...(Either.isLeft(walked) ? { error: walked.left.message } : {})
+        }).pipe(Effect.catchAll((error) => Effect.logDebug("reaper pass not kept in its journal", error)))
+        if (Either.isLeft(walked)) return yield* Effect.fail(walked.left)
         const removed = sofar.members + sofar.holders + sofar.orphans
         const line = `reaper pass${settings.dryRun ? " (dry run)" : ""}: ${sofar.scanned} index members in ${sofar.steps} ` +
           `steps; ${settings.dryRun ? "would remove" : "removed"} ${sofar.members} members, ${sofar.holders} ended ` +

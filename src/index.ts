@@ -22,6 +22,11 @@ export * as Errors from "./Errors.js"
 /**
  * @since 0.1.0
  */
+export * as History from "./History.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Job from "./Job.js"
 
 /**
