@@ -13,6 +13,7 @@ import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Terminal from "@effect/platform/Terminal"
 import type * as Context from "effect/Context"
+import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -27,6 +28,7 @@ import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
 import * as Reaper from "./Reaper.js"
 import * as Redis from "./Redis.js"
+import * as Web from "./Web.js"
 
 /**
  * A command line failure: its message is the one line the command prints.
@@ -80,23 +82,13 @@ const prefixHint = (name: string, prefix: string): string => {
     : `a digest includes its prefix: ${prefix}:${name}`
 }
 
-// The literal start of a glob (up to its first special character).
-const literalHead = (pattern: string): string => {
-  const special = pattern.search(/[*?[\\]/)
-  return special === -1 ? pattern : pattern.slice(0, special)
-}
-
-// Every lock name of the prefix starts with `<prefix>:`: a pattern whose literal start says otherwise matches nothing.
-const checkPattern = (pattern: string, prefix: string, help: string): Effect.Effect<void, CliError> => {
-  const head = literalHead(pattern)
-  const start = `${prefix}:`
-  return Effect.zipRight(
+const checkPattern = (pattern: string, prefix: string, help: string): Effect.Effect<void, CliError> =>
+  Effect.zipRight(
     checkArgument("pattern", pattern, help),
-    head.startsWith(start) || start.startsWith(head)
+    Locks.canMatch(pattern, prefix)
       ? Effect.void
       : fail(`PATTERN ${pattern} matches no lock: ${prefixHint(pattern, prefix)}`)
   )
-}
 
 const checkLimit = (limit: number): Effect.Effect<void, CliError> =>
   Number.isSafeInteger(limit) && limit >= 1 ? Effect.void : fail(`--limit must be a whole number from 1 up, got ${limit}`)
@@ -395,6 +387,38 @@ const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
     })
   ))).pipe(Command.withDescription("what the index holds"))
 
+const web = Command.make("web", {
+  redisUrl,
+  prefix,
+  host: Options.text("host").pipe(
+    Options.withDefault("127.0.0.1"),
+    Options.withDescription("the address to bind (anything but the loopback needs UNIQUE_JOBS_WEB_TOKEN)")
+  ),
+  port: Options.integer("port").pipe(Options.withDefault(7380), Options.withDescription("the port (0: a free one)")),
+  readOnly: Options.boolean("read-only").pipe(Options.withDescription("serve no change at all"))
+}, (o) =>
+  Effect.zipRight(
+    checkPrefix(o.prefix),
+    Effect.gen(function*() {
+      const url = Option.getOrUndefined(Option.orElse(o.redisUrl, () => Option.fromNullable(process.env.REDIS_URL)))
+      if (url === undefined || url === "") return yield* fail("no Redis: pass --redis-url redis://host:port or set REDIS_URL")
+      const token = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_TOKEN")).pipe(
+        Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_TOKEN: ${error.message}`))
+      )
+      // A server reconnects to a Redis that went away, unlike the one-shot commands; each call stays bounded.
+      const store = yield* Redis.make({ url, timeout: connectTimeout })
+      const served = yield* Web.serve({
+        host: o.host,
+        port: o.port,
+        prefix: o.prefix,
+        readOnly: o.readOnly,
+        ...(Option.isSome(token) ? { token: token.value } : {})
+      }).pipe(Effect.provideService(Redis.RedisService, store))
+      yield* Console.log(`unique-jobs web: ${served.url}/ (prefix ${o.prefix}${o.readOnly ? ", read-only" : ""}); Ctrl-C stops`)
+      return yield* Effect.never
+    }).pipe(Effect.scoped, Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
+  )).pipe(Command.withDescription("the admin UI in a browser (binds 127.0.0.1 unless given a token)"))
+
 /**
  * The whole command.
  *
@@ -403,7 +427,7 @@ const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
  */
 export const command = Command.make("unique-jobs").pipe(
   Command.withDescription("unique-job locks in Redis: digests, locks, the reaper, stats"),
-  Command.withSubcommands([digest, locksCommand, reap, stats])
+  Command.withSubcommands([digest, locksCommand, reap, stats, web])
 )
 
 /**

@@ -87,6 +87,24 @@ export interface Digest {
 }
 
 /**
+ * An index member read whole (`rows`): its lock's holders (this library's only), the lock type stored with
+ * `lockInfo`, and whether the next reaper pass removes it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Row {
+  readonly entry: Entry
+  readonly lock: Fetched
+  /** By the `type` stored with `lockInfo`; `unknown` for a lock taken without it. */
+  readonly type: string
+  /** Its key is gone or every holder has ended: what the next reaper pass removes. */
+  readonly stale: boolean
+  /** Why the key is not one of this library's locks (a key of another type, foreign fields); undefined when it is. */
+  readonly notOurs: string | undefined
+}
+
+/**
  * What the index holds, counted over a full walk of it (`stats`).
  *
  * @since 0.1.0
@@ -115,6 +133,8 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
     options?: { readonly pattern?: string | undefined; readonly cursor?: string | undefined; readonly count?: number | undefined }
   ) => Effect.Effect<Page<Entry>, RedisError | InvalidLockOptions>
   readonly show: (digest: string) => Effect.Effect<Digest, RedisError>
+  /** Each entry's lock read whole, the reads sent together: one round trip's wait for a page. */
+  readonly rows: (entries: ReadonlyArray<Entry>) => Effect.Effect<ReadonlyArray<Row>, RedisError>
   /**
    * Removes every holder of a digest's two locks (queue and run), but revokes a run lock's holder whose lease is live
    * (see `Removal`). Fails with `NotALock`, changing nothing, when either key exists and is not one of ours.
@@ -141,6 +161,25 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
   /** Counts over the whole index, a page at a time. */
   readonly stats: Effect.Effect<Stats, RedisError>
 }>() {}
+
+// The literal start of a glob (up to its first special character).
+const literalHead = (pattern: string): string => {
+  const special = pattern.search(/[*?[\\]/)
+  return special === -1 ? pattern : pattern.slice(0, special)
+}
+
+/**
+ * Whether a glob can match a lock name of `prefix`: every one starts with `<prefix>:`, so a pattern whose literal
+ * start says otherwise matches nothing (a mistyped prefix, a digest without its prefix).
+ *
+ * @since 0.1.0
+ * @category patterns
+ */
+export const canMatch = (pattern: string, prefix: string): boolean => {
+  const head = literalHead(pattern)
+  const start = `${prefix}:`
+  return head.startsWith(start) || start.startsWith(head)
+}
 
 /** The largest page `list` and `deleteByPattern` take. */
 const maxPage = 10_000
@@ -264,6 +303,20 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
             : Effect.fail(new NotALock({ name: refused.lock, reason: refused.reason }))
         }
       )
+    // A page's reads go out together: one connection pipelines them, so a page costs one round trip's wait.
+    // A member whose key is of another type (a user's string) is a row, not a failure: the reaper keeps it.
+    const rows = (entries: ReadonlyArray<Entry>) =>
+      Effect.forEach(entries, (entry) =>
+        Effect.map(fetchOrType(entry.name), (read): Row => {
+          const reasons = notOurs(entry.name, read)
+          return {
+            entry,
+            lock: ours(read.fetched),
+            type: typeOf(read.fetched),
+            stale: !read.wrongType && ended(read.fetched),
+            notOurs: reasons.length === 0 ? undefined : reasons.map((r) => r.reason).join("; ")
+          }
+        }), { concurrency: "unbounded" })
     const stats = Effect.gen(function*() {
       let cursor = "0"
       let indexSize = 0
@@ -274,19 +327,12 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       do {
         const next = yield* scanPage("*", cursor, 500)
         cursor = next.cursor
-        // A page's reads go out together: one connection pipelines them, so a walk costs a round trip per page.
-        // A member whose key is of another type (a user's string) is counted, not a failure: the reaper keeps it.
-        const fetched = yield* Effect.forEach(next.items, (entry) => fetchOrType(entry.name), {
-          concurrency: "unbounded"
-        })
-        for (const [i, entry] of next.items.entries()) {
+        for (const row of yield* rows(next.items)) {
           indexSize++
-          byPhase[entry.phase]++
-          if (oldest === undefined || entry.score < oldest.score) oldest = entry
-          const { fetched: lock, wrongType } = fetched[i]!
-          const type = typeOf(lock)
-          byType[type] = (byType[type] ?? 0) + 1
-          if (!wrongType && ended(lock)) stale++
+          byPhase[row.entry.phase]++
+          if (oldest === undefined || row.entry.score < oldest.score) oldest = row.entry
+          byType[row.type] = (byType[row.type] ?? 0) + 1
+          if (row.stale) stale++
         }
       } while (cursor !== "0")
       return { prefix, indexSize, byPhase, byType, oldest, stale } satisfies Stats
@@ -295,6 +341,7 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       prefix,
       list: (o) => page(o?.pattern ?? `${prefix}:*`, o?.cursor ?? "0", o?.count ?? 100),
       show,
+      rows,
       delete: (digest) => removeDigest(digest),
       unlock: (digest, jid) => removeDigest(digest, jid),
       deleteByPattern: (pattern, o) =>

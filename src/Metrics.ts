@@ -109,3 +109,15 @@ export const reaped: {
     Metric.tagged("what", "orphan")
   )
 }
+
+/**
+ * Changes made through the admin UI, labelled `action` (`unlock`, `delete`, `reap`) and `outcome` (`done`, `failed`,
+ * or `refused`: read-only, no CSRF token, another origin).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const adminActions: Metric.Metric.Counter<number> = Metric.counter("unique_jobs_admin_actions_total", {
+  description: "Changes asked of the admin UI",
+  incremental: true
+})

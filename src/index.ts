@@ -88,3 +88,8 @@ export * as Strategy from "./Strategy.js"
  * @since 0.1.0
  */
 export * as UniqueJob from "./UniqueJob.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Web from "./Web.js"

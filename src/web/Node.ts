@@ -1,0 +1,100 @@
+/**
+ * The bridge between Node's `http` request handlers and a web handler (`(Request) => Promise<Response>`), for
+ * mounting the admin UI in Express, Fastify, Koa or a bare `http.Server`, and the path it is mounted under.
+ *
+ * @internal
+ */
+import type { IncomingMessage, ServerResponse } from "node:http"
+import { Readable } from "node:stream"
+import * as Context from "effect/Context"
+
+/** The path the UI is mounted under ("" at the root), given by the bridge to every request. @internal */
+export class BasePath extends Context.Tag("effect-unique-jobs/web/BasePath")<BasePath, string>() {}
+
+/** A Node request handler, Express-style: `next` (when given) gets what the handler could not do. */
+export type NodeHandler = (request: IncomingMessage, response: ServerResponse, next?: (error?: unknown) => void) => void
+
+/** The largest request body read: the UI's forms are a few fields. @internal */
+export const maxBodyBytes = 64 * 1024
+
+const bodyOf = (request: IncomingMessage): Promise<Buffer | undefined> =>
+  new Promise((resolve, reject) => {
+    const chunks: Array<Buffer> = []
+    let size = 0
+    request.on("data", (chunk: Buffer) => {
+      size += chunk.length
+      if (size > maxBodyBytes) {
+        reject(new RangeError(`a request body over ${maxBodyBytes} bytes`))
+        request.destroy()
+        return
+      }
+      chunks.push(chunk)
+    })
+    request.on("end", () => resolve(chunks.length === 0 ? undefined : Buffer.concat(chunks)))
+    request.on("error", reject)
+  })
+
+// Where the handler is mounted: Express gives it as `baseUrl`; otherwise the difference of `originalUrl` (Express,
+// Fastify's middie, Koa's mount) and `url`; else the option, if given (an Effect router mounted inside finds its own).
+const baseOf = (request: IncomingMessage, fallback: string | undefined): string | undefined => {
+  const withBase = request as IncomingMessage & { readonly baseUrl?: unknown; readonly originalUrl?: unknown }
+  if (typeof withBase.baseUrl === "string") return withBase.baseUrl.replace(/\/$/, "")
+  if (typeof withBase.originalUrl === "string" && request.url !== undefined) {
+    const original = withBase.originalUrl.split("?")[0]!
+    const own = request.url.split("?")[0]!
+    if (own !== "/" && original.endsWith(own)) return original.slice(0, original.length - own.length)
+    if (own === "/") return original.replace(/\/$/, "")
+  }
+  return fallback
+}
+
+/**
+ * A Node handler over a web handler. The body is read whole (at most `maxBodyBytes`, else 413); a handler that
+ * fails answers 500 (or goes to `next`).
+ *
+ * @internal
+ */
+export const toNode = (
+  web: (request: Request, context?: Context.Context<never>) => Promise<Response>,
+  options: { readonly basePath?: string | undefined } = {}
+): NodeHandler =>
+(request, response, next) => {
+  const fail = (status: number, text: string) => {
+    if (!response.headersSent) {
+      response.writeHead(status, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" })
+    }
+    response.end(text)
+  }
+  const run = async () => {
+    const method = request.method ?? "GET"
+    const body = method === "GET" || method === "HEAD" ? undefined : await bodyOf(request)
+    const headers = new Headers()
+    for (const [name, value] of Object.entries(request.headers)) {
+      if (value === undefined) continue
+      for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one)
+    }
+    const url = new URL(request.url ?? "/", `http://${request.headers.host ?? "localhost"}`)
+    const base = baseOf(request, options.basePath)
+    const answer = await web(
+      new Request(url, { method, headers, ...(body === undefined ? {} : { body }) }),
+      (base === undefined ? Context.empty() : Context.make(BasePath, base)) as Context.Context<never>
+    )
+    const out: Record<string, string | Array<string>> = {}
+    answer.headers.forEach((value, name) => {
+      if (name !== "set-cookie") out[name] = value
+    })
+    const cookies = answer.headers.getSetCookie()
+    if (cookies.length > 0) out["set-cookie"] = cookies
+    response.writeHead(answer.status, out)
+    if (answer.body === null || method === "HEAD") {
+      response.end()
+      return
+    }
+    Readable.fromWeb(answer.body as import("node:stream/web").ReadableStream).pipe(response)
+  }
+  run().catch((error: unknown) => {
+    if (error instanceof RangeError) return fail(413, `${error.message} is refused`)
+    if (next !== undefined) return next(error)
+    fail(500, "internal error")
+  })
+}
