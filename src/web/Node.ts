@@ -22,10 +22,12 @@ const bodyOf = (request: IncomingMessage): Promise<Buffer | undefined> =>
     const chunks: Array<Buffer> = []
     let size = 0
     request.on("data", (chunk: Buffer) => {
+      if (size > maxBodyBytes) return
       size += chunk.length
       if (size > maxBodyBytes) {
+        // Answered at once; the rest is read and dropped, so the answer reaches the client.
+        chunks.length = 0
         reject(new RangeError(`a request body over ${maxBodyBytes} bytes`))
-        request.destroy()
         return
       }
       chunks.push(chunk)
@@ -61,7 +63,7 @@ export const toNode = (
 (request, response, next) => {
   const fail = (status: number, text: string) => {
     if (!response.headersSent) {
-      response.writeHead(status, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" })
+      response.writeHead(status, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store", connection: "close" })
     }
     response.end(text)
   }
