@@ -18,12 +18,14 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import type * as Tracer from "effect/Tracer"
 import { Defaults, resolve } from "./Defaults.js"
 import * as Digest from "./Digest.js"
 import { LockConflict, LockLost } from "./Errors.js"
 import * as Keeper from "./internal/leaseKeeper.js"
 import { QueueError } from "./JobQueue.js"
 import { unsafeIncrement } from "./internal/metrics.js"
+import * as Tracing from "./internal/tracing.js"
 import type { Phase } from "./LockType.js"
 import * as LockType from "./LockType.js"
 import * as Metrics from "./Metrics.js"
@@ -135,8 +137,48 @@ const requestOf = (definition: Definition, target: Target, phase: Phase): Holder
 
 const counter = (family: Metrics.Family, lockType: string, phase: Phase) => family.of(lockType, phase)
 
-// Lock steps carry no span of their own: a span costs more Node CPU than the Redis call (measured in bench/);
-// the middleware phases that call them carry one each.
+// A lock step's span, made only under a tracer that records it (internal/tracing): the step's one Redis call.
+const attributesOf = (script: string, definition: Definition, target: Target, phase: Phase) => () => ({
+  ...Tracing.redisAttributes(script),
+  "unique_jobs.digest": target.digest,
+  "unique_jobs.jid": target.jid,
+  "unique_jobs.lock_type": definition.lock,
+  "unique_jobs.phase": phase
+})
+
+// A traced hold carries its span's context in its entry's info, so a duplicate refused later can link to it.
+const withTrace = (request: HolderRequest, span: Tracer.Span): HolderRequest => {
+  const trace = `"trace":${JSON.stringify(Tracing.contextOf(span))}`
+  return { ...request, info: request.info === "" ? `{${trace}}` : `{${trace},${request.info.slice(1)}` }
+}
+
+// A refused duplicate's span links to the holders that refused it, where their entry holds a span's context. One
+// read more, made only under a tracer that records; a failed read leaves the span without links.
+const linkHolders = (redis: Store, key: LockKey, holders: ReadonlyArray<string>, span: Tracer.Span) =>
+  redis.fetch(key).pipe(
+    Effect.map((fetched) => {
+      const links = fetched.holders.flatMap((holder) => {
+        if (!holders.includes(holder.jid)) return []
+        const info = holder.info as { readonly trace?: unknown } | undefined
+        const link = typeof info === "object" && info !== null ? Tracing.linkTo(info.trace, holder.jid) : undefined
+        return link === undefined ? [] : [link]
+      })
+      span.attribute("unique_jobs.holders", holders.join(","))
+      if (links.length > 0) span.addLinks(links)
+    }),
+    Effect.ignore
+  )
+
+// The store's lock call in its span: the hold carries the span's context, a conflict links to the holders'.
+const lockCall = (redis: Store, definition: Definition, target: Target, phase: Phase): Effect.Effect<LockResult, RedisError> => {
+  const key = keyOf(definition, target.digest, phase)
+  const request = requestOf(definition, target, phase)
+  return Tracing.traced("UniqueJobs.lock", attributesOf("lock", definition, target, phase), (span) =>
+    span === undefined
+      ? redis.lock(key, request)
+      : Effect.tap(redis.lock(key, withTrace(request, span)), (result) =>
+        result._tag === "Conflict" ? linkHolders(redis, key, result.holders, span) : Effect.void))
+}
 
 /** An acquire reply as the step's outcome: `Acquired`, or a `LockConflict` failure; counted either way. */
 const settle = <Extra extends object>(
@@ -232,10 +274,7 @@ export const lock = (
 
 const lockWith = (redis: Store, definition: Definition, target: Target) => {
   const phase = phaseOf(definition, target)
-  return Effect.flatMap(
-    redis.lock(keyOf(definition, target.digest, phase), requestOf(definition, target, phase)),
-    (result) => settle(definition, target, phase, result, {})
-  )
+  return Effect.flatMap(lockCall(redis, definition, target, phase), (result) => settle(definition, target, phase, result, {}))
 }
 
 const runAfterUnlock = (definition: Definition, unlocked: Unlocked): Effect.Effect<void> =>
@@ -261,7 +300,11 @@ export const unlock = (definition: Definition, target: Target): Effect.Effect<bo
 const unlockWith = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean, RedisError> => {
   const phase = phaseOf(definition, target)
   return Effect.flatMap(
-    redis.unlock(keyOf(definition, target.digest, phase), target.jid, target.fence ?? 0),
+    Tracing.traced(
+      "UniqueJobs.unlock",
+      attributesOf("unlock", definition, target, phase),
+      () => redis.unlock(keyOf(definition, target.digest, phase), target.jid, target.fence ?? 0)
+    ),
     (released) => released ? afterRelease(definition, target, phase) : notReleased
   )
 }
@@ -301,12 +344,16 @@ const handoffWith = (
   options: { readonly keepQueueLock: boolean }
 ) =>
   Effect.flatMap(
-    redis.handoff(
-      keyOf(definition, target.digest, "queue"),
-      keyOf(definition, target.digest, "run"),
-      requestOf(definition, target, "run"),
-      { keepOnConflict: options.keepQueueLock }
-    ),
+    Tracing.traced("UniqueJobs.handoff", attributesOf("handoff", definition, target, "run"), (span) => {
+      const run = keyOf(definition, target.digest, "run")
+      const request = requestOf(definition, target, "run")
+      const call = redis.handoff(keyOf(definition, target.digest, "queue"), run, span === undefined ? request : withTrace(request, span), {
+        keepOnConflict: options.keepQueueLock
+      })
+      return span === undefined
+        ? call
+        : Effect.tap(call, (result) => result._tag === "Conflict" ? linkHolders(redis, run, result.holders, span) : Effect.void)
+    }),
     (result) => {
       const taken = settle(definition, target, "run", result, { queueLockHeld: result.queueLockHeld })
       // The script released the queue lock unless it kept it for a job going back to the queue: that release counts
@@ -328,12 +375,13 @@ const handoffWith = (
 export const renew = (definition: Definition, target: Target): Effect.Effect<void, LockLost | RedisError, RedisService> =>
   withStore(definition, (redis, definition) =>
     Effect.flatMap(
-      redis.renew(
-        keyOf(definition, target.digest, "run"),
-        target.jid,
-        Duration.toMillis(definition.lockLease),
-        target.fence ?? 0
-      ),
+      Tracing.traced("UniqueJobs.renew", attributesOf("renew", definition, target, "run"), () =>
+        redis.renew(
+          keyOf(definition, target.digest, "run"),
+          target.jid,
+          Duration.toMillis(definition.lockLease),
+          target.fence ?? 0
+        )),
       (renewed) =>
         renewed ? Effect.void : Effect.fail(
           new LockLost({
@@ -458,7 +506,7 @@ export const queueLocked = <A, E, R, B, E2, R2>(
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiberRuntime((fiber) =>
       Effect.flatMap(
-        redis.lock(keyOf(definition, target.digest, "queue"), requestOf(definition, target, "queue")),
+        lockCall(redis, definition, target, "queue"),
         (result): Effect.Effect<A | B, E | E2 | RedisError, R | R2> => {
           if (result._tag === "Conflict") {
             unsafeIncrement(counter(Metrics.conflicts, definition.lock, "queue"), fiber)

@@ -15,6 +15,7 @@ import { Defaults } from "./Defaults.js"
 import { describeValue, formatIssues, invalidOptions, type InvalidLockOptions, isRecord, PrefixSchema } from "./Options.js"
 import type { Fetched, LockKey, RedisError, Removal } from "./Redis.js"
 import { RedisService } from "./Redis.js"
+import * as Tracing from "./internal/tracing.js"
 
 export type {
   /**
@@ -337,15 +338,24 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       } while (cursor !== "0")
       return { prefix, indexSize, byPhase, byType, oldest, stale } satisfies Stats
     })
+    // Each admin call in its span, under a tracer that records it.
+    const admin = <A, E>(operation: string, script: string, attributes: Record<string, unknown>, self: Effect.Effect<A, E>) =>
+      Tracing.traced(`UniqueJobs.admin.${operation}`, () => ({
+        ...Tracing.redisAttributes(script),
+        "unique_jobs.prefix": prefix,
+        ...attributes
+      }), () => self)
     return Locks.of({
       prefix,
-      list: (o) => page(o?.pattern ?? `${prefix}:*`, o?.cursor ?? "0", o?.count ?? 100),
-      show,
-      rows,
-      delete: (digest) => removeDigest(digest),
-      unlock: (digest, jid) => removeDigest(digest, jid),
+      list: (o) =>
+        admin("list", "ZSCAN", { "unique_jobs.pattern": o?.pattern ?? `${prefix}:*` }, page(o?.pattern ?? `${prefix}:*`, o?.cursor ?? "0", o?.count ?? 100)),
+      show: (digest) => admin("show", "fetch", { "unique_jobs.digest": digest }, show(digest)),
+      rows: (entries) => admin("rows", "fetch", { "unique_jobs.count": entries.length }, rows(entries)),
+      delete: (digest) => admin("delete", "remove", { "unique_jobs.digest": digest }, removeDigest(digest)),
+      unlock: (digest, jid) =>
+        admin("unlock", "remove", { "unique_jobs.digest": digest, "unique_jobs.jid": jid }, removeDigest(digest, jid)),
       deleteByPattern: (pattern, o) =>
-        Effect.flatMap(page(pattern, o?.cursor ?? "0", o?.count ?? 100), (found) => {
+        admin("deleteByPattern", "remove", { "unique_jobs.pattern": pattern }, Effect.flatMap(page(pattern, o?.cursor ?? "0", o?.count ?? 100), (found) => {
           const names = found.items.map((entry) => entry.name)
           if (o?.dryRun === true) return Effect.succeed({ cursor: found.cursor, items: names, deleted: 0, revoked: [], refused: [] })
           return Effect.map(redis.remove(names.map(key)), (removal) => ({
@@ -355,7 +365,7 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
             revoked: removal.revoked,
             refused: removal.refused
           }))
-        }),
+        })),
       stats
     })
   })

@@ -15,6 +15,7 @@ import type { ExecutionConflict, LockConflict, LockLost } from "./Errors.js"
 import type { DuplicateJob } from "./Errors.js"
 import type { Job } from "./Job.js"
 import type { JobQueue, QueueError } from "./JobQueue.js"
+import * as Tracing from "./internal/tracing.js"
 import * as Lock from "./Lock.js"
 import * as LockType from "./LockType.js"
 import * as Metrics from "./Metrics.js"
@@ -31,9 +32,6 @@ const digestOf = (definition: Definition, job: Job): Effect.Effect<string, Diges
 
 const infoOf = (job: Job) => ({ worker: job.worker, queue: job.queue, args: job.args })
 
-// Effect's built-in tracer records spans for no one: a phase runs in a span only under a tracer that exports it
-// (OpenTelemetry, or any other installed with Layer.setTracer). A span costs more Node CPU than a lock call.
-const builtInTracer = Effect.runSync(Effect.tracer)
 
 const spanOf = <A, E, R>(
   self: Effect.Effect<A, E, R>,
@@ -90,7 +88,9 @@ const withContext = <A, E, R>(
     const settings = Context.get(context, Defaults)
     const resolved = resolve(definition, settings)
     const phase = f(Context.get(context, RedisService), resolved, settings.enabled)
-    if (job === undefined || fiber.currentTracer === builtInTracer) return phase
+    // A phase runs in a span only under a tracer that exports it (OpenTelemetry, or any installed with
+    // Layer.setTracer): a span costs more Node CPU than a lock call.
+    if (job === undefined || fiber.currentTracer === Tracing.builtInTracer) return phase
     return spanOf(phase, kind === "producer" ? "UniqueJobs.client" : "UniqueJobs.server", kind, resolved, job)
   })
 

@@ -33,6 +33,7 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { Defaults } from "./Defaults.js"
 import * as History from "./History.js"
+import * as Tracing from "./internal/tracing.js"
 import { JobQueue, QueueError } from "./JobQueue.js"
 import * as Metrics from "./Metrics.js"
 import { describeValue, durationFrom, formatIssues, type InvalidLockOptions, invalidOptions } from "./internal/decoding.js"
@@ -186,7 +187,11 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
     const leaseKey = `${settings.prefix}:reaper`
     const claim = (leaseMs: number) => Effect.flatMap(RedisService, (redis) => redis.claim(leaseKey, owner, leaseMs))
     const pass: Runner["pass"] = (onStep) =>
-      Effect.gen(function*() {
+      Tracing.traced("UniqueJobs.reaper.pass", () => ({
+        ...Tracing.redisAttributes("reap"),
+        "unique_jobs.prefix": settings.prefix,
+        "unique_jobs.dry_run": settings.dryRun
+      }), () => Effect.gen(function*() {
         const redis = yield* RedisService
         const queue = yield* Effect.serviceOption(JobQueue)
         let sofar: Pass = {
@@ -265,7 +270,7 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
           Effect.annotateLogs(annotations(settings.prefix))
         )
         return sofar
-      })
+      }))
     return { owner, pass, release: Effect.ignore(claim(0)) }
   })
 

@@ -134,6 +134,25 @@ describe("README examples", () => {
         assert.isBelow(lingered, 10_000, "the program stayed up after its last line")
       }), 120_000)
 
+    it.effect("examples/otel.ts exports each lock step's client span to the console, the duplicate's linked to the hold", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const { code, stderr, stdout } = yield* run("examples/otel.ts", source.url)
+        assert.strictEqual(code, 0, stderr)
+        // The console exporter prints one object per span: its name, then its id, then its attributes and links.
+        const spans = stdout.split(/\n(?=\{)/).filter((block) => block.includes("name: 'UniqueJobs."))
+        const names = spans.map((block) => /name: '(UniqueJobs\.[a-z]+)'/.exec(block)![1])
+        assert.deepStrictEqual(names, ["UniqueJobs.lock", "UniqueJobs.lock", "UniqueJobs.unlock"], stdout)
+        for (const block of spans) {
+          assert.include(block, "'db.system.name': 'redis'")
+          assert.include(block, "'unique_jobs.lock_type': 'until_executed'")
+        }
+        const held = /\n {2}id: '([0-9a-f]{16})'/.exec(spans[0]!)![1]!
+        assert.include(spans[1]!, "'unique_jobs.holders': 'first'")
+        assert.match(spans[1]!, new RegExp(`links: \\[[\\s\\S]*spanId: '${held}'`))
+        assert.include(stdout + stderr, "second: refused, held by first")
+      }))
+
     it.effect("examples/bullmq.ts runs on real BullMQ: both faces add, skip the duplicate and run the job once", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis

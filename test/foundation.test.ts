@@ -84,7 +84,7 @@ describe("foundation: one round trip per phase, whatever the strategy", () => {
 
 describe("foundation: spans", () => {
   layer(Redis.layerMemory)((it) => {
-    it.effect("under an installed tracer each middleware phase is one span; under the built-in one, none is made", () =>
+    it.effect("under an installed tracer each middleware phase is one span over its lock steps' own; under the built-in one, none is made", () =>
       Effect.gen(function*() {
         const builtIn = yield* Effect.tracer
         const spans: Array<{ name: string; attributes: Record<string, unknown> }> = []
@@ -102,9 +102,16 @@ describe("foundation: spans", () => {
         assert.deepStrictEqual(spans, [])
         const traced = yield* Effect.withTracer(lifecycle, recording)
         assert.strictEqual(traced._tag, "Performed")
-        assert.deepStrictEqual(spans.map((span) => span.name), ["UniqueJobs.client", "UniqueJobs.server"])
-        assert.strictEqual(spans[1]!.attributes["unique_jobs.lock_type"], "until_and_while_executing")
-        assert.strictEqual(spans[1]!.attributes["messaging.message.id"], traced._tag === "Performed" ? traced.job.jid : "")
+        assert.deepStrictEqual(spans.map((span) => span.name), [
+          "UniqueJobs.client",
+          "UniqueJobs.lock",
+          "UniqueJobs.server",
+          "UniqueJobs.handoff",
+          "UniqueJobs.unlock"
+        ])
+        assert.strictEqual(spans[2]!.attributes["unique_jobs.lock_type"], "until_and_while_executing")
+        assert.strictEqual(spans[2]!.attributes["messaging.message.id"], traced._tag === "Performed" ? traced.job.jid : "")
+        assert.strictEqual(spans[3]!.attributes["db.stored_procedure.name"], "handoff")
       }).pipe(Effect.provideServiceEffect(JobQueue, MemoryQueue.make()), Effect.scoped))
   })
 })

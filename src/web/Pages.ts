@@ -115,11 +115,12 @@ export const sinceOf = (row: Locks.Row): number | undefined => {
   return times.length === 0 ? undefined : Math.min(...times)
 }
 
-// What is left of a lock: its key's TTL, else its holders' nearest lease.
+// What is left of a lock: its holders' nearest lease (a run lock), else its key's TTL.
 const leftOf = (lock: Locks.Row["lock"]): string => {
-  if (lock.ttlMs !== undefined) return `ttl ${span(lock.ttlMs)}`
+  if (lock.holders.length === 0) return "gone"
   const leases = lock.holders.map((h) => h.leaseUntil).filter((l): l is number => l !== undefined && l > 0)
-  return leases.length === 0 ? "no end (until released)" : `lease ${span(Math.min(...leases) - lock.now)}`
+  if (leases.length > 0) return `lease ${span(Math.min(...leases) - lock.now)}`
+  return lock.ttlMs === undefined ? "until released" : `ttl ${span(lock.ttlMs)}`
 }
 
 const lockLink = (frame: Frame, digest: string, text: Part) =>
@@ -328,12 +329,13 @@ const chart = (buckets: ReadonlyArray<History.Bucket>, event: History.Event, typ
   const width = 600
   const height = 120
   const values = types.map((type) => buckets.map((b) => b.counts[type]?.[event] ?? 0))
-  const top = Math.max(1, ...values.flat())
+  const peak = Math.max(0, ...values.flat())
+  const top = Math.max(1, peak)
   const x = (i: number) => (buckets.length <= 1 ? 0 : (i / (buckets.length - 1)) * width)
   const y = (n: number) => height - (n / top) * (height - 10)
   const total = values.flat().reduce((a, b) => a + b, 0)
   return html`<figure class="chart" data-event="${event}" data-total="${String(total)}">
-<figcaption>${event} · ${String(total)} in the last hour · peak ${String(top)}/min</figcaption>
+<figcaption>${event} · ${String(total)} in the last hour · peak ${String(peak)}/min</figcaption>
 <svg viewBox="0 0 ${String(width)} ${String(height)}" width="${String(width)}" height="${String(height)}" role="img" aria-label="${event} per minute">
 <line x1="0" y1="${String(height)}" x2="${String(width)}" y2="${String(height)}" stroke="#999"/>
 ${
