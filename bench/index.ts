@@ -21,6 +21,9 @@
  *   --profile [--root=<dir>] [--out=<file>]           CPU profiles of UniqueQueue.add and the Worker through
  *                                                     unique.processor, grouped by where the time goes, on a checkout's
  *                                                     dist/ (default this one): results/profile.md
+ *   --web [--locks=N]                                 the admin UI's pages with N locks in the index (100,000), the
+ *                                                     metrics panel's Redis cost per job, the cost of tracing:
+ *                                                     results/web.md
  *   --targets                                         every target of issue 20 in one run (under 3 minutes), each with
  *                                                     our figure, the peer's, the ratio and a verdict: results/targets.md
  */
@@ -44,6 +47,7 @@ import * as RoundTrips from "./roundtrips.js"
 import * as Targets from "./targets.js"
 import * as Throughput from "./throughput.js"
 import * as Verdicts from "./verdicts.js"
+import * as Web from "./web.js"
 import * as Worker from "./worker.js"
 
 const args = process.argv.slice(2)
@@ -115,6 +119,10 @@ const main = async () => {
       locks === undefined ? 10_000 : Number(locks.slice(8)),
       lease === undefined ? 1_000 : Number(lease.slice(8))
     )
+  }
+  if (args.includes("--web")) {
+    const locks = args.find((a) => a.startsWith("--locks="))
+    return Web.main(log, locks === undefined ? 100_000 : Number(locks.slice(8)))
   }
   if (args.includes("--bullmq")) {
     const rounds = args.find((a) => a.startsWith("--rounds="))
