@@ -20,6 +20,7 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
@@ -412,7 +413,8 @@ const web = Command.make("web", {
         port: o.port,
         prefix: o.prefix,
         readOnly: o.readOnly,
-        ...(Option.isSome(token) ? { token: token.value } : {})
+        // An empty variable is no token, as if unset.
+        ...(Option.isSome(token) && Redacted.value(token.value) !== "" ? { token: token.value } : {})
       }).pipe(Effect.provideService(Redis.RedisService, store))
       yield* Console.log(`unique-jobs web: ${served.url}/ (prefix ${o.prefix}${o.readOnly ? ", read-only" : ""}); Ctrl-C stops`)
       return yield* Effect.never

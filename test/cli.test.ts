@@ -3,7 +3,7 @@
  * subcommand, `--json` that parses, and one-line errors with a non-zero exit for bad arguments and a Redis that is
  * not there.
  */
-import { execFile, execFileSync } from "node:child_process"
+import { execFile, execFileSync, spawn } from "node:child_process"
 import { rmSync } from "node:fs"
 import { createServer, type Socket } from "node:net"
 import { fileURLToPath } from "node:url"
@@ -319,6 +319,46 @@ describe("unique-jobs (the command)", () => {
         const lines = down.stderr.trim().split("\n")
         assert.strictEqual(lines.length, 1, down.stderr)
         assert.match(lines[0]!, /^unique-jobs: Redis connect failed: cannot reach Redis/)
+      }), { timeout: 180_000 })
+
+    it.scoped("web: serves the admin UI on the loopback until Ctrl-C (exit 130); off the loopback only with a token", () =>
+      Effect.gen(function*() {
+        yield* build
+        const { source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("cli-web")
+        const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockInfo: true })
+        yield* Lock.lock(definition, { digest: `${prefix}:a`, jid: "<b>a</b>" })
+        const child = spawn(process.execPath, [bin, "web", "--port", "0", "--prefix", prefix, "--read-only", "--redis-url", source.url], {
+          env: { ...process.env, REDIS_URL: "", UNIQUE_JOBS_WEB_TOKEN: "" },
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+        const url = yield* Effect.promise(() =>
+          new Promise<string>((resolve, reject) => {
+            let out = ""
+            child.stdout.on("data", (chunk: Buffer) => {
+              out += chunk.toString()
+              const match = /unique-jobs web: (http:\/\/\S+?)\/ /.exec(out)
+              if (match !== null) resolve(match[1]!)
+            })
+            void exited.then((code) => reject(new Error(`exited ${code}: ${out}`)))
+          })
+        )
+        assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/)
+        const page = yield* Effect.promise(() => fetch(`${url}/locks`).then((r) => r.text()))
+        assert.include(page, `${prefix}:a`)
+        assert.include(page, "read-only")
+        const posted = yield* Effect.promise(() => fetch(`${url}/lock/delete`, { method: "POST", body: new URLSearchParams({ digest: `${prefix}:a` }) }))
+        assert.strictEqual(posted.status, 403)
+        child.kill("SIGINT")
+        assert.strictEqual(yield* Effect.promise(() => exited), 130)
+
+        const open = yield* cli("web", "--host", "0.0.0.0", "--port", "0", "--redis-url", source.url)
+        assert.strictEqual(open.code, 1)
+        assert.include(open.stderr, "needs a token: set UNIQUE_JOBS_WEB_TOKEN")
+        const noUrl = yield* cli("web", "--port", "0")
+        assert.strictEqual(noUrl.code, 1)
+        assert.include(noUrl.stderr, "no Redis")
       }), { timeout: 180_000 })
   })
 })
