@@ -748,7 +748,8 @@ export const router = (options: Options = {}): Effect.Effect<HttpRouter.HttpRout
 /**
  * The admin UI as a Node request handler, to mount under a path in Express (`app.use("/admin/locks", handler)`),
  * Fastify (with @fastify/middie) or Koa (with koa-connect): links follow the mount (Express' `baseUrl`, or
- * `basePath`). The store comes from `redis`, a layer built once; `dispose` closes it.
+ * `basePath`). The store comes from `redis`, a layer built once; `dispose` closes it. A bad option throws
+ * `InvalidLockOptions` here, naming it, before any request is served.
  *
  * @since 0.1.0
  * @category constructors

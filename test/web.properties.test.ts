@@ -1,0 +1,161 @@
+/**
+ * Properties of the admin UI's guards and pages. Random requests to change a lock, against servers with and without
+ * a token and read-only, each with any mix of bearer header, token cookie, CSRF cookie and token (right, wrong,
+ * missing), Origin, Sec-Fetch-Site and Host: Redis changes exactly when the model of the rules says it may, and the
+ * status says so. Random strings as jids, workers and arguments: every page renders them as text (no markup of theirs
+ * survives, and the text reads back as the string). More cases:
+ * UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/web.properties.test.ts
+ */
+import * as fc from "effect/FastCheck"
+import * as Redacted from "effect/Redacted"
+import { request as httpRequest } from "node:http"
+import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import * as Lock from "../src/Lock.js"
+import * as LockOptions from "../src/Options.js"
+import * as Web from "../src/Web.js"
+import * as RedisTest from "./support/redis.js"
+import * as Harness from "./support/web.js"
+
+const runs = Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? 40)
+const tokenValue = "property-token-0123456789abcdef"
+
+let harness: Harness.Harness
+beforeAll(async () => {
+  harness = await Harness.start()
+})
+afterAll(() => harness?.close())
+
+const send = (url: string, method: string, headers: Record<string, string>, body?: string) =>
+  new Promise<{ status: number; body: string; cookie: string | undefined }>((resolve, reject) => {
+    const req = httpRequest(url, { method, headers }, (res) => {
+      let text = ""
+      res.on("data", (chunk: Buffer) => {
+        text += chunk.toString()
+      })
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text, cookie: res.headers["set-cookie"]?.[0]?.split(";")[0] }))
+    })
+    req.on("error", reject)
+    req.end(body)
+  })
+
+type Choice = "right" | "wrong" | "none"
+
+interface Case {
+  readonly server: { readonly token: boolean; readonly readOnly: boolean }
+  readonly bearer: Choice
+  readonly tokenCookie: Choice
+  readonly csrfCookie: boolean
+  readonly csrf: Choice
+  readonly csrfIn: "form" | "header"
+  readonly origin: "same" | "other" | "null" | "none"
+  readonly site: "same-origin" | "same-site" | "cross-site" | "none" | "absent"
+  readonly host: "loopback" | "foreign"
+}
+
+/** What the rules say a change request gets. */
+const expected = (c: Case): number => {
+  if (!c.server.token && c.host === "foreign") return 403
+  let bearer = false
+  if (c.server.token) {
+    if (c.bearer === "wrong") return 401
+    if (c.bearer === "right") bearer = true
+    else if (c.tokenCookie !== "right") return 401
+  }
+  if (c.server.readOnly) return 403
+  if (c.site !== "absent" && c.site !== "same-origin" && c.site !== "none") return 403
+  if (c.origin === "other" || c.origin === "null") return 403
+  if (!bearer && (!c.csrfCookie || c.csrf !== "right")) return 403
+  return 200
+}
+
+const choice = fc.constantFrom<Choice>("right", "wrong", "none")
+const arbitraryCase: fc.Arbitrary<Case> = fc.record({
+  server: fc.record({ token: fc.boolean(), readOnly: fc.boolean() }),
+  bearer: choice,
+  tokenCookie: choice,
+  csrfCookie: fc.boolean(),
+  csrf: choice,
+  csrfIn: fc.constantFrom("form" as const, "header" as const),
+  origin: fc.constantFrom("same" as const, "other" as const, "null" as const, "none" as const),
+  site: fc.constantFrom("same-origin" as const, "same-site" as const, "cross-site" as const, "none" as const, "absent" as const),
+  host: fc.constantFrom("loopback" as const, "foreign" as const)
+})
+
+describe("the admin UI's guards, by property", () => {
+  it("a change request changes Redis exactly when the rules allow it, and its status says which rule refused", async () => {
+    const prefix = RedisTest.uniquePrefix("web-prop")
+    const servers = new Map<string, { readonly port: number }>()
+    for (const token of [false, true]) {
+      for (const readOnly of [false, true]) {
+        const served = await harness.run(Web.serve({
+          prefix,
+          readOnly,
+          ...(token ? { host: "0.0.0.0", token: Redacted.make(tokenValue) } : {})
+        }))
+        servers.set(`${token}/${readOnly}`, served)
+      }
+    }
+    const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(arbitraryCase, async (c) => {
+        const digest = `${prefix}:p${++n}`
+        await harness.run(Lock.lock(definition, { digest, jid: "j" }))
+        const port = servers.get(`${c.server.token}/${c.server.readOnly}`)!.port
+        const base = `http://127.0.0.1:${port}`
+        const host = c.host === "loopback" ? `127.0.0.1:${port}` : `admin.example:${port}`
+        // A page hands out the CSRF cookie (asked with the token, so it is handed out on every server).
+        const page = await send(`${base}/api/session`, "GET", { host: `127.0.0.1:${port}`, authorization: `Bearer ${tokenValue}` })
+        const csrfValue = page.cookie!.split("=")[1]!
+        const cookies: Array<string> = []
+        if (c.csrfCookie) cookies.push(page.cookie!)
+        if (c.tokenCookie !== "none") cookies.push(`unique_jobs_token=${c.tokenCookie === "right" ? tokenValue : "x".repeat(tokenValue.length)}`)
+        const headers: Record<string, string> = { host, "content-type": "application/x-www-form-urlencoded" }
+        if (cookies.length > 0) headers.cookie = cookies.join("; ")
+        if (c.bearer !== "none") headers.authorization = `Bearer ${c.bearer === "right" ? tokenValue : "wrong-token-wrong-token"}`
+        if (c.origin !== "none") headers.origin = c.origin === "same" ? `http://${host}` : c.origin === "null" ? "null" : "http://evil.example"
+        if (c.site !== "absent") headers["sec-fetch-site"] = c.site
+        const fields: Record<string, string> = { digest, jid: "j" }
+        const csrf = c.csrf === "right" ? csrfValue : c.csrf === "wrong" ? "0".repeat(64) : undefined
+        if (csrf !== undefined && c.csrfIn === "form") fields._csrf = csrf
+        if (csrf !== undefined && c.csrfIn === "header") headers["x-csrf-token"] = csrf
+        const answer = await send(`${base}/api/lock/unlock`, "POST", headers, new URLSearchParams(fields).toString())
+        const held = (await harness.run(harness.store.fetch({ prefix, name: digest }))).holders.length
+        const want = expected(c)
+        assert.strictEqual(answer.status, want, `${JSON.stringify(c)}: ${answer.body}`)
+        assert.strictEqual(held, want === 200 ? 0 : 1, JSON.stringify(c))
+      }),
+      { numRuns: runs * 10 }
+    )
+  })
+
+  it("any jid, worker and arguments render as text on every page: no markup of theirs survives", async () => {
+    const prefix = RedisTest.uniquePrefix("web-text")
+    const served = await harness.run(Web.serve({ prefix }))
+    const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockInfo: true })
+    const markupish = fc.string({ unit: fc.constantFrom("<", ">", "\"", "'", "`", "&", "=", "/", " ", "a", "x", "script", "img", "onerror", ";", "#", "\u00e9") })
+    const decode = (text: string) =>
+      text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, "\"").replace(/&#39;/g, "'").replace(/&#96;/g, "`").replace(/&amp;/g, "&")
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(markupish.filter((s) => s.length > 0), markupish, markupish, async (jid, worker, arg) => {
+        const digest = `${prefix}:t${++n}`
+        await harness.run(Lock.lock(definition, { digest, jid, info: { worker, queue: "q", args: [arg] } }))
+        const lockPage = await send(`${served.url}/lock?digest=${encodeURIComponent(digest)}`, "GET", {})
+        const listPage = await send(`${served.url}/locks?pattern=${encodeURIComponent(digest)}`, "GET", {})
+        for (const body of [lockPage.body, listPage.body]) {
+          // No tag of theirs: every tag in the page is one the page itself writes.
+          for (const tag of body.match(/<[a-zA-Z!/][^>]*>/g) ?? []) {
+            assert.match(tag, /^<\/?(!doctype|html|head|meta|title|link|body|header|strong|span|nav|a|main|h1|h2|p|table|thead|tbody|tr|th|td|pre|form|input|button|small|time|label|select|option|div|code)[\s>]/i, tag)
+          }
+          assert.notInclude(body, "<script")
+        }
+        const cell = /<td class="jid">([\s\S]*?)<\/td>/.exec(lockPage.body)![1]!
+        assert.strictEqual(decode(cell), jid)
+        const info = /<pre class="info">([\s\S]*?)<\/pre>/.exec(lockPage.body)![1]!
+        assert.deepInclude(JSON.parse(decode(info)), { worker, args: [arg] })
+      }),
+      { numRuns: runs }
+    )
+  })
+})
