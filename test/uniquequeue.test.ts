@@ -16,6 +16,41 @@ import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
 import { type Data, lockKeys, proxiedUniqueQueue, rejection, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
+describe("UniqueQueue: the admin UI's metrics", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("counts its locks into History's buckets by default (flushed at close at the latest); history: false writes none", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const counted = yield* uniqueQueue({ lock: "until_executed" })
+        for (let n = 0; n < 5; n++) yield* Effect.promise(() => counted.unique.add("Work", { n }))
+        yield* Effect.promise(() => counted.unique.add("Work", { n: 0 }))
+        yield* Effect.promise(() => counted.unique.close())
+        const keys = yield* Effect.promise(() => raw.keys(`${counted.lockPrefix}:metrics:*`))
+        assert.isAbove(keys.length, 0, "a bucket was written")
+        const totals: Record<string, number> = {}
+        for (const key of keys) {
+          for (const [field, n] of Object.entries(yield* Effect.promise(() => raw.hgetall(key)))) totals[field] = (totals[field] ?? 0) + Number(n)
+          assert.isAbove(yield* Effect.promise(() => raw.pttl(key)), 0, "every bucket has a TTL")
+        }
+        // The process' counters are shared by every test of this file: at least this queue's own counts are there.
+        assert.isAtLeast(totals["until_executed|acquired"] ?? 0, 5)
+        assert.isAtLeast(totals["until_executed|conflicts"] ?? 0, 1)
+
+        const quiet = yield* uniqueQueue({ lock: "until_executed", history: false })
+        yield* Effect.promise(() => quiet.unique.add("Work", { n: 1 }))
+        yield* Effect.promise(() => quiet.unique.close())
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${quiet.lockPrefix}:metrics:*`)), [])
+        const { queue } = yield* uniqueQueue({ lock: "until_executed" })
+        const bad = yield* Effect.flip(Effect.try({
+          try: () => UniqueQueue.make(queue, { lock: "until_executed", history: "yes" as unknown as boolean }),
+          catch: (error) => error as LockOptions.InvalidLockOptions
+        }))
+        assert.strictEqual(bad._tag, "InvalidLockOptions")
+        assert.include(bad.message, "history: expected true or false")
+      }))
+  })
+})
+
 describe("UniqueQueue: ids the caller supplies", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     it.scoped("a jobId BullMQ keeps (completed) fails with JobIdTaken naming it and its state; no lock is left", () =>

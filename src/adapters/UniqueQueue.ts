@@ -30,6 +30,7 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Schema from "effect/Schema"
 import * as Defaults from "../Defaults.js"
+import * as History from "../History.js"
 import * as BullOptions from "../internal/bullmqOptions.js"
 import * as RedisOptions from "../internal/redisOptions.js"
 import * as Job from "../Job.js"
@@ -60,6 +61,11 @@ export interface Options extends LockOptions.Options {
    * configured the same way compute the same digests.
    */
   readonly defaults?: Defaults.Input | undefined
+  /**
+   * Count this queue's locks into the admin UI's metrics (`History.layer` on the lock prefix: one script call every
+   * 10 s, whatever the number of jobs). Default true; false writes nothing of the kind.
+   */
+  readonly history?: boolean | undefined
 }
 
 /**
@@ -203,7 +209,10 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     const reason = `expected lock options like { lock: "until_executed" }, got ${LockOptions.describeValue(options)}`
     throw LockOptions.invalidOptions([{ field: "options", reason }])
   }
-  const { deadLetter, defaults, jobs, redis, ...base } = options
+  const { deadLetter, defaults, history, jobs, redis, ...base } = options
+  if (history !== undefined && typeof history !== "boolean") {
+    throw LockOptions.invalidOptions([{ field: "history", reason: `expected true or false, got ${LockOptions.describeValue(history)}` }])
+  }
   const found: Array<Issue> = []
   const fallback = issuesOf(definitionOf(base, undefined), found)
   const named = new Map<string, LockOptions.Definition>()
@@ -270,10 +279,11 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
 
   const runtime = ManagedRuntime.make(
     Layer.mergeAll(
-      Redis.layer(redisOptions),
       BullMQ.layer(queue, { deadLetter }),
-      Layer.succeed(Defaults.Defaults, settings)
-    )
+      Layer.succeed(Defaults.Defaults, settings),
+      // The prefix is decoded already: the layer cannot fail.
+      history === false ? Layer.empty : Layer.orDie(History.layer({ prefix: Defaults.resolve(fallback, settings).lockPrefix }))
+    ).pipe(Layer.provideMerge(Redis.layer(redisOptions)))
   )
   // Adds and performs under way, so that close waits for them (each releases what it took); interrupted when close's
   // timeout passes. One fiber per call, watched by its observer: no promise chain and no abort listener per call

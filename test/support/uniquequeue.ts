@@ -16,7 +16,7 @@ export interface Data {
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** A UniqueQueue on a new queue of the test server, with its own lock prefix and no UNIQUE_JOBS_* reading. */
-export const uniqueQueue = (options: LockOptions.Options, queueOptions: Omit<QueueOptions, "connection"> = {}) =>
+export const uniqueQueue = (options: LockOptions.Options & Pick<UniqueQueue.Options, "history">, queueOptions: Omit<QueueOptions, "connection"> = {}) =>
   Effect.gen(function*() {
     const { source } = yield* RedisTest.TestRedis
     const name = Bull.uniqueName("uq")
