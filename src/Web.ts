@@ -29,13 +29,14 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import type * as Layer from "effect/Layer"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import * as History from "./History.js"
@@ -47,7 +48,7 @@ import * as Reaper from "./Reaper.js"
 import type { RedisError } from "./Redis.js"
 import { RedisService } from "./Redis.js"
 import type { Html } from "./web/Html.js"
-import { BasePath, type NodeHandler, toNode } from "./web/Node.js"
+import { BasePath, mountOf, type NodeHandler, toNode } from "./web/Node.js"
 import * as Pages from "./web/Pages.js"
 import * as Security from "./web/Security.js"
 
@@ -201,14 +202,21 @@ const securityHeaders = {
   "cache-control": "no-store"
 }
 
-const failureOf = (error: RedisError | InvalidLockOptions | Locks.NotALock | { readonly _tag: "QueueError"; readonly message: string }) => {
+const failureOf = (
+  error: RedisError | InvalidLockOptions | Locks.NotALock | { readonly _tag: "QueueError"; readonly message: string }
+) => {
   switch (error._tag) {
     case "InvalidLockOptions":
       return new Refusal(400, "Bad request", error.message)
     case "NotALock":
       return new Refusal(409, "Not a lock", error.message)
+    case "RedisError":
+      // Redis answered with an error (a key of another type under the prefix): it is there, but refused the call.
+      return /^(WRONGTYPE|ERR|NOSCRIPT|OOM|READONLY|NOPERM)\b/.test(error.reason)
+        ? new Refusal(500, "Redis refused the call", error.message)
+        : new Refusal(503, "Redis did not answer", error.message)
     default:
-      return new Refusal(503, "Redis did not answer", error.message)
+      return new Refusal(503, "The queue did not answer", error.message)
   }
 }
 
@@ -226,10 +234,9 @@ interface Context {
 // The mount path: the router's own `url` is what is left of `originalUrl` once the mount's prefix is sliced off.
 const baseOf = (request: HttpServerRequest.HttpServerRequest, given: Option.Option<string>): string => {
   if (Option.isSome(given)) return given.value
-  const original = request.originalUrl.split("?")[0]!
-  const own = request.url.split("?")[0]!
-  const path = original.startsWith("http") ? new URL(original).pathname : original
-  return path.endsWith(own) ? path.slice(0, path.length - own.length).replace(/\/$/, "") : ""
+  const original = request.originalUrl
+  const path = /^https?:\/\//.test(original) ? new URL(original).pathname : original
+  return mountOf(path, request.url) ?? ""
 }
 
 const infoOf = (request: HttpServerRequest.HttpServerRequest): RequestInfo => ({
@@ -335,14 +342,17 @@ const filtersFrom = (query: URLSearchParams, prefix: string, pageSize: number): 
   const queue = text("queue")
   const worker = text("worker")
   const ageText = query.get("age") ?? ""
-  const age = ageText === "" ? undefined : Number(ageText)
+  const age = ageText === "" ? undefined : /^\d+(\.\d+)?$/.test(ageText) ? Number(ageText) : Number.NaN
   if (age !== undefined && !(Number.isFinite(age) && age >= 0 && age <= 1e7)) {
     issues.push(`age: minutes from 0 to 10000000, got ${JSON.stringify(ageText)}`)
   }
   const cursor = query.get("cursor") || "0"
-  if (!/^\d{1,20}$/.test(cursor)) issues.push(`cursor: the number a page's next link carries, got ${JSON.stringify(cursor)}`)
+  // ZSCAN's cursor is an unsigned 64-bit number.
+  if (!/^\d{1,20}$/.test(cursor) || BigInt(cursor) > 18446744073709551615n) {
+    issues.push(`cursor: the number a page's next link carries, got ${JSON.stringify(cursor)}`)
+  }
   const countText = query.get("count") ?? ""
-  const count = countText === "" ? pageSize : Number(countText)
+  const count = countText === "" ? pageSize : /^\d{1,5}$/.test(countText) ? Number(countText) : Number.NaN
   if (!Number.isSafeInteger(count) || count < 1 || count > maxPageSize) {
     issues.push(`count: a whole number from 1 to ${maxPageSize}, got ${JSON.stringify(countText)}`)
   }
@@ -465,7 +475,7 @@ const routes = (settings: Settings): ReadonlyArray<Route> => {
       )
       return pass
     })
-  const passes = (context: Context) => mapFailure(History.passes(context.frame.prefix, 20))
+  const passes = (context: Context) => mapFailure(History.passes(context.frame.prefix))
   const buckets = (context: Context) => mapFailure(History.buckets(context.frame.prefix))
   return [
     {
@@ -649,8 +659,34 @@ const openApiOf = (table: ReadonlyArray<Route>) => {
 }
 
 const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisService> => {
-  const table = routes(settings)
+  // The stylesheet and the API's description pass the same guards as every page (the token, the Host), and so does
+  // a path the UI does not have (404).
+  const table: ReadonlyArray<Route> = [
+    ...routes(settings),
+    {
+      method: "GET",
+      path: "/assets/style.css",
+      api: false,
+      summary: "the stylesheet",
+      handler: () => Effect.succeed(withHeaders(HttpServerResponse.text(Pages.stylesheet, { contentType: "text/css; charset=utf-8" })))
+    },
+    {
+      method: "GET",
+      path: "/api/openapi.json",
+      api: true,
+      summary: "this API, as OpenAPI 3.1",
+      handler: () => Effect.succeed(jsonResponse(openApi))
+    }
+  ]
   const openApi = openApiOf(table)
+  const notFound: Route = {
+    method: "GET",
+    path: "/*",
+    api: false,
+    summary: "no such page",
+    handler: (context) =>
+      Effect.fail(new Refusal(404, "Not found", `the admin UI has no page ${context.request.url.split("?")[0]}`))
+  }
   const serve = (route: Route) =>
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -727,9 +763,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
   for (const route of table) {
     router = route.method === "GET" ? HttpRouter.get(router, route.path, serve(route)) : HttpRouter.post(router, route.path, serve(route))
   }
-  router = HttpRouter.get(router, "/assets/style.css", Effect.succeed(withHeaders(HttpServerResponse.text(Pages.stylesheet, { contentType: "text/css; charset=utf-8" }))))
-  router = HttpRouter.get(router, "/api/openapi.json", Effect.succeed(jsonResponse(openApi)))
-  return router
+  return HttpRouter.all(router, "*", serve(notFound))
 }
 
 const settingsFrom = (options: Options, loopbackHosts: boolean) =>
@@ -759,8 +793,48 @@ export const nodeHandler = <E>(
 ): { readonly handle: NodeHandler; readonly dispose: () => Promise<void> } => {
   const { basePath, redis, ...rest } = options
   const settings = Either.getOrThrowWith(settingsFrom(rest, false), (error) => error)
-  const web = HttpApp.toWebHandlerLayer(makeRouter(settings), redis)
-  return { handle: toNode(web.handler, { basePath }), dispose: web.dispose }
+  const router = makeRouter(settings)
+  // The store is built at the first request, and again at the next one after a build that failed (Redis was down
+  // when the app started): a failed build is answered 503, never kept.
+  let built: { readonly scope: Scope.CloseableScope; readonly handler: ReturnType<typeof handlerOf> } | undefined
+  let building: Promise<NonNullable<typeof built>> | undefined
+  let disposed = false
+  const handlerOf = (runtime: Runtime.Runtime<RedisService>) => HttpApp.toWebHandlerRuntime(runtime)(router)
+  const build = (): Promise<NonNullable<typeof built>> => {
+    const scope = Effect.runSync(Scope.make())
+    return Effect.runPromise(Scope.extend(Layer.toRuntime(redis), scope)).then(
+      (runtime) => (built = { scope, handler: handlerOf(runtime) }),
+      (error: unknown) => {
+        building = undefined
+        void Effect.runPromise(Scope.close(scope, Exit.void))
+        throw error
+      }
+    )
+  }
+  const web = async (request: Request, context?: Context.Context<never>): Promise<Response> => {
+    try {
+      if (disposed) throw new Error("this admin handler was disposed")
+      const ready = built ?? await (building ??= build())
+      return await ready.handler(request, context)
+    } catch (error) {
+      const reason = `the admin UI's store is not ready: ${error instanceof Error ? error.message : String(error)}`
+      const api = new URL(request.url).pathname.includes("/api/")
+      const base = context === undefined ? "" : Option.getOrElse(Context.getOption(context, BasePath), () => "")
+      const page = Pages.errorPage({ base, prefix: settings.prefix ?? "", canChange: false, csrf: "" }, 503, "Redis did not answer", reason)
+      return new Response(api ? JSON.stringify({ error: "Redis did not answer", message: reason }) : page.value, {
+        status: 503,
+        headers: { ...securityHeaders, "content-type": api ? "application/json" : "text/html; charset=utf-8" }
+      })
+    }
+  }
+  return {
+    handle: toNode(web, { basePath }),
+    dispose: async () => {
+      disposed = true
+      const current = built ?? await building?.catch(() => undefined)
+      if (current !== undefined) await Effect.runPromise(Scope.close(current.scope, Exit.void))
+    }
+  }
 }
 
 /**

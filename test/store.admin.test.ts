@@ -463,6 +463,9 @@ for (const target of stores) {
           yield* s.tally(tallied, [["x", 1]], 60_000)
           assert.include((yield* Effect.flip(s.journal(tallied, "1", 3, 60_000))).reason, "WRONGTYPE")
           assert.include((yield* Effect.flip(s.tally(key, [["x", 1]], 60_000))).reason, "WRONGTYPE")
+          // Read, a key of the other kind holds none of ours: empty, not a failure of the whole read.
+          assert.deepStrictEqual(yield* s.tallies([key, tallied]), [{}, { x: 1 }])
+          assert.deepStrictEqual(yield* s.journaled(tallied, 10), [])
           const short = `${prefix}:short`
           yield* s.journal(short, "1", 3, 300)
           yield* target.advance(600)

@@ -6,9 +6,14 @@
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Redacted from "effect/Redacted"
-import { request as httpRequest } from "node:http"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
+import { createServer, request as httpRequest } from "node:http"
+import type { AddressInfo } from "node:net"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import * as Metrics from "../src/Metrics.js"
+import * as Redis from "../src/Redis.js"
+import * as RedisServer from "../src/RedisServer.js"
 import * as Web from "../src/Web.js"
 import * as RedisTest from "./support/redis.js"
 import * as Harness from "./support/web.js"
@@ -60,10 +65,8 @@ describe("the admin UI's guards", () => {
     assert.include(refused.message, "needs a token")
     const served = await harness.run(Web.serve({ host: "0.0.0.0", prefix, token }))
     const base = `http://127.0.0.1:${served.port}`
-    for (const path of ["/", "/locks", `/lock?digest=${prefix}:mail0`, "/reaper", "/metrics", "/api/locks", "/api/openapi.json", "/assets/style.css", "/api/session"]) {
+    for (const path of ["/", "/locks", `/lock?digest=${prefix}:mail0`, "/reaper", "/metrics", "/api/locks", "/api/openapi.json", "/assets/style.css", "/api/session", "/nothing/here"]) {
       const answer = await send(`${base}${path}`)
-      // The stylesheet and the API description are not secrets, but nothing else is served without the token.
-      if (path === "/assets/style.css" || path === "/api/openapi.json") continue
       assert.strictEqual(answer.status, 401, path)
       assert.strictEqual(answer.headers["www-authenticate"], "Bearer")
       assert.strictEqual((await send(`${base}${path}`, { headers: { authorization: "Bearer wrong" } })).status, 401, path)
@@ -235,6 +238,109 @@ describe("the admin UI's guards", () => {
     const taken = await harness.run(Effect.flip(Web.serve({ port: served.port })))
     assert.strictEqual(taken._tag, "WebError")
     assert.include(taken.message, "cannot listen")
+  })
+
+  it("what an outsider found: no mount without its slash, no cursor past 64 bits, no Host that throws, no stray key", async () => {
+    const prefix = RedisTest.uniquePrefix("web-edges")
+    await harness.run(Harness.seed(prefix))
+    // Mounted in an Effect router and asked without the trailing slash: every link stays under the mount.
+    const mounted = await harness.run(Harness.mountedInRouter({ prefix }))
+    const bare = await send(mounted)
+    assert.strictEqual(bare.status, 200)
+    assert.include(bare.body, `href="/admin/locks/assets/style.css"`)
+    assert.include(bare.body, `action="/admin/locks/locks"`)
+    assert.notInclude(bare.body, `href="/locks"`)
+    assert.include(String(bare.headers["set-cookie"]), "Path=/admin/locks")
+    const served = await harness.run(Web.serve({ prefix }))
+    for (const cursor of ["18446744073709551616", "99999999999999999999"]) {
+      const answer = await send(`${served.url}/api/locks?cursor=${cursor}`)
+      assert.strictEqual(answer.status, 400, cursor)
+      assert.include(answer.body, "cursor")
+    }
+    assert.strictEqual((await send(`${served.url}/api/locks?cursor=18446744073709551615`)).status, 200)
+    for (const count of ["0x10", "%20100", "1e2"]) assert.strictEqual((await send(`${served.url}/api/locks?count=${count}`)).status, 400, count)
+    assert.strictEqual((await send(`${served.url}/api/locks?age=0x10`)).status, 400)
+    // A Host that is no host name is refused, never an internal error; names are case-insensitive.
+    for (const host of ["127.0.0.1:abc", "127.0.0.1:6601:80", "[::1]evil", "localhost@evil.com", "127.0.0.1 evil"]) {
+      const answer = await send(`${served.url}/api/session`, { headers: { host } })
+      assert.strictEqual(answer.status, 403, host)
+      assert.isDefined(answer.headers["content-security-policy"], host)
+    }
+    assert.strictEqual((await send(`${served.url}/api/session`, { headers: { host: `LOCALHOST:${served.port}` } })).status, 200)
+    // A path the UI does not have: 404 with the same headers.
+    const missing = await send(`${served.url}/nothing/here`)
+    assert.strictEqual(missing.status, 404)
+    assert.isDefined(missing.headers["content-security-policy"])
+    // A key of another type where a bucket or the pass journal would be: that part reads as empty, the page answers.
+    const now = Date.now()
+    await harness.run(Effect.promise(async () => {
+      const { Redis: IORedis } = await import("ioredis")
+      const raw = new IORedis(harness.url)
+      await raw.set(`${prefix}:metrics:${now - (now % 60_000)}`, "someone else's")
+      await raw.hset(`${prefix}:reaper:passes`, "x", "y")
+      raw.disconnect()
+    }))
+    assert.strictEqual((await send(`${served.url}/metrics`)).status, 200)
+    assert.strictEqual((await send(`${served.url}/reaper`)).status, 200)
+    // A Redis error that is an answer (not a silence) is a 500 saying Redis refused, not "did not answer".
+    await harness.run(Effect.promise(async () => {
+      const { Redis: IORedis } = await import("ioredis")
+      const raw = new IORedis(harness.url)
+      await raw.set(`${prefix}:weird:LOCKED`, "a string")
+      await raw.zadd(`${prefix}:digests`, 1, `${prefix}:weird`)
+      raw.disconnect()
+    }))
+    const { cookie, csrf } = await session(served.url)
+    const refused = await send(`${served.url}/api/lock/delete`, {
+      method: "POST",
+      headers: { cookie, "x-csrf-token": csrf, "content-type": "application/json" },
+      body: JSON.stringify({ digest: `${prefix}:weird` })
+    })
+    assert.strictEqual(refused.status, 409, refused.body)
+    // An index of another type: Redis refuses the scan, and the page says so (500), not that Redis was silent.
+    const broken = RedisTest.uniquePrefix("web-broken")
+    await harness.run(Effect.promise(async () => {
+      const { Redis: IORedis } = await import("ioredis")
+      const raw = new IORedis(harness.url)
+      await raw.set(`${broken}:digests`, "not an index")
+      raw.disconnect()
+    }))
+    const brokenServed = await harness.run(Web.serve({ prefix: broken }))
+    const scan = await send(`${brokenServed.url}/api/locks`)
+    assert.strictEqual(scan.status, 500)
+    assert.strictEqual(JSON.parse(scan.body).error, "Redis refused the call")
+    assert.include(JSON.parse(scan.body).message, "WRONGTYPE")
+  })
+
+  it("a Node handler whose Redis was down at its first request answers 503, and serves once Redis is back", async () => {
+    const prefix = RedisTest.uniquePrefix("web-late")
+    const scope = Effect.runSync(Scope.make())
+    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    await Effect.runPromise(server.kill)
+    const admin = Web.nodeHandler({ redis: Redis.layer({ url: server.url, timeout: "1 second" }), prefix })
+    const http = createServer(admin.handle)
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve))
+    const base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`
+    const down = await send(`${base}/api/locks`)
+    assert.strictEqual(down.status, 503)
+    assert.include(JSON.parse(down.body).message, "not ready")
+    const page = await send(`${base}/locks`)
+    assert.strictEqual(page.status, 503)
+    assert.include(page.body, "Redis did not answer")
+    await Effect.runPromise(server.restart)
+    const up = await send(`${base}/api/locks`)
+    assert.strictEqual(up.status, 200, up.body)
+    http.close()
+    http.closeAllConnections()
+    await admin.dispose()
+    assert.strictEqual((await new Promise<number>((resolve) => {
+      const again = createServer(admin.handle).listen(0, "127.0.0.1", async () => {
+        const answer = await send(`http://127.0.0.1:${(again.address() as AddressInfo).port}/api/locks`)
+        again.close()
+        resolve(answer.status)
+      })
+    })), 503, "a disposed handler serves nothing")
+    await Effect.runPromise(Scope.close(scope, Exit.void))
   })
 
   it("a Redis that does not answer is a 503 page naming it, never a hang", async () => {

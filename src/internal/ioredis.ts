@@ -146,6 +146,9 @@ const toRemoval = (reply: unknown): Removal => {
   return out
 }
 
+// A key of another type where a tally or a journal would be (someone else's) holds none of ours: it reads as empty.
+const isWrongType = (error: RedisError): boolean => error.reason.startsWith("WRONGTYPE")
+
 // A field that is not a whole number (a user's own write) reads as 0: a count is never made up.
 const toTally = (reply: unknown): Readonly<Record<string, number>> => {
   const out: Record<string, number> = {}
@@ -525,7 +528,11 @@ export const makeFromClient = (
         script("tally", scripts.tally, [1, key, ttlMs, ...amounts.flat()], () => undefined),
       // One HGETALL per key, sent together: one connection answers them in order, one round trip's wait.
       tallies: (keys) =>
-        Effect.forEach(keys, (key) => call("tallies", () => client.hgetall(key), toTally), { concurrency: "unbounded" }),
+        Effect.forEach(
+          keys,
+          (key) => call("tallies", () => client.hgetall(key), toTally).pipe(Effect.catchIf(isWrongType, () => Effect.succeed({}))),
+          { concurrency: "unbounded" }
+        ),
       journal: (key, entry, keep, ttlMs) => script("journal", scripts.journal, [1, key, entry, keep, ttlMs], () => undefined),
       journaled: (key, count) => {
         const lrange = client.lrange
@@ -533,7 +540,9 @@ export const makeFromClient = (
           ? Effect.fail(new RedisError({ operation: "journaled", reason: "this client has no LRANGE" }))
           : !Number.isSafeInteger(count) || count < 1
           ? Effect.fail(new RedisError({ operation: "journaled", reason: `count must be a whole number from 1, got ${count}` }))
-          : call("journaled", () => lrange.call(client, key, 0, count - 1), toStrings)
+          : call("journaled", () => lrange.call(client, key, 0, count - 1), toStrings).pipe(
+            Effect.catchIf(isWrongType, () => Effect.succeed([]))
+          )
       }
     }
     return store

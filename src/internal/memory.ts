@@ -531,15 +531,11 @@ export const makeInspectable = () => {
     tally: (key, amounts, ttlMs) => run("tally", (now) => tally(key, amounts, ttlMs, now)),
     tallies: (keys) =>
       run("tallies", (now) =>
-        keys.map((key) => {
-          wrongType(key, now, "hash")
-          return Object.fromEntries(alive(tallied, key, now)?.fields ?? [])
-        })),
+        keys.map((key) => Object.fromEntries(alive(tallied, key, now)?.fields ?? []))),
     journal: (key, entry, keep, ttlMs) => run("journal", (now) => journal(key, entry, keep, ttlMs, now)),
     journaled: (key, count) =>
       run("journaled", (now) => {
         if (!Number.isSafeInteger(count) || count < 1) throw new Refused(`count must be a whole number from 1, got ${count}`)
-        wrongType(key, now, "list")
         return alive(journals, key, now)?.entries.slice(0, count) ?? []
       })
   }

@@ -319,10 +319,10 @@ export interface Store {
     amounts: ReadonlyArray<readonly [field: string, amount: number]>,
     ttlMs: number
   ) => Effect.Effect<void, RedisError>
-  /** The hashes `tally` wrote, in order of `keys` (an empty record for a key that is gone). */
+  /** The hashes `tally` wrote, in order of `keys` (an empty record for a key that is gone, or of another type). */
   readonly tallies: (keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Readonly<Record<string, number>>>, RedisError>
   /** Puts `entry` first in the list at `key`, keeps its newest `keep` (1 to 1000) and sets its TTL, in one script call. */
   readonly journal: (key: string, entry: string, keep: number, ttlMs: number) => Effect.Effect<void, RedisError>
-  /** The newest `count` entries `journal` kept at `key`, newest first. */
+  /** The newest `count` entries `journal` kept at `key`, newest first (none when the key is of another type). */
   readonly journaled: (key: string, count: number) => Effect.Effect<ReadonlyArray<string>, RedisError>
 }

@@ -36,16 +36,28 @@ const bodyOf = (request: IncomingMessage): Promise<Buffer | undefined> =>
     request.on("error", reject)
   })
 
+/**
+ * The path a handler is mounted under, from the request's whole path and the part left to the handler: `/admin/locks`
+ * for `/admin/locks/lock` and `/lock`, and for `/admin/locks` or `/admin/locks/` and `/`. Undefined when the two do
+ * not fit (no mount to tell).
+ *
+ * @internal
+ */
+export const mountOf = (original: string, own: string): string | undefined => {
+  const whole = original.split("?")[0]!
+  const rest = own.split("?")[0]!
+  if (rest === "/" || rest === "") return whole.replace(/\/+$/, "")
+  return whole.endsWith(rest) ? whole.slice(0, whole.length - rest.length).replace(/\/+$/, "") : undefined
+}
+
 // Where the handler is mounted: Express gives it as `baseUrl`; otherwise the difference of `originalUrl` (Express,
 // Fastify's middie, Koa's mount) and `url`; else the option, if given (an Effect router mounted inside finds its own).
 const baseOf = (request: IncomingMessage, fallback: string | undefined): string | undefined => {
   const withBase = request as IncomingMessage & { readonly baseUrl?: unknown; readonly originalUrl?: unknown }
   if (typeof withBase.baseUrl === "string") return withBase.baseUrl.replace(/\/$/, "")
   if (typeof withBase.originalUrl === "string" && request.url !== undefined) {
-    const original = withBase.originalUrl.split("?")[0]!
-    const own = request.url.split("?")[0]!
-    if (own !== "/" && original.endsWith(own)) return original.slice(0, original.length - own.length)
-    if (own === "/") return original.replace(/\/$/, "")
+    const mounted = mountOf(withBase.originalUrl, request.url)
+    if (mounted !== undefined) return mounted
   }
   return fallback
 }
@@ -75,7 +87,9 @@ export const toNode = (
       if (value === undefined) continue
       for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one)
     }
-    const url = new URL(request.url ?? "/", `http://${request.headers.host ?? "localhost"}`)
+    // The Host header is read by the handler's own checks; the URL needs only the path (a Host that is no host name
+    // must not throw here).
+    const url = new URL(request.url ?? "/", "http://localhost")
     const base = baseOf(request, options.basePath)
     const answer = await web(
       new Request(url, { method, headers, ...(body === undefined ? {} : { body }) }),

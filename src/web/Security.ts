@@ -70,6 +70,6 @@ export const isLoopback = (host: string): boolean => loopbackNames.has(host) || 
  */
 export const hostIsLoopback = (host: string | undefined): boolean => {
   if (host === undefined) return false
-  const name = host.startsWith("[") ? host.slice(0, host.indexOf("]") + 1) : host.replace(/:\d+$/, "")
-  return isLoopback(name)
+  const match = /^(\[[^\]]+\]|[^:[\]]+)(?::\d{1,5})?$/.exec(host)
+  return match !== null && isLoopback(match[1]!.toLowerCase())
 }
