@@ -135,9 +135,8 @@ const totals = Effect.map(Metric.snapshot, (pairs) => {
   for (const pair of pairs) {
     const event = eventOf.get(pair.metricKey.name)
     if (event === undefined || !MetricState.isCounterState(pair.metricState)) continue
-    const type = event === "reaped"
-      ? anyType
-      : pair.metricKey.tags.find((tag) => tag.key === "lock_type")?.value ?? "unknown"
+    const type =
+      event === "reaped" ? anyType : (pair.metricKey.tags.find((tag) => tag.key === "lock_type")?.value ?? "unknown")
     const field = `${type}|${event}`
     sums.set(field, (sums.get(field) ?? 0) + Number(pair.metricState.count))
   }
@@ -169,9 +168,12 @@ export const flush = (prefix: string): Effect.Effect<void, RedisError, RedisServ
 const decodeOptions = Schema.decodeUnknownEither(
   Schema.Struct({
     prefix: Schema.optional(PrefixSchema),
-    interval: Schema.optionalWith(durationFrom(100, `a duration from 100 ms to 1 hour, such as "10 seconds"`, 3_600_000), {
-      default: () => Duration.seconds(10)
-    })
+    interval: Schema.optionalWith(
+      durationFrom(100, `a duration from 100 ms to 1 hour, such as "10 seconds"`, 3_600_000),
+      {
+        default: () => Duration.seconds(10)
+      }
+    )
   }),
   { errors: "all", onExcessProperty: "error" }
 )
@@ -197,7 +199,11 @@ export const layer = (options: Options = {}): Layer.Layer<never, InvalidLockOpti
         )
       )
       yield* Effect.addFinalizer(() => once)
-      yield* once.pipe(Effect.repeat(Schedule.spaced(decoded.right.interval)), Effect.delay(decoded.right.interval), Effect.forkScoped)
+      yield* once.pipe(
+        Effect.repeat(Schedule.spaced(decoded.right.interval)),
+        Effect.delay(decoded.right.interval),
+        Effect.forkScoped
+      )
     })
   )
 
@@ -240,7 +246,9 @@ export const buckets = (
  * @category recording
  */
 export const recordPass = (prefix: string, record: PassRecord): Effect.Effect<void, RedisError, RedisService> =>
-  Effect.flatMap(RedisService, (redis) => redis.journal(passesKey(prefix), JSON.stringify(record), passesKept, passesTtlMs))
+  Effect.flatMap(RedisService, (redis) =>
+    redis.journal(passesKey(prefix), JSON.stringify(record), passesKept, passesTtlMs)
+  )
 
 const PassRecordSchema = Schema.Struct({
   at: Schema.Number,
@@ -268,9 +276,14 @@ export const passes = (
 ): Effect.Effect<ReadonlyArray<PassRecord>, RedisError, RedisService> =>
   Effect.flatMap(RedisService, (redis) =>
     Effect.map(
-      redis.journaled(passesKey(prefix), Number.isSafeInteger(count) ? Math.min(Math.max(count, 1), passesKept) : passesKept),
-      (entries) => entries.flatMap((entry) => {
-        const decoded = decodePass(entry)
-        return decoded._tag === "Some" ? [decoded.value] : []
-      })
-    ))
+      redis.journaled(
+        passesKey(prefix),
+        Number.isSafeInteger(count) ? Math.min(Math.max(count, 1), passesKept) : passesKept
+      ),
+      (entries) =>
+        entries.flatMap((entry) => {
+          const decoded = decodePass(entry)
+          return decoded._tag === "Some" ? [decoded.value] : []
+        })
+    )
+  )

@@ -17,7 +17,8 @@
  * import { Effect } from "effect"
  * import * as Web from "effect-unique-jobs/Web"
  *
- * const app = Effect.map(Web.router({ readOnly: true }), (admin) => HttpRouter.empty.pipe(HttpRouter.mount("/admin/locks", admin)))
+ * const app = Effect.map(Web.router({ readOnly: true }), (admin) =>
+ *   HttpRouter.empty.pipe(HttpRouter.mount("/admin/locks", admin)))
  * ```
  *
  * @since 0.1.0
@@ -109,7 +110,9 @@ export interface Options {
   readonly token?: Redacted.Redacted<string> | undefined
   /** Decides per request (after the token): full, read-only, or forbidden (403). Like Oban Web's resolver. */
   readonly authorize?:
-    | ((request: RequestInfo) => Access | Principal | PromiseLike<Access | Principal> | Effect.Effect<Access | Principal>)
+    | ((
+        request: RequestInfo
+      ) => Access | Principal | PromiseLike<Access | Principal> | Effect.Effect<Access | Principal>)
     | undefined
   /** Locks per page, 1 to 1000: index members read per page. Default 100. */
   readonly pageSize?: number | undefined
@@ -154,7 +157,9 @@ interface Settings {
 
 const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbackHosts">, InvalidLockOptions> => {
   if (!isRecord(options as unknown)) {
-    return Either.left(invalidOptions([{ field: "options", reason: `expected an object, got ${describeValue(options)}` }]))
+    return Either.left(
+      invalidOptions([{ field: "options", reason: `expected an object, got ${describeValue(options)}` }])
+    )
   }
   const issues: Array<{ readonly field: string; readonly reason: string }> = []
   const prefix = Schema.decodeUnknownEither(Schema.UndefinedOr(PrefixSchema))(options.prefix)
@@ -175,7 +180,10 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
   }
   const pageSize = options.pageSize ?? 100
   if (!Number.isSafeInteger(pageSize) || pageSize < 1 || pageSize > maxPageSize) {
-    issues.push({ field: "pageSize", reason: `expected a whole number from 1 to ${maxPageSize}, got ${describeValue(pageSize)}` })
+    issues.push({
+      field: "pageSize",
+      reason: `expected a whole number from 1 to ${maxPageSize}, got ${describeValue(pageSize)}`
+    })
   }
   for (const key of Object.keys(options)) {
     if (!["prefix", "readOnly", "token", "authorize", "pageSize", "host", "port"].includes(key)) {
@@ -208,7 +216,8 @@ const infoOf = (request: HttpServerRequest.HttpServerRequest): RequestInfo => ({
   cookies: request.cookies
 })
 
-const principalOf = (answer: Access | Principal): Principal => (typeof answer === "string" ? { access: answer } : answer)
+const principalOf = (answer: Access | Principal): Principal =>
+  typeof answer === "string" ? { access: answer } : answer
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function"
@@ -221,8 +230,8 @@ const authorizeWith = (settings: Settings, request: RequestInfo): Effect.Effect<
     const effect: Effect.Effect<Access | Principal, unknown> = Effect.isEffect(answer)
       ? answer
       : isPromiseLike(answer)
-      ? Effect.tryPromise(() => Promise.resolve(answer))
-      : Effect.succeed(answer)
+        ? Effect.tryPromise(() => Promise.resolve(answer))
+        : Effect.succeed(answer)
     return effect
   }).pipe(
     Effect.catchAllDefect((defect) => Effect.fail(defect)),
@@ -231,7 +240,9 @@ const authorizeWith = (settings: Settings, request: RequestInfo): Effect.Effect<
       const principal = principalOf(answer)
       return principal.access === "full" || principal.access === "read-only" || principal.access === "forbidden"
         ? Effect.succeed(principal)
-        : Effect.fail(new Refusal(500, "Authorization failed", `authorize answered ${describeValue(answer)}, not an Access`))
+        : Effect.fail(
+            new Refusal(500, "Authorization failed", `authorize answered ${describeValue(answer)}, not an Access`)
+          )
     })
   )
 }
@@ -246,7 +257,10 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
       path: "/assets/style.css",
       api: false,
       summary: "the stylesheet",
-      handler: () => Effect.succeed(withHeaders(HttpServerResponse.text(Pages.stylesheet, { contentType: "text/css; charset=utf-8" })))
+      handler: () =>
+        Effect.succeed(
+          withHeaders(HttpServerResponse.text(Pages.stylesheet, { contentType: "text/css; charset=utf-8" }))
+        )
     },
     {
       method: "GET",
@@ -273,7 +287,15 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
       const answer = (refusal: Refusal) =>
         route.api
           ? jsonResponse({ error: refusal.title, message: refusal.reason }, refusal.status)
-          : pageResponse(Pages.errorPage({ base, prefix: settings.prefix ?? "", canChange: false, csrf: "" }, refusal.status, refusal.title, refusal.reason), refusal.status)
+          : pageResponse(
+              Pages.errorPage(
+                { base, prefix: settings.prefix ?? "", canChange: false, csrf: "" },
+                refusal.status,
+                refusal.title,
+                refusal.reason
+              ),
+              refusal.status
+            )
       if (settings.loopbackHosts && !Security.hostIsLoopback(request.headers["host"])) {
         return answer(new Refusal(403, "Forbidden", "this server answers only loopback names (127.0.0.1, localhost)"))
       }
@@ -300,7 +322,8 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
       }
       const principal = yield* Effect.either(authorizeWith(settings, infoOf(request)))
       if (Either.isLeft(principal)) return answer(principal.left)
-      if (principal.right.access === "forbidden") return answer(new Refusal(403, "Forbidden", "this request may not see the admin UI"))
+      if (principal.right.access === "forbidden")
+        return answer(new Refusal(403, "Forbidden", "this request may not see the admin UI"))
       const canChange = principal.right.access === "full" && !settings.readOnly
       const cookieCsrf = request.cookies[Security.csrfCookie]
       const newCsrf = cookieCsrf === undefined || !/^[0-9a-f]{64}$/.test(cookieCsrf) ? Security.freshCsrf() : undefined
@@ -320,26 +343,45 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
             Effect.succeed(answer(refusal))
           )
         if (!canChange) {
-          return yield* refuse(new Refusal(403, "Read-only", settings.readOnly ? "this admin UI is read-only" : "this request may only read"))
+          return yield* refuse(
+            new Refusal(
+              403,
+              "Read-only",
+              settings.readOnly ? "this admin UI is read-only" : "this request may only read"
+            )
+          )
         }
         const cross = Security.crossOrigin(request.headers)
-        if (cross !== undefined) return yield* refuse(new Refusal(403, "Cross-origin", `a change from another site is refused: ${cross}`))
+        if (cross !== undefined)
+          return yield* refuse(new Refusal(403, "Cross-origin", `a change from another site is refused: ${cross}`))
         if (!bearer) {
           const fields = yield* Effect.either(fieldsOf(request))
           const sent = request.headers["x-csrf-token"] ?? (Either.isRight(fields) ? fields.right._csrf : undefined)
           if (cookieCsrf === undefined || sent === undefined || !Security.same(sent, cookieCsrf)) {
-            return yield* refuse(new Refusal(403, "CSRF token missing", "a change carries the CSRF token of a page of this admin UI; reload the page and try again"))
+            return yield* refuse(
+              new Refusal(
+                403,
+                "CSRF token missing",
+                "a change carries the CSRF token of a page of this admin UI; reload the page and try again"
+              )
+            )
           }
         }
       }
       const response = yield* Effect.either(route.handler(context))
-      if (route.method === "POST") yield* counted(route.action ?? "change", Either.isRight(response) ? "done" : "failed")
+      if (route.method === "POST")
+        yield* counted(route.action ?? "change", Either.isRight(response) ? "done" : "failed")
       const out = Either.isRight(response) ? response.right : answer(response.left)
-      return newCsrf === undefined ? out : HttpServerResponse.unsafeSetCookie(out, Security.csrfCookie, newCsrf, cookieOptions(base))
+      return newCsrf === undefined
+        ? out
+        : HttpServerResponse.unsafeSetCookie(out, Security.csrfCookie, newCsrf, cookieOptions(base))
     })
   let router: HttpRouter.HttpRouter<never, RedisService> = HttpRouter.empty
   for (const route of table) {
-    router = route.method === "GET" ? HttpRouter.get(router, route.path, serve(route)) : HttpRouter.post(router, route.path, serve(route))
+    router =
+      route.method === "GET"
+        ? HttpRouter.get(router, route.path, serve(route))
+        : HttpRouter.post(router, route.path, serve(route))
   }
   return HttpRouter.all(router, "*", serve(notFound))
 }
@@ -354,8 +396,13 @@ const settingsFrom = (options: Options, loopbackHosts: boolean) =>
  * @since 0.1.0
  * @category constructors
  */
-export const router = (options: Options = {}): Effect.Effect<HttpRouter.HttpRouter<never, RedisService>, InvalidLockOptions> =>
-  Either.match(settingsFrom(options, false), { onLeft: Effect.fail, onRight: (settings) => Effect.succeed(makeRouter(settings)) })
+export const router = (
+  options: Options = {}
+): Effect.Effect<HttpRouter.HttpRouter<never, RedisService>, InvalidLockOptions> =>
+  Either.match(settingsFrom(options, false), {
+    onLeft: Effect.fail,
+    onRight: (settings) => Effect.succeed(makeRouter(settings))
+  })
 
 /**
  * The admin UI as a Node request handler, to mount under a path in Express (`app.use("/admin/locks", handler)`),
@@ -392,13 +439,18 @@ export const nodeHandler = <E>(
   const web = async (request: Request, context?: Context.Context<never>): Promise<Response> => {
     try {
       if (disposed) throw new Error("this admin handler was disposed")
-      const ready = built ?? await (building ??= build())
+      const ready = built ?? (await (building ??= build()))
       return await ready.handler(request, context)
     } catch (error) {
       const reason = `the admin UI's store is not ready: ${error instanceof Error ? error.message : String(error)}`
       const api = new URL(request.url).pathname.includes("/api/")
       const base = context === undefined ? "" : Option.getOrElse(Context.getOption(context, BasePath), () => "")
-      const page = Pages.errorPage({ base, prefix: settings.prefix ?? "", canChange: false, csrf: "" }, 503, "Redis did not answer", reason)
+      const page = Pages.errorPage(
+        { base, prefix: settings.prefix ?? "", canChange: false, csrf: "" },
+        503,
+        "Redis did not answer",
+        reason
+      )
       return new Response(api ? JSON.stringify({ error: "Redis did not answer", message: reason }) : page.value, {
         status: 503,
         headers: { ...securityHeaders, "content-type": api ? "application/json" : "text/html; charset=utf-8" }
@@ -409,7 +461,7 @@ export const nodeHandler = <E>(
     handle: toNode(web, { basePath }),
     dispose: async () => {
       disposed = true
-      const current = built ?? await building?.catch(() => undefined)
+      const current = built ?? (await building?.catch(() => undefined))
       if (current !== undefined) await Effect.runPromise(Scope.close(current.scope, Exit.void))
     }
   }
@@ -433,20 +485,32 @@ const handlerOn = (runtime: Runtime.Runtime<RedisService>, settings: Settings) =
  */
 export const serve = (
   options: ServeOptions = {}
-): Effect.Effect<{ readonly url: string; readonly host: string; readonly port: number }, WebError | InvalidLockOptions, RedisService | Scope.Scope> =>
+): Effect.Effect<
+  { readonly url: string; readonly host: string; readonly port: number },
+  WebError | InvalidLockOptions,
+  RedisService | Scope.Scope
+> =>
   Effect.gen(function*() {
     const host = options.host ?? "127.0.0.1"
     const port = options.port ?? 0
     if (!Number.isSafeInteger(port) || port < 0 || port > 65535) {
-      return yield* Effect.fail(invalidOptions([{ field: "port", reason: `expected a whole number from 0 to 65535, got ${describeValue(port)}` }]))
+      return yield* Effect.fail(
+        invalidOptions([
+          { field: "port", reason: `expected a whole number from 0 to 65535, got ${describeValue(port)}` }
+        ])
+      )
     }
     if (typeof host !== "string" || host === "") {
-      return yield* Effect.fail(invalidOptions([{ field: "host", reason: `expected a host name or address, got ${describeValue(host)}` }]))
+      return yield* Effect.fail(
+        invalidOptions([{ field: "host", reason: `expected a host name or address, got ${describeValue(host)}` }])
+      )
     }
     const loopback = Security.isLoopback(host)
     if (!loopback && options.token === undefined) {
       return yield* Effect.fail(
-        new WebError({ reason: `serving on ${host} (not the loopback) needs a token: set UNIQUE_JOBS_WEB_TOKEN or pass token` })
+        new WebError({
+          reason: `serving on ${host} (not the loopback) needs a token: set UNIQUE_JOBS_WEB_TOKEN or pass token`
+        })
       )
     }
     const settings = yield* settingsFrom(options, loopback && options.token === undefined)
@@ -460,7 +524,9 @@ export const serve = (
       })
     )
     const address = yield* Effect.async<AddressInfo, WebError>((resume) => {
-      server.once("error", (error) => resume(Effect.fail(new WebError({ reason: `cannot listen on ${host}:${port}: ${error.message}` }))))
+      server.once("error", (error) =>
+        resume(Effect.fail(new WebError({ reason: `cannot listen on ${host}:${port}: ${error.message}` })))
+      )
       server.listen(port, host, () => resume(Effect.succeed(server.address() as AddressInfo)))
     })
     const shown = address.family === "IPv6" ? `[${address.address}]` : address.address

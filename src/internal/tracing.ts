@@ -7,7 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Tracer from "effect/Tracer"
 
-/** The tracer a program has when none was installed (`Layer.setTracer`, OpenTelemetry): it records nothing. @internal */
+/** The tracer a program has when none was installed (`Layer.setTracer`, OpenTelemetry): it records none. @internal */
 export const builtInTracer = Effect.runSync(Effect.tracer)
 
 /** What every Redis call's span says of the call (OpenTelemetry's database conventions). @internal */

@@ -13,7 +13,14 @@ export class Html {
   }
 }
 
-const entities: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;", "`": "&#96;" }
+const entities: Record<string, string> = {
+  "&": "&amp;",
+  "<": "&lt;",
+  ">": "&gt;",
+  '"': "&quot;",
+  "'": "&#39;",
+  "`": "&#96;"
+}
 
 /** Text and attribute values alike: the five HTML specials and the backtick. @internal */
 export const escape = (text: string): string => text.replace(/[&<>"'`]/g, (c) => entities[c]!)

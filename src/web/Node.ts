@@ -68,49 +68,54 @@ const baseOf = (request: IncomingMessage, fallback: string | undefined): string 
  *
  * @internal
  */
-export const toNode = (
-  web: (request: Request, context?: Context.Context<never>) => Promise<Response>,
-  options: { readonly basePath?: string | undefined } = {}
-): NodeHandler =>
-(request, response, next) => {
-  const fail = (status: number, text: string) => {
-    if (!response.headersSent) {
-      response.writeHead(status, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store", connection: "close" })
+export const toNode =
+  (
+    web: (request: Request, context?: Context.Context<never>) => Promise<Response>,
+    options: { readonly basePath?: string | undefined } = {}
+  ): NodeHandler =>
+  (request, response, next) => {
+    const fail = (status: number, text: string) => {
+      if (!response.headersSent) {
+        response.writeHead(status, {
+          "content-type": "text/plain; charset=utf-8",
+          "cache-control": "no-store",
+          connection: "close"
+        })
+      }
+      response.end(text)
     }
-    response.end(text)
-  }
-  const run = async () => {
-    const method = request.method ?? "GET"
-    const body = method === "GET" || method === "HEAD" ? undefined : await bodyOf(request)
-    const headers = new Headers()
-    for (const [name, value] of Object.entries(request.headers)) {
-      if (value === undefined) continue
-      for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one)
+    const run = async () => {
+      const method = request.method ?? "GET"
+      const body = method === "GET" || method === "HEAD" ? undefined : await bodyOf(request)
+      const headers = new Headers()
+      for (const [name, value] of Object.entries(request.headers)) {
+        if (value === undefined) continue
+        for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one)
+      }
+      // The Host header is read by the handler's own checks; the URL needs only the path (a Host that is no host name
+      // must not throw here).
+      const url = new URL(request.url ?? "/", "http://localhost")
+      const base = baseOf(request, options.basePath)
+      const answer = await web(
+        new Request(url, { method, headers, ...(body === undefined ? {} : { body }) }),
+        (base === undefined ? Context.empty() : Context.make(BasePath, base)) as Context.Context<never>
+      )
+      const out: Record<string, string | Array<string>> = {}
+      answer.headers.forEach((value, name) => {
+        if (name !== "set-cookie") out[name] = value
+      })
+      const cookies = answer.headers.getSetCookie()
+      if (cookies.length > 0) out["set-cookie"] = cookies
+      response.writeHead(answer.status, out)
+      if (answer.body === null || method === "HEAD") {
+        response.end()
+        return
+      }
+      Readable.fromWeb(answer.body as import("node:stream/web").ReadableStream).pipe(response)
     }
-    // The Host header is read by the handler's own checks; the URL needs only the path (a Host that is no host name
-    // must not throw here).
-    const url = new URL(request.url ?? "/", "http://localhost")
-    const base = baseOf(request, options.basePath)
-    const answer = await web(
-      new Request(url, { method, headers, ...(body === undefined ? {} : { body }) }),
-      (base === undefined ? Context.empty() : Context.make(BasePath, base)) as Context.Context<never>
-    )
-    const out: Record<string, string | Array<string>> = {}
-    answer.headers.forEach((value, name) => {
-      if (name !== "set-cookie") out[name] = value
+    run().catch((error: unknown) => {
+      if (error instanceof RangeError) return fail(413, `${error.message} is refused`)
+      if (next !== undefined) return next(error)
+      fail(500, "internal error")
     })
-    const cookies = answer.headers.getSetCookie()
-    if (cookies.length > 0) out["set-cookie"] = cookies
-    response.writeHead(answer.status, out)
-    if (answer.body === null || method === "HEAD") {
-      response.end()
-      return
-    }
-    Readable.fromWeb(answer.body as import("node:stream/web").ReadableStream).pipe(response)
   }
-  run().catch((error: unknown) => {
-    if (error instanceof RangeError) return fail(413, `${error.message} is refused`)
-    if (next !== undefined) return next(error)
-    fail(500, "internal error")
-  })
-}

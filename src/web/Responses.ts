@@ -14,12 +14,17 @@ import type { Html } from "./Html.js"
 
 /** A request refused or failed, with its status: a page or a JSON answer, by the route. */
 export class Refusal {
-  constructor(readonly status: number, readonly title: string, readonly reason: string) {}
+  constructor(
+    readonly status: number,
+    readonly title: string,
+    readonly reason: string
+  ) {}
 }
 
 export const securityHeaders = {
   "content-security-policy":
-    "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; " +
+    "base-uri 'none'",
   "x-content-type-options": "nosniff",
   "referrer-policy": "same-origin",
   "x-frame-options": "DENY",
@@ -44,7 +49,8 @@ export const failureOf = (
   }
 }
 
-export const withHeaders = (response: HttpServerResponse.HttpServerResponse) => HttpServerResponse.setHeaders(response, securityHeaders)
+export const withHeaders = (response: HttpServerResponse.HttpServerResponse) =>
+  HttpServerResponse.setHeaders(response, securityHeaders)
 
 export const pageResponse = (page: Html, status = 200) =>
   withHeaders(HttpServerResponse.text(page.value, { status, contentType: "text/html; charset=utf-8" }))
@@ -60,29 +66,52 @@ export const unauthorized = (api: boolean) => {
   return HttpServerResponse.setHeader(response, "www-authenticate", "Bearer")
 }
 
-export const cookieOptions = (base: string) => ({ path: base === "" ? "/" : base, httpOnly: true, sameSite: "strict" as const })
+export const cookieOptions = (base: string) => ({
+  path: base === "" ? "/" : base,
+  httpOnly: true,
+  sameSite: "strict" as const
+})
 
 /** The string fields of a POST: a form, or a JSON object. */
-export const fieldsOf = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<Record<string, string>, Refusal> => {
+export const fieldsOf = (
+  request: HttpServerRequest.HttpServerRequest
+): Effect.Effect<Record<string, string>, Refusal> => {
   const type = request.headers["content-type"] ?? ""
   const bad = (what: string) => new Refusal(400, "Bad request", `the body is not ${what}`)
   if (type.includes("application/json")) {
-    return Effect.flatMap(Effect.mapError(request.json, () => bad("JSON")), (body) =>
-      isRecord(body)
-        ? Effect.succeed(Object.fromEntries(
-          Object.entries(body).flatMap(([k, v]) =>
-            typeof v === "string" ? [[k, v]] : typeof v === "boolean" || typeof v === "number" ? [[k, String(v)]] : []
-          )
-        ))
-        : Effect.fail(bad("a JSON object")))
+    return Effect.flatMap(
+      Effect.mapError(request.json, () => bad("JSON")),
+      (body) =>
+        isRecord(body)
+          ? Effect.succeed(
+              Object.fromEntries(
+                Object.entries(body).flatMap(([k, v]) =>
+                  typeof v === "string"
+                    ? [[k, v]]
+                    : typeof v === "boolean" || typeof v === "number"
+                      ? [[k, String(v)]]
+                      : []
+                )
+              )
+            )
+          : Effect.fail(bad("a JSON object"))
+    )
   }
-  return Effect.map(Effect.mapError(request.urlParamsBody, () => bad("a form")), (params) => {
-    const out: Record<string, string> = {}
-    for (const [k, v] of params) if (!(k in out)) out[k] = v
-    return out
-  })
+  return Effect.map(
+    Effect.mapError(request.urlParamsBody, () => bad("a form")),
+    (params) => {
+      const out: Record<string, string> = {}
+      for (const [k, v] of params) if (!(k in out)) out[k] = v
+      return out
+    }
+  )
 }
 
 /** A store or admin failure as the refusal it is answered with. */
-export const mapFailure = <A, R>(effect: Effect.Effect<A, RedisError | InvalidLockOptions | Locks.NotALock | { readonly _tag: "QueueError"; readonly message: string }, R>) =>
-  Effect.mapError(effect, failureOf)
+export const mapFailure = <A, R>(
+  effect: Effect.Effect<
+    A,
+    RedisError | InvalidLockOptions | Locks.NotALock | { readonly _tag: "QueueError"; readonly message: string },
+    R
+  >
+) => Effect.mapError(effect, failureOf)

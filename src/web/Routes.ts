@@ -43,11 +43,17 @@ const digestFrom = (value: string | undefined, prefix: string): Either.Either<st
   return digest.length > prefix.length + 1 ? Either.right(digest) : bad("the digest is empty after its prefix")
 }
 
-const filtersFrom = (query: URLSearchParams, prefix: string, pageSize: number): Either.Either<Pages.Filters, Refusal> => {
+const filtersFrom = (
+  query: URLSearchParams,
+  prefix: string,
+  pageSize: number
+): Either.Either<Pages.Filters, Refusal> => {
   const issues: Array<string> = []
   const pattern = query.get("pattern") || `${prefix}:*`
-  if (pattern.length > 1024 || /[\u0000-\u001f\u007f]/.test(pattern)) issues.push("pattern: at most 1024 characters, no control characters")
-  else if (!Locks.canMatch(pattern, prefix)) issues.push(`pattern: ${pattern} matches no lock; lock names start with ${prefix}:`)
+  if (pattern.length > 1024 || /[\u0000-\u001f\u007f]/.test(pattern))
+    issues.push("pattern: at most 1024 characters, no control characters")
+  else if (!Locks.canMatch(pattern, prefix))
+    issues.push(`pattern: ${pattern} matches no lock; lock names start with ${prefix}:`)
   const type = query.get("type") ?? ""
   if (type !== "" && ![...Pages.lockTypes, "unknown"].includes(type)) {
     issues.push(`type: one of ${[...Pages.lockTypes, "unknown"].join(", ")}`)
@@ -75,7 +81,8 @@ const filtersFrom = (query: URLSearchParams, prefix: string, pageSize: number): 
     issues.push(`count: a whole number from 1 to ${maxPageSize}, got ${JSON.stringify(countText)}`)
   }
   const stale = query.get("stale")
-  if (stale !== null && stale !== "" && stale !== "1" && stale !== "on" && stale !== "true") issues.push("stale: 1 or nothing")
+  if (stale !== null && stale !== "" && stale !== "1" && stale !== "on" && stale !== "true")
+    issues.push("stale: 1 or nothing")
   if (issues.length > 0) return Either.left(new Refusal(400, "Bad filter", issues.join("; ")))
   return Either.right({
     pattern,
@@ -89,24 +96,31 @@ const filtersFrom = (query: URLSearchParams, prefix: string, pageSize: number): 
   })
 }
 
-const matches = (filters: Pages.Filters) => (row: Locks.Row): boolean => {
-  if (filters.type !== "" && row.type !== filters.type) return false
-  if (filters.stale && !row.stale) return false
-  if (filters.queue !== "" && !Pages.queueOf(row).includes(filters.queue)) return false
-  if (filters.worker !== "" && !Pages.workerOf(row).includes(filters.worker)) return false
-  if (filters.age !== undefined) {
-    const since = Pages.sinceOf(row)
-    if (since === undefined || row.lock.now - since < filters.age * 60_000) return false
+const matches =
+  (filters: Pages.Filters) =>
+  (row: Locks.Row): boolean => {
+    if (filters.type !== "" && row.type !== filters.type) return false
+    if (filters.stale && !row.stale) return false
+    if (filters.queue !== "" && !Pages.queueOf(row).includes(filters.queue)) return false
+    if (filters.worker !== "" && !Pages.workerOf(row).includes(filters.worker)) return false
+    if (filters.age !== undefined) {
+      const since = Pages.sinceOf(row)
+      if (since === undefined || row.lock.now - since < filters.age * 60_000) return false
+    }
+    return true
   }
-  return true
-}
 
 /** One page of the index with its rows read and filtered: one ZSCAN and one pipelined read per member. */
 const locksView = (locks: Context.Tag.Service<Locks.Locks>, filters: Pages.Filters) =>
   Effect.gen(function*() {
     const page = yield* locks.list({ pattern: filters.pattern, cursor: filters.cursor, count: filters.count })
     const rows = yield* locks.rows(page.items)
-    return { filters, rows: rows.filter(matches(filters)), scanned: page.items.length, next: page.cursor } satisfies Pages.LocksView
+    return {
+      filters,
+      rows: rows.filter(matches(filters)),
+      scanned: page.items.length,
+      next: page.cursor
+    } satisfies Pages.LocksView
   })
 
 const rowJson = (row: Locks.Row) => ({
@@ -123,7 +137,9 @@ const rowJson = (row: Locks.Row) => ({
   notOurs: row.notOurs
 })
 
-export type Handler = (context: RequestContext) => Effect.Effect<HttpServerResponse.HttpServerResponse, Refusal, RedisService>
+export type Handler = (
+  context: RequestContext
+) => Effect.Effect<HttpServerResponse.HttpServerResponse, Refusal, RedisService>
 
 export interface Route {
   readonly method: "GET" | "POST"
@@ -132,7 +148,11 @@ export interface Route {
   /** The admin action a POST is logged and counted as. */
   readonly action?: string
   readonly summary: string
-  readonly parameters?: ReadonlyArray<{ readonly name: string; readonly description: string; readonly required?: boolean }>
+  readonly parameters?: ReadonlyArray<{
+    readonly name: string
+    readonly description: string
+    readonly required?: boolean
+  }>
   readonly handler: Handler
 }
 
@@ -176,7 +196,13 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       }
       const removed = yield* mapFailure(jid ? context.locks.unlock(digest, fields.jid!) : context.locks.delete(digest))
       yield* Effect.logInfo(jid ? "admin unlock" : "admin delete").pipe(
-        Effect.annotateLogs({ who: context.who, digest, ...(jid ? { jid: fields.jid } : {}), removed: removed.removed.length, revoked: removed.revoked.length })
+        Effect.annotateLogs({
+          who: context.who,
+          digest,
+          ...(jid ? { jid: fields.jid } : {}),
+          removed: removed.removed.length,
+          revoked: removed.revoked.length
+        })
       )
       return { digest, removed, jid: fields.jid }
     })
@@ -213,7 +239,9 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: false,
       summary: "one lock's page",
       handler: (context) =>
-        Effect.map(shown(context, context.query.get("digest") ?? undefined), (digest) => pageResponse(Pages.lockPage(context.frame, digest)))
+        Effect.map(shown(context, context.query.get("digest") ?? undefined), (digest) =>
+          pageResponse(Pages.lockPage(context.frame, digest))
+        )
     },
     {
       method: "POST",
@@ -224,7 +252,9 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       handler: (context) =>
         Effect.flatMap(removal(context, true), ({ digest, jid, removed }) =>
           Effect.map(mapFailure(context.locks.show(digest)), (shown) =>
-            pageResponse(Pages.lockPage(context.frame, shown, Pages.removalMessage(`Unlocked ${jid}`, removed)))))
+            pageResponse(Pages.lockPage(context.frame, shown, Pages.removalMessage(`Unlocked ${jid}`, removed)))
+          )
+        )
     },
     {
       method: "POST",
@@ -235,7 +265,9 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       handler: (context) =>
         Effect.flatMap(removal(context, false), ({ digest, removed }) =>
           Effect.map(mapFailure(context.locks.show(digest)), (shown) =>
-            pageResponse(Pages.lockPage(context.frame, shown, Pages.removalMessage("Deleted", removed)))))
+            pageResponse(Pages.lockPage(context.frame, shown, Pages.removalMessage("Deleted", removed)))
+          )
+        )
     },
     {
       method: "GET",
@@ -252,7 +284,8 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       summary: "run a reaper pass",
       handler: (context) =>
         Effect.flatMap(reaped(context), (pass) =>
-          Effect.map(passes(context), (kept) => pageResponse(Pages.reaperPage(context.frame, kept, pass))))
+          Effect.map(passes(context), (kept) => pageResponse(Pages.reaperPage(context.frame, kept, pass)))
+        )
     },
     {
       method: "GET",
@@ -270,7 +303,8 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       parameters: filterParams,
       handler: (context) =>
         Effect.map(listed(context), (view) =>
-          jsonResponse({ next: view.next, scanned: view.scanned, items: view.rows.map(rowJson) }))
+          jsonResponse({ next: view.next, scanned: view.scanned, items: view.rows.map(rowJson) })
+        )
     },
     {
       method: "GET",
@@ -278,7 +312,8 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: true,
       summary: "one digest's queue and run locks",
       parameters: digestParam,
-      handler: (context) => Effect.map(shown(context, context.query.get("digest") ?? undefined), (digest) => jsonResponse(digest))
+      handler: (context) =>
+        Effect.map(shown(context, context.query.get("digest") ?? undefined), (digest) => jsonResponse(digest))
     },
     {
       method: "POST",
@@ -316,7 +351,8 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       path: "/api/metrics",
       api: true,
       summary: "the last hour's counts per lock type, per minute",
-      handler: (context) => Effect.map(buckets(context), (read) => jsonResponse({ events: History.events, buckets: read }))
+      handler: (context) =>
+        Effect.map(buckets(context), (read) => jsonResponse({ events: History.events, buckets: read }))
     },
     {
       method: "GET",
@@ -324,7 +360,9 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: true,
       summary: "what this request may do, and the CSRF token a change carries (x-csrf-token)",
       handler: (context) =>
-        Effect.succeed(jsonResponse({ canChange: context.frame.canChange, csrf: context.frame.csrf, prefix: context.frame.prefix }))
+        Effect.succeed(
+          jsonResponse({ canChange: context.frame.canChange, csrf: context.frame.csrf, prefix: context.frame.prefix })
+        )
     }
   ]
 }
@@ -346,14 +384,22 @@ export const openApiOf = (table: ReadonlyArray<Route>) => {
         })),
         ...(route.method === "POST"
           ? {
-            requestBody: {
-              content: {
-                "application/json": { schema: { type: "object", additionalProperties: { type: "string" } } },
-                "application/x-www-form-urlencoded": { schema: { type: "object" } }
-              }
-            },
-            parameters: [{ name: "x-csrf-token", in: "header", required: false, description: "from /api/session; not needed with a bearer token", schema: { type: "string" } }]
-          }
+              requestBody: {
+                content: {
+                  "application/json": { schema: { type: "object", additionalProperties: { type: "string" } } },
+                  "application/x-www-form-urlencoded": { schema: { type: "object" } }
+                }
+              },
+              parameters: [
+                {
+                  name: "x-csrf-token",
+                  in: "header",
+                  required: false,
+                  description: "from /api/session; not needed with a bearer token",
+                  schema: { type: "string" }
+                }
+              ]
+            }
           : {}),
         responses: {
           "200": { description: "the answer", content: { "application/json": {} } },
