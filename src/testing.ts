@@ -1,6 +1,7 @@
 /**
- * For tests: a private `redis-server` per test (`RedisServer.start`, `RedisServer.acquire`), on a free loopback
- * port, stopped with its scope. Kept out of the main entry: it spawns processes and reads `process.env`.
+ * For tests: a private `redis-server` per test (`RedisServer.start`, `RedisServer.acquire`) and a private Redis Cluster
+ * (`RedisCluster.start`), on free loopback ports, stopped with their scope. Kept out of the main entry: it spawns
+ * processes and reads `process.env`.
  *
  * @since 0.1.0
  */
@@ -9,3 +10,8 @@
  * @since 0.1.0
  */
 export * as RedisServer from "./RedisServer.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as RedisCluster from "./RedisCluster.js"
