@@ -126,18 +126,19 @@ const progressDone = Effect.sync(() => {
   if (process.stderr.isTTY) process.stderr.write("\n")
 })
 
+// --redis-url, else REDIS_URL; an empty one is none.
+const redisUrlOf = (url: Option.Option<string>): Option.Option<string> =>
+  Option.filter(Option.orElse(url, () => Option.fromNullable(process.env.REDIS_URL)), (value) => value !== "")
+
+const noRedis = () => new CliError("no Redis: pass --redis-url redis://host:port or set REDIS_URL")
+
 /** Runs `self` with a store on the given url, or REDIS_URL; a missing url or an unreachable Redis is a CliError. */
 const withRedis = <A>(
   url: Option.Option<string>,
   self: Effect.Effect<A, { readonly message: string } | CliError, Redis.RedisService>
 ): Effect.Effect<A, CliError> => {
-  const resolved = Option.filter(
-    Option.orElse(url, () => Option.fromNullable(process.env.REDIS_URL)),
-    (value) => value !== ""
-  )
-  if (Option.isNone(resolved)) {
-    return Effect.fail(new CliError("no Redis: pass --redis-url redis://host:port or set REDIS_URL"))
-  }
+  const resolved = redisUrlOf(url)
+  if (Option.isNone(resolved)) return Effect.fail(noRedis())
   // One try at connecting, a short timeout: a command line should say at once that Redis is not there. The
   // connection's scope closes in the background: the answer (or the error) is not held back by a QUIT to a Redis that
   // does not answer, and the executable exits once it has printed.
@@ -401,13 +402,13 @@ const web = Command.make("web", {
   Effect.zipRight(
     checkPrefix(o.prefix),
     Effect.gen(function*() {
-      const url = Option.getOrUndefined(Option.orElse(o.redisUrl, () => Option.fromNullable(process.env.REDIS_URL)))
-      if (url === undefined || url === "") return yield* fail("no Redis: pass --redis-url redis://host:port or set REDIS_URL")
+      const url = redisUrlOf(o.redisUrl)
+      if (Option.isNone(url)) return yield* Effect.fail(noRedis())
       const token = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_TOKEN")).pipe(
         Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_TOKEN: ${error.message}`))
       )
       // A server reconnects to a Redis that went away, unlike the one-shot commands; each call stays bounded.
-      const store = yield* Redis.make({ url, timeout: connectTimeout })
+      const store = yield* Redis.make({ url: url.value, timeout: connectTimeout })
       const served = yield* Web.serve({
         host: o.host,
         port: o.port,

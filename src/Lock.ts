@@ -169,15 +169,32 @@ const linkHolders = (redis: Store, key: LockKey, holders: ReadonlyArray<string>,
     Effect.ignore
   )
 
-// The store's lock call in its span: the hold carries the span's context, a conflict links to the holders'.
-const lockCall = (redis: Store, definition: Definition, target: Target, phase: Phase): Effect.Effect<LockResult, RedisError> => {
+// A store call that takes a place in `key` (lock, handoff) in its span: the hold carries the span's context, and a
+// conflict links to the holders'.
+const holdCall = <A extends LockResult>(
+  redis: Store,
+  name: string,
+  attributes: () => Record<string, unknown>,
+  key: LockKey,
+  request: HolderRequest,
+  call: (request: HolderRequest) => Effect.Effect<A, RedisError>
+): Effect.Effect<A, RedisError> =>
+  Tracing.traced(name, attributes, (span) =>
+    span === undefined
+      ? call(request)
+      : Effect.tap(call(withTrace(request, span)), (result) =>
+        result._tag === "Conflict" ? linkHolders(redis, key, result.holders, span) : Effect.void))
+
+const lockCall = (
+  redis: Store,
+  definition: Definition,
+  target: Target,
+  phase: Phase
+): Effect.Effect<LockResult, RedisError> => {
   const key = keyOf(definition, target.digest, phase)
   const request = requestOf(definition, target, phase)
-  return Tracing.traced("UniqueJobs.lock", attributesOf("lock", definition, target, phase), (span) =>
-    span === undefined
-      ? redis.lock(key, request)
-      : Effect.tap(redis.lock(key, withTrace(request, span)), (result) =>
-        result._tag === "Conflict" ? linkHolders(redis, key, result.holders, span) : Effect.void))
+  const attributes = attributesOf("lock", definition, target, phase)
+  return holdCall(redis, "UniqueJobs.lock", attributes, key, request, (traced) => redis.lock(key, traced))
 }
 
 /** An acquire reply as the step's outcome: `Acquired`, or a `LockConflict` failure; counted either way. */
@@ -274,7 +291,10 @@ export const lock = (
 
 const lockWith = (redis: Store, definition: Definition, target: Target) => {
   const phase = phaseOf(definition, target)
-  return Effect.flatMap(lockCall(redis, definition, target, phase), (result) => settle(definition, target, phase, result, {}))
+  return Effect.flatMap(
+    lockCall(redis, definition, target, phase),
+    (result) => settle(definition, target, phase, result, {})
+  )
 }
 
 const runAfterUnlock = (definition: Definition, unlocked: Unlocked): Effect.Effect<void> =>
@@ -344,16 +364,17 @@ const handoffWith = (
   options: { readonly keepQueueLock: boolean }
 ) =>
   Effect.flatMap(
-    Tracing.traced("UniqueJobs.handoff", attributesOf("handoff", definition, target, "run"), (span) => {
-      const run = keyOf(definition, target.digest, "run")
-      const request = requestOf(definition, target, "run")
-      const call = redis.handoff(keyOf(definition, target.digest, "queue"), run, span === undefined ? request : withTrace(request, span), {
-        keepOnConflict: options.keepQueueLock
-      })
-      return span === undefined
-        ? call
-        : Effect.tap(call, (result) => result._tag === "Conflict" ? linkHolders(redis, run, result.holders, span) : Effect.void)
-    }),
+    holdCall(
+      redis,
+      "UniqueJobs.handoff",
+      attributesOf("handoff", definition, target, "run"),
+      keyOf(definition, target.digest, "run"),
+      requestOf(definition, target, "run"),
+      (request) =>
+        redis.handoff(keyOf(definition, target.digest, "queue"), keyOf(definition, target.digest, "run"), request, {
+          keepOnConflict: options.keepQueueLock
+        })
+    ),
     (result) => {
       const taken = settle(definition, target, "run", result, { queueLockHeld: result.queueLockHeld })
       // The script released the queue lock unless it kept it for a job going back to the queue: that release counts

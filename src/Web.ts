@@ -50,8 +50,9 @@ import {
   failureOf,
   jsonResponse,
   fieldsOf,
-  pageResponse,
   Refusal,
+  refusalBody,
+  refusalResponse,
   securityHeaders,
   unauthorized,
   withHeaders
@@ -284,18 +285,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
       const request = yield* HttpServerRequest.HttpServerRequest
       const base = baseOf(request, yield* Effect.serviceOption(BasePath))
       const url = new URL(request.url, "http://admin")
-      const answer = (refusal: Refusal) =>
-        route.api
-          ? jsonResponse({ error: refusal.title, message: refusal.reason }, refusal.status)
-          : pageResponse(
-              Pages.errorPage(
-                { base, prefix: settings.prefix ?? "", canChange: false, csrf: "" },
-                refusal.status,
-                refusal.title,
-                refusal.reason
-              ),
-              refusal.status
-            )
+      const answer = (refusal: Refusal) => refusalResponse(refusal, route.api, { base, prefix: settings.prefix ?? "" })
       if (settings.loopbackHosts && !Security.hostIsLoopback(request.headers["host"])) {
         return answer(new Refusal(403, "Forbidden", "this server answers only loopback names (127.0.0.1, localhost)"))
       }
@@ -445,16 +435,9 @@ export const nodeHandler = <E>(
       const reason = `the admin UI's store is not ready: ${error instanceof Error ? error.message : String(error)}`
       const api = new URL(request.url).pathname.includes("/api/")
       const base = context === undefined ? "" : Option.getOrElse(Context.getOption(context, BasePath), () => "")
-      const page = Pages.errorPage(
-        { base, prefix: settings.prefix ?? "", canChange: false, csrf: "" },
-        503,
-        "Redis did not answer",
-        reason
-      )
-      return new Response(api ? JSON.stringify({ error: "Redis did not answer", message: reason }) : page.value, {
-        status: 503,
-        headers: { ...securityHeaders, "content-type": api ? "application/json" : "text/html; charset=utf-8" }
-      })
+      const refusal = new Refusal(503, "Redis did not answer", reason)
+      const { body, contentType } = refusalBody(refusal, api, { base, prefix: settings.prefix ?? "" })
+      return new Response(body, { status: 503, headers: { ...securityHeaders, "content-type": contentType } })
     }
   }
   return {
@@ -466,14 +449,6 @@ export const nodeHandler = <E>(
     }
   }
 }
-
-/**
- * A web handler on the given runtime (which provides the store): the Node bridge's input, and `serve`'s.
- *
- * @internal
- */
-const handlerOn = (runtime: Runtime.Runtime<RedisService>, settings: Settings) =>
-  HttpApp.toWebHandlerRuntime(runtime)(makeRouter(settings))
 
 /**
  * Serves the admin UI on Node's `http` for as long as the scope lives (`unique-jobs web` runs it). Binds 127.0.0.1
@@ -515,7 +490,7 @@ export const serve = (
     }
     const settings = yield* settingsFrom(options, loopback && options.token === undefined)
     const runtime = yield* Effect.runtime<RedisService>()
-    const server = createServer(toNode(handlerOn(runtime, settings)))
+    const server = createServer(toNode(HttpApp.toWebHandlerRuntime(runtime)(makeRouter(settings))))
     // Idle keep-alive connections must not hold the process once the scope closes.
     yield* Effect.addFinalizer(() =>
       Effect.async<void>((resume) => {

@@ -11,6 +11,7 @@ import { type InvalidLockOptions, isRecord } from "../internal/decoding.js"
 import type * as Locks from "../Locks.js"
 import type { RedisError } from "../Redis.js"
 import type { Html } from "./Html.js"
+import * as Pages from "./Pages.js"
 
 /** A request refused or failed, with its status: a page or a JSON answer, by the route. */
 export class Refusal {
@@ -57,6 +58,25 @@ export const pageResponse = (page: Html, status = 200) =>
 
 export const jsonResponse = (body: unknown, status = 200) =>
   withHeaders(HttpServerResponse.unsafeJson(body, { status }))
+
+/** A refusal as a route answers it: a JSON call's `{ error, message }`, or a page's error page. */
+export const refusalBody = (
+  refusal: Refusal,
+  api: boolean,
+  frame: { readonly base: string; readonly prefix: string }
+): { readonly body: string; readonly contentType: string } =>
+  api
+    ? { body: JSON.stringify({ error: refusal.title, message: refusal.reason }), contentType: "application/json" }
+    : {
+      body: Pages.errorPage({ ...frame, canChange: false, csrf: "" }, refusal.status, refusal.title, refusal.reason).value,
+      contentType: "text/html; charset=utf-8"
+    }
+
+/** `refusalBody` as the response, with its status and the security headers. */
+export const refusalResponse = (refusal: Refusal, api: boolean, frame: { readonly base: string; readonly prefix: string }) => {
+  const { body, contentType } = refusalBody(refusal, api, frame)
+  return withHeaders(HttpServerResponse.text(body, { status: refusal.status, contentType }))
+}
 
 export const unauthorized = (api: boolean) => {
   const reason = "this admin UI needs its token: an Authorization: Bearer header, or ?token= once in the address"

@@ -216,6 +216,8 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       )
       return pass
     })
+  const locksPage: Handler = (context) =>
+    Effect.map(listed(context), (view) => pageResponse(Pages.locksPage(context.frame, view)))
   const passes = (context: RequestContext) => mapFailure(History.passes(context.frame.prefix))
   const buckets = (context: RequestContext) => mapFailure(History.buckets(context.frame.prefix))
   return [
@@ -224,14 +226,14 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       path: "/",
       api: false,
       summary: "the locks page",
-      handler: (context) => Effect.map(listed(context), (view) => pageResponse(Pages.locksPage(context.frame, view)))
+      handler: locksPage
     },
     {
       method: "GET",
       path: "/locks",
       api: false,
       summary: "the locks page",
-      handler: (context) => Effect.map(listed(context), (view) => pageResponse(Pages.locksPage(context.frame, view)))
+      handler: locksPage
     },
     {
       method: "GET",
