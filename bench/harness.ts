@@ -251,3 +251,13 @@ export const revision = (): string => {
     return "unknown"
   }
 }
+
+/** A report's lines, kept as they are logged: `out` logs a line and keeps it for the results file. */
+export const recorder = (log: (line: string) => void) => {
+  const lines: Array<string> = []
+  const out = (line: string) => {
+    lines.push(line)
+    log(line)
+  }
+  return { lines, out }
+}

@@ -21,6 +21,8 @@
  *   --profile [--root=<dir>] [--out=<file>]           CPU profiles of UniqueQueue.add and the Worker through
  *                                                     unique.processor, grouped by where the time goes, on a checkout's
  *                                                     dist/ (default this one): results/profile.md
+ *   --cluster [--lifecycles=N] [--rounds=N]          the same lifecycles on a 1-master and a 3-master cluster: Redis
+ *                                                     time per master (INFO commandstats): results/cluster.md
  *   --web [--locks=N]                                 the admin UI's pages with N locks in the index (100,000), the
  *                                                     metrics panel's Redis cost per job, the cost of tracing:
  *                                                     results/web.md
@@ -34,6 +36,7 @@ import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import * as RedisServer from "../dist/RedisServer.js"
 import * as BullMQ from "./bullmq.js"
+import * as Cluster from "./cluster.js"
 import * as Foundation from "./foundation.js"
 import * as Growth from "./growth.js"
 import * as KeeperBurst from "./keeperBurst.js"
@@ -118,6 +121,17 @@ const main = async () => {
       log,
       locks === undefined ? 10_000 : Number(locks.slice(8)),
       lease === undefined ? 1_000 : Number(lease.slice(8))
+    )
+  }
+  if (args.includes("--cluster")) {
+    const lifecycles = args.find((a) => a.startsWith("--lifecycles="))
+    const shardsArg = args.find((a) => a.startsWith("--shards="))
+    const rounds = args.find((a) => a.startsWith("--rounds="))
+    return Cluster.main(
+      log,
+      lifecycles === undefined ? 20_000 : Number(lifecycles.slice(13)),
+      rounds === undefined ? 5 : Number(rounds.slice(9)),
+      shardsArg === undefined ? undefined : Number(shardsArg.slice(9))
     )
   }
   if (args.includes("--web")) {

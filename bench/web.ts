@@ -27,7 +27,7 @@ import * as Redis from "../dist/Redis.js"
 import * as RedisServer from "../dist/RedisServer.js"
 import * as Web from "../dist/Web.js"
 import { Redis as IORedis } from "ioredis"
-import { delta, loopFibers, median, Probe, quantile, round, spyCommands, sum, withCpu } from "./harness.js"
+import { delta, loopFibers, median, Probe, quantile, recorder, round, spyCommands, sum, withCpu } from "./harness.js"
 
 const prefix = "webbench"
 
@@ -78,11 +78,7 @@ const discard: SpanExporter = { export: (_spans, done) => done({ code: 0 }), shu
 
 export const main = async (log: (line: string) => void, locks: number): Promise<void> => {
   const scope = Effect.runSync(Scope.make())
-  const lines: Array<string> = []
-  const out = (line: string) => {
-    lines.push(line)
-    log(line)
-  }
+  const { lines, out } = recorder(log)
   try {
     const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
     // The store on a client of our own, so the commands it sends are counted (round trips, not the scripts' inner calls).

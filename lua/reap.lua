@@ -6,8 +6,9 @@
 -- holder is never removed.
 -- Returns {scanned, next rank (-1: the end was reached), {removed members}, {lock, jid, ...} removed holders,
 -- {lock, jid, locked at, queue, ...} candidates}: queue is the entry's q as its JSON string literal, '' when none.
--- The holders keys are built here from the index's members: a walk over the index cannot name them in KEYS up front.
--- Fine on one Redis; Redis Cluster (keys in other slots) will need another approach, such as one step per slot.
+-- On one Redis the walk reads the members here and builds their keys (m:LOCKED): it cannot name them in KEYS up front.
+-- On Redis Cluster every key is declared: ARGV[5] is '' and ARGV[6..] are the members the caller read (ZRANGE of the
+-- same ranks), each with its holders key in KEYS[1 + i]; that call has no runner (its lease is in another slot).
 -- All or nothing: every read (ZRANGE fails on a wrong-typed index, then one HGETALL per member) before any write.
 -- One call per member, the step's main cost: HGETALL by pcall answers a key of another type with an error (left
 -- alone) and a missing key with an empty list (an empty hash cannot exist). No WITHSCORES: the scores are not used.
@@ -36,8 +37,9 @@ local batch = whole(ARGV[2], 'batch', 1, 1000)
 local start = whole(ARGV[1], 'start', 0)
 local before = whole(ARGV[3], 'orphansBefore', 0)
 local dry = ARGV[4] == '1'
+local given = ARGV[5] == ''
 -- With a runner (KEYS[2] its lease, ARGV[5] owner, ARGV[6] lease ms): only while owner holds the lease, renewed here.
-local runner = KEYS[2] ~= nil
+local runner = not given and KEYS[2] ~= nil
 local lease, holder = 0, false
 if runner then
   lease = whole(ARGV[6], 'lease', 1)
@@ -45,7 +47,17 @@ if runner then
   if holder and holder ~= ARGV[5] then return {0, -1, {}, {}, {}, 0} end
 end
 local ms = now()
-local found = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
+local found, keys = {}, {}
+if given then
+  for i = 6, #ARGV do found[i - 5] = ARGV[i] end
+  for i = 2, #KEYS do keys[i - 1] = KEYS[i] end
+  if #found ~= #keys or #found > batch then error({err = 'ERR each given member needs its key, at most batch of them'}) end
+  -- Fails on a wrong-typed index before any write, as ZRANGE does below.
+  redis.call('ZCARD', KEYS[1])
+else
+  found = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
+  for i = 1, #found do keys[i] = found[i] .. ':LOCKED' end
+end
 local scanned = #found
 local members, holders, candidates = {}, {}, {}
 local gone = {}
@@ -53,7 +65,7 @@ local evictions = {}
 local kept = 0
 for i = 1, scanned do
   local member = found[i]
-  local key = member .. ':LOCKED'
+  local key = keys[i]
   local all = redis.pcall('HGETALL', key)
   if all.err then
     kept = kept + 1

@@ -1,6 +1,7 @@
 -- The admin's removal (Locks.delete, unlock, deleteByPattern): every holder of each lock, or only jid's.
 -- KEYS[1] <prefix>:digests  KEYS[2..] each lock's <lock>:LOCKED
--- ARGV jid ('' for every holder), strict ('1': when any lock is refused, write nothing), each lock's member
+-- ARGV jid ('' for every holder), strict ('1': when any lock is refused, write nothing; '2': only check, never write),
+-- each lock's member
 -- Only this library's locks: a lock whose key exists but whose member is not in the index, or whose key is not a
 -- hash, is refused (left alone). In one of ours, a holder with a live lease (a run lock whose job may still run) is
 -- revoked, not removed: it keeps its place, so no second copy can start while the first runs, and its next renewal
@@ -10,7 +11,7 @@
 -- revoked, {lock, reason, ...} refused}.
 -- All or nothing: every read (ZSCORE fails on a wrong-typed index) before the first write.
 local jid = ARGV[1]
-local strict = ARGV[2] == '1'
+local strict = ARGV[2] == '1' or ARGV[2] == '2'
 local ms = now()
 local locks = {}
 local refused = {}
@@ -40,7 +41,7 @@ for i = 2, #KEYS do
     locks[#locks + 1] = {key = key, member = member, indexed = indexed, size = size, entries = entries}
   end
 end
-if strict and #refused > 0 then return {ms, {}, {}, {}, refused} end
+if (strict and #refused > 0) or ARGV[2] == '2' then return {ms, {}, {}, {}, refused} end
 
 local deleted, removed, revokes = {}, {}, {}
 local gone = {}

@@ -42,10 +42,21 @@ export class CliError extends Error {
 }
 
 const json = Options.boolean("json").pipe(Options.withDescription("print JSON for scripts instead of a table"))
-const redisUrl = Options.text("redis-url").pipe(
-  Options.optional,
-  Options.withDescription("redis://host:port[/db] (default: the REDIS_URL environment variable)")
-)
+const redisUrl = Options.all({
+  url: Options.text("redis-url").pipe(
+    Options.optional,
+    Options.withDescription("redis://host:port[/db] (default: the REDIS_URL environment variable)")
+  ),
+  cluster: Options.text("cluster").pipe(
+    Options.optional,
+    Options.withDescription(
+      "host:port,… of a Redis Cluster, instead of --redis-url (default: the REDIS_CLUSTER_NODES environment variable)"
+    )
+  )
+})
+
+/** Where the locks are: `--redis-url` or `--cluster`, as given. */
+type Connection = { readonly url: Option.Option<string>; readonly cluster: Option.Option<string> }
 const prefix = Options.text("prefix").pipe(
   Options.withDefault(Digest.defaultPrefix),
   Options.withDescription("the lock prefix")
@@ -126,47 +137,65 @@ const progressDone = Effect.sync(() => {
   if (process.stderr.isTTY) process.stderr.write("\n")
 })
 
-// --redis-url, else REDIS_URL; an empty one is none.
-const redisUrlOf = (url: Option.Option<string>): Option.Option<string> =>
-  Option.filter(Option.orElse(url, () => Option.fromNullable(process.env.REDIS_URL)), (value) => value !== "")
+// A flag, else its variable; an empty one is none.
+const given = (flag: Option.Option<string>, variable: string): Option.Option<string> =>
+  Option.filter(Option.orElse(flag, () => Option.fromNullable(process.env[variable])), (value) => value !== "")
 
-const noRedis = () => new CliError("no Redis: pass --redis-url redis://host:port or set REDIS_URL")
+const noRedis = () =>
+  new CliError("no Redis: pass --redis-url redis://host:port (or --cluster host:port,…), or set REDIS_URL (or REDIS_CLUSTER_NODES)")
 
-/** Runs `self` with a store on the given url, or REDIS_URL; a missing url or an unreachable Redis is a CliError. */
+/**
+ * The store the flags (else the variables) name: one Redis, or a cluster. `oneShot`: a command line tries once and says at
+ * once that Redis is not there; a server reconnects, each call still bounded.
+ */
+const storeOf = (
+  connection: Connection,
+  oneShot: boolean
+): Effect.Effect<Redis.Store, CliError | Redis.RedisError, Scope.Scope> => {
+  if (Option.isSome(connection.url) && Option.isSome(connection.cluster)) {
+    return Effect.fail(new CliError("--redis-url and --cluster name two places for the locks: pass one"))
+  }
+  const url = Option.isSome(connection.cluster) ? Option.none() : given(connection.url, "REDIS_URL")
+  if (Option.isSome(url)) {
+    return Redis.make({
+      url: url.value,
+      timeout: connectTimeout,
+      ...(oneShot ? { client: { maxRetriesPerRequest: 0, retryStrategy: () => null } } : {})
+    })
+  }
+  const nodes = given(connection.cluster, "REDIS_CLUSTER_NODES")
+  if (Option.isNone(nodes)) return Effect.fail(noRedis())
+  return Redis.makeCluster({
+    nodes: nodes.value.split(",").map((node) => node.trim()).filter((node) => node !== ""),
+    timeout: connectTimeout,
+    ...(oneShot ? { client: { clusterRetryStrategy: () => null } } : {})
+  })
+}
+
+/** Runs `self` with the store the flags name; a missing or unreachable Redis is a CliError. */
 const withRedis = <A>(
-  url: Option.Option<string>,
+  connection: Connection,
   self: Effect.Effect<A, { readonly message: string } | CliError, Redis.RedisService>
-): Effect.Effect<A, CliError> => {
-  const resolved = redisUrlOf(url)
-  if (Option.isNone(resolved)) return Effect.fail(noRedis())
-  // One try at connecting, a short timeout: a command line should say at once that Redis is not there. The
-  // connection's scope closes in the background: the answer (or the error) is not held back by a QUIT to a Redis that
-  // does not answer, and the executable exits once it has printed.
-  return Effect.gen(function*() {
+): Effect.Effect<A, CliError> =>
+  // The connection's scope closes in the background: the answer (or the error) is not held back by a QUIT to a Redis
+  // that does not answer, and the executable exits once it has printed.
+  Effect.gen(function*() {
     const scope = yield* Scope.make()
     const exit = yield* Effect.exit(
       Effect.flatMap(
-        Scope.extend(
-          Redis.make({
-            url: resolved.value,
-            timeout: connectTimeout,
-            client: { maxRetriesPerRequest: 0, retryStrategy: () => null }
-          }),
-          scope
-        ),
+        Scope.extend(storeOf(connection, true), scope),
         (store) => Effect.provideService(self, Redis.RedisService, store)
       )
     )
     yield* Effect.forkDaemon(Scope.close(scope, Exit.void))
     return yield* exit
   }).pipe(Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
-}
 
 const connectTimeout = "3 seconds"
 
 /** Runs `self` with the admin API for `--prefix`, on the store `withRedis` gives. */
 const withLocks = <A>(
-  o: { readonly redisUrl: Option.Option<string>; readonly prefix: string },
+  o: { readonly redisUrl: Connection; readonly prefix: string },
   self: (locks: Context.Tag.Service<Locks.Locks>) => Effect.Effect<A, { readonly message: string } | CliError, Redis.RedisService>
 ): Effect.Effect<A, CliError> => withRedis(o.redisUrl, Effect.flatMap(Locks.make({ prefix: o.prefix }), self))
 
@@ -402,13 +431,10 @@ const web = Command.make("web", {
   Effect.zipRight(
     checkPrefix(o.prefix),
     Effect.gen(function*() {
-      const url = redisUrlOf(o.redisUrl)
-      if (Option.isNone(url)) return yield* Effect.fail(noRedis())
       const token = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_TOKEN")).pipe(
         Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_TOKEN: ${error.message}`))
       )
-      // A server reconnects to a Redis that went away, unlike the one-shot commands; each call stays bounded.
-      const store = yield* Redis.make({ url: url.value, timeout: connectTimeout })
+      const store = yield* storeOf(o.redisUrl, false)
       const served = yield* Web.serve({
         host: o.host,
         port: o.port,

@@ -15,7 +15,9 @@ import type * as Scope from "effect/Scope"
 import * as IORedisStore from "./internal/ioredis.js"
 import * as Keeper from "./internal/leaseKeeper.js"
 import * as Memory from "./internal/memory.js"
+import * as Layout from "./internal/layout.js"
 import * as RedisOptions from "./internal/redisOptions.js"
+import type { InvalidLockOptions } from "./internal/decoding.js"
 import { type Holder, RedisError, type Store } from "./internal/models.js"
 
 // The shared models live apart so that the stores need not import this module back.
@@ -51,6 +53,15 @@ export class RedisService extends Context.Tag("effect-unique-jobs/RedisService")
 export type Options = IORedisStore.Options
 
 /**
+ * Redis Cluster: the nodes to start from, the per-call `timeout`, how many `shards` the index is split into, and any
+ * other option of ioredis' `Cluster` under `client`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ClusterOptions = IORedisStore.ClusterOptions
+
+/**
  * The client surface the store needs: ioredis' `Redis` (and later `Cluster`).
  *
  * @since 0.1.0
@@ -75,12 +86,37 @@ export const parseHolder: (jid: string, raw: string) => Holder = IORedisStore.pa
  */
 export const makeFromClient = (
   client: Client,
-  options?: { readonly timeout?: Duration.DurationInput | undefined }
+  options?: FromClientOptions
 ): Effect.Effect<Store, RedisError> =>
   Effect.flatMap(
     decodeOptions(options === undefined ? undefined : { timeout: options.timeout }),
-    () => IORedisStore.makeFromClient(client, options)
+    () =>
+      options?.shards !== undefined && client.isCluster !== true
+        ? Effect.fail(new RedisError({ operation: "options", reason: "shards: only a Redis Cluster client is sharded" }))
+        : options?.shards !== undefined && !(Number.isSafeInteger(options.shards) && options.shards >= 1 && options.shards <= Layout.maxShards)
+        ? Effect.fail(
+          new RedisError({
+            operation: "options",
+            reason: `shards: expected a whole number from 1 to ${Layout.maxShards}, got ${String(options.shards)}`
+          })
+        )
+        : IORedisStore.makeFromClient(client, {
+          ...(options?.timeout === undefined ? {} : { timeout: options.timeout }),
+          ...(client.isCluster === true ? { layout: Layout.cluster(options?.shards) } : {})
+        })
   )
+
+/**
+ * What `makeFromClient` takes beside the client: the per-call `timeout`, and for an ioredis `Cluster` how many
+ * `shards` the index is split into (16 by default; every process of a prefix must agree).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FromClientOptions {
+  readonly timeout?: Duration.DurationInput | undefined
+  readonly shards?: number | undefined
+}
 
 /**
  * A store that owns its ioredis connection: connected (and checked) when built, closed with its scope. Options that
@@ -94,13 +130,49 @@ export const makeFromClient = (
 export const make = (options?: Options): Effect.Effect<Store, RedisError, Scope.Scope> =>
   Effect.flatMap(decodeOptions(options), IORedisStore.make)
 
+const optionsError = (invalid: InvalidLockOptions): RedisError =>
+  new RedisError({
+    operation: "options",
+    reason: invalid.issues.map((issue) => `${issue.field}: ${issue.reason}`).join("; "),
+    cause: invalid
+  })
+
 const decodeOptions = (options: unknown): Effect.Effect<Options, RedisError> =>
-  Effect.mapError(RedisOptions.decode(options), (invalid) =>
-    new RedisError({
-      operation: "options",
-      reason: invalid.issues.map((issue) => `${issue.field}: ${issue.reason}`).join("; "),
-      cause: invalid
-    }))
+  Effect.mapError(RedisOptions.decode(options), optionsError)
+
+/**
+ * A store on Redis Cluster that owns its ioredis `Cluster`: connected when built, closed with its scope. Each lock's
+ * keys, its shard of the index and that shard's fencing counter share one hash slot, so every script call touches
+ * one slot (and names every key it touches); the shards spread over every master. Options that do not check fail
+ * before any connection with a `RedisError` of operation `"options"` naming each field.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeCluster = (options: ClusterOptions): Effect.Effect<Store, RedisError, Scope.Scope> =>
+  Effect.flatMap(Effect.mapError(RedisOptions.decodeCluster(options), optionsError), IORedisStore.makeCluster)
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerCluster = (options: ClusterOptions): Layer.Layer<RedisService, RedisError> =>
+  Layer.scoped(RedisService, makeCluster(options))
+
+/**
+ * Reads the cluster options from `Config`; by default the nodes from `REDIS_CLUSTER_NODES`, comma-separated
+ * `host:port` pairs.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerClusterConfig = (
+  config: Config.Config.Wrap<ClusterOptions> = {
+    nodes: Config.map(Config.string("REDIS_CLUSTER_NODES"), (text) =>
+      text.split(",").map((node) => node.trim()).filter((node) => node !== ""))
+  }
+): Layer.Layer<RedisService, RedisError | ConfigError.ConfigError> =>
+  Layer.scoped(RedisService, Effect.flatMap(Config.unwrap(config), makeCluster))
 
 /**
  * @since 0.1.0
@@ -150,7 +222,7 @@ export const layerConfig = (
  */
 export const layerFromClient = (
   client: Client,
-  options?: { readonly timeout?: Duration.DurationInput | undefined }
+  options?: FromClientOptions
 ): Layer.Layer<RedisService, RedisError> =>
   Layer.scoped(RedisService, Effect.flatMap(makeFromClient(client, options), Keeper.scoped))
 

@@ -178,6 +178,12 @@ const targets = (prefix: string, c: Command): { readonly locks: ReadonlyArray<st
 }
 
 
+/** The CLI's flags for the Redis under test: `--redis-url`, or `--cluster` with its nodes in cluster mode. */
+const whereOf = ({ options, source }: RedisTest.TestRedis["Type"]): ReadonlyArray<string> =>
+  "nodes" in options
+    ? ["--cluster", options.nodes.map((n) => typeof n === "string" ? n : `${n.host}:${n.port}`).join(",")]
+    : ["--redis-url", source.url]
+
 /** A console whose `log` lines (the CLI's answers) are kept, for `Effect.withConsole`. */
 const capturedConsole = Effect.map(Effect.console, (console) => {
   const lines: Array<string> = []
@@ -201,16 +207,18 @@ describe("the admin surface (properties)", () => {
             const memory: Side = { store: Memory.make(), fences: new Map() }
             const onRedis: Side = { store: redis, fences: new Map() }
             // Keys that are not this library's: a user's hash outside the index, a string inside it.
+            const user = RedisTest.keysOf(prefix, `${prefix}:user`)
+            const listed = RedisTest.keysOf(prefix, `${prefix}:d-listed`)
             const foreign = () =>
               Effect.promise(async () => JSON.stringify([
-                await raw.hgetall(`${prefix}:user:LOCKED`),
-                await raw.get(`${prefix}:d-listed:LOCKED`),
-                await raw.zscore(`${prefix}:digests`, `${prefix}:d-listed`)
+                await raw.hgetall(user.locked),
+                await raw.get(listed.locked),
+                await raw.zscore(listed.index, `${prefix}:d-listed`)
               ]))
             yield* Effect.promise(async () => {
-              await raw.hset(`${prefix}:user:LOCKED`, "a", "bob")
-              await raw.zadd(`${prefix}:digests`, 1, `${prefix}:d-listed`)
-              await raw.set(`${prefix}:d-listed:LOCKED`, "not a lock")
+              await raw.hset(user.locked, "a", "bob")
+              await raw.zadd(listed.index, 1, `${prefix}:d-listed`)
+              await raw.set(listed.locked, "not a lock")
             })
             const foreignBefore = yield* foreign()
             const trace: Array<string> = []
@@ -251,7 +259,9 @@ describe("the admin surface (properties)", () => {
 
     it.effect("unique-jobs locks del (in-process) deletes every matching lock, over every page, and no other", () =>
       Effect.gen(function*() {
-        const { raw, source } = yield* RedisTest.TestRedis
+        const test = yield* RedisTest.TestRedis
+        const { keys, raw } = test
+        const shards = Array.from({ length: RedisTest.layout.shards }, (_, shard) => shard)
         const property = fc.asyncProperty(
           fc.integer({ min: 0, max: 1600 }),
           fc.integer({ min: 0, max: 40 }),
@@ -260,23 +270,31 @@ describe("the admin surface (properties)", () => {
               const prefix = RedisTest.uniquePrefix("admin-del")
               yield* Effect.promise(async () => {
                 const now = Date.now()
-                const pipeline = raw.pipeline()
+                // One pipeline per shard: a cluster's pipeline keeps to one node.
+                const pipelines = new Map<string, ReturnType<typeof raw.pipeline>>()
                 for (let i = 0; i < count + others; i++) {
                   const name = i < count ? `${prefix}:m${i}` : `${prefix}:keep${i}`
-                  pipeline.zadd(`${prefix}:digests`, now, name)
-                  pipeline.hset(`${name}:LOCKED`, "j", `{"t":${now},"x":0,"l":0}`)
+                  const { index, locked } = RedisTest.keysOf(prefix, name)
+                  const pipeline = pipelines.get(index) ?? raw.pipeline()
+                  pipelines.set(index, pipeline)
+                  pipeline.zadd(index, now, name)
+                  pipeline.hset(locked, "j", `{"t":${now},"x":0,"l":0}`)
                 }
-                await pipeline.exec()
+                await Promise.all(Array.from(pipelines.values(), (pipeline) => pipeline.exec()))
               })
               const { capture, lines } = yield* capturedConsole
-              yield* Cli.run(["node", "unique-jobs", "locks", "del", `${prefix}:m*`, "--redis-url", source.url, "--prefix", prefix, "--json"])
+              const args = ["locks", "del", `${prefix}:m*`, ...whereOf(test), "--prefix", prefix, "--json"]
+              yield* Cli.run(["node", "unique-jobs", ...args])
                 .pipe(Effect.withConsole(capture), Effect.provide(Cli.platform), Effect.orDie)
               const answer = JSON.parse(lines.join("\n")) as { matched: number; deleted: number }
               assert.deepStrictEqual([answer.matched, answer.deleted], [count, count])
-              const left = yield* Effect.promise(() => raw.zcard(`${prefix}:digests`))
-              assert.strictEqual(left, others)
-              const keys = yield* Effect.promise(() => raw.keys(`${prefix}:m*`))
-              assert.deepStrictEqual(keys, [])
+              const sizes = yield* Effect.promise(() =>
+                Promise.all(shards.map((shard) => raw.zcard(RedisTest.layout.index(prefix, shard))))
+              )
+              assert.strictEqual(sizes.reduce((sum, size) => sum + size, 0), others)
+              // The locks' keys: `<prefix>:m…` on one Redis, `<prefix>:{<tag>}:m…` on a cluster.
+              const pattern = RedisTest.clusterMode ? `${prefix}:{*}:m*` : `${prefix}:m*`
+              assert.deepStrictEqual(yield* Effect.promise(() => keys(pattern)), [])
             }))
         )
         // The page boundaries get their own cases: none, one page's worth, just past it, several pages.
@@ -287,7 +305,7 @@ describe("the admin surface (properties)", () => {
 
     it.effect("unique-jobs locks unlock (in-process) fails exactly when the jid held nothing live, and says which", () =>
       Effect.gen(function*() {
-        const { source } = yield* RedisTest.TestRedis
+        const test = yield* RedisTest.TestRedis
         const redis = yield* Redis.RedisService
         const property = fc.asyncProperty(
           fc.subarray(["a", "b"]),
@@ -304,7 +322,8 @@ describe("the admin surface (properties)", () => {
                 yield* redis.lock(keyOf(prefix, 0, "run"), { jid: "c", limit: 1, ttlMs: 0, leaseMs: 60_000, info: "", fenced: true })
               }
               const { capture, lines } = yield* capturedConsole
-              const ran = yield* Cli.run(["node", "unique-jobs", "locks", "unlock", lock.name, asked, "--redis-url", source.url, "--prefix", prefix, "--json"])
+              const args = ["locks", "unlock", lock.name, asked, ...whereOf(test), "--prefix", prefix, "--json"]
+              const ran = yield* Cli.run(["node", "unique-jobs", ...args])
                 .pipe(Effect.withConsole(capture), Effect.provide(Cli.platform), Effect.either)
               const answer = JSON.parse(lines.join("\n")) as { released: boolean; revoked: Array<{ jid: string }> }
               const held = queued.includes(asked)

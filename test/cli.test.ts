@@ -39,7 +39,7 @@ interface Ran {
 
 const cli = (...args: Array<string>) =>
   Effect.async<Ran>((resume) => {
-    execFile(process.execPath, [bin, ...args], { env: { ...process.env, REDIS_URL: "" }, timeout: 60_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [bin, ...args], { env: { ...process.env, REDIS_URL: "", REDIS_CLUSTER_NODES: "" }, timeout: 60_000 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === "number" ? error.code : 1
       resume(Effect.succeed({ code, stdout, stderr }))
     })
@@ -312,13 +312,24 @@ describe("unique-jobs (the command)", () => {
         assert.include(missing.stdout + missing.stderr, "DIGEST")
         const noUrl = yield* cli("stats")
         assert.notStrictEqual(noUrl.code, 0)
-        assert.strictEqual(noUrl.stderr.trim(), "unique-jobs: no Redis: pass --redis-url redis://host:port or set REDIS_URL")
+        assert.strictEqual(
+          noUrl.stderr.trim(),
+          "unique-jobs: no Redis: pass --redis-url redis://host:port (or --cluster host:port,…), or set REDIS_URL (or REDIS_CLUSTER_NODES)"
+        )
         const port = yield* closedPort
         const down = yield* cli("stats", "--redis-url", `redis://127.0.0.1:${port}`)
         assert.notStrictEqual(down.code, 0)
         const lines = down.stderr.trim().split("\n")
         assert.strictEqual(lines.length, 1, down.stderr)
         assert.match(lines[0]!, /^unique-jobs: Redis connect failed: cannot reach Redis/)
+        // A cluster that is not there: one line, at once (one try), never a wait for a reconnect.
+        const clusterDown = yield* cli("stats", "--cluster", `127.0.0.1:${port}`)
+        assert.notStrictEqual(clusterDown.code, 0)
+        assert.strictEqual(clusterDown.stderr.trim().split("\n").length, 1, clusterDown.stderr)
+        assert.match(clusterDown.stderr, /^unique-jobs: Redis connect failed/)
+        const both = yield* cli("stats", "--redis-url", `redis://127.0.0.1:${port}`, "--cluster", `127.0.0.1:${port}`)
+        assert.notStrictEqual(both.code, 0)
+        assert.strictEqual(both.stderr.trim(), "unique-jobs: --redis-url and --cluster name two places for the locks: pass one")
       }), { timeout: 180_000 })
 
     it.scoped("web: serves the admin UI on the loopback until Ctrl-C (exit 130); off the loopback only with a token", () =>

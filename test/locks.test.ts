@@ -88,15 +88,16 @@ describe("Locks", () => {
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("admin-foreign")
+        const keyOf = (name: string) => RedisTest.keysOf(prefix, `${prefix}:${name}`)
         const locks = yield* Locks.make({ prefix })
         const queued = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
         yield* Lock.lock(queued, { digest: `${prefix}:ours`, jid: "j1" })
         yield* Effect.promise(async () => {
-          await raw.hset(`${prefix}:user:LOCKED`, "name", "bob")
-          await raw.set(`${prefix}:text:LOCKED`, "not a lock")
+          await raw.hset(keyOf("user").locked, "name", "bob")
+          await raw.set(keyOf("text").locked, "not a lock")
           // In the index, but a string: still not ours.
-          await raw.zadd(`${prefix}:digests`, 1, `${prefix}:listed`)
-          await raw.set(`${prefix}:listed:LOCKED`, "listed")
+          await raw.zadd(keyOf("listed").index, 1, `${prefix}:listed`)
+          await raw.set(keyOf("listed").locked, "listed")
         })
         for (const name of ["user", "text", "listed"]) {
           const deleting = yield* Effect.flip(locks.delete(`${prefix}:${name}`))
@@ -106,9 +107,9 @@ describe("Locks", () => {
           const unlocking = yield* Effect.flip(locks.unlock(`${prefix}:${name}`, "name"))
           assert.strictEqual(unlocking._tag, "NotALock")
         }
-        assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(`${prefix}:user:LOCKED`)), { name: "bob" })
-        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:text:LOCKED`)), "not a lock")
-        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:listed:LOCKED`)), "listed")
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(keyOf("user").locked)), { name: "bob" })
+        assert.strictEqual(yield* Effect.promise(() => raw.get(keyOf("text").locked)), "not a lock")
+        assert.strictEqual(yield* Effect.promise(() => raw.get(keyOf("listed").locked)), "listed")
 
         // show says what is there instead of listing a foreign field as a holder locked in 1970.
         const user = yield* locks.show(`${prefix}:user`)
@@ -120,7 +121,7 @@ describe("Locks", () => {
         assert.deepStrictEqual(ours.notOurs, [])
         assert.strictEqual(ours.queue.holders[0]?.jid, "j1")
         // A field of another shape in one of ours (the gem's float timestamp) is named, and is no holder.
-        yield* Effect.promise(() => raw.hset(`${prefix}:ours:LOCKED`, "gem", "1750000000.123456"))
+        yield* Effect.promise(() => raw.hset(keyOf("ours").locked, "gem", "1750000000.123456"))
         const mixed = yield* locks.show(`${prefix}:ours`)
         assert.deepStrictEqual(mixed.queue.holders.map((h) => h.jid), ["j1"])
         assert.deepStrictEqual(mixed.notOurs.map((n) => n.reason), [`field(s) "gem" not in this library's entry shape (not holders)`])
@@ -131,11 +132,19 @@ describe("Locks", () => {
         assert.strictEqual(counted.stale, 0, "the reaper removes neither ours (held) nor the string (not ours)")
 
         // A pattern delete walks the index: the listed string is refused and kept, ours goes.
-        const page = yield* locks.deleteByPattern(`${prefix}:*`, { count: 1000 })
-        assert.strictEqual(page.deleted, 1)
-        assert.deepStrictEqual(page.refused.map((r) => r.lock), [`${prefix}:listed`])
-        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:listed:LOCKED`)), "listed")
-        assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(`${prefix}:user:LOCKED`)), { name: "bob" })
+        // One page on one Redis; in cluster mode a page covers one shard: every page, until the cursor is "0" again.
+        const pages = []
+        let at = "0"
+        do {
+          const page = yield* locks.deleteByPattern(`${prefix}:*`, { cursor: at, count: 1000 })
+          pages.push(page)
+          at = page.cursor
+        } while (at !== "0")
+        if (!RedisTest.clusterMode) assert.strictEqual(pages.length, 1)
+        assert.strictEqual(pages.reduce((sum, page) => sum + page.deleted, 0), 1)
+        assert.deepStrictEqual(pages.flatMap((page) => page.refused.map((r) => r.lock)), [`${prefix}:listed`])
+        assert.strictEqual(yield* Effect.promise(() => raw.get(keyOf("listed").locked)), "listed")
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(keyOf("user").locked)), { name: "bob" })
       }))
   })
 })

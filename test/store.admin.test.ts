@@ -6,12 +6,14 @@
  * counted by Redis itself (INFO commandstats), never by the wall clock.
  */
 import { assert, describe, layer } from "@effect/vitest"
+import type { Cluster } from "ioredis"
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
 import * as Redis from "../src/Redis.js"
+import * as Layout from "../src/internal/layout.js"
 import * as Memory from "../src/internal/memory.js"
 import * as RedisTest from "./support/redis.js"
 import { stores } from "./support/stores.js"
@@ -35,6 +37,17 @@ const runLock = (jid: string, leaseMs: number, limit = 1): Redis.HolderRequest =
 
 const store = Redis.RedisService
 const keyOf = (prefix: string, name: string): Redis.LockKey => ({ prefix, name: `${prefix}:${name}` })
+/** A lock's Redis keys, in the layout under test. */
+const keysOf = (lock: Redis.LockKey) => RedisTest.keysOf(lock.prefix, lock.name)
+
+/**
+ * Where a step whose batch is just filled by every one of `locks` (the whole index) stops: past the `kept` ones. In
+ * cluster mode the step walks shard after shard and stops in the last shard holding any of them, past its kept ones.
+ */
+const fullStepNext = (locks: ReadonlyArray<Redis.LockKey>, kept: ReadonlyArray<Redis.LockKey>): number => {
+  const last = Math.max(...locks.map((lock) => RedisTest.layout.shardOf(lock)))
+  return Layout.reapStart.encode(last, kept.filter((lock) => RedisTest.layout.shardOf(lock) === last).length)
+}
 const reapAll = (prefix: string, options: Partial<Redis.ReapRequest> = {}) =>
   Effect.flatMap(store, (s) => s.reap({ prefix, start: 0, batch: 1000, orphansBefore: 0, dryRun: false, ...options }))
 
@@ -61,9 +74,9 @@ const redisOf = Effect.serviceOption(RedisTest.TestRedis)
 const snapshot = (prefix: string, locks: ReadonlyArray<Redis.LockKey>) =>
   Effect.flatMap(redisOf, (redis) =>
     Option.match(redis, {
-      onSome: ({ raw }) =>
+      onSome: ({ keys: keysOf, raw }) =>
         Effect.promise(async () => {
-          const keys = (await raw.keys(`${prefix}:*`)).sort()
+          const keys = (await keysOf(`${prefix}:*`)).sort()
           const dumps = await Promise.all(keys.map((k) => raw.dumpBuffer(k)))
           return keys.map((k, i) => `${k}=${dumps[i]?.toString("hex")}`).join("\n")
         }),
@@ -77,6 +90,8 @@ const snapshot = (prefix: string, locks: ReadonlyArray<Redis.LockKey>) =>
     }))
 
 for (const target of stores) {
+  // The store in its cluster layout: a reap step and a scan page go shard by shard.
+  const sharded = target.name === "cluster"
   describe(`store admin calls: ${target.name}`, () => {
     layer(target.layer, { excludeTestServices: target.live })((it) => {
       it.effect("fetch: a live lock's holders, TTL and index score at the store's time; a gone lock's nothing", () =>
@@ -186,10 +201,11 @@ for (const target of stores) {
           const dry = yield* reapAll(prefix, { dryRun: true, batch: 3 })
           assert.strictEqual(yield* snapshot(prefix, locks), before)
           // A full batch: next counts every scanned member as kept.
-          assert.strictEqual(dry.next, 3)
+          assert.strictEqual(dry.next, sharded ? fullStepNext(locks, locks) : 3)
           const wet = yield* reapAll(prefix, { batch: 3 })
           assert.deepStrictEqual({ ...dry, next: 0 }, { ...wet, next: 0 })
-          assert.strictEqual(wet.next, 2)
+          // b's only holder lapsed: its member goes, so the next step starts one rank earlier.
+          assert.strictEqual(wet.next, sharded ? fullStepNext(locks, [locks[0]!, locks[2]!]) : 2)
           assert.notStrictEqual(yield* snapshot(prefix, locks), before)
         }))
 
@@ -209,7 +225,12 @@ for (const target of stores) {
           while (next !== -1) {
             const step = yield* reapAll(prefix, { start: next })
             assert.isAtMost(step.scanned, 1000)
-            assert.strictEqual(step.next, step.scanned < 1000 ? -1 : next + step.scanned - step.removedMembers.length)
+            if (sharded && step.scanned === 1000) {
+              // Shard after shard: the position (shard, rank) moves on; the rank is the stop shard's own.
+              assert.isAbove(step.next, next)
+            } else {
+              assert.strictEqual(step.next, step.scanned < 1000 ? -1 : next + step.scanned - step.removedMembers.length)
+            }
             steps.push(step)
             next = step.next
           }
@@ -279,8 +300,15 @@ for (const target of stores) {
             yield* indexOf(prefix, `${prefix}:[^e]dd1?`),
             [11, 13, 15, 17, 19].map((i) => `${prefix}:odd${i}`)
           )
-          const empty = yield* s.scan(RedisTest.uniquePrefix("scan-none"), "0", "*", 10)
-          assert.deepStrictEqual(empty, { cursor: "0", members: [] })
+          const none = RedisTest.uniquePrefix("scan-none")
+          const empty = yield* s.scan(none, "0", "*", 10)
+          if (sharded) {
+            // A page covers one shard: an empty index is a page of nothing per shard.
+            assert.deepStrictEqual(empty.members, [])
+            assert.deepStrictEqual(yield* indexOf(none), [])
+          } else {
+            assert.deepStrictEqual(empty, { cursor: "0", members: [] })
+          }
         }), 120_000)
 
       it.effect("scan: a page's members removed before the next page is asked for: every member is still seen", () =>
@@ -507,19 +535,19 @@ layer(RedisTest.layer(), { excludeTestServices: true })("store admin calls: Redi
       yield* s.lock(deleted, queueLock("j1"))
       yield* s.lock(foreign, queueLock("j2"))
       yield* Effect.promise(async () => {
-        await raw.del(Redis.keysOf(deleted).locked)
+        await raw.del(keysOf(deleted).locked)
         // The gem's entry: a float timestamp.
-        await raw.hset(Redis.keysOf(foreign).locked, "gem", "1750000000.123456")
-        await raw.zadd(`${prefix}:digests`, 1, other.name)
-        await raw.set(Redis.keysOf(other).locked, "not ours")
+        await raw.hset(keysOf(foreign).locked, "gem", "1750000000.123456")
+        await raw.zadd(keysOf(other).index, 1, other.name)
+        await raw.set(keysOf(other).locked, "not ours")
       })
       const result = yield* reapAll(prefix)
       assert.deepStrictEqual([...result.removedMembers].sort(), [deleted.name])
       assert.deepStrictEqual(result.removedHolders, [{ lock: foreign.name, jid: "gem" }])
       assert.strictEqual(result.scanned, 3)
       assert.deepStrictEqual(yield* indexOf(prefix), [foreign.name, other.name].sort())
-      assert.strictEqual(yield* Effect.promise(() => raw.get(Redis.keysOf(other).locked)), "not ours")
-      assert.deepStrictEqual(yield* Effect.promise(() => raw.hkeys(Redis.keysOf(foreign).locked)), ["j2"])
+      assert.strictEqual(yield* Effect.promise(() => raw.get(keysOf(other).locked)), "not ours")
+      assert.deepStrictEqual(yield* Effect.promise(() => raw.hkeys(keysOf(foreign).locked)), ["j2"])
     }))
 
   it.effect("reap: a wrong-typed index fails the step, and nothing is written", () =>
@@ -528,14 +556,20 @@ layer(RedisTest.layer(), { excludeTestServices: true })("store admin calls: Redi
       const { raw } = yield* RedisTest.TestRedis
       const prefix = RedisTest.uniquePrefix("reap-wrong")
       yield* s.lock(keyOf(prefix, "a"), queueLock("j1"))
+      // Aside in the index's own slot (`<prefix>:aside` on one Redis): a cluster renames within one slot only.
+      const index = keysOf(keyOf(prefix, "a")).index
       yield* Effect.promise(async () => {
-        await raw.rename(`${prefix}:digests`, `${prefix}:aside`)
-        await raw.set(`${prefix}:digests`, "not an index")
+        await raw.rename(index, index.replace(/digests$/, "aside"))
+        await raw.set(index, "not an index")
       })
       const before = yield* dumpAll(prefix)
       const error = yield* Effect.flip(reapAll(prefix))
       assert.match(error.reason, /^WRONGTYPE /)
-      assert.strictEqual(error.script, "lua/reap.lua:" + String(lineOf("reap.lua", "redis.call('ZRANGE'")))
+      // A cluster's step reads each shard's members with its own ZRANGE before the script: no script line then.
+      assert.strictEqual(
+        error.script,
+        RedisTest.clusterMode ? undefined : "lua/reap.lua:" + String(lineOf("reap.lua", "redis.call('ZRANGE'"))
+      )
       assert.strictEqual(yield* dumpAll(prefix), before)
       const removeError = yield* Effect.flip(s.remove([keyOf(prefix, "a")]))
       assert.match(removeError.reason, /^WRONGTYPE /)
@@ -553,18 +587,21 @@ layer(RedisTest.layer(), { excludeTestServices: true })("store admin calls: Redi
       yield* s.lock(ours, queueLock("j1", 0, 2))
       yield* Effect.promise(async () => {
         // The gem's entry in one of ours: it counts as gone, so it goes with the lock.
-        await raw.hset(Redis.keysOf(ours).locked, "gem", "1750000000.123456")
-        await raw.hset(Redis.keysOf(user).locked, "name", "bob")
-        await raw.zadd(`${prefix}:digests`, 1, text.name)
-        await raw.set(Redis.keysOf(text).locked, "not ours")
+        await raw.hset(keysOf(ours).locked, "gem", "1750000000.123456")
+        await raw.hset(keysOf(user).locked, "name", "bob")
+        await raw.zadd(keysOf(text).index, 1, text.name)
+        await raw.set(keysOf(text).locked, "not ours")
       })
       const before = yield* dumpAll(prefix)
       const strict = yield* s.remove([ours, user, text], { strict: true })
       assert.deepStrictEqual([strict.deleted, strict.removed, strict.revoked], [[], [], []])
-      assert.deepStrictEqual(strict.refused, [
-        { lock: user.name, reason: `not in ${prefix}:digests: not a lock of this library` },
-        { lock: text.name, reason: `${text.name}:LOCKED is a string, not a lock of this library` }
-      ])
+      // One call per shard in cluster mode, the refusals in shard order: compared by lock there.
+      const byLock = <A extends { readonly lock: string }>(items: ReadonlyArray<A>) =>
+        RedisTest.clusterMode ? [...items].sort((a, b) => a.lock.localeCompare(b.lock)) : items
+      assert.deepStrictEqual(byLock(strict.refused), byLock([
+        { lock: user.name, reason: `not in ${keysOf(user).index}: not a lock of this library` },
+        { lock: text.name, reason: `${keysOf(text).locked} is a string, not a lock of this library` }
+      ]))
       assert.strictEqual(yield* dumpAll(prefix), before, "strict: nothing written")
       const byJid = yield* s.remove([user], { jid: "name" })
       assert.deepStrictEqual(byJid.refused.map((r) => r.lock), [user.name])
@@ -575,8 +612,8 @@ layer(RedisTest.layer(), { excludeTestServices: true })("store admin calls: Redi
         [{ lock: ours.name, jid: "gem", live: false }, { lock: ours.name, jid: "j1", live: true }]
       )
       assert.strictEqual(loose.refused.length, 2)
-      assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(Redis.keysOf(user).locked)), { name: "bob" })
-      assert.strictEqual(yield* Effect.promise(() => raw.get(Redis.keysOf(text).locked)), "not ours")
+      assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(keysOf(user).locked)), { name: "bob" })
+      assert.strictEqual(yield* Effect.promise(() => raw.get(keysOf(text).locked)), "not ours")
       assert.deepStrictEqual(yield* indexOf(prefix), [text.name])
     }))
 
@@ -587,9 +624,9 @@ layer(RedisTest.layer(), { excludeTestServices: true })("store admin calls: Redi
       const prefix = RedisTest.uniquePrefix("revoke-raw")
       const lock = keyOf(prefix, "r:RUN")
       yield* s.lock(lock, { ...runLock("a", 60_000), info: `{"worker":"W"}` })
-      const before = yield* Effect.promise(() => raw.hget(Redis.keysOf(lock).locked, "a"))
+      const before = yield* Effect.promise(() => raw.hget(keysOf(lock).locked, "a"))
       const removal = yield* s.remove([lock])
-      const after = yield* Effect.promise(() => raw.hget(Redis.keysOf(lock).locked, "a"))
+      const after = yield* Effect.promise(() => raw.hget(keysOf(lock).locked, "a"))
       const head = /^(\{"t":\d+,"x":\d+,"l":\d+,"f":\d+)(.*)$/.exec(before!)!
       assert.strictEqual(after, `${head[1]},"r":${removal.now}${head[2]}`)
       const parsed = Redis.parseHolder("a", after!)
@@ -638,40 +675,62 @@ layer(RedisTest.layer(), { excludeTestServices: true })("store admin calls: Redi
 // Its Redis time is measured in bench/ (`npm run bench -- --reaper`: SLOWLOG at 5 ms), not asserted here: a busy
 // machine stretches any call.
 layer(RedisTest.layerServer, { excludeTestServices: true })("store admin calls: the cost of a reap step", (it) => {
-  it.scoped("one reap step over 1,000 members is one script call (commandstats)", () =>
+  const title = RedisTest.clusterMode
+    ? "one reap step over 1,000 members is at most a ZRANGE and a script call per shard (commandstats of every master)"
+    : "one reap step over 1,000 members is one script call (commandstats)"
+  it.scoped(title, () =>
     Effect.gen(function*() {
       const { raw } = yield* RedisTest.TestRedis
       const s = yield* Redis.makeFromClient(raw)
       const prefix = RedisTest.uniquePrefix("reap-cost")
+      const masters = RedisTest.clusterMode ? (raw as unknown as Cluster).nodes("master") : [raw]
+      const names = Array.from({ length: 1000 }, (_, i) => `${prefix}:m${i}`)
       // A step of a busy index: every lock held by a live lease; one in ten has a lapsed holder besides (removed),
       // one in ten is held with no expiry and no lease since long ago (a candidate).
       const now = yield* Effect.promise(async () => {
         const [sec, us] = await raw.time()
         const now = Number(sec) * 1000 + Math.floor(Number(us) / 1000)
-        const pipeline = raw.pipeline()
-        for (let i = 0; i < 1000; i++) {
-          const name = `${prefix}:m${i}`
-          pipeline.zadd(`${prefix}:digests`, now - 10_000 + i, name)
+        // One pipeline per shard: a cluster's pipeline keeps to one slot's node.
+        const pipelines = new Map<number, ReturnType<typeof raw.pipeline>>()
+        names.forEach((name, i) => {
+          const shard = RedisTest.layout.shardOf({ prefix, name })
+          const pipeline = pipelines.get(shard) ?? raw.pipeline()
+          pipelines.set(shard, pipeline)
+          const keys = RedisTest.keysOf(prefix, name)
+          pipeline.zadd(keys.index, now - 10_000 + i, name)
           const lease = i % 10 === 5 ? 0 : now + 60_000
-          pipeline.hset(`${name}:LOCKED`, "live", `{"t":${now - 10_000},"x":0,"l":${lease}}`)
+          pipeline.hset(keys.locked, "live", `{"t":${now - 10_000},"x":0,"l":${lease}}`)
           if (i % 10 === 0) {
-            pipeline.hset(`${name}:LOCKED`, "lapsed", `{"t":${now - 10_000},"x":${now - 5000},"l":0}`)
+            pipeline.hset(keys.locked, "lapsed", `{"t":${now - 10_000},"x":${now - 5000},"l":0}`)
           }
-        }
-        await pipeline.exec()
-        await raw.config("RESETSTAT")
+        })
+        await Promise.all(Array.from(pipelines.values(), (pipeline) => pipeline.exec()))
+        await Promise.all(masters.map((master) => master.config("RESETSTAT")))
         return now
       })
       const step = yield* s.reap({ prefix, start: 0, batch: 1000, orphansBefore: now, dryRun: false })
-      const stats = yield* Effect.promise(() => raw.info("commandstats"))
-      const evalsha = /cmdstat_evalsha:calls=(\d+)/.exec(stats)
+      const stats = yield* Effect.promise(() => Promise.all(masters.map((master) => master.info("commandstats"))))
+      const calls = (command: string) =>
+        stats.reduce((sum, text) => sum + Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(text)?.[1] ?? 0), 0)
       assert.strictEqual(step.scanned, 1000)
       assert.strictEqual(step.removedHolders.length, 100)
       assert.strictEqual(step.candidates.length, 100)
-      assert.strictEqual(step.next, 1000)
-      // One step, one script call: nothing else ran a script (no EVAL after a NOSCRIPT either).
-      assert.strictEqual(Number(evalsha?.[1]), 1, stats)
-      assert.notMatch(stats, /cmdstat_eval:/)
+      if (RedisTest.clusterMode) {
+        // Every member looked at: the step stops in the last shard holding any, past its members (all kept).
+        const locks = names.map((name) => ({ prefix, name }))
+        assert.strictEqual(step.next, fullStepNext(locks, locks))
+        // Per shard one ZRANGE and one script call, and the runner's claim (none here): nothing else ran a script,
+        // no EVAL after a NOSCRIPT either.
+        assert.isAtMost(calls("evalsha") + calls("zrange"), 2 * RedisTest.layout.shards + 1, stats.join("\n"))
+        assert.isAtMost(calls("evalsha"), RedisTest.layout.shards + 1, stats.join("\n"))
+        assert.strictEqual(calls("eval"), 0, stats.join("\n"))
+      } else {
+        const evalsha = /cmdstat_evalsha:calls=(\d+)/.exec(stats[0]!)
+        assert.strictEqual(step.next, 1000)
+        // One step, one script call: nothing else ran a script (no EVAL after a NOSCRIPT either).
+        assert.strictEqual(Number(evalsha?.[1]), 1, stats[0])
+        assert.notMatch(stats[0]!, /cmdstat_eval:/)
+      }
     }), 120_000)
 })
 

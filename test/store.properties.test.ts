@@ -12,6 +12,7 @@
  */
 import { Redis as IORedis } from "ioredis"
 import { afterAll, beforeAll, describe, it } from "@effect/vitest"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -23,10 +24,10 @@ import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
 import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
 import * as Memory from "../src/internal/memory.js"
 import { lockTypes } from "./support/lifecycle.js"
 import * as Model from "./support/model.js"
+import * as RedisTest from "./support/redis.js"
 import { uniquePrefix } from "./support/redis.js"
 import * as VirtualRedis from "./support/virtualRedis.js"
 
@@ -378,6 +379,8 @@ interface Both {
   readonly redis: Redis.RedisService["Type"]
   readonly virtual: VirtualRedis.VirtualRedis
   readonly raw: IORedis
+  /** Every key matching a pattern (on every master of a cluster). */
+  readonly keys: (pattern: string) => Promise<Array<string>>
   /** Locks that got a foreign entry at some point (Redis only). */
   readonly foreigners: Set<string>
   now: number
@@ -401,8 +404,9 @@ interface State {
     readonly entries: ReadonlyArray<{ readonly jid: string; readonly raw: string; readonly entry?: Memory.Entry }>
     readonly pttl: number
     readonly score: number | undefined
+    /** The fencing counter the lock's acquisitions count on (its prefix's, or its shard's on a cluster). */
+    readonly fence: number | undefined
   }>
-  readonly fence: number | undefined
 }
 
 const memoryState = async (both: Both): Promise<State> => {
@@ -415,22 +419,21 @@ const memoryState = async (both: Both): Promise<State> => {
       name: locks[i]!.name,
       entries: s.entries.map((e) => ({ jid: e.jid, raw: rawOf(e), entry: e })),
       pttl: s.pttl,
-      score: s.score
-    })),
-    fence: both.memory.fence(both.prefix)
+      score: s.score,
+      fence: both.memory.fence(locks[i]!)
+    }))
   }
 }
 
 const redisState = async (both: Both): Promise<State> => {
   const locks = allLocks(both.prefix)
-  const { fence, locks: states } = await both.virtual.inspect(both.prefix, locks)
+  const { fences, locks: states } = await both.virtual.inspect(both.prefix, locks)
   return {
     locks: states.map((s, i) => {
       // Foreign entries exist on Redis only: they count as gone, and the memory store cannot hold them.
       const entries = s.entries.filter((e) => !isForeign(e.raw))
-      return { name: locks[i]!.name, ...s, entries, pttl: entries.length === 0 ? -2 : s.pttl }
-    }),
-    fence
+      return { name: locks[i]!.name, ...s, entries, pttl: entries.length === 0 ? -2 : s.pttl, fence: fences[i] }
+    })
   }
 }
 
@@ -442,16 +445,22 @@ const isLiveRaw = (raw: string, now: number): boolean => {
   return isLive({ x: h.expiresAt ?? 0, l: h.leaseUntil ?? 0 }, now)
 }
 
-/** Every key of the run's, dumped: what all or nothing compares. */
+/**
+ * The runner's lease key. On a cluster the virtual clock lives in each shard's slot, so the lease key takes the first
+ * shard's hash tag (a real Redis Cluster's clock needs no such thing: the key can be anywhere).
+ */
+const claimKeyOf = (prefix: string): string =>
+  RedisTest.clusterMode ? `${RedisTest.layout.index(prefix, 0).replace(/:digests$/, "")}:claim` : `${prefix}:claim`
+
+/** Every key of the run's (on every master of a cluster), dumped: what all or nothing compares. */
 const dumpAll = async (both: Both): Promise<string> => {
-  const keys = (await both.raw.keys(`${both.prefix}:*`)).sort()
+  const keys = (await both.keys(`${both.prefix}*`)).sort()
   const dumps = await Promise.all(keys.map((k) => both.raw.dumpBuffer(k)))
   return keys.map((k, i) => `${k}=${dumps[i]?.toString("hex")}`).join("\n")
 }
 
 /** A state without the memory store's decoded entries, to compare; entries by jid (a hash has no order to keep). */
 const comparable = (state: State) => ({
-  fence: state.fence,
   locks: state.locks.map((l) => ({ ...l, entries: l.entries.map((e) => `${e.jid} ${e.raw}`).sort() }))
 })
 
@@ -512,6 +521,7 @@ const comparableAnswer = (call: Call, answer: Answer, foreigners: ReadonlySet<st
     const reaped = answer.right as Redis.ReapResult
     return Either.right({
       ...reaped,
+      ...(RedisTest.clusterMode ? { removedMembers: [...reaped.removedMembers].sort() } : {}),
       removedHolders: [...reaped.removedHolders].sort(byJid),
       candidates: [...reaped.candidates].sort(byJid)
     })
@@ -522,7 +532,9 @@ const comparableAnswer = (call: Call, answer: Answer, foreigners: ReadonlySet<st
 /** One run of calls on both stores, in step. Throws at the first disagreement or broken rule, with the calls so far. */
 const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): Promise<void> => {
   const tokens = new Map<string, Array<number>>()
-  let lastFence = 0
+  /** The latest token of each fencing counter (one per prefix; one per shard on a cluster). */
+  const lastFence = new Map<string, number>()
+  const fenceOf = (lock: Redis.LockKey) => RedisTest.layout.keysOf(lock).fence
   const done: Array<string> = []
   const fail = (message: string): never => {
     throw new Error(`${message}\nafter: ${done.join(", ")}`)
@@ -537,7 +549,7 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
       case "first":
         return held[0] ?? 0
       case "bogus":
-        return (held.at(-1) ?? lastFence) + 1
+        return (held.at(-1) ?? lastFence.get(fenceOf(lock)) ?? 0) + 1
     }
   }
   const plan = (call: Call): Planned => {
@@ -605,13 +617,15 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
         const orphansBefore = call.orphans === "none" ? 0 : call.orphans === "now" ? both.now + 1 : both.now - 100
         const request: Redis.ReapRequest = {
           prefix: both.prefix,
-          start: call.start,
-          batch: call.batch,
+          // On a cluster a step walks shard by shard, the index's order within each: only a step over every member
+          // sees the same members as the memory store's walk over one index.
+          start: RedisTest.clusterMode ? 0 : call.start,
+          batch: RedisTest.clusterMode ? 1000 : call.batch,
           orphansBefore,
           dryRun: call.dryRun,
           runner: call.runner === undefined
             ? undefined
-            : { key: `${both.prefix}:claim`, owner: call.runner.owner, leaseMs: call.runner.lease }
+            : { key: claimKeyOf(both.prefix), owner: call.runner.owner, leaseMs: call.runner.lease }
         }
         return { token: 0, reap: request, send: (store) => store.reap(request) }
       }
@@ -620,7 +634,7 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
         return { lock, token: 0, send: (store) => store.fetch(lock) }
       }
       case "claim":
-        return { token: 0, send: (store) => store.claim(`${both.prefix}:claim`, call.owner, call.lease) }
+        return { token: 0, send: (store) => store.claim(claimKeyOf(both.prefix), call.owner, call.lease) }
       case "advance":
       case "foreign":
       case "wrongType":
@@ -632,7 +646,8 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
   const onRedis = <A>(effect: Effect.Effect<A, Redis.RedisError>) => Effect.runPromise(Effect.either(effect))
   /** A call on Redis while `key` is of the wrong type (a list), and whether anything else changed meanwhile. */
   const withWrongType = async (key: string, planned: Planned): Promise<{ answer: Answer; unchanged: boolean }> => {
-    const aside = `${both.prefix}:aside`
+    // In the key's slot (its hash tag) on a cluster.
+    const aside = `${key}:aside`
     const existed = (await both.raw.exists(key)) === 1
     if (existed) await both.raw.rename(key, aside)
     await both.raw.rpush(key, "x")
@@ -652,7 +667,7 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
       const state = (await both.virtual.inspect(both.prefix, [key])).locks[0]!
       if (!state.entries.some((e) => e.jid === jid)) {
         // The gem's entry: a float timestamp.
-        await both.raw.hset(Redis.keysOf(key).locked, jid, "1750000000.123456")
+        await both.raw.hset(RedisTest.layout.keysOf(key).locked, jid, "1750000000.123456")
         both.foreigners.add(key.name)
       }
       done.push(show(call))
@@ -674,12 +689,12 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
       const own = planned.lock!
       const queue = "digest" in inner ? lockKey(both.prefix, inner.digest, "queue") : own
       const key = call.key === "locked"
-        ? Redis.keysOf(own).locked
+        ? RedisTest.layout.keysOf(own).locked
         : call.key === "queue"
-        ? Redis.keysOf(queue).locked
+        ? RedisTest.layout.keysOf(queue).locked
         : call.key === "index"
-        ? `${both.prefix}:digests`
-        : `${both.prefix}:fence`
+        ? RedisTest.layout.keysOf(own).index
+        : RedisTest.layout.keysOf(own).fence
       const { answer, unchanged } = await withWrongType(key, planned)
       if (Either.isLeft(answer)) {
         done.push(`${show(call)} -> ${shown(answer)}`)
@@ -692,8 +707,19 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
     } else if (call._tag === "renewAll" && call.wrong !== undefined) {
       // A batch reads every key before its first write: a wrong-typed one fails it whole, having written nothing.
       // The leases are checked before any key is read, so a lease out of range is refused as on the memory store.
-      planned = plan(call)
-      const wrong = Redis.keysOf(planned.renewals![call.wrong]!.lock).locked
+      // On a cluster a batch is one call per shard, each all or nothing: the batch keeps to the wrong key's shard.
+      let batch = call
+      if (RedisTest.clusterMode) {
+        const shardOf = (r: (typeof batch.renewals)[number]) =>
+          RedisTest.layout.shardOf(lockKey(both.prefix, r.digest, r.phase))
+        const target = batch.renewals[batch.wrong!]!
+        const kept = batch.renewals.filter((r) => shardOf(r) === shardOf(target))
+        batch = { ...batch, renewals: kept, wrong: kept.indexOf(target) }
+        call = batch
+      }
+      const wrongAt = batch.wrong!
+      planned = plan(batch)
+      const wrong = RedisTest.layout.keysOf(planned.renewals![wrongAt]!.lock).locked
       const { answer, unchanged } = await withWrongType(wrong, planned)
       if (!unchanged) fail(`${show(call)} wrote with the key of renewal ${call.wrong} of the wrong type`)
       if (Either.isRight(answer)) {
@@ -737,7 +763,7 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
     const a = JSON.stringify(comparable(liveOnly(after)))
     const b = JSON.stringify(comparable(liveOnly(onRedisAfter)))
     if (a !== b) fail(`the stores hold different things after ${show(call)}:\nmemory ${a}\nredis  ${b}`)
-    const claimKey = `${both.prefix}:claim`
+    const claimKey = claimKeyOf(both.prefix)
     const leases = [
       JSON.stringify(await Runtime.runPromise(both.memoryRuntime)(both.memory.lease(claimKey))),
       JSON.stringify(await both.virtual.lease(claimKey))
@@ -816,8 +842,9 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
         if (!result.reentrant && held.length > request.limit) fail(`${show(call)}: ${held.length} live holders > limit ${request.limit}`)
         if (!held.some((e) => e.jid === request!.jid)) fail(`${show(call)} acquired, but ${request.jid} holds nothing`)
         if (request.fenced) {
-          if (!(result.fence > lastFence)) fail(`${show(call)}: fencing token ${result.fence} not above ${lastFence}`)
-          lastFence = result.fence
+          const last = lastFence.get(fenceOf(lock)) ?? 0
+          if (!(result.fence > last)) fail(`${show(call)}: fencing token ${result.fence} not above ${last}`)
+          lastFence.set(fenceOf(lock), result.fence)
           const key = `${lock.name} ${request.jid}`
           tokens.set(key, [...(tokens.get(key) ?? []), result.fence])
         } else if (result.fence !== 0) {
@@ -887,16 +914,13 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
 
 describe("store properties: the scripts on Redis against the memory store, on a clock that moves by random steps", () => {
   let raw: IORedis
+  let keys: (pattern: string) => Promise<Array<string>>
   let close: () => Promise<void>
   beforeAll(async () => {
     const scope = Effect.runSync(Scope.make())
-    const source = await Effect.runPromise(Scope.extend(RedisServer.acquire, scope))
-    raw = new IORedis(source.url, { lazyConnect: true })
-    await raw.connect()
-    close = async () => {
-      raw.disconnect()
-      await Effect.runPromise(Scope.close(scope, Exit.void))
-    }
+    const context = await Effect.runPromise(Scope.extend(Layer.build(RedisTest.layerServer), scope))
+    ;({ keys, raw } = Context.get(context, RedisTest.TestRedis))
+    close = () => Effect.runPromise(Scope.close(scope, Exit.void))
   })
   afterAll(() => close())
 
@@ -905,15 +929,16 @@ describe("store properties: the scripts on Redis against the memory store, on a 
     const runtime = await Effect.runPromise(Scope.extend(Layer.toRuntime(TestContext.TestContext), scope))
     await Runtime.runPromise(runtime)(TestClock.setTime(START_MS))
     const prefix = uniquePrefix("sp")
-    const virtual = VirtualRedis.make(raw, prefix)
+    const virtual = VirtualRedis.make(raw, prefix, RedisTest.layout)
     await virtual.setTime(START_MS)
     return {
       prefix,
-      memory: Memory.makeInspectable(),
+      memory: Memory.makeInspectable(RedisTest.layout),
       memoryRuntime: runtime as Runtime.Runtime<never>,
       redis: await Effect.runPromise(virtual.store),
       virtual,
       raw,
+      keys,
       foreigners: new Set(),
       now: START_MS,
       release: () => Effect.runPromise(Scope.close(scope, Exit.void))

@@ -47,10 +47,11 @@ import * as BullMQ from "./BullMQ.js"
  */
 export interface Options extends LockOptions.Options {
   /**
-   * The Redis that holds the locks. Default: the queue's own connection settings (url, or host, port, db, credentials, tls),
-   * on a connection of its own.
+   * The Redis that holds the locks: `Redis.Options`, or `Redis.ClusterOptions` (`{ nodes }`) for Redis Cluster. Default:
+   * the queue's own connection settings (url, or host, port, db, credentials, tls; a `Cluster`'s nodes and node
+   * options), on a connection of its own.
    */
-  readonly redis?: Redis.Options | undefined
+  readonly redis?: Redis.Options | Redis.ClusterOptions | undefined
   /** Other lock options for some job names; the rest use these. */
   readonly jobs?: Readonly<Record<string, LockOptions.Options>> | undefined
   /** Where rejected jobs go (default: a queue named `<queue>-dead`). */
@@ -139,7 +140,8 @@ const connectionKeys = ["host", "port", "db", "username", "password", "tls", "fa
 
 // The queue's connection settings, whether it was given options (`{ url }` included) or an ioredis instance (which
 // keeps them in `options`). Only where to connect is taken: BullMQ's retry and blocking settings are not for locks.
-const redisOf = (connection: ConnectionOptions | undefined): Redis.Options => {
+const redisOf = (connection: ConnectionOptions | undefined): Redis.Options | Redis.ClusterOptions => {
+  if (isCluster(connection)) return clusterOf(connection)
   const source = connection as Record<string, unknown> & { readonly options?: Record<string, unknown> } | undefined
   const settings = typeof source?.options === "object" && source.options !== null ? source.options : source ?? {}
   const client: Record<string, unknown> = {}
@@ -151,6 +153,36 @@ const redisOf = (connection: ConnectionOptions | undefined): Redis.Options => {
 }
 
 type Issue = BullOptions.Issue
+
+// What an ioredis `Cluster` keeps of how it was made (its startup nodes are private in its types, public at run time).
+interface ClusterConnection {
+  readonly isCluster: true
+  readonly startupNodes: ReadonlyArray<string | number | { readonly host?: string; readonly port?: number }>
+  readonly options: { readonly redisOptions?: unknown }
+}
+
+const isCluster = (connection: unknown): connection is ClusterConnection =>
+  LockOptions.isRecord(connection) && connection.isCluster === true && Array.isArray(connection.startupNodes)
+
+// A Cluster connection's startup nodes and what each node's connection was given to connect (credentials, tls).
+const clusterOf = (connection: ClusterConnection): Redis.ClusterOptions => {
+  const nodes = connection.startupNodes.map((node) =>
+    typeof node === "number"
+      ? `127.0.0.1:${node}`
+      : typeof node === "string"
+      ? node
+      : { host: node.host ?? "127.0.0.1", port: node.port ?? 6379 }
+  )
+  const own = (connection.options.redisOptions ?? {}) as Record<string, unknown>
+  const redisOptions: Record<string, unknown> = {}
+  for (const key of connectionKeys) {
+    if (key !== "host" && key !== "port" && own[key] !== undefined && own[key] !== null) redisOptions[key] = own[key]
+  }
+  return { nodes, client: { redisOptions } }
+}
+
+const isClusterOptions = (options: Redis.Options | Redis.ClusterOptions): options is Redis.ClusterOptions =>
+  "nodes" in options
 
 const isQueue = (value: unknown): value is Queue =>
   LockOptions.isRecord(value) && typeof value.name === "string" && typeof value.add === "function"
@@ -240,6 +272,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
   }
   const redisOptions = redis === undefined
     ? redisOf(queue.opts?.connection)
+    : LockOptions.isRecord(redis) && "nodes" in redis
+    ? issuesOf(RedisOptions.decodeCluster(redis, "redis"), found)
     : issuesOf(RedisOptions.decode(redis, "redis"), found)
   if (deadLetter !== undefined) {
     if (!isQueue(deadLetter)) {
@@ -283,7 +317,9 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       Layer.succeed(Defaults.Defaults, settings),
       // The prefix is decoded already: the layer cannot fail.
       history === false ? Layer.empty : Layer.orDie(History.layer({ prefix: Defaults.resolve(fallback, settings).lockPrefix }))
-    ).pipe(Layer.provideMerge(Redis.layer(redisOptions)))
+    ).pipe(Layer.provideMerge(
+      isClusterOptions(redisOptions) ? Redis.layerCluster(redisOptions) : Redis.layer(redisOptions)
+    ))
   )
   // Adds and performs under way, so that close waits for them (each releases what it took); interrupted when close's
   // timeout passes. One fiber per call, watched by its observer: no promise chain and no abort listener per call

@@ -4,8 +4,8 @@
  *
  * @internal
  */
-import type { RedisOptions as IORedisOptions } from "ioredis"
-import { Redis } from "ioredis"
+import type { ClusterOptions as IORedisClusterOptions, RedisOptions as IORedisOptions } from "ioredis"
+import { Cluster, Redis } from "ioredis"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
@@ -19,12 +19,15 @@ import type {
   LockKey,
   LockResult,
   ReapCandidate,
+  ReapRequest,
   ReapResult,
   Removal,
+  Renewal,
   ScanPage,
   Store
 } from "./models.js"
-import { keysOf, RedisError } from "./models.js"
+import * as Layout from "./layout.js"
+import { RedisError } from "./models.js"
 import * as Scripts from "./scripts.js"
 
 /**
@@ -40,6 +43,23 @@ export interface Options {
   readonly enableAutoPipelining?: boolean | undefined
   /** Anything else ioredis takes. */
   readonly client?: IORedisOptions | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClusterOptions {
+  /** Where the cluster is first reached (`host:port`, `redis://host:port`, or `{ host, port }`); the rest is found. */
+  readonly nodes: ReadonlyArray<string | { readonly host: string; readonly port: number }>
+  /** Per-call limit, redirects and failover retries included. Default 5 seconds. */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** How many shards the index and the fencing counter are split into (1 to 1024). Default 16. Every process of a prefix must agree. */
+  readonly shards?: number | undefined
+  /** ioredis' automatic pipelining, per node. */
+  readonly enableAutoPipelining?: boolean | undefined
+  /** Anything else ioredis' `Cluster` takes; what each node's connection takes (password, tls) under `redisOptions`. */
+  readonly client?: IORedisClusterOptions | undefined
 }
 
 
@@ -184,6 +204,26 @@ const mixedPrefixes = (locks: ReadonlyArray<LockKey>): RedisError =>
     }`
   })
 
+// What the scripts' `whole` (lua/lib/prelude.lua) answers for a value out of range, in its words; undefined when in range.
+const outOfRange = (name: string, value: number, min: number, max?: number): string | undefined =>
+  Number.isSafeInteger(value) && value >= min && value <= (max ?? 2 ** 50)
+    ? undefined
+    : `ERR ${name} must be a whole number from ${min} to ${max === undefined ? "2^50" : max}, got ${String(value)}`
+
+// A lease renew_all.lua takes: a whole number of milliseconds from 1 to 2^50.
+const isLease = (ms: number): boolean => outOfRange("lease", ms, 1) === undefined
+
+const emptyReap: ReapResult = { scanned: 0, next: -1, removedMembers: [], removedHolders: [], candidates: [] }
+
+// The removals of one call's shards as one: the latest Redis time, the lists in shard order.
+const mergeRemovals = (parts: ReadonlyArray<Removal>): Removal => ({
+  now: Math.max(...parts.map((part) => part.now)),
+  deleted: parts.flatMap((part) => part.deleted),
+  removed: parts.flatMap((part) => part.removed),
+  revoked: parts.flatMap((part) => part.revoked),
+  refused: parts.flatMap((part) => part.refused)
+})
+
 // A script's error ends naming the script's sha and the line of its source (prelude included).
 const scriptSuffix = / script: [0-9a-f]{40}, on @user_script:(\d+)\.$/
 
@@ -264,6 +304,11 @@ export type Client = Scripts.ScriptClient & {
   ): Promise<[cursor: string, elements: Array<string>]>
   /** `Store.journaled`'s one LRANGE; a client without it fails `journaled` with a `RedisError`. */
   lrange?(key: string, start: number, stop: number): Promise<Array<string>>
+  /** A cluster's reap step reads its members first (its script then names every key it touches). */
+  zrange?(key: string, start: number, stop: number): Promise<Array<string>>
+  /** ioredis' `Cluster`: the scripts are loaded on every master. */
+  readonly isCluster?: boolean
+  nodes?(role: "master"): Array<{ script(subcommand: "LOAD", script: string): Promise<unknown> }>
 }
 
 /**
@@ -274,9 +319,11 @@ export type Client = Scripts.ScriptClient & {
  */
 export const makeFromClient = (
   client: Client,
-  options?: { readonly timeout?: Duration.DurationInput | undefined }
+  options?: { readonly timeout?: Duration.DurationInput | undefined; readonly layout?: Layout.Layout | undefined }
 ): Effect.Effect<Store, RedisError> =>
   Effect.gen(function*() {
+    const layout = options?.layout ?? (client.isCluster === true ? Layout.cluster() : Layout.standalone)
+    const keysOf = layout.keysOf
     // From the generated module: nothing is read from disk, so bundles work.
     const scripts = Scripts.loadScripts()
     const timeout = Duration.decode(options?.timeout ?? defaultTimeout)
@@ -377,12 +424,125 @@ export const makeFromClient = (
       attempt(60)
     }
 
-    // Load once now; a later SCRIPT FLUSH is answered by EVAL on NOSCRIPT.
+    // Load once now, on every master of a cluster; a later SCRIPT FLUSH, or a replica promoted since, is answered by
+    // EVAL on NOSCRIPT.
+    const loaders = client.isCluster === true && client.nodes !== undefined ? client.nodes("master") : [client]
     yield* Effect.forEach(
-      Object.values(scripts),
-      (script) => call("load scripts", () => client.script("LOAD", script.source), () => undefined),
+      loaders.flatMap((node) => Object.values(scripts).map((script) => [node, script] as const)),
+      ([node, script]) => call("load scripts", () => node.script("LOAD", script.source), () => undefined),
       { discard: true }
     )
+
+    // One call per shard the items fall in, sent together, the answers put back in the items' order.
+    const perShard = <I, A>(
+      items: ReadonlyArray<I>,
+      shardOf: (item: I) => number,
+      run: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, RedisError>
+    ): Effect.Effect<ReadonlyArray<A>, RedisError> => {
+      if (layout.shards === 1) return run(items)
+      const groups = new Map<number, Array<number>>()
+      items.forEach((item, i) => {
+        const shard = shardOf(item)
+        const group = groups.get(shard)
+        if (group === undefined) groups.set(shard, [i])
+        else group.push(i)
+      })
+      if (groups.size === 1) return run(items)
+      return Effect.map(
+        Effect.forEach(
+          Array.from(groups.values()),
+          (indices) => Effect.map(run(indices.map((i) => items[i]!)), (answers) => [indices, answers] as const),
+          { concurrency: "unbounded" }
+        ),
+        (parts) => {
+          const out = new Array<A>(items.length)
+          for (const [indices, answers] of parts) indices.forEach((index, j) => (out[index] = answers[j]!))
+          return out
+        }
+      )
+    }
+
+    const renewBatch = (renewals: ReadonlyArray<Renewal>) =>
+      script(
+        "renewAll",
+        scripts.renewAll,
+        [
+          renewals.length,
+          ...renewals.map((renewal) => keysOf(renewal.lock).locked),
+          ...renewals.flatMap((renewal) => [renewal.jid, renewal.leaseMs, renewal.fence])
+        ],
+        (reply) => {
+          const answers = toArray(reply, "renewAll")
+          if (answers.length !== renewals.length) {
+            throw new Error(`${answers.length} answers to ${renewals.length} renewals`)
+          }
+          return answers.map(isOne)
+        }
+      )
+
+    const reapArgs = (request: ReapRequest, rank: number) =>
+      [rank, request.batch, request.orphansBefore, request.dryRun ? "1" : "0"] as const
+
+    // A cluster's step: the runner's lease first (it is in another slot), then shard by shard from where the last
+    // step stopped, the shard's members (ZRANGE) and the script over their declared keys, until `batch` members are
+    // looked at or the last shard ends. Each shard's call is all or nothing; the step is not, across shards.
+    const reapShards = (request: ReapRequest): Effect.Effect<ReapResult, RedisError> => {
+      const zrange = client.zrange
+      if (zrange === undefined) return Effect.fail(new RedisError({ operation: "reap", reason: "this client has no ZRANGE" }))
+      // The arguments first, in reap.lua's order and words: the runner's lease is claimed before any script of the
+      // step runs, and nothing (that lease included) may be written for a step that is refused.
+      const runner = request.runner
+      const refusal = outOfRange("batch", request.batch, 1, 1000) ?? outOfRange("start", request.start, 0) ??
+        outOfRange("orphansBefore", request.orphansBefore, 0) ??
+        (runner === undefined ? undefined : outOfRange("lease", runner.leaseMs, 1))
+      if (refusal !== undefined) return Effect.fail(new RedisError({ operation: "reap", reason: refusal }))
+      const claimed = runner === undefined
+        ? Effect.succeed(true)
+        : script("reap", scripts.claim, [1, runner.key, runner.owner, runner.leaseMs], isOne)
+      const shardStep = (shard: number, rank: number, batch: number) => {
+        const index = layout.index(request.prefix, shard)
+        return Effect.flatMap(call("reap", () => zrange.call(client, index, rank, rank + batch - 1), toStrings), (members) =>
+          members.length === 0
+            ? Effect.succeed(emptyReap)
+            : script(
+              "reap",
+              scripts.reap,
+              [
+                members.length + 1,
+                index,
+                ...members.map((name) => keysOf({ prefix: request.prefix, name }).locked),
+                rank,
+                batch,
+                request.orphansBefore,
+                request.dryRun ? "1" : "0",
+                "",
+                ...members
+              ],
+              toReapResult
+            ))
+      }
+      const walk = (shard: number, rank: number, sofar: ReapResult): Effect.Effect<ReapResult, RedisError> =>
+        Effect.flatMap(shardStep(shard, rank, request.batch - sofar.scanned), (step) => {
+          const merged: ReapResult = {
+            scanned: sofar.scanned + step.scanned,
+            next: step.next >= 0 ? Layout.reapStart.encode(shard, step.next) : -1,
+            removedMembers: [...sofar.removedMembers, ...step.removedMembers],
+            removedHolders: [...sofar.removedHolders, ...step.removedHolders],
+            candidates: [...sofar.candidates, ...step.candidates]
+          }
+          if (step.next >= 0) return Effect.succeed(merged)
+          if (shard + 1 >= layout.shards) return Effect.succeed(merged)
+          if (merged.scanned >= request.batch) return Effect.succeed({ ...merged, next: Layout.reapStart.encode(shard + 1, 0) })
+          return walk(shard + 1, 0, merged)
+        })
+      const { rank, shard } = Layout.reapStart.decode(request.start)
+      return Effect.flatMap(claimed, (held) =>
+        !held
+          ? Effect.succeed<ReapResult>({ ...emptyReap, refused: true })
+          : shard >= layout.shards
+          ? Effect.succeed(emptyReap)
+          : walk(shard, rank, emptyReap))
+    }
 
     const store: Store = {
       lock: (lock, request) => {
@@ -415,25 +575,15 @@ export const makeFromClient = (
       renew: (lock, jid, leaseMs, fence = 0) =>
         script("renew", scripts.renew, [1, keysOf(lock).locked, jid, leaseMs, fence], isOne),
       // One script call for the batch: the keys, then jid, lease and fence per renewal.
-      renewAll: (renewals) =>
-        renewals.length === 0
-          ? Effect.succeed([])
-          : script(
-            "renewAll",
-            scripts.renewAll,
-            [
-              renewals.length,
-              ...renewals.map((renewal) => keysOf(renewal.lock).locked),
-              ...renewals.flatMap((renewal) => [renewal.jid, renewal.leaseMs, renewal.fence])
-            ],
-            (reply) => {
-              const answers = toArray(reply, "renewAll")
-              if (answers.length !== renewals.length) {
-                throw new Error(`${answers.length} answers to ${renewals.length} renewals`)
-              }
-              return answers.map(isOne)
-            }
-          ),
+      // One script call per shard the batch falls in (one for standalone Redis), each all or nothing. A lease out of
+      // range fails the whole batch before anything is written: only the shards holding one are sent, and refuse it.
+      renewAll: (renewals) => {
+        if (renewals.length === 0) return Effect.succeed([])
+        const invalid = layout.shards > 1 ? renewals.filter((renewal) => !isLease(renewal.leaseMs)) : []
+        const shards = new Set(invalid.map((renewal) => layout.shardOf(renewal.lock)))
+        const sent = invalid.length === 0 ? renewals : renewals.filter((renewal) => shards.has(layout.shardOf(renewal.lock)))
+        return perShard(sent, (renewal) => layout.shardOf(renewal.lock), renewBatch)
+      },
       handoff: (from, to, request, { keepOnConflict }) =>
         script(
           "handoff",
@@ -470,57 +620,81 @@ export const makeFromClient = (
         return script("fetch", scripts.fetch, [2, keys.locked, keys.index, lock.name], toFetched)
       },
       reap: (request) =>
-        script(
-          "reap",
-          scripts.reap,
-          request.runner === undefined
-            ? [
-              1,
-              `${request.prefix}:digests`,
-              request.start,
-              request.batch,
-              request.orphansBefore,
-              request.dryRun ? "1" : "0"
-            ]
-            : [
-              2,
-              `${request.prefix}:digests`,
-              request.runner.key,
-              request.start,
-              request.batch,
-              request.orphansBefore,
-              request.dryRun ? "1" : "0",
-              request.runner.owner,
-              request.runner.leaseMs
-            ],
-          toReapResult
-        ),
+        layout.shards > 1
+          ? reapShards(request)
+          : script(
+            "reap",
+            scripts.reap,
+            request.runner === undefined
+              ? [1, layout.index(request.prefix, 0), ...reapArgs(request, request.start)]
+              : [
+                2,
+                layout.index(request.prefix, 0),
+                request.runner.key,
+                ...reapArgs(request, request.start),
+                request.runner.owner,
+                request.runner.leaseMs
+              ],
+            toReapResult
+          ),
+      // One ZSCAN of one shard per page; the cursor carries the shard (Layout.scanCursor).
       scan: (prefix, cursor, pattern, count) => {
         const zscan = client.zscan
-        return zscan === undefined
-          ? Effect.fail(new RedisError({ operation: "scan", reason: "this client has no ZSCAN" }))
-          : call(
-            "scan",
-            () => zscan.call(client, `${prefix}:digests`, cursor, "MATCH", pattern, "COUNT", count),
-            toScanPage
-          )
+        if (zscan === undefined) return Effect.fail(new RedisError({ operation: "scan", reason: "this client has no ZSCAN" }))
+        const at = Layout.scanCursor.decode(layout, cursor)
+        return call(
+          "scan",
+          () => zscan.call(client, layout.index(prefix, at.shard), at.cursor, "MATCH", pattern, "COUNT", count),
+          (reply) => {
+            const page = toScanPage(reply)
+            const next = page.cursor !== "0"
+              ? Layout.scanCursor.encode(layout, at.shard, page.cursor)
+              : at.shard + 1 < layout.shards
+              ? Layout.scanCursor.encode(layout, at.shard + 1, "0")
+              : "0"
+            return { cursor: next, members: page.members }
+          }
+        )
       },
+      // One script call per shard (one for standalone Redis): all or nothing within each.
       remove: (locks, options) => {
         if (locks.length === 0) return Effect.succeed(noRemoval)
         const prefix = onePrefix(locks)
         if (prefix === undefined) return Effect.fail(mixedPrefixes(locks))
-        return script(
-          "remove",
-          scripts.remove,
-          [
-            locks.length + 1,
-            keysOf(locks[0]!).index,
-            ...locks.map((lock) => keysOf(lock).locked),
-            options?.jid ?? "",
-            options?.strict === true ? "1" : "0",
-            ...locks.map((lock) => lock.name)
-          ],
-          toRemoval
+        const removeShard = (shard: ReadonlyArray<LockKey>, strict: "0" | "1" | "2") =>
+          Effect.map(
+            script(
+              "remove",
+              scripts.remove,
+              [
+                shard.length + 1,
+                keysOf(shard[0]!).index,
+                ...shard.map((lock) => keysOf(lock).locked),
+                options?.jid ?? "",
+                strict,
+                ...shard.map((lock) => lock.name)
+              ],
+              toRemoval
+            ),
+            (removal) => [removal]
+          )
+        if (layout.shards === 1) return Effect.map(removeShard(locks, options?.strict === true ? "1" : "0"), (removals) => removals[0]!)
+        const shards = new Set(locks.map(layout.shardOf))
+        const groups = Array.from(shards, (shard) => locks.filter((lock) => layout.shardOf(lock) === shard))
+        const removeAll = Effect.map(
+          Effect.forEach(groups, (group) => removeShard(group, options?.strict === true ? "1" : "0"), {
+            concurrency: "unbounded"
+          }),
+          (parts) => mergeRemovals(parts.flat())
+        )
+        if (options?.strict !== true || groups.length === 1) return removeAll
+        // Strict over several slots: every shard checked first (nothing written), then each removed all or nothing.
+        return Effect.flatMap(
+          Effect.forEach(groups, (group) => removeShard(group, "2"), { concurrency: "unbounded" }),
+          (checks) => {
+            const checked = mergeRemovals(checks.flat())
+            return checked.refused.length > 0 ? Effect.succeed(checked) : removeAll
+          }
         )
       },
       claim: (key, owner, leaseMs) => script("claim", scripts.claim, [1, key, owner, leaseMs], isOne),
@@ -648,6 +822,36 @@ const legacyReplies = { replyMapping: "legacy" } as unknown as Partial<IORedisOp
 // exactOptionalPropertyTypes one is not the other. The value is always "legacy" here.
 type ConstructorOptions = IORedisOptions & { readonly replyMapping?: never }
 
+// A client the store owns, closed with the scope, and the last connection error it reported: connect() rejects with
+// only "Connection is closed"; the error event says why.
+const owned = <C extends Redis | Cluster>(create: () => C, timeout: Duration.Duration) =>
+  Effect.gen(function*() {
+    const runtime = yield* Effect.runtime<never>()
+    let lastError: Error | undefined
+    const client = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const client = create()
+        // Connection errors surface as RedisError on the calls; the event itself is only worth a debug line.
+        client.on("error", (error: Error) => {
+          lastError = error
+          Runtime.runFork(runtime)(
+            Effect.logDebug("Redis connection error", error.message).pipe(
+              Effect.annotateLogs({ package: "effect-unique-jobs", module: "Redis" })
+            )
+          )
+        })
+        return client
+      }),
+      (client) =>
+        // Only a connected client can send QUIT: one still connecting (or never started) would wait to connect first.
+        (client.status === "ready" ? Effect.promise(() => client.quit().catch(() => undefined)) : Effect.void).pipe(
+          Effect.timeoutOption(timeout),
+          Effect.ensuring(Effect.sync(() => client.disconnect()))
+        )
+    )
+    return { client, lastError: () => lastError }
+  })
+
 /**
  * A store that owns its ioredis connection: connected (and checked) when built, closed with its scope.
  *
@@ -678,37 +882,53 @@ export const make = (options: Options = {}): Effect.Effect<Store, RedisError, Sc
       : Redacted.isRedacted(options.url)
       ? Redacted.value(options.url)
       : options.url
-    const runtime = yield* Effect.runtime<never>()
-    // The connect() rejection only says "Connection is closed"; the error event says why.
-    let lastError: Error | undefined
-    const client = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const client = url === undefined
-          ? new Redis(clientOptions as ConstructorOptions)
-          : new Redis(url, clientOptions as ConstructorOptions)
-        // Connection errors surface as RedisError on the calls; the event itself is only worth a debug line.
-        client.on("error", (error: Error) => {
-          lastError = error
-          Runtime.runFork(runtime)(
-            Effect.logDebug("Redis connection error", error.message).pipe(
-              Effect.annotateLogs({ package: "effect-unique-jobs", module: "Redis" })
-            )
-          )
-        })
-        return client
-      }),
-      (client) =>
-        // Only a connected client can send QUIT: one still connecting (or never started) would wait to connect first.
-        (client.status === "ready" ? Effect.promise(() => client.quit().catch(() => undefined)) : Effect.void).pipe(
-          Effect.timeoutOption(timeout),
-          Effect.ensuring(Effect.sync(() => client.disconnect()))
-        )
+    const { client, lastError } = yield* owned(
+      () => url === undefined ? new Redis(clientOptions as ConstructorOptions) : new Redis(url, clientOptions as ConstructorOptions),
+      timeout
     )
     const db = yield* databaseOf(client)
-    yield* connect(client, timeout, url !== undefined, () => lastError)
+    yield* connect(client, timeout, url !== undefined, lastError)
     yield* selectDatabase(client, db)
     const store = yield* makeFromClient(failFast(client, clientOptions), { timeout })
     // Its finalizer runs before the client's: the lease keeper stops before the connection closes.
+    return yield* Keeper.scoped(store)
+  })
+
+/**
+ * A store on Redis Cluster that owns its ioredis `Cluster`: connected when built (every slot known), closed with its
+ * scope. Calls follow MOVED and ASK and wait out CLUSTERDOWN, TRYAGAIN and a failover as ioredis does, always within
+ * the call's timeout.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeCluster = (options: ClusterOptions): Effect.Effect<Store, RedisError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const timeout = Duration.decode(options.timeout ?? defaultTimeout)
+    const timeoutMs = Duration.toMillis(timeout)
+    const own = options.client ?? {}
+    const clusterOptions: IORedisClusterOptions = {
+      // As for one Redis: fail fast while the cluster is not ready rather than send a lock call late.
+      enableOfflineQueue: false,
+      lazyConnect: true,
+      enableAutoPipelining: options.enableAutoPipelining ?? false,
+      slotsRefreshTimeout: Math.min(timeoutMs, 1000),
+      ...own,
+      redisOptions: {
+        autoResendUnfulfilledCommands: false,
+        commandTimeout: timeoutMs,
+        connectTimeout: timeoutMs,
+        ...own.redisOptions,
+        ...legacyReplies
+      }
+    }
+    const nodes = options.nodes.map((node) => typeof node === "string" ? node.replace(/^redis:\/\//, "") : { ...node })
+    const { client, lastError } = yield* owned(() => new Cluster(nodes, clusterOptions), timeout)
+    yield* connect(client, timeout, true, lastError)
+    const store = yield* makeFromClient(client, {
+      timeout,
+      layout: Layout.cluster(options.shards ?? Layout.defaultShards)
+    })
     return yield* Keeper.scoped(store)
   })
 
@@ -723,7 +943,7 @@ const refused = (error: Error): boolean =>
  * refused password, a denied command: a Redis reply error) fails at once; so does a retry strategy that gives up.
  */
 const connect = (
-  client: Redis,
+  client: Redis | Cluster,
   timeout: Duration.Duration,
   configured: boolean,
   lastError: () => Error | undefined

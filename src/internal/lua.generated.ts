@@ -282,8 +282,9 @@ return acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], AR
 -- holder is never removed.
 -- Returns {scanned, next rank (-1: the end was reached), {removed members}, {lock, jid, ...} removed holders,
 -- {lock, jid, locked at, queue, ...} candidates}: queue is the entry's q as its JSON string literal, '' when none.
--- The holders keys are built here from the index's members: a walk over the index cannot name them in KEYS up front.
--- Fine on one Redis; Redis Cluster (keys in other slots) will need another approach, such as one step per slot.
+-- On one Redis the walk reads the members here and builds their keys (m:LOCKED): it cannot name them in KEYS up front.
+-- On Redis Cluster every key is declared: ARGV[5] is '' and ARGV[6..] are the members the caller read (ZRANGE of the
+-- same ranks), each with its holders key in KEYS[1 + i]; that call has no runner (its lease is in another slot).
 -- All or nothing: every read (ZRANGE fails on a wrong-typed index, then one HGETALL per member) before any write.
 -- One call per member, the step's main cost: HGETALL by pcall answers a key of another type with an error (left
 -- alone) and a missing key with an empty list (an empty hash cannot exist). No WITHSCORES: the scores are not used.
@@ -312,8 +313,9 @@ local batch = whole(ARGV[2], 'batch', 1, 1000)
 local start = whole(ARGV[1], 'start', 0)
 local before = whole(ARGV[3], 'orphansBefore', 0)
 local dry = ARGV[4] == '1'
+local given = ARGV[5] == ''
 -- With a runner (KEYS[2] its lease, ARGV[5] owner, ARGV[6] lease ms): only while owner holds the lease, renewed here.
-local runner = KEYS[2] ~= nil
+local runner = not given and KEYS[2] ~= nil
 local lease, holder = 0, false
 if runner then
   lease = whole(ARGV[6], 'lease', 1)
@@ -321,7 +323,17 @@ if runner then
   if holder and holder ~= ARGV[5] then return {0, -1, {}, {}, {}, 0} end
 end
 local ms = now()
-local found = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
+local found, keys = {}, {}
+if given then
+  for i = 6, #ARGV do found[i - 5] = ARGV[i] end
+  for i = 2, #KEYS do keys[i - 1] = KEYS[i] end
+  if #found ~= #keys or #found > batch then error({err = 'ERR each given member needs its key, at most batch of them'}) end
+  -- Fails on a wrong-typed index before any write, as ZRANGE does below.
+  redis.call('ZCARD', KEYS[1])
+else
+  found = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
+  for i = 1, #found do keys[i] = found[i] .. ':LOCKED' end
+end
 local scanned = #found
 local members, holders, candidates = {}, {}, {}
 local gone = {}
@@ -329,7 +341,7 @@ local evictions = {}
 local kept = 0
 for i = 1, scanned do
   local member = found[i]
-  local key = member .. ':LOCKED'
+  local key = keys[i]
   local all = redis.pcall('HGETALL', key)
   if all.err then
     kept = kept + 1
@@ -381,7 +393,8 @@ return {scanned, next, members, holders, candidates}
 `,
   "remove.lua": `-- The admin's removal (Locks.delete, unlock, deleteByPattern): every holder of each lock, or only jid's.
 -- KEYS[1] <prefix>:digests  KEYS[2..] each lock's <lock>:LOCKED
--- ARGV jid ('' for every holder), strict ('1': when any lock is refused, write nothing), each lock's member
+-- ARGV jid ('' for every holder), strict ('1': when any lock is refused, write nothing; '2': only check, never write),
+-- each lock's member
 -- Only this library's locks: a lock whose key exists but whose member is not in the index, or whose key is not a
 -- hash, is refused (left alone). In one of ours, a holder with a live lease (a run lock whose job may still run) is
 -- revoked, not removed: it keeps its place, so no second copy can start while the first runs, and its next renewal
@@ -391,7 +404,7 @@ return {scanned, next, members, holders, candidates}
 -- revoked, {lock, reason, ...} refused}.
 -- All or nothing: every read (ZSCORE fails on a wrong-typed index) before the first write.
 local jid = ARGV[1]
-local strict = ARGV[2] == '1'
+local strict = ARGV[2] == '1' or ARGV[2] == '2'
 local ms = now()
 local locks = {}
 local refused = {}
@@ -421,7 +434,7 @@ for i = 2, #KEYS do
     locks[#locks + 1] = {key = key, member = member, indexed = indexed, size = size, entries = entries}
   end
 end
-if strict and #refused > 0 then return {ms, {}, {}, {}, refused} end
+if (strict and #refused > 0) or ARGV[2] == '2' then return {ms, {}, {}, {}, refused} end
 
 local deleted, removed, revokes = {}, {}, {}
 local gone = {}

@@ -18,6 +18,7 @@ import type {
   Store
 } from "./models.js"
 import { keysOf, RedisError } from "./models.js"
+import * as Layout from "./layout.js"
 
 /** @internal */
 export interface Entry {
@@ -148,14 +149,16 @@ export interface LockState {
 export const make = (): Store => makeInspectable().store
 
 /**
- * The store, and a view of its state for the differential tests (`inspect`, and the prefix's fencing counter).
+ * The store, and a view of its state for the differential tests (`inspect`, and each lock's fencing counter). The
+ * fencing counters are split as `fences` splits them (one per prefix, as on one Redis; one per shard, as on a cluster),
+ * so its tokens are the ones the scripts hand out in that layout.
  *
  * @internal
  */
-export const makeInspectable = () => {
+export const makeInspectable = (fences: Layout.Layout = Layout.standalone) => {
   const hashes = new Map<string, Hash>()
   const indexes = new Map<string, Map<string, number>>()
-  const fences = new Map<string, number>()
+  const counters = new Map<string, number>()
   /** claim.lua's keys: the owner and when the lease ends. */
   const leases = new Map<string, { owner: string; expiresAt: number }>()
 
@@ -188,7 +191,8 @@ export const makeInspectable = () => {
     const limit = whole(request.limit, "limit", 1)
     const ttl = whole(request.ttlMs, "ttl", 0)
     const lease = whole(request.leaseMs, "lease", 0)
-    const { fence, index, locked } = keysOf(lock)
+    const { index, locked } = keysOf(lock)
+    const fence = fences.keysOf(lock).fence
     let hash = getHash(locked, now)
     let count = hash?.entries.size ?? 0
     const current = hash?.entries.get(request.jid)
@@ -210,7 +214,7 @@ export const makeInspectable = () => {
       count--
     }
     hash = getHash(locked, now)
-    const f = request.fenced ? Math.max(micros, (fences.get(fence) ?? 0) + 1) : 0
+    const f = request.fenced ? Math.max(micros, (counters.get(fence) ?? 0) + 1) : 0
     const entry: Entry = {
       t: now,
       x: ttl > 0 ? now + ttl : 0,
@@ -234,7 +238,7 @@ export const makeInspectable = () => {
     const score = members.get(lock.name)
     if (entry.x === 0) members.set(lock.name, now)
     else if (score === undefined || entry.x > score) members.set(lock.name, entry.x)
-    if (f > 0) fences.set(fence, f)
+    if (f > 0) counters.set(fence, f)
     return { _tag: "Acquired", reentrant: false, fence: f }
   }
 
@@ -560,5 +564,5 @@ export const makeInspectable = () => {
         : { owner: current.owner, pttl: current.expiresAt - now }
     })
 
-  return { store, inspect, lease, fence: (prefix: string): number | undefined => fences.get(`${prefix}:fence`) }
+  return { store, inspect, lease, fence: (lock: LockKey): number | undefined => counters.get(fences.keysOf(lock).fence) }
 }

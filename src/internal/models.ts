@@ -7,6 +7,7 @@
  */
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Layout from "./layout.js"
 
 /**
  * A Redis call failed: connection, script, reply or timeout. Carries the cause; a script's error also names where in
@@ -45,11 +46,7 @@ export interface LockKey {
  * @since 0.1.0
  * @category keys
  */
-export const keysOf = (lock: LockKey): { readonly locked: string; readonly index: string; readonly fence: string } => ({
-  locked: `${lock.name}:LOCKED`,
-  index: `${lock.prefix}:digests`,
-  fence: `${lock.prefix}:fence`
-})
+export const keysOf: (lock: LockKey) => Layout.Keys = Layout.standalone.keysOf
 
 /**
  * Who asks for a lock and on what terms. Times in milliseconds; 0 means none.

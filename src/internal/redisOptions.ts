@@ -9,7 +9,8 @@ import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Options from "./decoding.js"
-import type { Options as RedisOptions } from "./ioredis.js"
+import type { ClusterOptions as RedisClusterOptions, Options as RedisOptions } from "./ioredis.js"
+import { maxShards } from "./layout.js"
 
 const Url = Schema.declare(
   (u: unknown): u is string | Redacted.Redacted<string> => {
@@ -101,3 +102,45 @@ const issuesOf = (error: ParseResult.ParseError) =>
       }
       : issue
   )
+
+const Node = Schema.Unknown.pipe(
+  Schema.filter((node) =>
+    (typeof node === "string" && /^(redis:\/\/)?[^\s/:]+:\d{1,5}$/.test(node)) ||
+    (Options.isRecord(node) && typeof node.host === "string" && node.host !== "" && Number.isSafeInteger(node.port) &&
+      (node.port as number) > 0 && (node.port as number) <= 65_535) ||
+    `expected a node as "host:port" or { host, port } (TLS: client: { redisOptions: { tls: {} } }), got ${
+      Options.describeValue(node)
+    }`
+  )
+)
+
+const ClusterSchema = Schema.Struct({
+  nodes: Schema.Array(Node).pipe(
+    Schema.filter((nodes) => nodes.length > 0 || "expected at least one node to reach the cluster by")
+  ),
+  timeout: Schema.optional(Options.TimerDuration),
+  shards: Schema.optional(whole(1, maxShards, "a shard count")),
+  enableAutoPipelining: Schema.optional(Schema.Boolean),
+  client: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+
+const decodeClusterStruct = Schema.decodeUnknownEither(ClusterSchema, { errors: "all", onExcessProperty: "error" })
+
+/**
+ * Checks cluster options as `decode` checks `Redis.Options`; ioredis' own `Cluster` options go under `client`.
+ *
+ * @internal
+ */
+export const decodeCluster = (
+  input: unknown,
+  under?: string | undefined
+): Either.Either<RedisClusterOptions, Options.InvalidLockOptions> => {
+  if (!Options.isRecord(input)) {
+    const reason = `expected Redis Cluster options like { nodes: ["127.0.0.1:7000"] }, got ${Options.describeValue(input)}`
+    return Either.left(Options.invalidOptions([{ field: "options", reason }], under))
+  }
+  return Either.mapBoth(decodeClusterStruct(input), {
+    onLeft: (error) => Options.invalidOptions(issuesOf(error), under),
+    onRight: () => input as unknown as RedisClusterOptions
+  })
+}

@@ -18,5 +18,5 @@ export interface Store {
 
 export const stores: ReadonlyArray<Store> = [
   { name: "memory", layer: Redis.layerMemory, live: false, advance: (ms) => TestClock.adjust(ms) },
-  { name: "redis", layer: RedisTest.layer(), live: true, advance: (ms) => Effect.sleep(ms) }
+  { name: RedisTest.clusterMode ? "cluster" : "redis", layer: RedisTest.layer(), live: true, advance: (ms) => Effect.sleep(ms) }
 ]

@@ -8,15 +8,20 @@
  */
 import type { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
+import * as Layout from "../../src/internal/layout.js"
 import * as Redis from "../../src/Redis.js"
 import * as Scripts from "../../src/internal/scripts.js"
 
 // Lua's false comes back as a nil reply (null) in the inspection below.
-/** Keys of the shim under `namespace`: the clock (ms) and the expiries of keys. */
+/**
+ * Keys of the shim under `namespace`: the clock (ms) and the expiries of keys. On a cluster each slot the scripts touch
+ * keeps its own copy (named with the hash tag of the script's first key), so a script stays in one slot.
+ */
 const shim = (namespace: string) => `
 local real = redis
-local NOW = tonumber(real.call('GET', '${namespace}:vclock'))
-local EXPIRY = '${namespace}:vexpiry'
+local TAG = string.match(KEYS[1] or '', '({[^}]+})') or ''
+local NOW = tonumber(real.call('GET', '${namespace}' .. TAG .. ':vclock'))
+local EXPIRY = '${namespace}' .. TAG .. ':vexpiry'
 local function purge(key)
   local at = real.call('HGET', EXPIRY, key)
   if at and tonumber(at) <= NOW then
@@ -95,17 +100,20 @@ export interface VirtualRedis {
   /** A store over the shimmed scripts; it never reads Redis' own clock. */
   readonly store: Effect.Effect<Redis.RedisService["Type"], Redis.RedisError>
   readonly setTime: (ms: number) => Promise<void>
-  /** Each lock's state (in the order given) and the prefix's fencing counter, on the virtual clock. */
+  /** Each lock's state and its fencing counter (in the order given), on the virtual clock. */
   readonly inspect: (
     prefix: string,
     locks: ReadonlyArray<Redis.LockKey>
-  ) => Promise<{ readonly locks: ReadonlyArray<LockState>; readonly fence: number | undefined }>
+  ) => Promise<{ readonly locks: ReadonlyArray<LockState>; readonly fences: ReadonlyArray<number | undefined> }>
   /** A claim.lua key on the virtual clock: its owner and PTTL (-2: no key). */
   readonly lease: (key: string) => Promise<{ readonly owner: string | undefined; readonly pttl: number }>
 }
 
-/** The virtual-clock store for keys under `namespace` (the shim's own keys live there too). */
-export const make = (raw: IORedis, namespace: string): VirtualRedis => {
+/**
+ * The virtual-clock store for keys under `namespace` (the shim's own keys live there too), in `layout` (for the
+ * cluster layout, `raw` is an ioredis `Cluster`).
+ */
+export const make = (raw: IORedis, namespace: string, layout: Layout.Layout = Layout.standalone): VirtualRedis => {
   // All on the script's first line (its comment lines left out), so an error's line is the script's own, as in
   // production, and the store maps it back to its lua/ file. A redis.call error's line is the shim's, though: the
   // error is raised inside the shim's `call`.
@@ -114,6 +122,8 @@ export const make = (raw: IORedis, namespace: string): VirtualRedis => {
   const evalShimmed = (source: string, numKeys: number, args: ReadonlyArray<string | number>) =>
     raw.eval(`${prelude} ${source}`, numKeys, ...args)
   const client: Redis.Client = {
+    ...(layout.cluster ? { isCluster: true } : {}),
+    zrange: (key, start, stop) => raw.zrange(key, start, stop),
     evalsha: (sha, numKeys, ...args) => {
       const source = sources.get(sha)
       return source === undefined ? Promise.reject(new Error(`NOSCRIPT ${sha}`)) : evalShimmed(source, numKeys, args)
@@ -132,22 +142,28 @@ export const make = (raw: IORedis, namespace: string): VirtualRedis => {
       })
   }
   return {
-    store: Redis.makeFromClient(client),
-    setTime: (ms) => raw.set(`${namespace}:vclock`, String(ms)).then(() => undefined),
-    inspect: async (prefix, locks) => {
-      const keys = [...locks.map((l) => Redis.keysOf(l).locked), `${prefix}:digests`, `${prefix}:fence`]
-      const [states, fence] = (await evalShimmed(inspectScript, keys.length, [keys, locks.map((l) => l.name)].flat())) as [
-        Array<[Array<string>, number, string | null]>,
-        string | null
-      ]
-      return {
-        locks: states.map(([flat, pttl, score]) => {
-          const entries: Array<{ jid: string; raw: string }> = []
-          for (let i = 0; i < flat.length; i += 2) entries.push({ jid: flat[i]!, raw: flat[i + 1]! })
-          return { entries, pttl, score: score === null ? undefined : Number(score) }
-        }),
-        fence: fence === null ? undefined : Number(fence)
-      }
+    store: Redis.makeFromClient(client, layout.cluster ? { shards: layout.shards } : {}),
+    setTime: async (ms) => {
+      const tags = layout.cluster ? Layout.tagsOf(layout.shards).map((tag) => `{${tag}}`) : [""]
+      await Promise.all(tags.map((tag) => raw.set(`${namespace}${tag}:vclock`, String(ms))))
+    },
+    // One call per lock: its keys, its index and its fencing counter are in one slot in either layout.
+    inspect: async (_prefix, locks) => {
+      const states = await Promise.all(locks.map(async (lock) => {
+        const { fence, index, locked } = layout.keysOf(lock)
+        const [[state], counter] = (await evalShimmed(inspectScript, 3, [locked, index, fence, lock.name])) as [
+          [[Array<string>, number, string | null]],
+          string | null
+        ]
+        const [flat, pttl, score] = state
+        const entries: Array<{ jid: string; raw: string }> = []
+        for (let i = 0; i < flat.length; i += 2) entries.push({ jid: flat[i]!, raw: flat[i + 1]! })
+        return {
+          state: { entries, pttl, score: score === null ? undefined : Number(score) },
+          fence: counter === null ? undefined : Number(counter)
+        }
+      }))
+      return { locks: states.map((s) => s.state), fences: states.map((s) => s.fence) }
     },
     lease: async (key) => {
       const [owner, pttl] = (await evalShimmed(

@@ -1,0 +1,171 @@
+/**
+ * Where a lock's keys live. Standalone Redis keeps the spec's names (`<lock>:LOCKED`, `<prefix>:digests`,
+ * `<prefix>:fence`). Redis Cluster refuses a script whose keys are in more than one hash slot, so there the index and
+ * the fencing counter are split into shards, and every key of a lock carries its shard's hash tag right after the
+ * prefix: `<prefix>:{<tag>}:<hex>:LOCKED`, `<prefix>:{<tag>}:digests`, `<prefix>:{<tag>}:fence`. A lock's queue and run
+ * phases (`<hex>` and `<hex>:RUN`) share a shard, so the handoff stays one script call. Index members stay the lock
+ * names in either layout, so digests read the same everywhere.
+ *
+ * @internal
+ */
+/** A lock's prefix and name (`<prefix>:<hex>` or `<prefix>:<hex>:RUN`), as `models.LockKey` holds them. */
+interface LockKey {
+  readonly prefix: string
+  readonly name: string
+}
+
+/**
+ * @internal
+ */
+export interface Keys {
+  readonly locked: string
+  readonly index: string
+  readonly fence: string
+}
+
+/**
+ * @internal
+ */
+export interface Layout {
+  /** 1 for standalone. */
+  readonly shards: number
+  readonly cluster: boolean
+  readonly shardOf: (lock: LockKey) => number
+  readonly keysOf: (lock: LockKey) => Keys
+  /** The index of `prefix`'s `shard`. */
+  readonly index: (prefix: string, shard: number) => string
+}
+
+/** The spec's names, one index and one counter per prefix. @internal */
+export const standalone: Layout = {
+  shards: 1,
+  cluster: false,
+  shardOf: () => 0,
+  keysOf: (lock) => ({ locked: `${lock.name}:LOCKED`, index: `${lock.prefix}:digests`, fence: `${lock.prefix}:fence` }),
+  index: (prefix) => `${prefix}:digests`
+}
+
+/** The most shards a cluster layout takes: a scan cursor carries the shard beside ZSCAN's own cursor. @internal */
+export const maxShards = 1024
+
+/** The default: 16 shards spread evenly over the slots put at least 5 on each of 3 masters, and 1 on each of 16. @internal */
+export const defaultShards = 16
+
+const slots = 16384
+
+// CRC16/XMODEM, the checksum Redis Cluster maps keys to slots with (polynomial 0x1021, initial value 0).
+const table = (() => {
+  const out = new Uint16Array(256)
+  for (let byte = 0; byte < 256; byte++) {
+    let crc = byte << 8
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff
+    out[byte] = crc
+  }
+  return out
+})()
+
+/**
+ * The hash slot of a key as Redis Cluster computes it: of the text between the first `{` and the next `}` when that is
+ * not empty, else of the whole key (UTF-8 bytes).
+ *
+ * @internal
+ */
+export const slotOf = (key: string): number => {
+  const open = key.indexOf("{")
+  let hashed = key
+  if (open >= 0) {
+    const close = key.indexOf("}", open + 1)
+    if (close > open + 1) hashed = key.slice(open + 1, close)
+  }
+  let crc = 0
+  for (const byte of Buffer.from(hashed, "utf8")) crc = ((crc << 8) & 0xffff) ^ table[((crc >> 8) ^ byte) & 0xff]!
+  return crc % slots
+}
+
+/**
+ * Shard i's tag: the first `<i>-<n>` whose slot falls in the i-th of `shards` equal runs of slots. Clusters hand out
+ * slots in runs (`redis-cli --cluster create` gives each master one), so evenly spaced slots spread the shards over
+ * every master, whatever the prefix.
+ *
+ * @internal
+ */
+export const tagsOf = (shards: number): ReadonlyArray<string> => {
+  const tags: Array<string> = []
+  for (let shard = 0; shard < shards; shard++) {
+    const from = Math.floor((shard * slots) / shards)
+    const to = Math.floor(((shard + 1) * slots) / shards)
+    for (let n = 0; ; n++) {
+      const tag = `${shard}-${n}`
+      const slot = slotOf(`{${tag}}`)
+      if (slot >= from && slot < to) {
+        tags.push(tag)
+        break
+      }
+    }
+  }
+  return tags
+}
+
+// FNV-1a over the lock's name less its prefix and `:RUN`: both phases of a digest land in one shard.
+const hashOf = (text: string): number => {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193)
+  return hash >>> 0
+}
+
+const restOf = (lock: LockKey): string =>
+  lock.name.startsWith(`${lock.prefix}:`) ? lock.name.slice(lock.prefix.length + 1) : lock.name
+
+const baseOf = (lock: LockKey): string => {
+  const rest = restOf(lock)
+  return rest.endsWith(":RUN") ? rest.slice(0, -4) : rest
+}
+
+/** The cluster layout over `shards` shards (1 to `maxShards`). @internal */
+export const cluster = (shards: number = defaultShards): Layout => {
+  const tags = tagsOf(shards)
+  const shardOf = (lock: LockKey) => hashOf(baseOf(lock)) % shards
+  return {
+    shards,
+    cluster: true,
+    shardOf,
+    keysOf: (lock) => {
+      const tagged = `${lock.prefix}:{${tags[shardOf(lock)]}}`
+      return {
+        locked: `${tagged}:${restOf(lock)}:LOCKED`,
+        index: `${tagged}:digests`,
+        fence: `${tagged}:fence`
+      }
+    },
+    index: (prefix, shard) => `${prefix}:{${tags[shard]}}:digests`
+  }
+}
+
+/**
+ * A scan position over every shard: ZSCAN's cursor times the shard count plus the shard, as one decimal number; "0"
+ * starts at the first shard and ends the last, and with one shard it is ZSCAN's cursor unchanged.
+ *
+ * @internal
+ */
+export const scanCursor = {
+  encode: (layout: Layout, shard: number, cursor: string): string =>
+    (BigInt(cursor) * BigInt(layout.shards) + BigInt(shard)).toString(),
+  decode: (layout: Layout, text: string): { readonly shard: number; readonly cursor: string } => {
+    const n = /^\d+$/.test(text) ? BigInt(text) : 0n
+    const shards = BigInt(layout.shards)
+    return { shard: Number(n % shards), cursor: (n / shards).toString() }
+  }
+}
+
+/**
+ * A reap position over every shard: the shard times 2^32 plus the rank in its index; with one shard, the rank.
+ *
+ * @internal
+ */
+export const reapStart = {
+  encode: (shard: number, rank: number): number => shard * 2 ** 32 + rank,
+  decode: (start: number): { readonly shard: number; readonly rank: number } => ({
+    shard: Math.floor(start / 2 ** 32),
+    rank: start % 2 ** 32
+  })
+}
