@@ -5,7 +5,8 @@
  * a third of what the single master spends (the goal: at most 40%). This machine has 2 cores, so throughput cannot show
  * the spread: Redis time per node does.
  *
- *   npm run bench -- --cluster [--lifecycles=N] [--rounds=N] [--shards=N]   writes bench/results/cluster.md
+ *   npm run bench -- --cluster [--lifecycles=N] [--rounds=N] [--shards=N] [--pipelining]
+ *     writes bench/results/cluster[-<shards>][-pipelined].md
  */
 import { randomBytes } from "node:crypto"
 import { writeFileSync } from "node:fs"
@@ -13,6 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { Redis as IORedis } from "ioredis"
+import * as Layout from "../dist/internal/layout.js"
 import * as Redis from "../dist/Redis.js"
 import * as RedisCluster from "../dist/RedisCluster.js"
 import * as RedisServer from "../dist/RedisServer.js"
@@ -85,7 +87,8 @@ export const main = async (
   log: (line: string) => void,
   lifecycles: number,
   rounds: number,
-  shards?: number
+  shards?: number,
+  pipelining = false
 ): Promise<void> => {
   const scope = Effect.runSync(Scope.make())
   const { lines, out } = recorder(log)
@@ -95,6 +98,7 @@ export const main = async (
         const cluster = yield* RedisCluster.start({ masters, replicas: 0 })
         const store = yield* Redis.makeCluster({
           nodes: cluster.startupNodes.map((n) => `${n.host}:${n.port}`),
+          enableAutoPipelining: pipelining,
           ...(shards === undefined ? {} : { shards })
         })
         return { name: `${masters}-master cluster`, ports: yield* cluster.masters, store }
@@ -103,7 +107,7 @@ export const main = async (
     const three = await start(3)
     const plain = await Effect.runPromise(Scope.extend(Effect.gen(function*() {
       const server = yield* RedisServer.start
-      const store = yield* Redis.make({ url: server.url })
+      const store = yield* Redis.make({ url: server.url, enableAutoPipelining: pipelining })
       return { name: "one redis-server (standalone layout)", ports: [Number(new URL(server.url).port)], store }
     }), scope))
     const targets: ReadonlyArray<Target> = [one, three, plain]
@@ -127,7 +131,8 @@ export const main = async (
     out("")
     out(
       `Run ${new Date().toISOString()}: ${lifecycles.toLocaleString("en")} until_and_while_executing lifecycles per round ` +
-        `(queue lock, handoff, release: 3 script calls each) on fresh digests from 64 fibers, ${shards ?? 16} shards, ${rounds} alternating ` +
+        `(queue lock, handoff, release: 3 script calls each) on fresh digests from 64 fibers, ${shards ?? Layout.defaultShards} shards, ` +
+        `auto-pipelining ${pipelining ? "on" : "off"}, ${rounds} alternating ` +
         "rounds after one untimed round each (medians); Redis time is every command's usec in `INFO commandstats` of each " +
         "master, reset before each round. No replicas."
     )
@@ -155,7 +160,8 @@ export const main = async (
           round((100 * spread.reduce((a, b) => a + b, 0)) / single, 1)
         }%. With three servers and the client on two cores, a command's wall time includes the waits for a core.`
     )
-    writeFileSync(new URL(`./results/cluster${shards === undefined ? "" : `-${shards}`}.md`, import.meta.url), `${lines.join("\n")}\n`)
+    const variant = `${shards === undefined ? "" : `-${shards}`}${pipelining ? "-pipelined" : ""}`
+    writeFileSync(new URL(`./results/cluster${variant}.md`, import.meta.url), `${lines.join("\n")}\n`)
   } finally {
     await Effect.runPromise(Scope.close(scope, Exit.void))
   }

@@ -131,7 +131,8 @@ const main = async () => {
       log,
       lifecycles === undefined ? 20_000 : Number(lifecycles.slice(13)),
       rounds === undefined ? 5 : Number(rounds.slice(9)),
-      shardsArg === undefined ? undefined : Number(shardsArg.slice(9))
+      shardsArg === undefined ? undefined : Number(shardsArg.slice(9)),
+      args.includes("--pipelining")
     )
   }
   if (args.includes("--web")) {

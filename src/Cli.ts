@@ -1,8 +1,8 @@
 /**
  * The `unique-jobs` command: digests, locks, the reaper and stats from a shell. Tables for people, `--json` for
- * scripts (stdout carries only the answer; logs go to stderr); `--redis-url` or `REDIS_URL`; a bad argument, an
- * unreachable Redis, or a command that did nothing of what was asked exits non-zero with one line saying why (and
- * what was probably meant).
+ * scripts (stdout carries only the answer; logs go to stderr); `--redis-url` or `REDIS_URL` (Redis Cluster:
+ * `--cluster` or `REDIS_CLUSTER_NODES`); a bad argument, an unreachable Redis, or a command that did nothing of what
+ * was asked exits non-zero with one line saying why (and what was probably meant).
  *
  * @since 0.1.0
  */

@@ -62,7 +62,7 @@ export type Options = IORedisStore.Options
 export type ClusterOptions = IORedisStore.ClusterOptions
 
 /**
- * The client surface the store needs: ioredis' `Redis` (and later `Cluster`).
+ * The client surface the store needs: ioredis' `Redis` or `Cluster` (a `Cluster` gets the cluster key layout).
  *
  * @since 0.1.0
  * @category models
@@ -108,7 +108,7 @@ export const makeFromClient = (
 
 /**
  * What `makeFromClient` takes beside the client: the per-call `timeout`, and for an ioredis `Cluster` how many
- * `shards` the index is split into (16 by default; every process of a prefix must agree).
+ * `shards` the index is split into (24 by default; every process of a prefix must agree).
  *
  * @since 0.1.0
  * @category models

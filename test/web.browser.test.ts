@@ -207,7 +207,7 @@ describe("the admin UI in Chromium", () => {
     assert.strictEqual(seen.size, 100_000)
     assert.isAtLeast(pages, 50)
     await walker.close()
-  })
+  }, 600_000) // a fixed amount of work (100,000 locks paged in a browser): only a hang may end it
 
   it("mounted under /admin/locks of an Effect HttpRouter: the same walk", async () => {
     const prefix = RedisTest.uniquePrefix("web-router")

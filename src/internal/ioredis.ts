@@ -54,7 +54,7 @@ export interface ClusterOptions {
   readonly nodes: ReadonlyArray<string | { readonly host: string; readonly port: number }>
   /** Per-call limit, redirects and failover retries included. Default 5 seconds. */
   readonly timeout?: Duration.DurationInput | undefined
-  /** How many shards the index and the fencing counter are split into (1 to 1024). Default 16. Every process of a prefix must agree. */
+  /** How many shards the index and the fencing counter are split into (1 to 1024). Default 24. Every process of a prefix must agree. */
   readonly shards?: number | undefined
   /** ioredis' automatic pipelining, per node. */
   readonly enableAutoPipelining?: boolean | undefined
@@ -285,7 +285,7 @@ export const parseHolder = (jid: string, raw: string): Holder => {
 }
 
 /**
- * The client surface the store needs: ioredis' `Redis` (and later `Cluster`).
+ * The client surface the store needs: ioredis' `Redis` or `Cluster` (a `Cluster` gets the cluster key layout).
  *
  * @since 0.1.0
  * @category models

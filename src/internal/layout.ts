@@ -48,8 +48,11 @@ export const standalone: Layout = {
 /** The most shards a cluster layout takes: a scan cursor carries the shard beside ZSCAN's own cursor. @internal */
 export const maxShards = 1024
 
-/** The default: 16 shards spread evenly over the slots put at least 5 on each of 3 masters, and 1 on each of 16. @internal */
-export const defaultShards = 16
+/**
+ * The default: 24 shards, their slots evenly spaced, split evenly over masters that split the slots evenly: 8 each on 3
+ * masters, 6 on 4, 4 on 6. @internal
+ */
+export const defaultShards = 24
 
 const slots = 16384
 

@@ -41,7 +41,8 @@ export interface LockKey {
 }
 
 /**
- * The Redis keys of a lock: its holders hash, its prefix's index, and its prefix's fencing counter.
+ * The Redis keys of a lock on one Redis (the spec's names): its holders hash, its prefix's index, and its prefix's
+ * fencing counter. On Redis Cluster the store names them with its shard's hash tag (see the README's "Redis Cluster").
  *
  * @since 0.1.0
  * @category keys

@@ -1,15 +1,36 @@
 /**
- * BullMQ on the test's private redis-server: a connection, and queues and workers closed with the scope.
+ * BullMQ on the test's private redis-server: a connection, and queues and workers closed with the scope. In cluster
+ * mode (`UNIQUE_JOBS_TEST_CLUSTER=1`) each queue and worker gets an ioredis `Cluster` of its own, and BullMQ's
+ * `{bull}` prefix (BullMQ keeps a queue in one slot only under a hash tag).
  */
-import { type Processor, Queue, type QueueOptions, Worker, type WorkerOptions } from "bullmq"
+import { type ConnectionOptions, type Processor, Queue, type QueueOptions, Worker, type WorkerOptions } from "bullmq"
+import { Cluster as IOCluster } from "ioredis"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as RedisTest from "./redis.js"
 
-export const connection = Effect.map(RedisTest.TestRedis, ({ source }) => {
-  const url = new URL(source.url)
-  return { host: url.hostname, port: Number(url.port), db: Number(url.pathname.slice(1) || 0) }
-})
+/** What BullMQ's `connection` takes to reach the test's Redis: options, or (cluster mode) a new `Cluster`. */
+export const connection: Effect.Effect<ConnectionOptions, never, RedisTest.TestRedis | Scope.Scope> = Effect.flatMap(
+  RedisTest.TestRedis,
+  ({ cluster, source }) => {
+    if (cluster !== undefined) {
+      return Effect.acquireRelease(
+        Effect.sync(() => {
+          // BullMQ's workers block on their connection: maxRetriesPerRequest null, as BullMQ asks.
+          const client = new IOCluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: null } })
+          client.on("error", () => {})
+          return client as ConnectionOptions
+        }),
+        (client) => Effect.sync(() => (client as IOCluster).disconnect())
+      )
+    }
+    const url = new URL(source.url)
+    return Effect.succeed({ host: url.hostname, port: Number(url.port), db: Number(url.pathname.slice(1) || 0) })
+  }
+)
+
+/** BullMQ's key prefix for the test's queues: the default, or one hash tag on a cluster. */
+export const prefix: { readonly prefix?: string } = RedisTest.clusterMode ? { prefix: "{bull}" } : {}
 
 let counter = 0
 /** A queue name no other test in this process uses. */
@@ -21,7 +42,7 @@ export const queue = (
 ): Effect.Effect<Queue, never, RedisTest.TestRedis | Scope.Scope> =>
   Effect.flatMap(connection, (connection) =>
     Effect.acquireRelease(
-      Effect.sync(() => new Queue(name, { ...options, connection })),
+      Effect.sync(() => new Queue(name, { ...prefix, ...options, connection })),
       (q) => Effect.promise(() => q.close())
     ))
 
@@ -34,7 +55,7 @@ export const worker = <Data = unknown>(
   Effect.flatMap(connection, (connection) =>
     Effect.acquireRelease(
       Effect.promise(async () => {
-        const w = new Worker<Data>(name, processor, { ...options, connection })
+        const w = new Worker<Data>(name, processor, { ...prefix, ...options, connection })
         w.on("error", () => {}) // a closing test server, a force close: the test judges by outcomes
         await w.waitUntilReady()
         return w
