@@ -5,8 +5,8 @@
  * a third of what the single master spends (the goal: at most 40%). This machine has 2 cores, so throughput cannot show
  * the spread: Redis time per node does.
  *
- *   npm run bench -- --cluster [--lifecycles=N] [--rounds=N] [--shards=N] [--pipelining]
- *     writes bench/results/cluster[-<shards>][-pipelined].md
+ *   npm run bench -- --cluster [--lifecycles=N] [--rounds=N] [--shards=N] [--pipelining] [--concurrency=N] [--phased]
+ *     writes bench/results/cluster[-<shards>][-pipelined][-phased].md
  */
 import { randomBytes } from "node:crypto"
 import { writeFileSync } from "node:fs"
@@ -70,14 +70,41 @@ interface Target {
   readonly name: string
   readonly ports: ReadonlyArray<number>
   readonly store: Redis.Store
+  /** Which of `ports` holds a lock's keys (its shard's slot). */
+  readonly ownerOf: (name: string) => number
 }
 
-// `lifecycles` over fresh digests from 64 fibers; per node, the commands' usec and the process' CPU (µs) they cost.
-const roundOn = async (target: Target, lifecycles: number): Promise<ReadonlyArray<readonly [number, number]>> => {
+// The master (an index into `ports`) of each slot, from CLUSTER SLOTS.
+const ownersOf = async (ports: ReadonlyArray<number>): Promise<(slot: number) => number> => {
+  const node = new IORedis(ports[0]!, "127.0.0.1")
+  try {
+    const ranges = (await node.call("CLUSTER", "SLOTS")) as Array<[number, number, [string, number]]>
+    const owner = new Int16Array(16384)
+    for (const [from, to, [, port]] of ranges) owner.fill(ports.indexOf(Number(port)), from, to + 1)
+    return (slot) => owner[slot]!
+  } finally {
+    node.disconnect()
+  }
+}
+
+// `lifecycles` over fresh digests from `concurrency` fibers; per node, the commands' usec and the process' CPU (µs)
+// they cost. `phased`: the digests of one master after another, so only one server is busy at a time, as on the
+// single master (on two cores, three busy servers and the client make every command dearer).
+const roundOn = async (
+  target: Target,
+  lifecycles: number,
+  concurrency: number,
+  phased: boolean
+): Promise<ReadonlyArray<readonly [number, number]>> => {
   await Promise.all(target.ports.map(reset))
   const before = await Promise.all(target.ports.map(cpuOf))
   const names = Array.from({ length: lifecycles }, () => `${prefix}:${randomBytes(16).toString("hex")}`)
-  await Effect.runPromise(Effect.forEach(names, (name) => lifecycle(target.store, name), { concurrency: 64, discard: true }))
+  const phases = phased
+    ? target.ports.map((_, node) => names.filter((name) => target.ownerOf(name) === node))
+    : [names]
+  for (const phase of phases) {
+    await Effect.runPromise(Effect.forEach(phase, (name) => lifecycle(target.store, name), { concurrency, discard: true }))
+  }
   const after = await Promise.all(target.ports.map(cpuOf))
   const usec = await Promise.all(target.ports.map(usecOf))
   return target.ports.map((_, i) => [usec[i]!, after[i]! - before[i]!] as const)
@@ -88,7 +115,9 @@ export const main = async (
   lifecycles: number,
   rounds: number,
   shards?: number,
-  pipelining = false
+  pipelining = false,
+  concurrency = 64,
+  phased = false
 ): Promise<void> => {
   const scope = Effect.runSync(Scope.make())
   const { lines, out } = recorder(log)
@@ -101,21 +130,25 @@ export const main = async (
           enableAutoPipelining: pipelining,
           ...(shards === undefined ? {} : { shards })
         })
-        return { name: `${masters}-master cluster`, ports: yield* cluster.masters, store }
+        const ports = yield* cluster.masters
+        const owners = yield* Effect.promise(() => ownersOf(ports))
+        const layout = Layout.cluster(shards ?? Layout.defaultShards)
+        const ownerOf = (name: string) => owners(Layout.slotOf(layout.keysOf({ prefix, name }).locked))
+        return { name: `${masters}-master cluster`, ports, store, ownerOf }
       }), scope))
     const one = await start(1)
     const three = await start(3)
     const plain = await Effect.runPromise(Scope.extend(Effect.gen(function*() {
       const server = yield* RedisServer.start
       const store = yield* Redis.make({ url: server.url, enableAutoPipelining: pipelining })
-      return { name: "one redis-server (standalone layout)", ports: [Number(new URL(server.url).port)], store }
+      return { name: "one redis-server (standalone layout)", ports: [Number(new URL(server.url).port)], store, ownerOf: () => 0 }
     }), scope))
     const targets: ReadonlyArray<Target> = [one, three, plain]
     // One untimed round each, then alternating rounds.
-    for (const target of targets) await roundOn(target, Math.min(lifecycles, 2_000))
+    for (const target of targets) await roundOn(target, Math.min(lifecycles, 2_000), concurrency, phased)
     const samples = new Map<string, Array<ReadonlyArray<readonly [number, number]>>>(targets.map((t) => [t.name, []]))
     for (let r = 0; r < rounds; r++) {
-      for (const target of targets) samples.get(target.name)!.push(await roundOn(target, lifecycles))
+      for (const target of targets) samples.get(target.name)!.push(await roundOn(target, lifecycles, concurrency, phased))
     }
     const perNode = (target: Target, which: 0 | 1) =>
       target.ports.map((_, node) => median(samples.get(target.name)!.map((sample) => sample[node]![which])))
@@ -131,8 +164,10 @@ export const main = async (
     out("")
     out(
       `Run ${new Date().toISOString()}: ${lifecycles.toLocaleString("en")} until_and_while_executing lifecycles per round ` +
-        `(queue lock, handoff, release: 3 script calls each) on fresh digests from 64 fibers, ${shards ?? Layout.defaultShards} shards, ` +
-        `auto-pipelining ${pipelining ? "on" : "off"}, ${rounds} alternating ` +
+        `(queue lock, handoff, release: 3 script calls each) on fresh digests from ${concurrency} fibers, ${shards ?? Layout.defaultShards} shards, ` +
+        `auto-pipelining ${pipelining ? "on" : "off"}, ${
+          phased ? "each master's digests in turn (one server busy at a time)" : "every master at once"
+        }, ${rounds} alternating ` +
         "rounds after one untimed round each (medians); Redis time is every command's usec in `INFO commandstats` of each " +
         "master, reset before each round. No replicas."
     )
@@ -160,7 +195,7 @@ export const main = async (
           round((100 * spread.reduce((a, b) => a + b, 0)) / single, 1)
         }%. With three servers and the client on two cores, a command's wall time includes the waits for a core.`
     )
-    const variant = `${shards === undefined ? "" : `-${shards}`}${pipelining ? "-pipelined" : ""}`
+    const variant = `${shards === undefined ? "" : `-${shards}`}${pipelining ? "-pipelined" : ""}${phased ? "-phased" : ""}`
     writeFileSync(new URL(`./results/cluster${variant}.md`, import.meta.url), `${lines.join("\n")}\n`)
   } finally {
     await Effect.runPromise(Scope.close(scope, Exit.void))

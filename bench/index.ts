@@ -126,13 +126,16 @@ const main = async () => {
   if (args.includes("--cluster")) {
     const lifecycles = args.find((a) => a.startsWith("--lifecycles="))
     const shardsArg = args.find((a) => a.startsWith("--shards="))
+    const concurrencyArg = args.find((a) => a.startsWith("--concurrency="))
     const rounds = args.find((a) => a.startsWith("--rounds="))
     return Cluster.main(
       log,
       lifecycles === undefined ? 20_000 : Number(lifecycles.slice(13)),
       rounds === undefined ? 5 : Number(rounds.slice(9)),
       shardsArg === undefined ? undefined : Number(shardsArg.slice(9)),
-      args.includes("--pipelining")
+      args.includes("--pipelining"),
+      concurrencyArg === undefined ? 64 : Number(concurrencyArg.slice(14)),
+      args.includes("--phased")
     )
   }
   if (args.includes("--web")) {
