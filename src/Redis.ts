@@ -15,7 +15,6 @@ import type * as Scope from "effect/Scope"
 import * as IORedisStore from "./internal/ioredis.js"
 import * as Keeper from "./internal/leaseKeeper.js"
 import * as Memory from "./internal/memory.js"
-import * as Layout from "./internal/layout.js"
 import * as RedisOptions from "./internal/redisOptions.js"
 import type { InvalidLockOptions } from "./internal/decoding.js"
 import { type Holder, RedisError, type Store } from "./internal/models.js"
@@ -88,23 +87,10 @@ export const makeFromClient = (
   client: Client,
   options?: FromClientOptions
 ): Effect.Effect<Store, RedisError> =>
-  Effect.flatMap(
-    decodeOptions(options === undefined ? undefined : { timeout: options.timeout }),
-    () =>
-      options?.shards !== undefined && client.isCluster !== true
-        ? Effect.fail(new RedisError({ operation: "options", reason: "shards: only a Redis Cluster client is sharded" }))
-        : options?.shards !== undefined && !(Number.isSafeInteger(options.shards) && options.shards >= 1 && options.shards <= Layout.maxShards)
-        ? Effect.fail(
-          new RedisError({
-            operation: "options",
-            reason: `shards: expected a whole number from 1 to ${Layout.maxShards}, got ${String(options.shards)}`
-          })
-        )
-        : IORedisStore.makeFromClient(client, {
-          ...(options?.timeout === undefined ? {} : { timeout: options.timeout }),
-          ...(client.isCluster === true ? { layout: Layout.cluster(options?.shards) } : {})
-        })
-  )
+  Effect.flatMap(Effect.mapError(RedisOptions.decodeFromClient(options), optionsError), (decoded) =>
+    decoded.shards !== undefined && client.isCluster !== true
+      ? Effect.fail(new RedisError({ operation: "options", reason: "shards: only a Redis Cluster client is sharded" }))
+      : IORedisStore.makeFromClient(client, decoded))
 
 /**
  * What `makeFromClient` takes beside the client: the per-call `timeout`, and for an ioredis `Cluster` how many

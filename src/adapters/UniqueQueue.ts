@@ -272,7 +272,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
   }
   const redisOptions = redis === undefined
     ? redisOf(queue.opts?.connection)
-    : LockOptions.isRecord(redis) && "nodes" in redis
+    : LockOptions.isRecord(redis) && isClusterOptions(redis)
     ? issuesOf(RedisOptions.decodeCluster(redis, "redis"), found)
     : issuesOf(RedisOptions.decode(redis, "redis"), found)
   if (deadLetter !== undefined) {

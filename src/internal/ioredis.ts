@@ -319,10 +319,11 @@ export type Client = Scripts.ScriptClient & {
  */
 export const makeFromClient = (
   client: Client,
-  options?: { readonly timeout?: Duration.DurationInput | undefined; readonly layout?: Layout.Layout | undefined }
+  options?: { readonly timeout?: Duration.DurationInput | undefined; readonly shards?: number | undefined }
 ): Effect.Effect<Store, RedisError> =>
   Effect.gen(function*() {
-    const layout = options?.layout ?? (client.isCluster === true ? Layout.cluster() : Layout.standalone)
+    // The one place the layout is chosen: a Cluster's keys in shards, one Redis's as the spec names them.
+    const layout = client.isCluster === true ? Layout.cluster(options?.shards) : Layout.standalone
     const keysOf = layout.keysOf
     // From the generated module: nothing is read from disk, so bundles work.
     const scripts = Scripts.loadScripts()
@@ -433,13 +434,9 @@ export const makeFromClient = (
       { discard: true }
     )
 
-    // One call per shard the items fall in, sent together, the answers put back in the items' order.
-    const perShard = <I, A>(
-      items: ReadonlyArray<I>,
-      shardOf: (item: I) => number,
-      run: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, RedisError>
-    ): Effect.Effect<ReadonlyArray<A>, RedisError> => {
-      if (layout.shards === 1) return run(items)
+    // The items' indices, grouped by shard (one group on one Redis).
+    const shardGroups = <I>(items: ReadonlyArray<I>, shardOf: (item: I) => number): Array<Array<number>> => {
+      if (layout.shards === 1) return [items.map((_, i) => i)]
       const groups = new Map<number, Array<number>>()
       items.forEach((item, i) => {
         const shard = shardOf(item)
@@ -447,10 +444,20 @@ export const makeFromClient = (
         if (group === undefined) groups.set(shard, [i])
         else group.push(i)
       })
-      if (groups.size === 1) return run(items)
+      return Array.from(groups.values())
+    }
+
+    // One call per shard the items fall in, sent together, the answers put back in the items' order.
+    const perShard = <I, A>(
+      items: ReadonlyArray<I>,
+      shardOf: (item: I) => number,
+      run: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, RedisError>
+    ): Effect.Effect<ReadonlyArray<A>, RedisError> => {
+      const groups = shardGroups(items, shardOf)
+      if (groups.length === 1) return run(items)
       return Effect.map(
         Effect.forEach(
-          Array.from(groups.values()),
+          groups,
           (indices) => Effect.map(run(indices.map((i) => items[i]!)), (answers) => [indices, answers] as const),
           { concurrency: "unbounded" }
         ),
@@ -480,8 +487,8 @@ export const makeFromClient = (
         }
       )
 
-    const reapArgs = (request: ReapRequest, rank: number) =>
-      [rank, request.batch, request.orphansBefore, request.dryRun ? "1" : "0"] as const
+    const reapArgs = (request: ReapRequest, rank: number, batch: number) =>
+      [rank, batch, request.orphansBefore, request.dryRun ? "1" : "0"] as const
 
     // A cluster's step: the runner's lease first (it is in another slot), then shard by shard from where the last
     // step stopped, the shard's members (ZRANGE) and the script over their declared keys, until `batch` members are
@@ -511,10 +518,7 @@ export const makeFromClient = (
                 members.length + 1,
                 index,
                 ...members.map((name) => keysOf({ prefix: request.prefix, name }).locked),
-                rank,
-                batch,
-                request.orphansBefore,
-                request.dryRun ? "1" : "0",
+                ...reapArgs(request, rank, batch),
                 "",
                 ...members
               ],
@@ -626,12 +630,12 @@ export const makeFromClient = (
             "reap",
             scripts.reap,
             request.runner === undefined
-              ? [1, layout.index(request.prefix, 0), ...reapArgs(request, request.start)]
+              ? [1, layout.index(request.prefix, 0), ...reapArgs(request, request.start, request.batch)]
               : [
                 2,
                 layout.index(request.prefix, 0),
                 request.runner.key,
-                ...reapArgs(request, request.start),
+                ...reapArgs(request, request.start, request.batch),
                 request.runner.owner,
                 request.runner.leaseMs
               ],
@@ -661,38 +665,33 @@ export const makeFromClient = (
         if (locks.length === 0) return Effect.succeed(noRemoval)
         const prefix = onePrefix(locks)
         if (prefix === undefined) return Effect.fail(mixedPrefixes(locks))
-        const removeShard = (shard: ReadonlyArray<LockKey>, strict: "0" | "1" | "2") =>
-          Effect.map(
-            script(
-              "remove",
-              scripts.remove,
-              [
-                shard.length + 1,
-                keysOf(shard[0]!).index,
-                ...shard.map((lock) => keysOf(lock).locked),
-                options?.jid ?? "",
-                strict,
-                ...shard.map((lock) => lock.name)
-              ],
-              toRemoval
-            ),
-            (removal) => [removal]
+        const strict = options?.strict === true ? "1" : "0"
+        const removeShard = (shard: ReadonlyArray<LockKey>, mode: "0" | "1" | "2") =>
+          script(
+            "remove",
+            scripts.remove,
+            [
+              shard.length + 1,
+              keysOf(shard[0]!).index,
+              ...shard.map((lock) => keysOf(lock).locked),
+              options?.jid ?? "",
+              mode,
+              ...shard.map((lock) => lock.name)
+            ],
+            toRemoval
           )
-        if (layout.shards === 1) return Effect.map(removeShard(locks, options?.strict === true ? "1" : "0"), (removals) => removals[0]!)
-        const shards = new Set(locks.map(layout.shardOf))
-        const groups = Array.from(shards, (shard) => locks.filter((lock) => layout.shardOf(lock) === shard))
+        const groups = shardGroups(locks, layout.shardOf).map((indices) => indices.map((i) => locks[i]!))
+        if (groups.length === 1) return removeShard(locks, strict)
         const removeAll = Effect.map(
-          Effect.forEach(groups, (group) => removeShard(group, options?.strict === true ? "1" : "0"), {
-            concurrency: "unbounded"
-          }),
-          (parts) => mergeRemovals(parts.flat())
+          Effect.forEach(groups, (group) => removeShard(group, strict), { concurrency: "unbounded" }),
+          mergeRemovals
         )
-        if (options?.strict !== true || groups.length === 1) return removeAll
+        if (strict === "0") return removeAll
         // Strict over several slots: every shard checked first (nothing written), then each removed all or nothing.
         return Effect.flatMap(
           Effect.forEach(groups, (group) => removeShard(group, "2"), { concurrency: "unbounded" }),
           (checks) => {
-            const checked = mergeRemovals(checks.flat())
+            const checked = mergeRemovals(checks)
             return checked.refused.length > 0 ? Effect.succeed(checked) : removeAll
           }
         )
@@ -925,10 +924,7 @@ export const makeCluster = (options: ClusterOptions): Effect.Effect<Store, Redis
     const nodes = options.nodes.map((node) => typeof node === "string" ? node.replace(/^redis:\/\//, "") : { ...node })
     const { client, lastError } = yield* owned(() => new Cluster(nodes, clusterOptions), timeout)
     yield* connect(client, timeout, true, lastError)
-    const store = yield* makeFromClient(client, {
-      timeout,
-      layout: Layout.cluster(options.shards ?? Layout.defaultShards)
-    })
+    const store = yield* makeFromClient(client, { timeout, shards: options.shards })
     return yield* Keeper.scoped(store)
   })
 

@@ -150,12 +150,12 @@ export const make = (): Store => makeInspectable().store
 
 /**
  * The store, and a view of its state for the differential tests (`inspect`, and each lock's fencing counter). The
- * fencing counters are split as `fences` splits them (one per prefix, as on one Redis; one per shard, as on a cluster),
+ * fencing counters are split as `fenceLayout` splits them (one per prefix, as on one Redis; one per shard, as on a cluster),
  * so its tokens are the ones the scripts hand out in that layout.
  *
  * @internal
  */
-export const makeInspectable = (fences: Layout.Layout = Layout.standalone) => {
+export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) => {
   const hashes = new Map<string, Hash>()
   const indexes = new Map<string, Map<string, number>>()
   const counters = new Map<string, number>()
@@ -192,7 +192,7 @@ export const makeInspectable = (fences: Layout.Layout = Layout.standalone) => {
     const ttl = whole(request.ttlMs, "ttl", 0)
     const lease = whole(request.leaseMs, "lease", 0)
     const { index, locked } = keysOf(lock)
-    const fence = fences.keysOf(lock).fence
+    const fence = fenceLayout.keysOf(lock).fence
     let hash = getHash(locked, now)
     let count = hash?.entries.size ?? 0
     const current = hash?.entries.get(request.jid)
@@ -564,5 +564,5 @@ export const makeInspectable = (fences: Layout.Layout = Layout.standalone) => {
         : { owner: current.owner, pttl: current.expiresAt - now }
     })
 
-  return { store, inspect, lease, fence: (lock: LockKey): number | undefined => counters.get(fences.keysOf(lock).fence) }
+  return { store, inspect, lease, fence: (lock: LockKey): number | undefined => counters.get(fenceLayout.keysOf(lock).fence) }
 }

@@ -4,6 +4,7 @@
  *
  * @internal
  */
+import type * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
@@ -144,3 +145,25 @@ export const decodeCluster = (
     onRight: () => input as unknown as RedisClusterOptions
   })
 }
+
+const FromClientSchema = Schema.Struct({
+  timeout: Schema.optional(Options.TimerDuration),
+  shards: Schema.optional(whole(1, maxShards, "a shard count"))
+})
+
+const decodeFromClientStruct = Schema.decodeUnknownEither(FromClientSchema, { errors: "all", onExcessProperty: "error" })
+
+/**
+ * Checks what `Redis.makeFromClient` takes beside the client (`timeout`, `shards`), as `decode` checks `Redis.Options`.
+ *
+ * @internal
+ */
+export const decodeFromClient = (
+  input: unknown
+): Either.Either<{ readonly timeout?: Duration.DurationInput; readonly shards?: number }, Options.InvalidLockOptions> =>
+  input === undefined
+    ? Either.right({})
+    : Either.mapBoth(decodeFromClientStruct(input), {
+      onLeft: (error) => Options.invalidOptions(Options.formatIssues(error)),
+      onRight: () => input as { readonly timeout?: Duration.DurationInput; readonly shards?: number }
+    })
