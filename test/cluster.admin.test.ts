@@ -10,6 +10,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
+import { Cluster as IOCluster, Redis as IORedis } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import * as Cli from "../src/Cli.js"
 import * as Layout from "../src/internal/layout.js"
@@ -19,11 +20,12 @@ import * as RedisCluster from "../src/RedisCluster.js"
 import * as Web from "../src/Web.js"
 
 let scope: Scope.CloseableScope
+let cluster: RedisCluster.Cluster
 let nodes: ReadonlyArray<string>
 let store: Redis.Store
 beforeAll(async () => {
   scope = Effect.runSync(Scope.make())
-  const cluster = await Effect.runPromise(Scope.extend(RedisCluster.start(), scope))
+  cluster = await Effect.runPromise(Scope.extend(RedisCluster.start(), scope))
   nodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`)
   store = await Effect.runPromise(Scope.extend(Redis.makeCluster({ nodes }), scope))
 })
@@ -97,6 +99,67 @@ describe("Redis.makeCluster's options", () => {
     const unreachable = await refused({ nodes: ["127.0.0.1:1"], timeout: "1 second" })
     assert.strictEqual(unreachable.operation, "connect")
     assert.include(unreachable.reason, "no connection within 1s")
+  })
+
+  it("makeFromClient: shards are decoded as makeCluster's are, and only a Cluster client takes them", async () => {
+    const fromClient = (client: Redis.Client, options: Redis.FromClientOptions) =>
+      Effect.runPromise(Effect.flip(Redis.makeFromClient(client, options)))
+    const cluster = new IOCluster(nodes.map((node) => ({ host: "127.0.0.1", port: Number(node.split(":")[1]) })))
+    cluster.on("error", () => {})
+    const single = new IORedis(Number(nodes[0]!.split(":")[1]), "127.0.0.1", { lazyConnect: true })
+    try {
+      for (const shards of [0, -1, Number.NaN, 1.5, 1e9]) {
+        const error = await fromClient(cluster, { shards })
+        assert.strictEqual(error.operation, "options")
+        assert.include(error.reason, "shards: expected a shard count (a whole number from 1 to 1024)", String(shards))
+      }
+      const excess = await fromClient(cluster, { shards: 4, nodes: [] } as unknown as Redis.FromClientOptions)
+      assert.include(excess.reason, "nodes")
+      assert.include((await fromClient(single, { shards: 4 })).reason, "shards: only a Redis Cluster client is sharded")
+    } finally {
+      cluster.disconnect()
+      single.disconnect()
+    }
+  })
+})
+
+describe("a master that stalls", () => {
+  it("calls to its shards fail with RedisError within the timeout, the others succeed; once it answers, no failed call's lock is held", async () => {
+    const prefix = `stall${process.pid}`
+    const masters = await Effect.runPromise(cluster.masters)
+    const victim = new IORedis(masters[0]!, "127.0.0.1")
+    const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const short = yield* Redis.makeCluster({ nodes, timeout: 500 })
+      yield* Effect.promise(() => victim.ping())
+      // Every client of that master waits 3 s (its replica-less shard answers nothing meanwhile).
+      const paused = victim.call("CLIENT", "PAUSE", "3000", "ALL")
+      const names = Array.from({ length: 60 }, (_, i) => `${prefix}:d${i}`)
+      const answers = yield* Effect.forEach(names, (name) =>
+        Effect.either(
+          short.lock({ prefix, name }, { jid: "j", limit: 1, ttlMs: 0, leaseMs: 60_000, info: "", fenced: true })
+        ), { concurrency: "unbounded" })
+      yield* Effect.promise(() => paused)
+      return names.map((name, i) => ({ name, answer: answers[i]! }))
+    })))
+    victim.disconnect()
+    const failed = results.filter((r) => r.answer._tag === "Left")
+    assert.isAbove(failed.length, 0, "some digests are on the stalled master")
+    assert.isBelow(failed.length, results.length, "the other masters answered")
+    for (const { answer } of failed) {
+      assert.strictEqual(answer._tag === "Left" && answer.left._tag, "RedisError")
+      // Our deadline or ioredis' commandTimeout, both set to the timeout: whichever fires first.
+      assert.match(answer._tag === "Left" ? answer.left.reason : "", /no answer within 500ms|Command timed out/)
+    }
+    // The late locks ran once the master answered; each was undone after it, on the same connection.
+    const heldOf = () =>
+      run(Effect.forEach(failed, ({ name }) =>
+        Effect.map(Effect.flatMap(Redis.RedisService, (redis) => redis.fetch({ prefix, name })), (f) => f.holders.length)))
+    let held = await heldOf()
+    for (let i = 0; i < 100 && held.some((n) => n > 0); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      held = await heldOf()
+    }
+    assert.deepStrictEqual(held.filter((n) => n > 0), [], "no lock is left for a call that failed")
   })
 })
 
