@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as fc from "effect/FastCheck"
 import * as Digest from "../src/Digest.js"
 
 const job = { worker: "ChargeCustomerJob", queue: "default", args: [1] }
@@ -134,4 +135,41 @@ describe("Digest", () => {
       const digest = yield* Digest.make({ ...job, args: [shared, shared] })
       assert.strictEqual(digest, yield* Digest.make({ ...job, args: [{ id: 1 }, { id: 1 }] }))
     }))
+
+  it.effect("array-index keys come first in numeric order, then the other keys sorted (as JSON.stringify lists them)", () =>
+    Effect.gen(function*() {
+      const text = yield* Digest.hashedText({ ...job, args: [{ b: 0, "10": 1, a: 0, "9": 2, "01": 3 }] })
+      assert.include(text, `[{"9":2,"10":1,"01":3,"a":0,"b":0}]`)
+    }))
+
+  // The text is written out directly (no sorted copy is made): it must be exactly JSON.stringify of that copy, for any
+  // JSON value, sparse arrays (holes are null) and "__proto__" keys included.
+  it("the hashed text is JSON.stringify of the pairs with object keys sorted, for any JSON value", () => {
+    const sorted = (value: unknown): unknown => {
+      if (Array.isArray(value)) return Array.from(value, (item) => sorted(item) ?? null)
+      if (typeof value !== "object" || value === null) return value
+      const copy: Record<string, unknown> = Object.create(null)
+      for (const key of Object.keys(value).sort()) {
+        Object.defineProperty(copy, key, { value: sorted((value as Record<string, unknown>)[key]), enumerable: true })
+      }
+      return copy
+    }
+    const value = fc.oneof(fc.jsonValue(), fc.sparseArray(fc.jsonValue(), { noTrailingHole: true }))
+    fc.assert(
+      fc.property(fc.array(value, { maxLength: 4 }), fc.string(), fc.string(), fc.boolean(), fc.boolean(), (args, worker, queue, q, w) => {
+        const expected = JSON.stringify([
+          ...(w ? [] : [["class", worker]]),
+          ["lock_args", sorted(args)],
+          ...(q ? [] : [["queue", queue]])
+        ])
+        const text = Effect.runSync(Digest.hashedText({ worker, queue, args }, { uniqueAcrossQueues: q, uniqueAcrossWorkers: w }))
+        assert.strictEqual(text, expected)
+        assert.strictEqual(
+          Effect.runSync(Digest.make({ worker, queue, args }, { uniqueAcrossQueues: q, uniqueAcrossWorkers: w })),
+          `uniquejobs:${Digest.hash(expected, "legacy")}`
+        )
+      }),
+      { numRuns: 2000 }
+    )
+  })
 })

@@ -520,8 +520,12 @@ export const performing = <A, E, R>(
 ): Effect.Effect<A, E | DelayedError, R> => Effect.suspend(() => performingAs({ job, token, moved: false }, effect))
 
 const performingAs = <A, E, R>(active: Active, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DelayedError, R> =>
+  endedAs(active, Effect.locally(effect, currentActive, active))
+
+// A job `schedule` moved ends with DelayedError, whatever `effect` ended with.
+const endedAs = <A, E, R>(active: Active, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DelayedError, R> =>
   Effect.flatMap(
-    Effect.exit(Effect.locally(effect, currentActive, active)),
+    Effect.exit(effect),
     (exit): Effect.Effect<A, E | DelayedError> => (active.moved ? Effect.fail(new DelayedError()) : exit)
   )
 
@@ -585,7 +589,8 @@ const handleAs = <A, E, R, Args extends ReadonlyArray<unknown>, ArgsError>(
         ? (running) => perform(job, running, token, ours.args as unknown as Args)
         : (running) => Effect.flatMap(args, (decoded) => perform(job, running, token, decoded))
     ))
-  return performingAs(active, run).pipe(Effect.catchAll(failed(unique.definition, job, ours)))
+  // `currentActive` is set on the job's own fiber by the processor.
+  return endedAs(active, run).pipe(Effect.catchAll(failed(unique.definition, job, ours)))
 }
 
 // A failure as BullMQ must see it; on the job's last attempt, `Middleware.died` first.
@@ -605,8 +610,8 @@ const failed = (definition: Definition, job: BullJob, ours: Job) =>
 }
 
 /**
- * A BullMQ processor function `(job, token, signal)` over any way to run an effect to its `Exit` (a `Runtime`'s,
- * a `ManagedRuntime`'s); `unique` may depend on the job (its name). BullMQ's abort signal (`worker.cancelJob`)
+ * A BullMQ processor function `(job, token, signal)` over any way to run an effect to its `Exit` on a fiber of its
+ * own (a `Runtime`'s, a `ManagedRuntime`'s); `unique` may depend on the job (its name). BullMQ's abort signal (`worker.cancelJob`)
  * interrupts the perform, which releases its run lock; a job turned away completes with `undefined`.
  *
  * @since 0.1.0
@@ -627,9 +632,13 @@ async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefine
   const active: Active = { job, token, moved: false }
   let boundary: Lock.Boundary | undefined
   // The job's own fiber is the perform's boundary: a run lock lost while it runs interrupts this fiber (no fork).
+  // Its fiber refs are set, not scoped with `Effect.locally` (about 15 Effect steps each): the fiber ends with the job.
   const handled = Effect.withFiberRuntime((fiber) => {
     boundary = { fiber, taken: false, lost: undefined }
-    return Effect.locally(handleAs(defined, perform, active), Lock.currentBoundary, boundary)
+    return Effect.zipRight(
+      Effect.zipRight(FiberRef.set(Lock.currentBoundary, boundary), FiberRef.set(currentActive, active)),
+      handleAs(defined, perform, active)
+    )
   }) as Effect.Effect<Strategy.ServerOutcome<A>, Error, R>
   let exit = await runExit(handled, signal)
   if (Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && boundary?.lost !== undefined) {

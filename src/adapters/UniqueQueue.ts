@@ -100,7 +100,9 @@ export interface UniqueQueue<DataType = unknown> {
   readonly add: (name: string, data: DataType, opts?: JobsOptions) => Promise<Strategy.ClientOutcome<BullJob>>
   /**
    * A processor for `new Worker(queue.name, …)`: runs `fn` through the server middleware. `signal` aborts when the
-   * run lock is lost or BullMQ cancels the job. A job turned away completes with `undefined`. A job it is handed
+   * run lock is lost, `close`'s timeout passes or BullMQ cancels the job (`worker.cancelJob`). As with BullMQ's own
+   * processors, only a `fn` that declares it (three parameters) is given one; BullMQ cancels only such a job. A job
+   * turned away completes with `undefined`. A job it is handed
    * after `close()` began is put back (delayed by a second, no attempt spent) for a worker that is still open.
    */
   readonly processor: <R>(
@@ -428,11 +430,18 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           { discard: true }
         )
       )
+      // As BullMQ's Worker decides: a signal only for a function that declares it. Each costs several µs of Node
+      // CPU (an AbortSignal is dear to make and to collect), and a function that takes none could not stop on it:
+      // its promise would go on running after its lock was let go.
+      const takesSignal = fn.length >= 3
+      const untilDone = fn as (job: BullJob<DataType>, token: string | undefined) => ReturnType<typeof fn>
       const perform = BullMQ.processorWith<Redis.RedisService | JobQueue>(runExit)(
         (job) => defined(job.name),
-        (job, _, token) => Effect.tryPromise({ try: (abort) => fn(job, token, abort), catch: (cause) => cause })
+        takesSignal
+          ? (job, _, token) => Effect.tryPromise({ try: (abort) => fn(job, token, abort), catch: (cause) => cause })
+          : (job, _, token) => Effect.tryPromise({ try: () => untilDone(job, token), catch: (cause) => cause })
       )
-      return async (job, token, signal) => {
+      const handle = async (job: BullJob<DataType>, token: string | undefined, signal: AbortSignal | undefined) => {
         if (closing !== undefined) {
           // The runtime is going or gone: nothing could release a lock taken now. Back to delayed, no attempt spent.
           if (token === undefined) throw closed("perform", job.id)
@@ -441,6 +450,10 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
         }
         return perform(job, token, signal)
       }
+      // Three parameters ask BullMQ for its signal (`worker.cancelJob`); two ask for none.
+      return takesSignal
+        ? (job, token, signal) => handle(job, token, signal)
+        : (job, token) => handle(job, token, undefined)
     },
     died: (job) =>
       closing !== undefined
