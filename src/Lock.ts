@@ -655,7 +655,7 @@ const holding = <A extends Acquired>(
     released = true
     if (lease !== undefined) Keeper.letGo(redis, lease)
     return unlockWith(redis, definition, pinned).pipe(
-      Effect.tap(() => Effect.flatMap(Clock.currentTimeMillis, (end) => Metric.update(Metrics.holdTime, end - start))),
+      Effect.tap(() => Effect.clockWith((clock) => Metric.update(Metrics.holdTime, clock.unsafeCurrentTimeMillis() - start))),
       Effect.catchAll((error) =>
         Effect.as(
           Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error).pipe(
@@ -795,7 +795,13 @@ export const holdWhile = <H extends Held, A, E, R, B, E2, R2>(
     Effect.matchEffect(take, {
       onFailure: (error): Effect.Effect<B, E2 | RedisError, R2> =>
         error._tag === "LockConflict" ? restore(onConflict(error)) : Effect.fail(error),
-      onSuccess: (held) => Effect.onExit(restore(runHolding(held, self)), () => Effect.ignore(held.release))
+      // A perform that succeeded has been released already (runHolding ends with the release); any other end is
+      // released here (a second release does nothing).
+      onSuccess: (held) =>
+        Effect.onExit(
+          restore(runHolding(held, self)),
+          (exit) => Exit.isSuccess(exit) ? Effect.void : Effect.ignore(held.release)
+        )
     })
   )
 

@@ -292,6 +292,60 @@ describe("UniqueQueue: many calls in flight", () => {
   })
 })
 
+describe("UniqueQueue.processor: a signal for a fn that declares it", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    // As BullMQ's Worker decides for its own processors: a signal (dear to make) only for a fn of three parameters,
+    // and only such a job can be cancelled; a fn that could not stop on it is never told to.
+    it.scoped("worker.cancelJob aborts a fn of three parameters; a fn of fewer gets no signal and runs to its end", () =>
+      Effect.gen(function*() {
+        const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
+        const started: Array<string> = []
+        const given: Array<number> = []
+        let release: () => void = () => undefined
+        const gate = new Promise<void>((resolve) => (release = resolve))
+        const withSignal = unique.processor(async (job, _token, signal) => {
+          given.push(signal instanceof AbortSignal ? 3 : -1)
+          started.push(job.id!)
+          if (job.name === "WithSignal") {
+            await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))
+            throw new Error("stopped on its signal")
+          }
+          await gate
+          return "ran"
+        })
+        const without = unique.processor(async function(this: unknown, job) {
+          // eslint-disable-next-line prefer-rest-params
+          given.push(arguments.length)
+          started.push(job.id!)
+          await gate
+          return "ran"
+        })
+        assert.strictEqual(withSignal.length, 3, "asks BullMQ for its signal")
+        assert.strictEqual(without.length, 2, "asks for none")
+        const worker = yield* Bull.worker<Data>(
+          name,
+          (job, token, signal) => job.name === "WithSignal" ? withSignal(job, token, signal) : without(job, token),
+          { concurrency: 4 }
+        )
+        const cancelled = yield* Effect.promise(() => unique.add("WithSignal", { n: 1 }, { attempts: 1 }))
+        const plain = yield* Effect.promise(() => unique.add("Plain", { n: 2 }, { attempts: 1 }))
+        assert.strictEqual(cancelled._tag, "Enqueued")
+        assert.strictEqual(plain._tag, "Enqueued")
+        assert.isTrue(yield* Bull.until(Effect.sync(() => started.length === 2)))
+        assert.isTrue(worker.cancelJob(cancelled.job.jid), "BullMQ holds a signal for it")
+        assert.isTrue(
+          yield* Bull.until(Effect.promise(async () => (await queue.getJobState(cancelled.job.jid)) === "failed"))
+        )
+        release()
+        assert.isTrue(
+          yield* Bull.until(Effect.promise(async () => (await queue.getJobState(plain.job.jid)) === "completed"))
+        )
+        assert.sameMembers(given, [3, 2], "the fn of fewer parameters was called with two arguments")
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "both locks released (the failed job's last attempt)")
+      }), 30_000)
+  })
+})
+
 describe("UniqueQueue.make: every option decoded once", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     it.scoped("values of the wrong kind are refused at make, naming the field and what to write", () =>

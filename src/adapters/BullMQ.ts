@@ -652,6 +652,14 @@ async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefine
       undefined
     )
   }
+  if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) && signal?.aborted === true) {
+    // Cancelled by BullMQ (`worker.cancelJob`): it fails, and on its last attempt its locks go as a dead job's do.
+    const cancelled = new Error(`job ${job.id} was cancelled`)
+    exit = await runExit(
+      Effect.suspend(() => failed(defined.definition, job, toJob(job))(cancelled)) as Effect.Effect<never, Error, R>,
+      undefined
+    )
+  }
   if (Exit.isSuccess(exit)) return exit.value._tag === "Performed" ? exit.value.value as A : undefined
   throw Cause.isInterruptedOnly(exit.cause) ? new Error(`job ${job.id} was cancelled`) : Cause.squash(exit.cause)
 }
