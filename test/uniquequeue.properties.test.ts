@@ -277,6 +277,83 @@ describe("UniqueQueue properties", () => {
           )
         )
       }), 120_000)
+
+    // As BullMQ's Worker decides: a signal only for a fn that declares it, and only such a job can be cancelled. A
+    // cancelled job fails (and is retried by its attempts); on its last attempt its locks go as a dead job's do.
+    it.scoped("property: a signal exactly for a fn of three parameters; a cancelled job fails or is retried, and no lock is left", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        const check = (lock: LockType.LockType, arity: 1 | 2 | 3, attempts: 1 | 2, cancel: boolean) =>
+          Effect.gen(function*() {
+            const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
+              lock,
+              ...(lock === "while_executing" ? { onConflict: { server: "reschedule" as const } } : {})
+            })
+            const given: Array<boolean> = []
+            let started!: () => void
+            const running = new Promise<void>((resolve) => (started = resolve))
+            let open!: () => void
+            const gate = new Promise<void>((resolve) => (open = resolve))
+            const body = async (signal: unknown) => {
+              given.push(signal instanceof AbortSignal)
+              started()
+              if (signal instanceof AbortSignal) {
+                await Promise.race([gate, new Promise((resolve) => signal.addEventListener("abort", resolve))])
+                if (signal.aborted) throw new Error("stopped on its signal")
+              } else {
+                await gate
+              }
+              return "done"
+            }
+            const processor = arity === 3
+              ? unique.processor((_job, _token, signal) => body(signal))
+              : arity === 2
+              ? unique.processor(function(_job, _token) {
+                // eslint-disable-next-line prefer-rest-params
+                return body(arguments[2])
+              })
+              : unique.processor(function(_job) {
+                // eslint-disable-next-line prefer-rest-params
+                return body(arguments[2])
+              })
+            assert.strictEqual(processor.length, arity === 3 ? 3 : 2)
+            const worker = new Worker(name, processor, { connection })
+            worker.on("error", () => {})
+            yield* Effect.addFinalizer(() => Effect.promise(() => worker.close(true)))
+            const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts }))
+            assert.strictEqual(added._tag, "Enqueued")
+            yield* Effect.promise(() => running)
+            if (cancel) assert.strictEqual(worker.cancelJob(added.job.jid), arity === 3, "cancellable")
+            const cancelled = cancel && arity === 3
+            if (cancelled) {
+              assert.isTrue(yield* Bull.until(Effect.promise(async () => {
+                const job = await queue.getJob(added.job.jid)
+                return (job?.attemptsMade ?? 0) >= 1
+              })))
+            }
+            open()
+            const expected = cancelled && attempts === 1 ? "failed" : "completed"
+            assert.isTrue(
+              yield* Bull.until(Effect.promise(async () => (await queue.getJobState(added.job.jid)) === expected)),
+              expected
+            )
+            assert.deepStrictEqual(given, Array.from(given, () => arity === 3), "a signal exactly when declared")
+            assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "no lock is left")
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom<LockType.LockType>("until_executed", "until_and_while_executing", "while_executing"),
+              fc.constantFrom<1 | 2 | 3>(1, 2, 3),
+              fc.constantFrom<1 | 2>(1, 2),
+              fc.boolean(),
+              (lock, arity, attempts, cancel) => Effect.runPromise(check(lock, arity, attempts, cancel))
+            ),
+            { numRuns: runs(24) }
+          )
+        )
+      }), 120_000)
   })
 
   it.effect("property: any bad UNIQUE_JOBS_* values are each named once, as written, and nothing reads 'undefined'", () =>
