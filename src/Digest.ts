@@ -161,6 +161,17 @@ const isPlainObject = (u: object): boolean => {
   return proto === Object.prototype || proto === null
 }
 
+// A value JSON writes as itself: a string, a boolean, null or a finite number.
+const isScalar = (value: unknown): boolean =>
+  typeof value === "string" || typeof value === "boolean" || value === null ||
+  (typeof value === "number" && Number.isFinite(value))
+
+// A hole reads as undefined: not a scalar.
+const scalarsOnly = (array: ReadonlyArray<unknown>): boolean => {
+  for (let i = 0; i < array.length; i++) if (!isScalar(array[i])) return false
+  return true
+}
+
 const isIndex = (key: string): boolean => /^(?:0|[1-9]\d*)$/.test(key) && Number(key) < 4_294_967_295
 
 // Where a value sits, for the error only: built when one is thrown, not for every value read.
@@ -198,32 +209,36 @@ const canonicalJson = (value: unknown, steps: Array<Step>, open: Array<object>):
   if (open.includes(object)) throw new NotJson(pathOf(steps), "refers back to itself (a cycle)")
   let out: string
   if (Array.isArray(object)) {
+    // Only JSON's own scalars (the common case: ids, numbers): JSON.stringify writes them as the loop below would.
+    if (scalarsOnly(object)) return JSON.stringify(object)
     open.push(object)
-    out = "["
+    const items: Array<string> = new Array(object.length)
+    const depth = steps.push(0) - 1
     for (let i = 0; i < object.length; i++) {
-      steps.push(i)
+      steps[depth] = i
+      const item: unknown = object[i]
       // A hole in the array is null in JSON.
-      out += (i === 0 ? "" : ",") + (i in object ? canonicalJson(object[i], steps, open) : "null")
-      steps.pop()
+      items[i] = item === undefined && !(i in object) ? "null" : canonicalJson(item, steps, open)
     }
-    out += "]"
+    steps.pop()
+    out = `[${items.join(",")}]`
   } else if (isPlainObject(object)) {
     open.push(object)
-    out = "{"
     // JSON.stringify of a sorted copy, as earlier versions hashed, lists array-index keys ("0", "9", "10") first in
     // numeric order, where Object.keys already has them; the other keys sorted. The text keeps that order.
     const own = Object.keys(object)
     let indices = 0
     while (indices < own.length && isIndex(own[indices]!)) indices++
     const keys = indices === 0 ? own.sort() : [...own.slice(0, indices), ...own.slice(indices).sort()]
+    const entries: Array<string> = new Array(keys.length)
+    const depth = steps.push("") - 1
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!
-      steps.push(key)
-      out += (i === 0 ? "" : ",") + JSON.stringify(key) + ":" +
-        canonicalJson((object as Record<string, unknown>)[key], steps, open)
-      steps.pop()
+      steps[depth] = key
+      entries[i] = `${JSON.stringify(key)}:${canonicalJson((object as Record<string, unknown>)[key], steps, open)}`
     }
-    out += "}"
+    steps.pop()
+    out = `{${entries.join(",")}}`
   } else {
     const name = (object as { constructor?: { name?: string } }).constructor?.name ?? "object"
     throw new NotJson(pathOf(steps), `is a ${name}, not a plain object; convert it to JSON values first`)
