@@ -209,8 +209,9 @@ const canonicalJson = (value: unknown, steps: Array<Step>, open: Array<object>):
   if (open.includes(object)) throw new NotJson(pathOf(steps), "refers back to itself (a cycle)")
   let out: string
   if (Array.isArray(object)) {
-    // Only JSON's own scalars (the common case: ids, numbers): JSON.stringify writes them as the loop below would.
-    if (scalarsOnly(object)) return JSON.stringify(object)
+    // Only JSON's own scalars (the common case: ids, numbers): JSON.stringify writes them as the loop below would
+    // (unless the array has a toJSON of its own, which it would call).
+    if (scalarsOnly(object) && !("toJSON" in object)) return JSON.stringify(object)
     open.push(object)
     const items: Array<string> = new Array(object.length)
     const depth = steps.push(0) - 1

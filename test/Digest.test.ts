@@ -142,6 +142,12 @@ describe("Digest", () => {
       assert.include(text, `[{"9":2,"10":1,"01":3,"a":0,"b":0}]`)
     }))
 
+  it.effect("an array's own toJSON is not called: the digest is of its elements", () =>
+    Effect.gen(function*() {
+      const ids = Object.assign([1, 2, 3], { toJSON: () => "other" })
+      assert.strictEqual(yield* Digest.make({ ...job, args: [ids] }), yield* Digest.make({ ...job, args: [[1, 2, 3]] }))
+    }))
+
   // The text is written out directly (no sorted copy is made): it must be exactly JSON.stringify of that copy, for any
   // JSON value, sparse arrays (holes are null) and "__proto__" keys included.
   it("the hashed text is JSON.stringify of the pairs with object keys sorted, for any JSON value", () => {
