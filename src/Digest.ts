@@ -5,7 +5,6 @@
  * @since 0.1.0
  */
 import * as Crypto from "node:crypto"
-import { createHash } from "node:crypto"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 
@@ -147,7 +146,7 @@ export const make = (input: Input, options?: Options): Effect.Effect<string, Dig
 export const hash = (text: string, algorithm: Algorithm): string =>
   oneShot !== undefined
     ? oneShot(algorithm === "legacy" ? "md5" : "sha3-256", text, "hex")
-    : createHash(algorithm === "legacy" ? "md5" : "sha3-256").update(text, "utf8").digest("hex")
+    : Crypto.createHash(algorithm === "legacy" ? "md5" : "sha3-256").update(text, "utf8").digest("hex")
 
 // Node's one-shot hash (20.12 and later) costs about half of a Hash object's; older Nodes take the object.
 const oneShot = (Crypto as { readonly hash?: (algorithm: string, data: string, encoding: "hex") => string }).hash

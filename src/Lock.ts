@@ -655,7 +655,9 @@ const holding = <A extends Acquired>(
     released = true
     if (lease !== undefined) Keeper.letGo(redis, lease)
     return unlockWith(redis, definition, pinned).pipe(
-      Effect.tap(() => Effect.clockWith((clock) => Metric.update(Metrics.holdTime, clock.unsafeCurrentTimeMillis() - start))),
+      Effect.tap(() =>
+        Effect.clockWith((clock) => Metric.update(Metrics.holdTime, clock.unsafeCurrentTimeMillis() - start))
+      ),
       Effect.catchAll((error) =>
         Effect.as(
           Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error).pipe(

@@ -611,8 +611,9 @@ const failed = (definition: Definition, job: BullJob, ours: Job) =>
 
 /**
  * A BullMQ processor function `(job, token, signal)` over any way to run an effect to its `Exit` on a fiber of its
- * own (a `Runtime`'s, a `ManagedRuntime`'s); `unique` may depend on the job (its name). BullMQ's abort signal (`worker.cancelJob`)
- * interrupts the perform, which releases its run lock; a job turned away completes with `undefined`.
+ * own (a `Runtime`'s, a `ManagedRuntime`'s); `unique` may depend on the job (its name). BullMQ's abort signal
+ * (`worker.cancelJob`) interrupts the perform, which releases its run lock, and fails the job (on its last attempt,
+ * after `Middleware.died`); a job turned away completes with `undefined`.
  *
  * @since 0.1.0
  * @category processor
@@ -641,22 +642,21 @@ async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefine
     )
   }) as Effect.Effect<Strategy.ServerOutcome<A>, Error, R>
   let exit = await runExit(handled, signal)
-  if (Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && boundary?.lost !== undefined) {
-    // Interrupted for its lost lock: ended as a perform that failed with that LockLost ends (a strategy that moved the
-    // job to delayed first: DelayedError).
-    const lost = boundary.lost
+  // Interrupted for its lost run lock, or cancelled by BullMQ (`worker.cancelJob`): ended as a perform that failed
+  // with that error ends (on its last attempt its locks go as a dead job's do; a strategy that moved the job to
+  // delayed first: DelayedError). An interruption of ours (close's timeout) stays a cancellation.
+  const interruptedBy = Exit.isSuccess(exit)
+    ? undefined
+    : boundary?.lost !== undefined && Cause.isInterrupted(exit.cause)
+    ? boundary.lost
+    : signal?.aborted === true && Cause.isInterruptedOnly(exit.cause)
+    ? new Error(`job ${job.id} was cancelled`)
+    : undefined
+  if (interruptedBy !== undefined) {
     exit = await runExit(
       Effect.suspend(() =>
-        active.moved ? Effect.fail(new DelayedError()) : failed(defined.definition, job, toJob(job))(lost)
+        active.moved ? Effect.fail(new DelayedError()) : failed(defined.definition, job, toJob(job))(interruptedBy)
       ) as Effect.Effect<never, Error, R>,
-      undefined
-    )
-  }
-  if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) && signal?.aborted === true) {
-    // Cancelled by BullMQ (`worker.cancelJob`): it fails, and on its last attempt its locks go as a dead job's do.
-    const cancelled = new Error(`job ${job.id} was cancelled`)
-    exit = await runExit(
-      Effect.suspend(() => failed(defined.definition, job, toJob(job))(cancelled)) as Effect.Effect<never, Error, R>,
       undefined
     )
   }

@@ -102,8 +102,8 @@ export interface UniqueQueue<DataType = unknown> {
    * A processor for `new Worker(queue.name, …)`: runs `fn` through the server middleware. `signal` aborts when the
    * run lock is lost, `close`'s timeout passes or BullMQ cancels the job (`worker.cancelJob`). As with BullMQ's own
    * processors, only a `fn` that declares it (three parameters) is given one; BullMQ cancels only such a job. A job
-   * turned away completes with `undefined`. A job it is handed
-   * after `close()` began is put back (delayed by a second, no attempt spent) for a worker that is still open.
+   * turned away completes with `undefined`. A job it is handed after `close()` began is put back (delayed by a
+   * second, no attempt spent) for a worker that is still open.
    */
   readonly processor: <R>(
     fn: (job: BullJob<DataType>, token: string | undefined, signal: AbortSignal) => Promise<R>
