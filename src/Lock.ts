@@ -119,7 +119,8 @@ const infoOf = (definition: Definition, target: Target): string => {
 }
 
 // The queue lock lives for lockTtl (plus the delay); the run lock lives by its renewed lease.
-const requestOf = (definition: Definition, target: Target, phase: Phase): HolderRequest => ({
+/** @internal */
+export const requestOf = (definition: Definition, target: Target, phase: Phase): HolderRequest => ({
   jid: target.jid,
   limit: definition.lockLimit,
   ttlMs: phase === "queue"
@@ -230,7 +231,8 @@ const settle = <Extra extends object>(
 // A conflict is an answer, not a bug: the duplicate's strategy handles it, and a stack trace would only cost time
 // (about a tenth of a duplicate enqueue's CPU when captured). Its fields come from the definition and the script's
 // reply, already of their types: validating them again cost a duplicate enqueue about 3 µs (bench/).
-const conflictOf = (fields: ConstructorParameters<typeof LockConflict>[0]): LockConflict => {
+/** @internal */
+export const conflictOf = (fields: ConstructorParameters<typeof LockConflict>[0]): LockConflict => {
   const limit = Error.stackTraceLimit
   Error.stackTraceLimit = 0
   try {
@@ -332,7 +334,8 @@ const unlockWith = (redis: Store, definition: Definition, target: Target): Effec
 const notReleased = Effect.succeed(false)
 const wasReleased = Effect.succeed(true)
 
-const afterRelease = (definition: Definition, target: Target, phase: Phase): Effect.Effect<boolean> =>
+/** A release that found its hold live: counted, then `afterUnlock`. Answers true. @internal */
+export const afterRelease = (definition: Definition, target: Target, phase: Phase): Effect.Effect<boolean> =>
   Effect.withFiberRuntime((fiber) => {
     unsafeIncrement(counter(Metrics.released, definition.lock, phase), fiber)
     return definition.afterUnlock === undefined || LockType.records[definition.lock].releasedBy === "expiry"
@@ -472,22 +475,25 @@ const missed = (definition: Definition, target: Target): Effect.Effect<boolean> 
   )
 
 /** `releaseQueueLock` over a store and a resolved definition the caller already holds. @internal */
-export const releaseQueueLockWith = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean> => {
-  const queued: Target = { ...target, phase: "queue" }
-  const logged = <A>(self: Effect.Effect<A>) => Effect.annotateLogs(self, annotations(target))
-  return Effect.matchEffect(unlockWith(redis, definition, queued), {
-    onSuccess: (released) => released ? wasReleased : logged(missed(definition, target)),
-    onFailure: () =>
-      unlockWith(redis, definition, queued).pipe(
-        Effect.retry(releaseRetry),
-        Effect.catchAll((error) =>
-          logged(
-            Effect.as(Effect.logWarning("could not release the queue lock; it stays until its TTL or the reaper", error), false)
-          )
-        )
-      )
+export const releaseQueueLockWith = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean> =>
+  Effect.matchEffect(unlockWith(redis, definition, { ...target, phase: "queue" }), {
+    onSuccess: (released) => released ? wasReleased : releaseMissed(definition, target),
+    onFailure: () => releaseAgain(redis, definition, target)
   })
-}
+
+/** A queue lock's release that found nothing to release: said and counted. Answers false. @internal */
+export const releaseMissed = (definition: Definition, target: Target): Effect.Effect<boolean> =>
+  Effect.annotateLogs(missed(definition, target), annotations(target))
+
+/** A queue lock's release that could not reach Redis, tried again (`releaseRetry`), then logged. @internal */
+export const releaseAgain = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean> =>
+  unlockWith(redis, definition, { ...target, phase: "queue" }).pipe(
+    Effect.retry(releaseRetry),
+    Effect.catchAll((error) =>
+      Effect.as(Effect.logWarning("could not release the queue lock; it stays until its TTL or the reaper", error), false)
+        .pipe(Effect.annotateLogs(annotations(target)))
+    )
+  )
 
 /**
  * Runs an enqueue holding the job's queue lock: takes it first (a held lock fails with `LockConflict` and the
@@ -540,21 +546,35 @@ export const queueLocked = <A, E, R, B, E2, R2>(
             })))
           }
           unsafeIncrement(counter(Metrics.acquired, definition.lock, "queue"), fiber)
-          return Effect.onExit(restore(self), (exit) => {
-            if (Exit.isSuccess(exit)) return Effect.void
-            const landing = landingOf(exit)
-            // An enqueue that may still land keeps its lock until the queue answers: released only if it did not.
-            return landing === undefined
-              ? releaseQueueLockWith(redis, definition, target)
-              : Effect.asVoid(Effect.forkDaemon(
-                Effect.flatMap(landing, (landed) =>
-                  landed ? Effect.void : Effect.asVoid(releaseQueueLockWith(redis, definition, target)))
-              ))
-          })
+          return keepIfEnqueued(redis, definition, target, restore(self))
         }
       )
     )
   )
+
+/**
+ * An enqueue made holding `target`'s queue lock (taken already): the lock is kept when it succeeds, released when it
+ * fails or is interrupted. The caller makes it uninterruptible until `self` runs (`Effect.uninterruptibleMask`).
+ *
+ * @internal
+ */
+export const keepIfEnqueued = <A, E, R>(
+  redis: Store,
+  definition: Definition,
+  target: Target,
+  self: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.onExit(self, (exit) => {
+    if (Exit.isSuccess(exit)) return Effect.void
+    const landing = landingOf(exit)
+    // An enqueue that may still land keeps its lock until the queue answers: released only if it did not.
+    return landing === undefined
+      ? releaseQueueLockWith(redis, definition, target)
+      : Effect.asVoid(Effect.forkDaemon(
+        Effect.flatMap(landing, (landed) =>
+          landed ? Effect.void : Effect.asVoid(releaseQueueLockWith(redis, definition, target)))
+      ))
+  })
 
 const landingOf = (exit: Exit.Exit<unknown, unknown>): Effect.Effect<boolean> | undefined => {
   if (Exit.isSuccess(exit)) return undefined

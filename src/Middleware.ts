@@ -8,13 +8,17 @@
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as LogLevel from "effect/LogLevel"
 import * as Metric from "effect/Metric"
+import type * as MetricLabel from "effect/MetricLabel"
 import { Defaults, resolve } from "./Defaults.js"
 import type * as Digest from "./Digest.js"
 import type { ExecutionConflict, LockConflict, LockLost } from "./Errors.js"
 import type { DuplicateJob } from "./Errors.js"
 import type { Job } from "./Job.js"
 import type { JobQueue, QueueError } from "./JobQueue.js"
+import * as Direct from "./internal/direct.js"
 import * as Tracing from "./internal/tracing.js"
 import * as Lock from "./Lock.js"
 import * as LockType from "./LockType.js"
@@ -111,38 +115,43 @@ const clientPhase = <A, E, R>(
     const stamped: Job = { ...job, lockDigest: digest }
     const enqueued = (value: A) => Strategy.ClientOutcome.Enqueued({ digest, job: stamped, value })
     if (LockType.records[definition.lock].enqueue === "pass") return Effect.map(enqueue(stamped), enqueued)
-    const target = (delay: number): Lock.Target => ({ digest, jid: job.jid, phase: "queue", delay, info: infoOf(job) })
     // Lock, then enqueue; the lock is released when the enqueue fails or is interrupted. A conflict is the lock's
     // typed failure: it goes to the strategy, never confused with a failure of the user's enqueue.
-    // Both branches end in an outcome: the enqueue's value mapped by `then`, or the conflict's outcome.
-    const attempt = <E2, R2>(
-      delay: number,
-      then: (value: A) => Strategy.ClientOutcome<A>,
-      onConflict: (conflict: LockConflict) => Effect.Effect<Strategy.ClientOutcome<A>, E2, R2>
-    ) => Lock.queueLocked(redis, definition, target(delay), Effect.map(enqueue(stamped), then), onConflict)
     const locked = (delay: number) => {
-      // The holders' jobs are gone: release their places and try once more. Another duplicate may take the freed
-      // place first: this one is the duplicate then.
-      const replace = (holders: ReadonlyArray<string>) =>
-        Effect.zipRight(
-          Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target(delay), jid }), { discard: true }),
-          attempt(
-            delay,
-            (value) => Strategy.ClientOutcome.Replaced({ digest, job: stamped, replaced: holders, value }),
-            (again) => Effect.succeed(Strategy.skipped({ conflict: again, job: stamped }) as Strategy.ClientOutcome<A>)
-          )
-        )
-      return attempt(
-        delay,
-        enqueued,
-        (conflict) => Strategy.clientStrategy(definition.onConflict.client)({ conflict, job: stamped, replace })
-      )
+      const target: Lock.Target = { digest, jid: job.jid, phase: "queue", delay, info: infoOf(job) }
+      const onConflict = clientConflict(redis, definition, stamped, target, enqueue)
+      return Lock.queueLocked(redis, definition, target, Effect.map(enqueue(stamped), enqueued), onConflict)
     }
     // Only a scheduled job needs the time: its TTL counts from when it runs (in whole ms, as the scripts take them).
     return job.at === undefined
       ? locked(0)
       : Effect.flatMap(Clock.currentTimeMillis, (now) => locked(Math.max(0, Math.ceil(job.at! - now))))
   })
+
+// A conflict at enqueue, as the client strategy says. Its `replace` releases the holders' places (their jobs are
+// gone) and tries once more: another duplicate may take the freed place first, and this one is the duplicate then.
+const clientConflict = <A, E, R>(
+  redis: Store,
+  definition: Definition,
+  stamped: Job,
+  target: Lock.Target,
+  enqueue: (job: Job) => Effect.Effect<A, E, R>
+) =>
+(conflict: LockConflict): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> => {
+  const replace = (holders: ReadonlyArray<string>) =>
+    Effect.zipRight(
+      Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target, jid }), { discard: true }),
+      Lock.queueLocked(
+        redis,
+        definition,
+        target,
+        Effect.map(enqueue(stamped), (value) =>
+          Strategy.ClientOutcome.Replaced({ digest: target.digest, job: stamped, replaced: holders, value })),
+        (again) => Effect.succeed(Strategy.skipped({ conflict: again, job: stamped }) as Strategy.ClientOutcome<A>)
+      )
+    )
+  return Strategy.clientStrategy(definition.onConflict.client)({ conflict, job: stamped, replace })
+}
 
 /**
  * Wraps an enqueue. Computes the digest once and stamps it into `job.lockDigest`; for types that lock at enqueue,
@@ -293,3 +302,143 @@ export const died = (definition: Definition) =>
       ? Effect.succeed(false)
       : Effect.flatMap(digestOf(definition, job), (digest) =>
         Lock.unlock(definition, { digest, jid: job.jid, phase: "queue" })))
+
+// ---------------------------------------------------------------------------------------------------------------
+// The Promise face's hot path
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * A definition resolved once for a runtime, with what its fast phases read: the store and its promise calls, the
+ * runtime's metric labels, and whether a conflict's debug line would be written. Made only where the phases would
+ * take the same steps as `client` and `server` on that runtime: locks enabled, no tracer recording spans, and a store
+ * with promise calls (internal/direct).
+ *
+ * @internal
+ */
+export interface Fast {
+  readonly definition: Definition
+  readonly redis: Store
+  readonly direct: Direct.Direct
+  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
+  readonly logsConflicts: boolean
+}
+
+/**
+ * How a fast phase runs the steps it leaves to Effect (a strategy, an enqueue holding its lock, a failed release):
+ * on a fiber of the caller's runtime, answered as a promise that rejects with the failure itself.
+ *
+ * @internal
+ */
+export type Run<R> = <A, E>(effect: Effect.Effect<A, E, R>) => Promise<A>
+
+/** `definition` as a `Fast` on the current runtime, or undefined where its phases must run as effects. @internal */
+export const fast = (definition: Definition): Effect.Effect<Fast | undefined, never, RedisService> =>
+  Effect.withFiberRuntime((fiber) => {
+    const context = fiber.currentContext as Context.Context<RedisService>
+    const settings = Context.get(context, Defaults)
+    const redis = Context.get(context, RedisService)
+    const direct = Direct.directOf(redis)
+    if (!settings.enabled || direct === undefined || fiber.currentTracer !== Tracing.builtInTracer) {
+      return Effect.succeed(undefined)
+    }
+    return Effect.succeed({
+      definition: resolve(definition, settings),
+      redis,
+      direct,
+      labels: fiber.getFiberRef(FiberRef.currentMetricLabels),
+      logsConflicts: LogLevel.lessThanEqual(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Debug)
+    })
+  })
+
+/**
+ * `client` as a promise, for an enqueue of `job` now (no `at`) under a lock type that locks at enqueue: the lock call
+ * and the enqueue (`enqueueNow`, the promise twin of `enqueue`) go out with no fiber, and a duplicate under `log` is
+ * answered with none. A failed enqueue's release, and any other strategy, run on a fiber (`run`) as in `client`.
+ * Undefined when the job must take `client` instead.
+ *
+ * @internal
+ */
+export const clientFast = <A, E, R>(
+  fast: Fast,
+  job: Job,
+  enqueue: (job: Job) => Effect.Effect<A, E, R>,
+  enqueueNow: (job: Job) => Promise<A>,
+  run: Run<R | RedisService | JobQueue>
+): Promise<Strategy.ClientOutcome<A>> | undefined => {
+  const { definition, redis } = fast
+  if (job.at !== undefined || LockType.records[definition.lock].enqueue !== "lock") return undefined
+  const digest = job.lockDigest ?? Lock.digestNow(definition, job)
+  if (typeof digest !== "string") return Promise.reject(digest)
+  const stamped: Job = { ...job, lockDigest: digest }
+  const target: Lock.Target = { digest, jid: job.jid, phase: "queue", info: infoOf(job) }
+  const request = Lock.requestOf(definition, target, "queue")
+  return fast.direct.lock(Lock.keyOf(definition, digest, "queue"), request).then((result) => {
+    if (result._tag === "Conflict") {
+      Metrics.conflicts.of(definition.lock, "queue").unsafeUpdate(1, fast.labels)
+      // `log` writes a debug line and answers Skipped: with the line below the runtime's level, that is all (and
+      // the conflict, an error class, is not even made).
+      if (definition.onConflict.client === "log" && !fast.logsConflicts) {
+        return Strategy.ClientOutcome.Skipped({ digest, job: stamped, holders: result.holders })
+      }
+      const conflict = Lock.conflictOf({
+        digest,
+        jid: job.jid,
+        phase: "queue",
+        lockType: definition.lock,
+        holders: result.holders
+      })
+      return run(clientConflict(redis, definition, stamped, target, enqueue)(conflict))
+    }
+    Metrics.acquired.of(definition.lock, "queue").unsafeUpdate(1, fast.labels)
+    // The lock is kept when the job is stored; a failed enqueue lets it go as `client` does (after the queue's
+    // answer, when the add may still land).
+    return enqueueNow(stamped).then(
+      (value) => Strategy.ClientOutcome.Enqueued({ digest, job: stamped, value }),
+      (error: unknown) => run(Lock.keepIfEnqueued(redis, definition, target, Effect.fail(error)))
+    )
+  })
+}
+
+/**
+ * `server` as a promise, for the lock types that hold no run lock around their perform (`until_executing`,
+ * `until_executed`, `until_expired`): the perform and the queue lock's release go out with no fiber; a release that
+ * misses or fails is handled on one (`run`), as `server` handles it. The promise rejects with the perform's own
+ * failure. Undefined when the job must take `server` instead.
+ *
+ * @internal
+ */
+export const serverFast = <A>(
+  fast: Fast,
+  job: Job,
+  perform: () => Promise<A>,
+  run: Run<RedisService>
+): Promise<Strategy.ServerOutcome<A>> | undefined => {
+  const { definition } = fast
+  const record = LockType.records[definition.lock]
+  if (record.beforePerform !== "none" && record.beforePerform !== "releaseQueueLock") return undefined
+  const digest = job.lockDigest ?? Lock.digestNow(definition, job)
+  // A job whose digest cannot be computed fails as `server` fails it.
+  if (typeof digest !== "string") return undefined
+  const performed = (value: A) => Strategy.ServerOutcome.Performed({ digest, job, value })
+  const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
+  if (record.beforePerform === "releaseQueueLock") {
+    return releaseFast(fast, target, run).then(perform).then(performed)
+  }
+  return record.afterPerform === "releaseQueueLockOnSuccess"
+    ? perform().then((value) => releaseFast(fast, target, run).then(() => performed(value)))
+    : perform().then(performed)
+}
+
+// `Lock.releaseQueueLockWith` with its common case, a release that found its hold, answered without a fiber.
+const releaseFast = (fast: Fast, target: Lock.Target, run: Run<RedisService>): Promise<boolean> => {
+  const { definition } = fast
+  return fast.direct.unlock(Lock.keyOf(definition, target.digest, "queue"), target.jid, 0).then(
+    (released) => {
+      if (!released) return run(Lock.releaseMissed(definition, target))
+      if (definition.afterUnlock !== undefined) return run(Lock.afterRelease(definition, target, "queue"))
+      Metrics.released.of(definition.lock, "queue").unsafeUpdate(1, fast.labels)
+      return true
+    },
+    () => run(Lock.releaseAgain(fast.redis, definition, target))
+  )
+}

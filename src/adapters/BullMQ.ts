@@ -33,6 +33,7 @@ import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { InvalidJobArgs } from "../Errors.js"
+import { makeDeadlines } from "../internal/deadlines.js"
 import type { Job } from "../Job.js"
 import { JobQueue, type Presence, QueueError } from "../JobQueue.js"
 import * as Lock from "../Lock.js"
@@ -123,41 +124,49 @@ export const toJob = (job: BullJob): Job => ({
   retryCount: job.attemptsMade
 })
 
-const attempt = <A>(operation: string, jid: string | undefined, f: () => Promise<A>): Effect.Effect<A, QueueError> =>
-  Effect.tryPromise({
-    try: f,
-    catch: (cause) =>
-      new QueueError({ operation, jid, reason: cause instanceof Error ? cause.message : String(cause), cause })
-  })
+const queueErrorOf = (operation: string, jid: string | undefined, cause: unknown): QueueError =>
+  new QueueError({ operation, jid, reason: cause instanceof Error ? cause.message : String(cause), cause })
 
 const refuse = (operation: string, jid: string, reason: string) => Effect.fail(new QueueError({ operation, jid, reason }))
 
+// A check that refused, as a value: the Effect and promise faces of an add fail with its error each in their way.
+interface Refused {
+  readonly refused: QueueError
+}
+
+const refusal = (operation: string, jid: string, reason: string): Refused => ({
+  refused: new QueueError({ operation, jid, reason })
+})
+
+const isRefused = (value: unknown): value is Refused =>
+  typeof value === "object" && value !== null && "refused" in value && value.refused instanceof QueueError
+
 // BullMQ carries one data value per job: our args are `[data]`. Options under which BullMQ may store nothing under
 // the jid (deduplication…) are refused: the lock would be held for a job that never runs.
-const dataOf = (operation: string, job: Job, queue: Queue, own?: JobsOptions): Effect.Effect<unknown, QueueError> => {
+const dataOf = (operation: string, job: Job, queue: Queue, own?: JobsOptions): Refused | { readonly data: unknown } => {
   const refused = BullOptions.issues(own, "options", "add")
   if (refused.length > 0) {
-    return refuse(operation, job.jid, refused.map((issue) => `${issue.field}: ${issue.reason}`).join("; "))
+    return refusal(operation, job.jid, refused.map((issue) => `${issue.field}: ${issue.reason}`).join("; "))
   }
   if (job.queue !== queue.name) {
-    return refuse(operation, job.jid, `the job is for queue "${job.queue}" but this adapter adds to "${queue.name}"`)
+    return refusal(operation, job.jid, `the job is for queue "${job.queue}" but this adapter adds to "${queue.name}"`)
   }
   if (job.args.length !== 1) {
-    return refuse(
+    return refusal(
       operation,
       job.jid,
       `a BullMQ job carries one data value: args must be [data] (got ${job.args.length} arguments)`
     )
   }
-  return Effect.succeed(job.args[0])
+  return { data: job.args[0] }
 }
 
 // An add answers the job BullMQ has under the id it returns: another id than the jid means the lock's job was not
 // stored (the middleware then releases the lock), never an `Enqueued` for a job that does not exist.
-const storedAs = (operation: string, job: Job, added: BullJob): Effect.Effect<BullJob, QueueError> =>
+const storedAs = (operation: string, job: Job, added: BullJob): Refused | BullJob =>
   added.id === job.jid
-    ? Effect.succeed(added)
-    : refuse(operation, job.jid, `BullMQ answered with job ${added.id} instead of storing this one under its id`)
+    ? added
+    : refusal(operation, job.jid, `BullMQ answered with job ${added.id} instead of storing this one under its id`)
 
 // A job of the queue is there while its hash is and it is neither completed nor failed for good: BullMQ deletes the
 // hash of a removed job (and of a completed or failed one under removeOnComplete/removeOnFail). Job keys are built
@@ -278,45 +287,67 @@ export const make = (
     // Every call to a queue is bounded: one whose Redis does not answer fails; it does not wait for its reconnect.
     // An add that times out has been handed to the connection, which sends it when its Redis answers: given
     // `stored`, the error carries the call's eventual answer (`landing`), so that the job's lock is kept until then.
+    // One deadline queue for every call (internal/deadlines): a timer and a racing fiber per call (Effect.timeout)
+    // cost more Node CPU than BullMQ's own add. `done` or `failed` is called once, never after the deadline.
+    const deadlines = makeDeadlines(settings.timeoutMs)
+    const send = <A>(
+      operation: string,
+      jid: string | undefined,
+      f: () => Promise<A>,
+      stored: ((value: A) => boolean) | undefined,
+      done: (value: A) => void,
+      failed: (error: QueueError) => void
+    ): void => {
+      let answer: Promise<A>
+      try {
+        answer = f()
+      } catch (cause) {
+        answer = Promise.reject(cause)
+      }
+      const pending = deadlines.add(() =>
+        failed(
+          stored === undefined
+            ? new QueueError({ operation, jid, reason: `BullMQ's Redis did not answer within ${settings.timeoutMs} ms` })
+            : new QueueError({
+              operation,
+              jid,
+              reason: `BullMQ's Redis did not answer within ${settings.timeoutMs} ms; the add was sent and may ` +
+                "still be stored when it answers (the job's lock is kept until then)",
+              landing: Effect.promise(() => answer.then(stored, () => false))
+            })
+        )
+      )
+      answer.then(
+        (value) => {
+          if (pending.settle()) done(value)
+        },
+        (cause: unknown) => {
+          if (pending.settle()) failed(queueErrorOf(operation, jid, cause))
+        }
+      )
+    }
+    // No canceler: an interrupted call's answer settles its deadline, and resuming then is a no-op.
     const call = <A>(
       operation: string,
       jid: string | undefined,
       f: () => Promise<A>,
       stored?: (value: A) => boolean
     ): Effect.Effect<A, QueueError> =>
-      Effect.suspend(() => {
-        let answer: Promise<A>
-        try {
-          answer = f()
-        } catch (cause) {
-          answer = Promise.reject(cause)
-        }
-        return attempt(operation, jid, () => answer).pipe(
-          Effect.timeoutFail({
-            duration: settings.timeoutMs,
-            onTimeout: () =>
-              stored === undefined
-                ? new QueueError({ operation, jid, reason: `BullMQ's Redis did not answer within ${settings.timeoutMs} ms` })
-                : new QueueError({
-                  operation,
-                  jid,
-                  reason: `BullMQ's Redis did not answer within ${settings.timeoutMs} ms; the add was sent and may ` +
-                    "still be stored when it answers (the job's lock is kept until then)",
-                  landing: Effect.promise(() => answer.then(stored, () => false))
-                })
-          })
-        )
-      })
+      Effect.async<A, QueueError>((resume) =>
+        send(operation, jid, f, stored, (value) => resume(Effect.succeed(value)), (error) => resume(Effect.fail(error)))
+      )
 
-    const queueOf = (operation: string, job: Job): Effect.Effect<Queue, QueueError> => {
-      const found = byName.get(job.queue)
-      return found !== undefined ? Effect.succeed(found) : refuse(
+    const unknownQueue = (operation: string, job: Job): QueueError =>
+      new QueueError({
         operation,
-        job.jid,
-        `the job is for queue "${job.queue}" but this adapter adds to ${
+        jid: job.jid,
+        reason: `the job is for queue "${job.queue}" but this adapter adds to ${
           Array.from(byName.keys(), (name) => `"${name}"`).join(", ")
         }`
-      )
+      })
+    const queueOf = (operation: string, job: Job): Effect.Effect<Queue, QueueError> => {
+      const found = byName.get(job.queue)
+      return found !== undefined ? Effect.succeed(found) : Effect.fail(unknownQueue(operation, job))
     }
 
     const activeOf = (jid: string) =>
@@ -341,18 +372,36 @@ export const make = (
         return replies.map((reply): Presence => (Number(reply) === 1 ? "exists" : "gone"))
       })
 
-    const addAs = (operation: string, job: Job, own: JobsOptions | undefined) =>
-      Effect.flatMap(queueOf(operation, job), (target) =>
-        Effect.flatMap(dataOf(operation, job, target, own), (data) =>
-          Effect.flatMap(
-            call(
-              operation,
-              job.jid,
-              () => target.add(job.worker, data, { ...jobOptions, ...own, jobId: job.jid }),
-              (added) => added.id === job.jid
-            ),
-            (added) => storedAs(operation, job, added)
-          )))
+    // An add of `job` under its jid, answered through `done` or `failed`: the one way `add`, `push`, `schedule` and
+    // the promise face add a job.
+    const addWith = (
+      operation: string,
+      job: Job,
+      own: JobsOptions | undefined,
+      done: (added: BullJob) => void,
+      failed: (error: QueueError) => void
+    ): void => {
+      const target = byName.get(job.queue)
+      if (target === undefined) return failed(unknownQueue(operation, job))
+      const checked = dataOf(operation, job, target, own)
+      if (isRefused(checked)) return failed(checked.refused)
+      send(
+        operation,
+        job.jid,
+        () => target.add(job.worker, checked.data, { ...jobOptions, ...own, jobId: job.jid }),
+        (added) => added.id === job.jid,
+        (added) => {
+          const answer = storedAs(operation, job, added)
+          if (isRefused(answer)) failed(answer.refused)
+          else done(answer)
+        },
+        failed
+      )
+    }
+    const addAs = (operation: string, job: Job, own: JobsOptions | undefined): Effect.Effect<BullJob, QueueError> =>
+      Effect.async((resume) =>
+        addWith(operation, job, own, (added) => resume(Effect.succeed(added)), (error) => resume(Effect.fail(error)))
+      )
 
     const adapter: BullMQ = {
       queue,
@@ -432,8 +481,21 @@ export const make = (
           return answers
         })
     }
+    addsNow.set(adapter, (job, own) => new Promise((resolve, reject) => addWith("add", job, own, resolve, reject)))
     return adapter
   })
+
+const addsNow = new WeakMap<BullMQ, (job: Job, options?: JobsOptions | undefined) => Promise<BullJob>>()
+
+/**
+ * The adapter's `add` as a promise that rejects with its `QueueError`, for the Promise face's hot path (no fiber);
+ * undefined for an adapter `make` did not build.
+ *
+ * @internal
+ */
+export const addNow = (
+  adapter: BullMQ
+): ((job: Job, options?: JobsOptions | undefined) => Promise<BullJob>) | undefined => addsNow.get(adapter)
 
 /**
  * The adapter as both `BullMQ` and the `JobQueue` port, over one queue or several. Closing the layer closes the
@@ -593,8 +655,8 @@ const handleAs = <A, E, R, Args extends ReadonlyArray<unknown>, ArgsError>(
   return endedAs(active, run).pipe(Effect.catchAll(failed(unique.definition, job, ours)))
 }
 
-// A failure as BullMQ must see it; on the job's last attempt, `Middleware.died` first.
-const failed = (definition: Definition, job: BullJob, ours: Job) =>
+/** A failure as BullMQ must see it; on the job's last attempt, `Middleware.died` first. @internal */
+export const failed = (definition: Definition, job: BullJob, ours: Job) =>
 (failure: unknown): Effect.Effect<never, Error, RedisService> => {
   // A payload that does not decode will not decode on a retry either: BullMQ fails it for good.
   const error = failure instanceof InvalidJobArgs ? unrecoverable(failure) : asError(failure)

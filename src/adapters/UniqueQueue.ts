@@ -25,7 +25,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import type * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Schema from "effect/Schema"
@@ -221,6 +220,11 @@ const settle = <A>(exit: Exit.Exit<A, unknown>): A => {
   throw Cause.squash(exit.cause)
 }
 
+// What close waits for, and how its timeout ends it.
+interface Cancellable {
+  readonly cancel: () => void
+}
+
 // How long a job handed to a closed queue's processor waits before BullMQ offers it again: long enough not to spin
 // while the worker is still open, short enough for another worker to take it soon.
 const putBackMs = 1_000
@@ -323,15 +327,18 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       isClusterOptions(redisOptions) ? Redis.layerCluster(redisOptions) : Redis.layer(redisOptions)
     ))
   )
-  // Adds and performs under way, so that close waits for them (each releases what it took); interrupted when close's
-  // timeout passes. One fiber per call, watched by its observer: no promise chain and no abort listener per call
+  // Adds and performs under way, so that close waits for them (each releases what it took); cancelled when close's
+  // timeout passes. One entry per call, watched by its observer: no promise chain and no abort listener per call
   // (a listener per add on one shared signal cost CPU and warned past ten adds in flight).
-  const inFlight = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
+  const inFlight = new Set<Cancellable>()
   let drained: Array<() => void> = []
+  // Set when close's timeout passes: a fiber started after it (an add whose lock call answered late) is interrupted
+  // at once, as it would have been had it been running.
+  let cancelled = false
   const settledAll = (): Promise<void> =>
     inFlight.size === 0 ? Promise.resolve() : new Promise((resolve) => drained.push(resolve))
-  const finished = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => {
-    inFlight.delete(fiber)
+  const finished = (entry: Cancellable) => {
+    inFlight.delete(entry)
     if (inFlight.size === 0 && drained.length > 0) {
       const waiting = drained
       drained = []
@@ -344,7 +351,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
   ): Promise<Exit.Exit<A, unknown>> =>
     new Promise((resolve) => {
       const fiber = runtime.runFork(effect)
-      inFlight.add(fiber)
+      const entry: Cancellable = { cancel: () => fiber.unsafeInterruptAsFork(fiber.id()) }
+      inFlight.add(entry)
       if (signal !== undefined) {
         const abort = () => fiber.unsafeInterruptAsFork(fiber.id())
         if (signal.aborted) abort()
@@ -352,12 +360,66 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
         fiber.addObserver(() => signal.removeEventListener("abort", abort))
       }
       fiber.addObserver((exit) => {
-        finished(fiber)
+        finished(entry)
         resolve(exit)
       })
+      if (cancelled) entry.cancel()
     })
   const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
     runExit(effect).then(settle)
+  // A fast-path call (Middleware.clientFast, serverFast): waited for by close like a fiber. `cancel` is how close's
+  // timeout ends it; without one it runs to its end (an add's lock call is bounded by the store's timeout, and what
+  // it starts after is a fiber, cancelled as any).
+  const tracked = <A>(work: Promise<A>, cancel?: (reject: (error: unknown) => void) => void): Promise<A> =>
+    new Promise((resolve, reject) => {
+      let open = true
+      const entry: Cancellable = {
+        cancel: () => {
+          if (cancel === undefined || !open) return
+          open = false
+          finished(entry)
+          cancel(reject)
+        }
+      }
+      inFlight.add(entry)
+      work.then(
+        (value) => {
+          if (!open) return
+          open = false
+          finished(entry)
+          resolve(value)
+        },
+        (error: unknown) => {
+          if (!open) return
+          open = false
+          finished(entry)
+          reject(error)
+        }
+      )
+    })
+
+  // Each job name's fast phases, made once the runtime is built (the first call starts building it); null where the
+  // name has none (locks disabled).
+  type Fast = Middleware.Fast & { readonly addNow: (job: Job.Job, options?: JobsOptions | undefined) => Promise<BullJob> }
+  const fastByName = new Map<string, Fast | null>()
+  let built: "no" | "building" | "yes" = "no"
+  const fastFor = (name: string): Fast | undefined => {
+    if (built !== "yes") {
+      if (built === "no") {
+        built = "building"
+        runtime.runtime().then(() => (built = "yes"), () => (built = "no"))
+      }
+      return undefined
+    }
+    let found = fastByName.get(name)
+    if (found === undefined) {
+      const made = runtime.runSync(Middleware.fast(defined(name).definition))
+      const addNow = BullMQ.addNow(runtime.runSync(BullMQ.BullMQ))
+      found = made === undefined || addNow === undefined ? null : { ...made, addNow }
+      fastByName.set(name, found)
+    }
+    return found ?? undefined
+  }
 
   let closing: Promise<void> | undefined
   const closed = (operation: string, jid: string | undefined) =>
@@ -415,6 +477,17 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped, opts))
         )
       }
+      const fast = delay > 0 || opts?.jobId !== undefined ? undefined : fastFor(name)
+      if (fast !== undefined) {
+        const answer = Middleware.clientFast(
+          fast,
+          Job.make({ worker: name, queue: queue.name, args: [data] }),
+          (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped, opts)),
+          (stamped) => fast.addNow(stamped, opts),
+          run
+        )
+        if (answer !== undefined) return tracked(answer)
+      }
       // BullMQ runs a delayed job at its timestamp (default: now) plus its delay.
       const timed = delay > 0
         ? Effect.flatMap(Clock.currentTimeMillis, (now) => enqueue((opts?.timestamp ?? now) + delay))
@@ -441,6 +514,42 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           ? (job, _, token) => Effect.tryPromise({ try: (abort) => fn(job, token, abort), catch: (cause) => cause })
           : (job, _, token) => Effect.tryPromise({ try: () => untilDone(job, token), catch: (cause) => cause })
       )
+      // A job of a lock type with no run lock, for a fn that takes no signal: run with no fiber (Middleware.serverFast).
+      // Cancelled by close's timeout as its fiber would be: it fails at once as cancelled, and what its fn does after
+      // that changes no lock.
+      const performFast = (
+        job: BullJob<DataType>,
+        token: string | undefined
+      ): Promise<Awaited<ReturnType<typeof fn>> | undefined> | undefined => {
+        const fast = takesSignal ? undefined : fastFor(job.name)
+        if (fast === undefined) return undefined
+        let cancellation: Error | undefined
+        const ours = BullMQ.toJob(job)
+        // As Effect.tryPromise takes it: a fn that throws, or answers no promise, still settles one.
+        const call = (): Promise<Awaited<ReturnType<typeof fn>>> => {
+          try {
+            return Promise.resolve(untilDone(job, token))
+          } catch (cause) {
+            return Promise.reject(cause)
+          }
+        }
+        const outcome = Middleware.serverFast(fast, ours, () =>
+          call().then((value) => {
+            if (cancellation !== undefined) throw cancellation
+            return value
+          }), run)
+        if (outcome === undefined) return undefined
+        return tracked(
+          outcome.then(
+            (ended) => ended._tag === "Performed" ? ended.value : undefined,
+            (failure: unknown) =>
+              cancellation !== undefined
+                ? Promise.reject(cancellation)
+                : run(BullMQ.failed(defined(job.name).definition, job, ours)(failure))
+          ),
+          (reject) => reject(cancellation = new Error(`job ${job.id} was cancelled`))
+        )
+      }
       const handle = async (job: BullJob<DataType>, token: string | undefined, signal: AbortSignal | undefined) => {
         if (closing !== undefined) {
           // The runtime is going or gone: nothing could release a lock taken now. Back to delayed, no attempt spent.
@@ -448,7 +557,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           await job.moveToDelayed(Date.now() + putBackMs, token)
           throw new DelayedError()
         }
-        return perform(job, token, signal)
+        return performFast(job, token) ?? perform(job, token, signal)
       }
       // Three parameters ask BullMQ for its signal (`worker.cancelJob`); two ask for none.
       return takesSignal
@@ -474,7 +583,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           const first = await Promise.race([settledAll(), passed])
           clearTimeout(timer)
           if (first === "passed") {
-            for (const fiber of inFlight) fiber.unsafeInterruptAsFork(fiber.id())
+            cancelled = true
+            for (const entry of inFlight) entry.cancel()
             await settledAll()
           }
         }

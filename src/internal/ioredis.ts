@@ -12,10 +12,12 @@ import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { makeDeadlines } from "./deadlines.js"
+import * as Direct from "./direct.js"
 import * as Keeper from "./leaseKeeper.js"
 import type {
   Fetched,
   Holder,
+  HolderRequest,
   LockKey,
   LockResult,
   ReapCandidate,
@@ -334,6 +336,14 @@ export const makeFromClient = (
     // The hot path: one callback pair per call, and no timer of its own. A fiber per call (Effect.timeout), a
     // setTimeout per call, or a promise chain per call each cost more Node CPU than the Redis call itself.
     const deadlines = makeDeadlines(timeoutMs)
+    // A cause as the call's RedisError (a deadline's own error as it is).
+    const errorOf = (operation: string, cause: unknown, script?: Scripts.Script): RedisError =>
+      cause instanceof RedisError ? cause : new RedisError({
+        operation,
+        reason: reasonOf(cause),
+        ...(script === undefined ? {} : locationOf(cause, script)),
+        cause
+      })
     const finish = <A>(
       resume: (effect: Effect.Effect<A, RedisError>) => void,
       operation: string,
@@ -351,17 +361,7 @@ export const makeFromClient = (
       operation: string,
       cause: unknown,
       script?: Scripts.Script
-    ) =>
-      resume(
-        Effect.fail(
-          new RedisError({
-            operation,
-            reason: reasonOf(cause),
-            ...(script === undefined ? {} : locationOf(cause, script)),
-            cause
-          })
-        )
-      )
+    ) => resume(Effect.fail(errorOf(operation, cause, script)))
     const call = <A>(operation: string, f: () => Promise<unknown>, decode: (reply: unknown) => A) =>
       Effect.async<A, RedisError>((resume) => {
         const pending = deadlines.add(() => resume(Effect.fail(timedOut(operation))))
@@ -386,35 +386,77 @@ export const makeFromClient = (
       decode: (reply: unknown) => A,
       compensate?: () => void
     ) =>
-      Effect.async<A, RedisError>((resume) => {
-        const pending = deadlines.add(() => {
-          compensate?.()
-          resume(Effect.fail(timedOut(operation)))
-        })
-        const done = (reply: unknown) => {
-          if (pending.settle()) finish(resume, operation, decode, reply)
-        }
-        const failed = (cause: unknown) => {
-          if (pending.settle()) {
-            if (compensate !== undefined && mayHaveRun(cause)) compensate()
-            failWith(resume, operation, cause, script)
-          }
-        }
-        client.evalsha(script.sha, ...(args as [number, ...Array<string | number>])).then(done, (cause: unknown) => {
-          // A NOSCRIPT that comes after the deadline is not answered with EVAL: its caller has already failed.
-          if (Scripts.isNoScript(cause) && !pending.settled) {
-            client.eval(script.source, ...(args as [number, ...Array<string | number>])).then(done, failed)
-          } else {
-            failed(cause)
-          }
-        })
+      Effect.async<A, RedisError>((resume) =>
+        send(
+          operation,
+          script,
+          args,
+          (reply) => finish(resume, operation, decode, reply),
+          (cause) => failWith(resume, operation, cause, script),
+          compensate
+        )
+      )
+    // The one way a script call goes out, for the Effect calls and the promise ones (internal/direct): each gets its
+    // reply or its failure's cause once, and never after its deadline.
+    const send = (
+      operation: string,
+      script: Scripts.Script,
+      args: Array<string | number>,
+      done: (reply: unknown) => void,
+      failed: (cause: unknown) => void,
+      compensate: (() => void) | undefined
+    ): void => {
+      const pending = deadlines.add(() => {
+        compensate?.()
+        failed(timedOut(operation))
       })
+      const replied = (reply: unknown) => {
+        if (pending.settle()) done(reply)
+      }
+      const refused = (cause: unknown) => {
+        if (pending.settle()) {
+          if (compensate !== undefined && mayHaveRun(cause)) compensate()
+          failed(cause)
+        }
+      }
+      client.evalsha(script.sha, ...(args as [number, ...Array<string | number>])).then(replied, (cause: unknown) => {
+        // A NOSCRIPT that comes after the deadline is not answered with EVAL: its caller has already failed.
+        if (Scripts.isNoScript(cause) && !pending.settled) {
+          client.eval(script.source, ...(args as [number, ...Array<string | number>])).then(replied, refused)
+        } else {
+          refused(cause)
+        }
+      })
+    }
+    // `script` as a promise: rejected with a RedisError, as the Effect call fails.
+    const sendPromise = <A>(
+      operation: string,
+      script: Scripts.Script,
+      args: Array<string | number>,
+      decode: (reply: unknown) => A,
+      compensate?: () => void
+    ): Promise<A> =>
+      new Promise((resolve, reject) =>
+        send(
+          operation,
+          script,
+          args,
+          (reply) => {
+            try {
+              resolve(decode(reply))
+            } catch (cause) {
+              reject(new RedisError({ operation, reason: `unexpected reply: ${String(cause)}`, cause }))
+            }
+          },
+          (cause) => reject(errorOf(operation, cause, script)),
+          compensate
+        )
+      )
     // The compensation of a lock or handoff: release what the late call may take for jid. Fire and forget, tried
     // again while the connection is down (a call lost with its connection is undone once it is back), for up to 30 s.
     // A late lock's fence is unknown here: release whichever acquisition of jid it made.
     const releaseLate = (lock: LockKey, jid: string) => () => {
-      const keys = keysOf(lock)
-      const args: [number, ...Array<string>] = [2, keys.locked, keys.index, jid, lock.name, "0"]
+      const args = unlockArgs(lock, jid, 0) as [number, ...Array<string | number>]
       const attempt = (left: number): void => {
         client.evalsha(scripts.unlock.sha, ...args)
           .catch((cause: unknown) => (Scripts.isNoScript(cause) ? client.eval(scripts.unlock.source, ...args) : Promise.reject(cause)))
@@ -548,34 +590,33 @@ export const makeFromClient = (
           : walk(shard, rank, emptyReap))
     }
 
+    // lock.lua's and unlock.lua's arguments, for the Effect calls and the promise ones alike.
+    const lockArgs = (lock: LockKey, request: HolderRequest): Array<string | number> => {
+      const keys = keysOf(lock)
+      return [
+        3,
+        keys.locked,
+        keys.index,
+        keys.fence,
+        request.jid,
+        lock.name,
+        request.limit,
+        request.ttlMs,
+        request.leaseMs,
+        request.info,
+        request.fenced ? "1" : "0",
+        request.queue === undefined || request.queue === "" ? "" : JSON.stringify(request.queue)
+      ]
+    }
+    const unlockArgs = (lock: LockKey, jid: string, fence: number): Array<string | number> => {
+      const keys = keysOf(lock)
+      return [2, keys.locked, keys.index, jid, lock.name, fence]
+    }
+
     const store: Store = {
-      lock: (lock, request) => {
-        const keys = keysOf(lock)
-        return script(
-          "lock",
-          scripts.lock,
-          [
-            3,
-            keys.locked,
-            keys.index,
-            keys.fence,
-            request.jid,
-            lock.name,
-            request.limit,
-            request.ttlMs,
-            request.leaseMs,
-            request.info,
-            request.fenced ? "1" : "0",
-            request.queue === undefined || request.queue === "" ? "" : JSON.stringify(request.queue)
-          ],
-          toLockResultReply,
-          releaseLate(lock, request.jid)
-        )
-      },
-      unlock: (lock, jid, fence = 0) => {
-        const keys = keysOf(lock)
-        return script("unlock", scripts.unlock, [2, keys.locked, keys.index, jid, lock.name, fence], isOne)
-      },
+      lock: (lock, request) =>
+        script("lock", scripts.lock, lockArgs(lock, request), toLockResultReply, releaseLate(lock, request.jid)),
+      unlock: (lock, jid, fence = 0) => script("unlock", scripts.unlock, unlockArgs(lock, jid, fence), isOne),
       renew: (lock, jid, leaseMs, fence = 0) =>
         script("renew", scripts.renew, [1, keysOf(lock).locked, jid, leaseMs, fence], isOne),
       // One script call for the batch: the keys, then jid, lease and fence per renewal.
@@ -718,6 +759,11 @@ export const makeFromClient = (
           )
       }
     }
+    Direct.register(store, {
+      lock: (lock, request) =>
+        sendPromise("lock", scripts.lock, lockArgs(lock, request), toLockResultReply, releaseLate(lock, request.jid)),
+      unlock: (lock, jid, fence) => sendPromise("unlock", scripts.unlock, unlockArgs(lock, jid, fence), isOne)
+    })
     return store
   })
 

@@ -1,0 +1,404 @@
+/**
+ * The Promise face's hot path (issue 20): `UniqueQueue.add` and `unique.processor` answer without a fiber where they
+ * can (Middleware.clientFast, serverFast). A differential property runs the same steps through a UniqueQueue and
+ * through the Effect API (`Middleware.client`, `BullMQ.processor`) on twin queues of one name, and checks every answer,
+ * every holder and every lock left are the same; examples pin what the hot path must keep: no fiber for a duplicate,
+ * the metrics, a refused or failed add's lock, a sync throw or a plain value from a processor, close's timeout.
+ * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/uniquequeue.fastpath.test.ts
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { type Job as BullJob, Queue, Worker } from "bullmq"
+import * as Cause from "effect/Cause"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as FiberId from "effect/FiberId"
+import * as fc from "effect/FastCheck"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Metric from "effect/Metric"
+import * as BullMQ from "../src/adapters/BullMQ.js"
+import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
+import * as Defaults from "../src/Defaults.js"
+import * as Job from "../src/Job.js"
+import type * as LockType from "../src/LockType.js"
+import * as Metrics from "../src/Metrics.js"
+import * as Middleware from "../src/Middleware.js"
+import * as LockOptions from "../src/Options.js"
+import * as Redis from "../src/Redis.js"
+import type * as Strategy from "../src/Strategy.js"
+import * as Bull from "./support/bullmq.js"
+import * as RedisTest from "./support/redis.js"
+import { type Data, lockKeys, rejection, sleep, uniqueQueue } from "./support/uniquequeue.js"
+
+const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
+
+/** How many fibers were started (anywhere in this process) since the last call: fiber ids come from one counter. */
+const fiberCounter = () => {
+  const id = () => (Effect.runSync(Effect.fiberId) as FiberId.Runtime).id
+  let last = id()
+  return () => {
+    const now = id()
+    const started = now - last - 1
+    last = now
+    return started
+  }
+}
+
+const lockTypes: ReadonlyArray<{ readonly lock: LockType.LockType; readonly lockTtl?: Duration.DurationInput }> = [
+  { lock: "until_executing" },
+  { lock: "until_executed" },
+  { lock: "until_expired", lockTtl: "1 hour" },
+  { lock: "while_executing" },
+  { lock: "until_and_while_executing" }
+]
+const strategies: ReadonlyArray<Strategy.ClientName> = ["log", "raise", "reject", "replace"]
+
+type Step =
+  | { readonly _tag: "add"; readonly n: number }
+  | { readonly _tag: "run"; readonly fail: boolean }
+
+// An answer with its jids named by the argument list of the job that holds them, so the two sides compare.
+const answerOf = (
+  settled: { readonly ok: true; readonly outcome: Strategy.ClientOutcome<unknown> } | {
+    readonly ok: false
+    readonly error: unknown
+  },
+  owner: (jid: string) => string
+): string => {
+  if (!settled.ok) {
+    const error = settled.error as { readonly _tag?: string; readonly message?: string }
+    return `error ${error._tag ?? error.message}`
+  }
+  const outcome = settled.outcome
+  switch (outcome._tag) {
+    case "Enqueued":
+      return "Enqueued"
+    case "Skipped":
+      return `Skipped by ${outcome.holders.map(owner).join(",")}`
+    case "Replaced":
+      return `Replaced ${outcome.replaced.map(owner).join(",")}`
+    case "Rejected":
+      return "Rejected"
+  }
+}
+
+describe("UniqueQueue: the hot path answers as the Effect path", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("property: the same adds and runs through UniqueQueue and through the Effect API give the same answers and locks", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        const step: fc.Arbitrary<Step> = fc.oneof(
+          { weight: 3, arbitrary: fc.record({ _tag: fc.constant("add" as const), n: fc.integer({ min: 1, max: 3 }) }) },
+          { weight: 1, arbitrary: fc.record({ _tag: fc.constant("run" as const), fail: fc.boolean() }) }
+        )
+        const check = (type: (typeof lockTypes)[number], strategy: Strategy.ClientName, steps: ReadonlyArray<Step>) =>
+          Effect.gen(function*() {
+            const name = Bull.uniqueName("fp")
+            // A type that takes no lock at enqueue has no client strategy.
+            const options: LockOptions.Options = type.lock === "while_executing"
+              ? type
+              : { ...type, onConflict: { client: strategy } }
+            // Twin queues: one name (so one digest), two BullMQ prefixes and two lock prefixes.
+            const twin = (side: string) =>
+              Effect.acquireRelease(
+                Effect.sync(() => new Queue(name, { connection, prefix: `{fp${side}${process.pid}}` })),
+                (q) => Effect.promise(() => q.close())
+              )
+            const queueA = yield* twin("a")
+            const queueB = yield* twin("b")
+            const prefixA = RedisTest.uniquePrefix("fpa")
+            const prefixB = RedisTest.uniquePrefix("fpb")
+            const unique = yield* Effect.acquireRelease(
+              Effect.sync(() =>
+                UniqueQueue.make<Data>(queueA, {
+                  ...options,
+                  lockPrefix: prefixA,
+                  redis: { url: testRedis.source.url },
+                  defaults: {},
+                  history: false
+                })
+              ),
+              (u) => Effect.promise(() => u.close())
+            )
+            const definition = Effect.runSync(LockOptions.make({ ...options, lockPrefix: prefixB }))
+            const runtime = yield* Effect.acquireRelease(
+              Effect.sync(() =>
+                ManagedRuntime.make(
+                  Layer.mergeAll(BullMQ.layer(queueB), Defaults.layer({})).pipe(
+                    Layer.provideMerge(Redis.layer({ url: testRedis.source.url }))
+                  )
+                )
+              ),
+              (r) => Effect.promise(() => r.dispose())
+            )
+            const failing = new Set<string>()
+            const processorA = unique.processor(async (job) => {
+              if (failing.has(job.id ?? "")) throw new Error("boom")
+              return `done ${job.data.n}`
+            })
+            const processorB = yield* Effect.promise(() =>
+              runtime.runPromise(
+                BullMQ.processor({ definition }, (job) =>
+                  failing.has(job.id ?? "") ? Effect.fail(new Error("boom")) : Effect.succeed(`done ${job.data.n}`))
+              )
+            )
+            const workerA = yield* Effect.acquireRelease(
+              Effect.sync(() => new Worker(name, null, { connection, prefix: `{fpa${process.pid}}`, autorun: false })),
+              (w) => Effect.promise(() => w.close())
+            )
+            const workerB = yield* Effect.acquireRelease(
+              Effect.sync(() => new Worker(name, null, { connection, prefix: `{fpb${process.pid}}`, autorun: false })),
+              (w) => Effect.promise(() => w.close())
+            )
+            const ownerA = new Map<string, string>()
+            const ownerB = new Map<string, string>()
+            const named = (owners: Map<string, string>) => (jid: string) => owners.get(jid) ?? `unknown ${jid}`
+            let token = 0
+            const runOne = (worker: Worker, processor: (job: BullJob, token?: string) => Promise<unknown>, fail: boolean) =>
+              Effect.promise(async () => {
+                const t = `t${++token}`
+                const job = await worker.getNextJob(t, { block: false })
+                if (job === undefined) return "none"
+                if (fail) failing.add(job.id!)
+                try {
+                  const value = await processor(job, t)
+                  await job.moveToCompleted(value, t, false)
+                  return `completed ${String(value)}`
+                } catch (error) {
+                  await job.moveToFailed(error as Error, t, false)
+                  return `failed ${(error as Error).message}`
+                }
+              })
+            // Each side's first call builds its runtime; UniqueQueue's hot path starts once it is built.
+            const warm: ReadonlyArray<Step> = [{ _tag: "add", n: 0 }, { _tag: "add", n: 0 }]
+            for (const s of [...warm, ...steps]) {
+              if (s._tag === "run") {
+                const a = yield* runOne(workerA, processorA as never, s.fail)
+                const b = yield* runOne(workerB, processorB, s.fail)
+                assert.strictEqual(a, b, `run: ${JSON.stringify(steps)}`)
+                continue
+              }
+              const a = yield* Effect.promise(() =>
+                unique.add("Work", { n: s.n }).then(
+                  (outcome) => ({ ok: true as const, outcome }),
+                  (error: unknown) => ({ ok: false as const, error })
+                )
+              )
+              const b = yield* Effect.promise(() =>
+                runtime.runPromiseExit(
+                  Middleware.client(definition)(
+                    Job.make({ worker: "Work", queue: name, args: [{ n: s.n }] }),
+                    (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped))
+                  )
+                ).then((exit) =>
+                  Exit.isSuccess(exit)
+                    ? { ok: true as const, outcome: exit.value }
+                    : { ok: false as const, error: Cause.squash(exit.cause) }
+                )
+              )
+              if (a.ok && a.outcome._tag !== "Skipped") ownerA.set(a.outcome.job.jid, `n${s.n}`)
+              if (b.ok && b.outcome._tag !== "Skipped") ownerB.set(b.outcome.job.jid, `n${s.n}`)
+              assert.strictEqual(answerOf(a, named(ownerA)), answerOf(b, named(ownerB)), `add ${s.n}: ${JSON.stringify(steps)}`)
+            }
+            // The same locks, held by the jobs of the same argument lists.
+            const held = (prefix: string, owners: Map<string, string>) =>
+              Effect.flatMap(lockKeys(prefix), (keys) =>
+                Effect.forEach(keys, (key) =>
+                  Effect.promise(async () =>
+                    `${key.slice(prefix.length)} ${
+                      Object.keys(await testRedis.raw.hgetall(key)).map(named(owners)).sort().join(",")
+                    }`
+                  )))
+            assert.deepStrictEqual(yield* held(prefixA, ownerA), yield* held(prefixB, ownerB), JSON.stringify(steps))
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom(...lockTypes),
+              fc.constantFrom(...strategies),
+              fc.array(step, { minLength: 3, maxLength: 14 }),
+              (type, strategy, steps) => Effect.runPromise(check(type, strategy, steps))
+            ),
+            {
+              numRuns: runs(40),
+              // Every lock type through a run that completes and one that fails on its last attempt, every time.
+              examples: lockTypes.map((type): [(typeof lockTypes)[number], Strategy.ClientName, Array<Step>] => [
+                type,
+                "log",
+                [
+                  { _tag: "add", n: 1 },
+                  { _tag: "add", n: 2 },
+                  { _tag: "run", fail: false },
+                  { _tag: "run", fail: false },
+                  { _tag: "run", fail: true },
+                  { _tag: "add", n: 1 },
+                  { _tag: "add", n: 2 },
+                  { _tag: "add", n: 2 }
+                ]
+              ])
+            }
+          )
+        )
+      }), 240_000)
+
+    it.scoped("a duplicate add starts no fiber, and is counted in the metrics as the Effect path counts it", () =>
+      Effect.gen(function*() {
+        const { unique } = yield* uniqueQueue({ lock: "until_executed", history: false })
+        // The first add builds the runtime (through the Effect path); the hot path starts after it.
+        assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 1 })))._tag, "Enqueued")
+        yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        const counter = Metrics.conflicts.of("until_executed", "queue")
+        const before = Effect.runSync(Metric.value(counter)).count
+        const fibers = fiberCounter()
+        for (let i = 0; i < 50; i++) {
+          const outcome = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+          assert.strictEqual(outcome._tag, "Skipped")
+        }
+        // Background work (BullMQ's own timers run no fibers; the store's lease keeper holds no lease here) stays far
+        // below one fiber per add.
+        assert.isBelow(fibers(), 10, "50 duplicates started (almost) no fiber")
+        const after = Effect.runSync(Metric.value(counter)).count
+        assert.isAtLeast(after - before, 50, "every duplicate counted")
+      }))
+
+    it.scoped("the hot path counts what it takes and releases; a release that finds its lock deleted warns and counts", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        const { name, unique } = yield* uniqueQueue({ lock: "until_executed", history: false })
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        const count = (family: { readonly of: (lockType: string, phase: string) => Metric.Metric.Counter<number> }) =>
+          Effect.runSync(Metric.value(family.of("until_executed", "queue"))).count
+        const before = { acquired: count(Metrics.acquired), released: count(Metrics.released), missed: count(Metrics.releaseMissed) }
+        for (let n = 1; n <= 3; n++) yield* Effect.promise(() => unique.add("Work", { n }))
+        const processor = unique.processor(async (job: BullJob<Data>) => {
+          // An operator deletes the lock of n=3 while its job runs.
+          if (job.data.n === 3) {
+            const outcome = await unique.add("Work", { n: 3 })
+            await raw.del(`${outcome.digest}:LOCKED`)
+          }
+          return "done"
+        })
+        const worker = yield* Effect.acquireRelease(
+          Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
+          (w) => Effect.promise(() => w.close())
+        )
+        for (let t = 0; t < 4; t++) {
+          const job = yield* Effect.promise(() => worker.getNextJob(`t${t}`, { block: false }))
+          yield* Effect.promise(() => processor(job as BullJob<Data>, `t${t}`))
+        }
+        assert.strictEqual(count(Metrics.acquired) - before.acquired, 3, "three locks taken")
+        assert.strictEqual(count(Metrics.released) - before.released, 3, "the warm-up job's and two others released")
+        assert.strictEqual(count(Metrics.releaseMissed) - before.missed, 1, "the deleted one missed, and counted")
+      }))
+
+    it.scoped("a fresh add on the hot path whose BullMQ add fails lets its lock go; the next add is Enqueued", () =>
+      Effect.gen(function*() {
+        const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        // BullMQ refuses the data it cannot pack: the add fails after the lock was taken.
+        const original = queue.add.bind(queue)
+        let failNext = true
+        queue.add = ((...args: Parameters<Queue["add"]>) => {
+          if (failNext) {
+            failNext = false
+            return Promise.reject(new Error("queue refused"))
+          }
+          return original(...args)
+        }) as Queue["add"]
+        const error = yield* rejection(() => unique.add("Work", { n: 7 }))
+        assert.strictEqual((error as { readonly _tag?: string })._tag, "QueueError")
+        assert.include(String((error as Error).message), "queue refused")
+        assert.deepStrictEqual((yield* lockKeys(lockPrefix)).length, 1, "only the warm-up job's lock is left")
+        assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 7 })))._tag, "Enqueued")
+      }))
+
+    it.scoped("every client strategy on the hot path: raise fails DuplicateJob, reject sends to the dead set, replace replaces", () =>
+      Effect.gen(function*() {
+        for (const strategy of ["raise", "reject", "replace"] as const) {
+          const { unique, lockPrefix } = yield* uniqueQueue({
+            lock: "until_executed",
+            onConflict: { client: strategy },
+            history: false
+          })
+          yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+          const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+          assert.strictEqual(first._tag, "Enqueued")
+          const second = yield* Effect.promise(() =>
+            unique.add("Work", { n: 1 }).then((outcome) => outcome._tag, (error: { readonly _tag: string }) => error._tag)
+          )
+          assert.strictEqual(second, { raise: "DuplicateJob", reject: "Rejected", replace: "Replaced" }[strategy])
+          assert.strictEqual((yield* lockKeys(lockPrefix)).length, 2, strategy)
+        }
+      }))
+
+    it.scoped("a processor's fn on the hot path that throws at once, or answers a plain value, ends as through Effect", () =>
+      Effect.gen(function*() {
+        const connection = yield* Bull.connection
+        const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        const processor = unique.processor(((job: BullJob<Data>) => {
+          if (job.data.n === 1) throw new Error("sync boom")
+          return `plain ${job.data.n}` as unknown as Promise<string>
+        }) as (job: BullJob<Data>) => Promise<string>)
+        const worker = yield* Effect.acquireRelease(
+          Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
+          (w) => Effect.promise(() => w.close())
+        )
+        yield* Effect.promise(() => queue.obliterate({ force: true }))
+        yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        yield* Effect.promise(() => unique.add("Work", { n: 2 }))
+        const ends: Array<string> = []
+        for (let t = 1; t <= 2; t++) {
+          const job = yield* Effect.promise(() => worker.getNextJob(`t${t}`, { block: false }))
+          ends.push(yield* Effect.promise(() =>
+            processor(job as BullJob<Data>, `t${t}`).then((value) => `value ${value}`, (error: Error) => `error ${error.message}`)
+          ))
+        }
+        assert.deepStrictEqual(ends, ["error sync boom", "value plain 2"])
+        // n=1 failed on its only attempt: its lock went as a dead job's; n=2 completed: its lock went.
+        const left = yield* lockKeys(lockPrefix)
+        assert.strictEqual(left.length, 1, "only the warm-up job's lock, whose job was obliterated before it ran")
+      }))
+
+    it.scoped("close({ timeout }) cancels a hot-path job (a fn without a signal): it fails as cancelled, keeps its lock", () =>
+      Effect.gen(function*() {
+        const connection = yield* Bull.connection
+        const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        let release!: () => void
+        const gate = new Promise<void>((resolve) => (release = resolve))
+        let started!: () => void
+        const running = new Promise<void>((resolve) => (started = resolve))
+        const processor = unique.processor(async (job) => {
+          if (job.data.n === 1) {
+            started()
+            await gate
+          }
+          return "late"
+        })
+        const worker = yield* Effect.acquireRelease(
+          Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
+          (w) => Effect.promise(() => w.close())
+        )
+        yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        // The warm-up job first: it runs and completes.
+        const warm = yield* Effect.promise(() => worker.getNextJob("w", { block: false }))
+        yield* Effect.promise(() => processor(warm as BullJob<Data>, "w"))
+        const job = yield* Effect.promise(() => worker.getNextJob("t", { block: false }))
+        const ended = processor(job as BullJob<Data>, "t").then(() => "completed", (error: Error) => error.message)
+        yield* Effect.promise(() => running)
+        yield* Effect.promise(() => unique.close({ timeout: 200 }))
+        assert.strictEqual(yield* Effect.promise(() => ended), `job ${job!.id} was cancelled`)
+        release()
+        yield* Effect.promise(() => sleep(50))
+        assert.strictEqual((yield* lockKeys(lockPrefix)).length, 1, "the cancelled job keeps its lock for its retry")
+      }))
+  })
+})
