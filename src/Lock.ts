@@ -678,14 +678,7 @@ const holding = <A extends Acquired>(
       Effect.tap(() =>
         Effect.clockWith((clock) => Metric.update(Metrics.holdTime, clock.unsafeCurrentTimeMillis() - start))
       ),
-      Effect.catchAll((error) =>
-        Effect.as(
-          Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error).pipe(
-            Effect.annotateLogs(annotations(target))
-          ),
-          undefined
-        )
-      )
+      Effect.catchAll((error) => Effect.as(releaseUnreached(target, error), undefined))
     )
   })
   const release: Effect.Effect<void, LockLost> = Effect.flatMap(unlockOnce, (live) => {
@@ -695,23 +688,7 @@ const holding = <A extends Acquired>(
         Effect.annotateLogs(annotations(target))
       )
     }
-    // The keeper saw the loss first: it counted and logged it.
-    if (lease?.lost !== undefined) return Effect.fail(lease.lost)
-    const lost = new LockLost({
-      digest: target.digest,
-      jid: target.jid,
-      lockType: definition.lock,
-      reason: `the release found the hold gone (its lease passed or it was deleted)${
-        acquired.fence ? `; fence ${acquired.fence}` : ""
-      }`
-    })
-    return Effect.zipRight(
-      Effect.zipRight(
-        Metric.increment(counter(Metrics.lost, definition.lock, "run")),
-        Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(target)))
-      ),
-      Effect.fail(lost)
-    )
+    return runLockGone(definition, target, acquired.fence, lease)
   })
   const lost: Effect.Effect<never, LockLost> = lease === undefined ? Effect.never : Effect.async((resume) => {
     if (lease.lost !== undefined) return resume(Effect.fail(lease.lost))
@@ -722,6 +699,40 @@ const holding = <A extends Acquired>(
     }
   })
   return { ...acquired, lease, lost, release }
+}
+
+/** A hold's release that could not reach Redis: logged, never a failure (its TTL or lease frees it). @internal */
+export const releaseUnreached = (target: Target, error: RedisError): Effect.Effect<void> =>
+  Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error).pipe(
+    Effect.annotateLogs(annotations(target))
+  )
+
+/**
+ * A run lock's release that found its hold gone: another copy may have run meanwhile. The keeper's loss when it saw it
+ * first (counted and logged already), else a `LockLost` counted and logged here.
+ *
+ * @internal
+ */
+export const runLockGone = (
+  definition: Definition,
+  target: Target,
+  fence: number,
+  lease: Keeper.Lease | undefined
+): Effect.Effect<never, LockLost> => {
+  if (lease?.lost !== undefined) return Effect.fail(lease.lost)
+  const lost = new LockLost({
+    digest: target.digest,
+    jid: target.jid,
+    lockType: definition.lock,
+    reason: `the release found the hold gone (its lease passed or it was deleted)${fence ? `; fence ${fence}` : ""}`
+  })
+  return Effect.zipRight(
+    Effect.zipRight(
+      Metric.increment(counter(Metrics.lost, definition.lock, "run")),
+      Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(target)))
+    ),
+    Effect.fail(lost)
+  )
 }
 
 const takeFor = (redis: Store, definition: Definition, target: Target) => {

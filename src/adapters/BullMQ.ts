@@ -597,7 +597,8 @@ const awaiting = new WeakMap<Definition, Definition>()
 // blocked, cut off or killed). Whatever the strategy says about duplicates, the copy is not one: dropping it
 // (log) or killing it (reject) would lose the job if the first copy is dead. It waits instead, moved to delayed
 // under its id, until the first copy's lease has ended or its run has finished.
-const awaitingItself = (definition: Definition): Definition => {
+/** @internal */
+export const awaitingItself = (definition: Definition): Definition => {
   let wrapped = awaiting.get(definition)
   if (wrapped === undefined) {
     const configured = Strategy.serverStrategy(definition.onConflict.server)

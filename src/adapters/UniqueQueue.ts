@@ -367,40 +367,22 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     })
   const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
     runExit(effect).then(settle)
-  // A fast-path call (Middleware.clientFast, serverFast): waited for by close like a fiber. `cancel` is how close's
-  // timeout ends it; without one it runs to its end (an add's lock call is bounded by the store's timeout, and what
-  // it starts after is a fiber, cancelled as any).
-  const tracked = <A>(work: Promise<A>, cancel?: (reject: (error: unknown) => void) => void): Promise<A> =>
-    new Promise((resolve, reject) => {
-      let open = true
-      const entry: Cancellable = {
-        cancel: () => {
-          if (cancel === undefined || !open) return
-          open = false
-          finished(entry)
-          cancel(reject)
-        }
-      }
-      inFlight.add(entry)
-      work.then(
-        (value) => {
-          if (!open) return
-          open = false
-          finished(entry)
-          resolve(value)
-        },
-        (error: unknown) => {
-          if (!open) return
-          open = false
-          finished(entry)
-          reject(error)
-        }
-      )
-    })
+  // A hot-path call (Middleware.clientFast, serverFast): waited for by close as a fiber is, until it settles. `cancel`
+  // is how close's timeout ends it (the job then settles as cancelled); an add has none: its lock call is bounded by
+  // the store's timeout and its BullMQ add by the adapter's, and it ends when they answer.
+  const tracked = <A>(work: Promise<A>, cancel?: () => void): Promise<A> => {
+    const entry: Cancellable = { cancel: cancel ?? (() => undefined) }
+    inFlight.add(entry)
+    return work.finally(() => finished(entry))
+  }
 
   // Each job name's fast phases, made once the runtime is built (the first call starts building it); null where the
   // name has none (locks disabled).
-  type Fast = Middleware.Fast & { readonly addNow: (job: Job.Job, options?: JobsOptions | undefined) => Promise<BullJob> }
+  // `processing`: the definition as the processor runs it (a redelivered copy meeting its own run lock waits).
+  type Fast = Middleware.Fast & {
+    readonly addNow: (job: Job.Job, options?: JobsOptions | undefined) => Promise<BullJob>
+    readonly processing: Middleware.Fast
+  }
   const fastByName = new Map<string, Fast | null>()
   let built: "no" | "building" | "yes" = "no"
   const fastFor = (name: string): Fast | undefined => {
@@ -415,7 +397,9 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     if (found === undefined) {
       const made = runtime.runSync(Middleware.fast(defined(name).definition))
       const addNow = BullMQ.addNow(runtime.runSync(BullMQ.BullMQ))
-      found = made === undefined || addNow === undefined ? null : { ...made, addNow }
+      found = made === undefined || addNow === undefined
+        ? null
+        : { ...made, addNow, processing: { ...made, definition: BullMQ.awaitingItself(made.definition) } }
       fastByName.set(name, found)
     }
     return found ?? undefined
@@ -514,40 +498,32 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           ? (job, _, token) => Effect.tryPromise({ try: (abort) => fn(job, token, abort), catch: (cause) => cause })
           : (job, _, token) => Effect.tryPromise({ try: () => untilDone(job, token), catch: (cause) => cause })
       )
-      // A job of a lock type with no run lock, for a fn that takes no signal: run with no fiber (Middleware.serverFast).
-      // Cancelled by close's timeout as its fiber would be: it fails at once as cancelled, and what its fn does after
-      // that changes no lock.
+      // A job for a fn that takes no signal, of any lock type but until_and_while_executing: run with no fiber
+      // (Middleware.serverFast). Cancelled by close's timeout as its fiber would be: its run lock released, it fails as
+      // cancelled, and what its fn does after that changes no lock. Conflicts run as the processor runs them: on the
+      // job's own fiber, which `schedule` and `kill` act on (BullMQ.performing).
       const performFast = (
         job: BullJob<DataType>,
         token: string | undefined
       ): Promise<Awaited<ReturnType<typeof fn>> | undefined> | undefined => {
         const fast = takesSignal ? undefined : fastFor(job.name)
         if (fast === undefined) return undefined
-        let cancellation: Error | undefined
         const ours = BullMQ.toJob(job)
-        // As Effect.tryPromise takes it: a fn that throws, or answers no promise, still settles one.
-        const call = (): Promise<Awaited<ReturnType<typeof fn>>> => {
-          try {
-            return Promise.resolve(untilDone(job, token))
-          } catch (cause) {
-            return Promise.reject(cause)
-          }
-        }
-        const outcome = Middleware.serverFast(fast, ours, () =>
-          call().then((value) => {
-            if (cancellation !== undefined) throw cancellation
-            return value
-          }), run)
-        if (outcome === undefined) return undefined
+        const started = Middleware.serverFast(
+          fast.processing,
+          ours,
+          () => untilDone(job, token),
+          (effect) => run(BullMQ.performing(job, token, effect))
+        )
+        if (started === undefined) return undefined
+        let cancelled: Error | undefined
         return tracked(
-          outcome.then(
-            (ended) => ended._tag === "Performed" ? ended.value : undefined,
+          started.outcome.then(
+            (ended) => ended._tag === "Performed" ? ended.value as Awaited<ReturnType<typeof fn>> : undefined,
             (failure: unknown) =>
-              cancellation !== undefined
-                ? Promise.reject(cancellation)
-                : run(BullMQ.failed(defined(job.name).definition, job, ours)(failure))
+              cancelled !== undefined ? Promise.reject(cancelled) : run(BullMQ.failed(defined(job.name).definition, job, ours)(failure))
           ),
-          (reject) => reject(cancellation = new Error(`job ${job.id} was cancelled`))
+          () => started.interrupt(cancelled = new Error(`job ${job.id} was cancelled`))
         )
       }
       const handle = async (job: BullJob<DataType>, token: string | undefined, signal: AbortSignal | undefined) => {

@@ -176,6 +176,23 @@ const leave = (keeper: Keeper) => {
 }
 
 /**
+ * `admitted`'s common case without a fiber: room, and nobody waiting before it, so in at once (true; the caller calls
+ * `leaveNow` once its acquisition is kept or failed). Only a burst beyond the limit waits for its turn (a wait, a turn
+ * of the event loop, cost a lone acquisition more than its lock call): false, and nothing was taken.
+ *
+ * @internal
+ */
+export const admitNow = (store: Store): boolean => {
+  const keeper = keeperOf(store)
+  if (keeper.admitted >= admissionLimit || keeper.head !== keeper.waiting.length) return false
+  keeper.admitted++
+  return true
+}
+
+/** Ends an acquisition `admitNow` let in. @internal */
+export const leaveNow = (store: Store): void => leave(keeperOf(store))
+
+/**
  * Runs a run-lock acquisition (the call, then `keep`) in its turn: at the next turn of the event loop, with at most
  * `admissionLimit` of the store's acquisitions in flight. The wait is interruptible (nothing is held yet); `self`
  * runs in the caller's region.
@@ -185,12 +202,7 @@ const leave = (keeper: Keeper) => {
 export const admitted = <A, E>(store: Store, self: Effect.Effect<A, E>): Effect.Effect<A, E> =>
   Effect.suspend(() => {
     const keeper = keeperOf(store)
-    // Room, and nobody waiting before it: in at once. Only a burst beyond the limit waits for its turn (a wait, a
-    // turn of the event loop, cost a lone acquisition more than its lock call).
-    if (keeper.admitted < admissionLimit && keeper.head === keeper.waiting.length) {
-      keeper.admitted++
-      return Effect.ensuring(self, Effect.sync(() => leave(keeper)))
-    }
+    if (admitNow(store)) return Effect.ensuring(self, Effect.sync(() => leave(keeper)))
     const waiter: Waiter = { resume: undefined, granted: false }
     const wait = Effect.interruptible(Effect.async<void>((resume) => {
       waiter.resume = () => resume(Effect.void)
@@ -465,6 +477,50 @@ const liveWait = (keeper: Keeper, ms: number): Effect.Effect<void> => {
 const loop = (store: Store, keeper: Keeper, generation: number): Effect.Effect<void> =>
   Effect.flatMap(tick(store, keeper, generation), (again) => (again ? loop(store, keeper, generation) : Effect.void))
 
+const leaseOf = (
+  store: Store,
+  renewal: Renewal,
+  about: { readonly digest: string; readonly lockType: string },
+  sentAt: number
+): Lease => ({
+  store,
+  renewal,
+  digest: about.digest,
+  lockType: about.lockType,
+  every: Math.max(1, Math.floor(renewal.leaseMs / 3)),
+  sent: sentAt,
+  deadline: sentAt + renewal.leaseMs - leaseGuardMs(renewal.leaseMs),
+  slot: undefined,
+  retryAt: 0,
+  lastError: undefined,
+  ended: false,
+  lost: undefined,
+  onLost: undefined
+})
+
+/**
+ * `keep` without a fiber where it needs none: the keeper's loop already runs on `clock`, and the reply came in time.
+ * Undefined otherwise, with nothing kept: run `keep`, which starts the loop or tells the late lease's loss.
+ *
+ * @internal
+ */
+export const keepNow = (
+  store: Store,
+  renewal: Renewal,
+  about: { readonly digest: string; readonly lockType: string },
+  sentAt: number,
+  clock: Clock.Clock
+): Lease | undefined => {
+  const keeper = keeperOf(store)
+  if (!keeper.running || keeper.clock !== clock) return undefined
+  const now = clock.unsafeCurrentTimeMillis()
+  const lease = leaseOf(store, renewal, about, sentAt)
+  if (now >= lease.deadline) return undefined
+  keeper.held++
+  join(keeper, lease, now)
+  return lease
+}
+
 /**
  * Keeps a run lock's lease from now on: `sentAt` is when its acquisition was sent, by this process' clock. A reply
  * that came back after the point where this process would already count the lock as lost gives a lease that is lost
@@ -480,21 +536,7 @@ export const keep = (
   Effect.clockWith((clock) => {
     const keeper = keeperOf(store)
     const now = clock.unsafeCurrentTimeMillis()
-    const lease: Lease = {
-      store,
-      renewal,
-      digest: about.digest,
-      lockType: about.lockType,
-      every: Math.max(1, Math.floor(renewal.leaseMs / 3)),
-      sent: sentAt,
-      deadline: sentAt + renewal.leaseMs - leaseGuardMs(renewal.leaseMs),
-      slot: undefined,
-      retryAt: 0,
-      lastError: undefined,
-      ended: false,
-      lost: undefined,
-      onLost: undefined
-    }
+    const lease = leaseOf(store, renewal, about, sentAt)
     if (now >= lease.deadline) {
       lease.ended = true
       lease.lost = lostError(
@@ -529,11 +571,15 @@ export const keep = (
  */
 export const check = (lease: Lease): Effect.Effect<LockLost | undefined> =>
   Effect.clockWith((clock) => {
+    if (checkNow(lease, clock.unsafeCurrentTimeMillis())) return Effect.succeed(undefined)
     if (lease.lost !== undefined || lease.ended) return Effect.succeed(lease.lost)
-    if (clock.unsafeCurrentTimeMillis() < lease.deadline) return Effect.succeed(undefined)
     const keeper = keeperOf(lease.store)
     return Effect.as(lose(keeper, lease, ranOut(lease)), lease.lost)
   })
+
+/** `check`'s common case at `now`, by this process' clock: the lease is kept and its deadline ahead. @internal */
+export const checkNow = (lease: Lease, now: number): boolean =>
+  lease.lost === undefined && !lease.ended && now < lease.deadline
 
 /** Whether the store's keeper has a loop running (tests read it: no loop is left once nothing is held). @internal */
 export const running = (store: Store): boolean => keepers.get(store)?.running === true
