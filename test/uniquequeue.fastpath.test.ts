@@ -366,43 +366,190 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.strictEqual(left.length, 1, "only the warm-up job's lock, whose job was obliterated before it ran")
       }))
 
-    it.scoped("close({ timeout }) cancels a hot-path job (a fn without a signal): it fails as cancelled, keeps its lock", () =>
+    it.scoped("a hot-path run lock deleted while its job runs (a fn without a signal): the job fails LockLost at once", () =>
       Effect.gen(function*() {
-        const connection = yield* Bull.connection
-        const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
-        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
-        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        const { raw } = yield* RedisTest.TestRedis
+        const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
+          lock: "while_executing",
+          lockLease: "900 millis",
+          onConflict: { server: "reschedule" },
+          history: false
+        })
+        yield* Effect.addFinalizer(() => Effect.promise(() => unique.close({ timeout: 1000 }).catch(() => undefined)))
         let release!: () => void
         const gate = new Promise<void>((resolve) => (release = resolve))
         let started!: () => void
         const running = new Promise<void>((resolve) => (started = resolve))
-        const processor = unique.processor(async (job) => {
+        yield* Bull.worker(name, unique.processor(async (job: BullJob<Data>) => {
           if (job.data.n === 1) {
             started()
             await gate
           }
-          return "late"
+          return "done"
+        }))
+        // The first job builds the runtime; the second runs on the hot path.
+        assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 0 })))._tag, "Enqueued")
+        yield* Effect.promise(() => sleep(100))
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 1 }))
+        yield* Effect.promise(() => running)
+        const [runLock] = yield* lockKeys(lockPrefix)
+        assert.strictEqual(runLock, `${added.digest}:RUN:LOCKED`)
+        yield* Effect.promise(() => raw.del(runLock!))
+        // Told at the next renewal (a third of the lease), while its fn still runs: the job fails for good.
+        assert.isTrue(
+          yield* Bull.until(Effect.promise(async () => (await queue.getJobState(added.job.jid)) === "failed")),
+          "the job failed while its fn still ran"
+        )
+        const job = yield* Effect.promise(() => queue.getJob(added.job.jid))
+        assert.include(job?.failedReason ?? "", "lost its lock")
+        release()
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "nothing is left held")
+      }), 30_000)
+
+    it.scoped("a hot-path run lock deleted just before its job ends: the release finds it gone, the job fails LockLost", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        // A long lease: no renewal comes between the delete and the release.
+        const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "while_executing", lockLease: "1 minute", history: false })
+        const processor = unique.processor(async (job: BullJob<Data>) => {
+          if (job.data.n === 1) {
+            const [runLock] = (await raw.keys(`${lockPrefix}:*:RUN:LOCKED`))
+            await raw.del(runLock!)
+          }
+          return "done"
         })
         const worker = yield* Effect.acquireRelease(
           Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
           (w) => Effect.promise(() => w.close())
         )
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
         yield* Effect.promise(() => unique.add("Work", { n: 1 }))
-        // The warm-up job first: it runs and completes.
-        const warm = yield* Effect.promise(() => worker.getNextJob("w", { block: false }))
-        yield* Effect.promise(() => processor(warm as BullJob<Data>, "w"))
-        const job = yield* Effect.promise(() => worker.getNextJob("t", { block: false }))
-        // The fn ends the moment its job is cancelled, while close still has the lock connection open: what it does
-        // after that must not touch the lock.
-        const ended = processor(job as BullJob<Data>, "t").then(() => "completed", (error: Error) => {
-          release()
-          return error.message
-        })
-        yield* Effect.promise(() => running)
-        yield* Effect.promise(() => unique.close({ timeout: 200 }))
-        assert.strictEqual(yield* Effect.promise(() => ended), `job ${job!.id} was cancelled`)
-        yield* Effect.promise(() => sleep(50))
-        assert.strictEqual((yield* lockKeys(lockPrefix)).length, 1, "the cancelled job keeps its lock for its retry")
+        const ends: Array<string> = []
+        for (let t = 0; t < 2; t++) {
+          const job = yield* Effect.promise(() => worker.getNextJob(`t${t}`, { block: false }))
+          ends.push(yield* Effect.promise(() =>
+            processor(job as BullJob<Data>, `t${t}`).then(
+              (value) => `value ${String(value)}`,
+              (error: Error & { readonly _tag?: string }) => error._tag ?? error.message
+            )
+          ))
+        }
+        assert.deepStrictEqual(ends, ["value done", "LockLost"])
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
       }))
+
+    it.scoped("a hot-path run lock held by a running copy: each server strategy's answer, on the job's own fiber", () =>
+      Effect.gen(function*() {
+        const connection = yield* Bull.connection
+        for (const strategy of ["log", "raise", "reject", "reschedule"] as const) {
+          const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
+            lock: "while_executing",
+            onConflict: { server: strategy },
+            history: false
+          })
+          let release!: () => void
+          const gate = new Promise<void>((resolve) => (release = resolve))
+          const processor = unique.processor(async (job: BullJob<Data>) => {
+            if (job.data.n === 1) await gate
+            return `done ${job.data.n}`
+          })
+          const worker = yield* Effect.acquireRelease(
+            Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
+            (w) => Effect.promise(() => w.close())
+          )
+          const next = (token: string) =>
+            Effect.promise(async () => (await worker.getNextJob(token, { block: false })) as BullJob<Data>)
+          // A warm-up job builds the runtime: the jobs below run on the hot path.
+          yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+          const warm = yield* next("w")
+          yield* Effect.promise(() => processor(warm, "w"))
+          yield* Effect.promise(() => unique.add("Work", { n: 1 }, { jobId: "first" }))
+          yield* Effect.promise(() => unique.add("Work", { n: 1 }, { jobId: "copy", attempts: 3 }))
+          const first = yield* next("t1")
+          const running = processor(first, "t1")
+          assert.isTrue(
+            yield* Bull.until(Effect.map(lockKeys(lockPrefix), (keys) => keys.some((key) => key.endsWith(":RUN:LOCKED")))),
+            "the first copy holds its run lock"
+          )
+          const copy = yield* next("t2")
+          const answer = yield* Effect.promise(() =>
+            processor(copy, "t2").then(
+              (value) => `value ${String(value)}`,
+              (error: Error & { readonly _tag?: string }) => error._tag ?? error.name
+            )
+          )
+          const expected = {
+            log: "value undefined",
+            raise: "ExecutionConflict",
+            reject: "value undefined",
+            reschedule: "DelayedError"
+          }[strategy]
+          assert.strictEqual(answer, expected, strategy)
+          if (strategy === "reschedule") {
+            assert.strictEqual(yield* Effect.promise(() => queue.getJobState("copy")), "delayed", "moved under its id")
+          }
+          if (strategy === "reject") {
+            const dead = new Queue(`${name}-dead`, { connection, ...Bull.prefix })
+            yield* Effect.addFinalizer(() => Effect.promise(() => dead.close()))
+            assert.isDefined(yield* Effect.promise(() => dead.getJob("copy")), "the copy went to the dead-letter queue")
+          }
+          release()
+          assert.strictEqual(yield* Effect.promise(() => running), "done 1")
+          assert.deepStrictEqual(
+            (yield* lockKeys(lockPrefix)).filter((key) => key.endsWith(":RUN:LOCKED")),
+            [],
+            `${strategy}: no run lock left`
+          )
+        }
+      }), 60_000)
+
+    for (const lock of ["until_executed", "while_executing"] as const) {
+      it.scoped(`close({ timeout }) cancels a hot-path ${lock} job (a fn without a signal): it fails as cancelled`, () =>
+        Effect.gen(function*() {
+          const connection = yield* Bull.connection
+          const { name, unique, lockPrefix } = yield* uniqueQueue({ lock, history: false })
+          yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+          yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+          let release!: () => void
+          const gate = new Promise<void>((resolve) => (release = resolve))
+          let started!: () => void
+          const running = new Promise<void>((resolve) => (started = resolve))
+          const processor = unique.processor(async (job) => {
+            if (job.data.n === 1) {
+              started()
+              await gate
+            }
+            return "late"
+          })
+          const worker = yield* Effect.acquireRelease(
+            Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
+            (w) => Effect.promise(() => w.close())
+          )
+          yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+          // The warm-up jobs first (while_executing adds each: it takes no lock at enqueue): they run and complete.
+          let job = yield* Effect.promise(() => worker.getNextJob("t", { block: false }))
+          while (job !== undefined && (job.data as Data).n !== 1) {
+            yield* Effect.promise(() => processor(job as BullJob<Data>, "t"))
+            yield* Effect.promise(() => job!.moveToCompleted("late", "t", false))
+            job = yield* Effect.promise(() => worker.getNextJob("t", { block: false }))
+          }
+          // The fn ends the moment its job is cancelled, while close still has the lock connection open: what it
+          // does after that must not touch the lock.
+          const ended = processor(job as BullJob<Data>, "t").then(() => "completed", (error: Error) => {
+            release()
+            return error.message
+          })
+          yield* Effect.promise(() => running)
+          yield* Effect.promise(() => unique.close({ timeout: 200 }))
+          assert.strictEqual(yield* Effect.promise(() => ended), `job ${job!.id} was cancelled`)
+          yield* Effect.promise(() => sleep(50))
+          // until_executed keeps its queue lock for the job's retry; while_executing's run lock was released.
+          assert.deepStrictEqual(
+            (yield* lockKeys(lockPrefix)).map((key) => key.endsWith(":RUN:LOCKED") ? "run" : "queue"),
+            lock === "until_executed" ? ["queue"] : []
+          )
+        }))
+    }
   })
 })
