@@ -523,7 +523,8 @@ const holdFast = <A>(
 
   const held = (lease: Keeper.Lease, fence: number) => {
     let unlocked: Promise<boolean | undefined> | undefined
-    // Unlocks once; answers whether the hold was still live, or undefined when Redis could not be reached.
+    // Unlocks once; answers whether the hold was still live, or undefined when Redis could not be reached. Never
+    // rejects: a release decides no job's outcome but by finding its hold gone.
     const unlockOnce = () => {
       if (unlocked !== undefined) return unlocked
       Keeper.letGo(redis, lease)
@@ -536,7 +537,7 @@ const holdFast = <A>(
           return true
         },
         (error: RedisError) => run(Lock.releaseUnreached(target, error)).then(() => undefined)
-      )
+      ).then(undefined, () => undefined)
     }
     // The release's answer on a success: a hold found gone is a LockLost (another copy may have run meanwhile).
     const gone = () => run(Lock.runLockGone(definition, target, fence, lease))
@@ -571,6 +572,7 @@ const holdFast = <A>(
     Keeper.leaveNow(redis)
     then()
   }
+  // Every branch settles the outcome; a throw in one (a bug) fails the job rather than the process.
   fast.direct.lock(key, Lock.requestOf(definition, target, "run")).then((result) => {
     if (result._tag === "Conflict") {
       return admitted(() => {
@@ -595,7 +597,7 @@ const holdFast = <A>(
       (lease) => admitted(() => held(lease, result.fence)),
       (error: unknown) => admitted(() => ending.reject(error))
     )
-  }, (error: unknown) => admitted(() => ending.reject(error)))
+  }, (error: unknown) => admitted(() => ending.reject(error))).then(undefined, ending.reject)
 }
 
 // `Lock.releaseQueueLockWith` with its common case, a release that found its hold, answered without a fiber.

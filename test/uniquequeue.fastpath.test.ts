@@ -26,10 +26,11 @@ import * as Metrics from "../src/Metrics.js"
 import * as Middleware from "../src/Middleware.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
+import * as RedisServer from "../src/RedisServer.js"
 import type * as Strategy from "../src/Strategy.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
-import { type Data, lockKeys, rejection, sleep, uniqueQueue } from "./support/uniquequeue.js"
+import { type Data, lockKeys, proxiedUniqueQueue, rejection, sleep, uniqueQueue } from "./support/uniquequeue.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
 
@@ -336,16 +337,25 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         }
       }))
 
-    it.scoped("a processor's fn on the hot path that throws at once, or answers a plain value, ends as through Effect", () =>
+    // A fn of three parameters always takes the Effect path; one of one, the hot path.
+    for (const arity of [1, 3] as const) {
+    it.scoped(`a processor's fn (${arity} parameters) that throws at once, or answers a plain value, ends as BullMQ's own`, () =>
       Effect.gen(function*() {
         const connection = yield* Bull.connection
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
-        const processor = unique.processor(((job: BullJob<Data>) => {
+        const plain = (job: BullJob<Data>) => {
           if (job.data.n === 1) throw new Error("sync boom")
           return `plain ${job.data.n}` as unknown as Promise<string>
-        }) as (job: BullJob<Data>) => Promise<string>)
+        }
+        const processor = arity === 1
+          ? unique.processor(plain as (job: BullJob<Data>) => Promise<string>)
+          : unique.processor(((job: BullJob<Data>, _token: string | undefined, _signal: AbortSignal) => plain(job)) as (
+            job: BullJob<Data>,
+            token: string | undefined,
+            signal: AbortSignal
+          ) => Promise<string>)
         const worker = yield* Effect.acquireRelease(
           Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
           (w) => Effect.promise(() => w.close())
@@ -365,6 +375,76 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         const left = yield* lockKeys(lockPrefix)
         assert.strictEqual(left.length, 1, "only the warm-up job's lock, whose job was obliterated before it ran")
       }))
+    }
+
+    it.scoped("a lock Redis down at the first call: that call fails with RedisError, and once it is back the queue works", () =>
+      Effect.gen(function*() {
+        const server = yield* RedisServer.start
+        const name = Bull.uniqueName("fpdown")
+        const queue = yield* Bull.queue(name)
+        yield* server.kill
+        const unique = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            UniqueQueue.make<Data>(queue, {
+              lock: "while_executing",
+              redis: { url: server.url, timeout: "1 second" },
+              defaults: {},
+              history: false
+            })
+          ),
+          (u) => Effect.promise(() => u.close({ timeout: 1000 }).catch(() => undefined))
+        )
+        const first = yield* rejection(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual((first as { readonly _tag?: string })._tag, "RedisError", String(first))
+        yield* server.restart
+        // The failed build is let go once it has failed; the next calls build anew.
+        let answer: unknown = undefined
+        for (let attempt = 0; attempt < 50; attempt++) {
+          answer = yield* Effect.promise(() => unique.add("Work", { n: 2 }).then((outcome) => outcome._tag, (error: unknown) => error))
+          if (answer === "Enqueued") break
+          yield* Effect.promise(() => sleep(100))
+        }
+        assert.strictEqual(answer, "Enqueued")
+        // And its processor runs jobs under their run locks on the rebuilt runtime.
+        let ran = 0
+        yield* Bull.worker(name, unique.processor(async () => {
+          ran++
+          return "done"
+        }))
+        assert.isTrue(yield* Bull.until(Effect.sync(() => ran >= 1)), "a job ran")
+      }), 60_000)
+
+    it.scoped("close({ timeout }) cuts off no add, hot path or not: every job BullMQ stores has its lock", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { lockPrefix, name, proxy, unique } = yield* proxiedUniqueQueue("fpclose")
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        yield* proxy.stall
+        // A jobId or a delay takes the Effect path; the rest the hot path.
+        const adds = [1, 2, 3, 4, 5, 6].map((n) =>
+          unique.add("Work", { n }, n % 3 === 0 ? { jobId: `job-${n}` } : n % 3 === 1 ? { delay: 60_000 } : {}).then(
+            (outcome) => outcome._tag,
+            (error: { readonly _tag?: string }) => error._tag ?? String(error)
+          )
+        )
+        yield* Effect.promise(() => sleep(100))
+        const closed = unique.close({ timeout: 100 })
+        yield* Effect.promise(() => sleep(200))
+        yield* proxy.resume
+        yield* Effect.promise(() => closed.catch(() => undefined))
+        const answers = yield* Effect.promise(() => Promise.all(adds))
+        for (const answer of answers) assert.oneOf(answer, ["Enqueued", "QueueError"], String(answers))
+        // Every job BullMQ holds (after its late adds landed) has its lock, held by its id.
+        yield* Effect.promise(() => sleep(300))
+        const direct = yield* Bull.queue(name)
+        const jobs = (yield* Effect.promise(() => direct.getJobs(["wait", "delayed"]))).map((job) => job.id!)
+        const holders = new Set<string>()
+        for (const key of yield* lockKeys(lockPrefix)) {
+          for (const jid of yield* Effect.promise(() => raw.hkeys(key))) holders.add(jid)
+        }
+        for (const id of jobs) assert.isTrue(holders.has(id), `job ${id} has its lock (${JSON.stringify(answers)})`)
+        assert.isAtLeast(jobs.length, 2, "the warm-up job and the adds that landed")
+      }), 60_000)
 
     it.scoped("a hot-path run lock deleted while its job runs (a fn without a signal): the job fails LockLost at once", () =>
       Effect.gen(function*() {

@@ -317,23 +317,40 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
   // A delay BullMQ applies to every job of the queue counts for the lock's TTL as the add's own does.
   const queueDelay = queue.defaultJobOptions.delay ?? 0
 
-  const runtime = ManagedRuntime.make(
-    Layer.mergeAll(
-      BullMQ.layer(queue, { deadLetter }),
-      Layer.succeed(Defaults.Defaults, settings),
-      // The prefix is decoded already: the layer cannot fail.
-      history === false ? Layer.empty : Layer.orDie(History.layer({ prefix: Defaults.resolve(fallback, settings).lockPrefix }))
-    ).pipe(Layer.provideMerge(
-      isClusterOptions(redisOptions) ? Redis.layerCluster(redisOptions) : Redis.layer(redisOptions)
-    ))
-  )
-  // Adds and performs under way, so that close waits for them (each releases what it took); cancelled when close's
-  // timeout passes. One entry per call, watched by its observer: no promise chain and no abort listener per call
+  const layer = Layer.mergeAll(
+    BullMQ.layer(queue, { deadLetter }),
+    Layer.succeed(Defaults.Defaults, settings),
+    // The prefix is decoded already: the layer cannot fail.
+    history === false ? Layer.empty : Layer.orDie(History.layer({ prefix: Defaults.resolve(fallback, settings).lockPrefix }))
+  ).pipe(Layer.provideMerge(
+    isClusterOptions(redisOptions) ? Redis.layerCluster(redisOptions) : Redis.layer(redisOptions)
+  ))
+  // Built at the first call. A build that failed (the lock Redis down then) would answer every later call with that
+  // failure, for good: ManagedRuntime keeps it. So a failed build is let go, and the next call builds anew.
+  let runtime = ManagedRuntime.make(layer)
+  let built: "no" | "building" | "yes" = "no"
+  const build = () => {
+    if (built !== "no") return
+    built = "building"
+    const building = runtime
+    building.runtime().then(() => {
+      if (runtime === building) built = "yes"
+    }, () => {
+      if (runtime !== building || closing !== undefined) return
+      runtime = ManagedRuntime.make(layer)
+      built = "no"
+      void building.dispose().catch(() => undefined)
+    })
+  }
+  // Adds and performs under way, so that close waits for them (each releases what it took); a processor's jobs are
+  // cancelled when close's timeout passes, and nothing else is: an add's calls are each bounded (the lock's by the
+  // store's timeout, BullMQ's by the adapter's), and an add cut off while BullMQ's add is still on its way could leave a
+  // job without its lock. One entry per call, watched by its observer: no promise chain and no abort listener per call
   // (a listener per add on one shared signal cost CPU and warned past ten adds in flight).
   const inFlight = new Set<Cancellable>()
   let drained: Array<() => void> = []
-  // Set when close's timeout passes: a fiber started after it (an add whose lock call answered late) is interrupted
-  // at once, as it would have been had it been running.
+  // Set when close's timeout passes: a job's fiber started after it is interrupted at once, as it would have been had
+  // it been running.
   let cancelled = false
   const settledAll = (): Promise<void> =>
     inFlight.size === 0 ? Promise.resolve() : new Promise((resolve) => drained.push(resolve))
@@ -347,11 +364,13 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
   }
   const runExit = <A, E>(
     effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>,
-    signal?: AbortSignal | undefined
+    signal?: AbortSignal | undefined,
+    job = false
   ): Promise<Exit.Exit<A, unknown>> =>
     new Promise((resolve) => {
+      build()
       const fiber = runtime.runFork(effect)
-      const entry: Cancellable = { cancel: () => fiber.unsafeInterruptAsFork(fiber.id()) }
+      const entry: Cancellable = { cancel: job ? () => fiber.unsafeInterruptAsFork(fiber.id()) : () => undefined }
       inFlight.add(entry)
       if (signal !== undefined) {
         const abort = () => fiber.unsafeInterruptAsFork(fiber.id())
@@ -384,15 +403,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     readonly processing: Middleware.Fast
   }
   const fastByName = new Map<string, Fast | null>()
-  let built: "no" | "building" | "yes" = "no"
   const fastFor = (name: string): Fast | undefined => {
-    if (built !== "yes") {
-      if (built === "no") {
-        built = "building"
-        runtime.runtime().then(() => (built = "yes"), () => (built = "no"))
-      }
-      return undefined
-    }
+    if (built !== "yes") return undefined
     let found = fastByName.get(name)
     if (found === undefined) {
       const made = runtime.runSync(Middleware.fast(defined(name).definition))
@@ -480,6 +492,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       return run(opts?.jobId === undefined ? timed : Effect.zipRight(notTaken(opts.jobId), timed))
     },
     processor: (fn) => {
+      build()
       void runtime.runFork(
         Effect.forEach(
           new Set([fallback, ...named.values()]),
@@ -492,11 +505,14 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       // its promise would go on running after its lock was let go.
       const takesSignal = fn.length >= 3
       const untilDone = fn as (job: BullJob<DataType>, token: string | undefined) => ReturnType<typeof fn>
-      const perform = BullMQ.processorWith<Redis.RedisService | JobQueue>(runExit)(
+      // A fn that answers a plain value, not a promise, is taken as BullMQ's Worker takes it (and the hot path).
+      const perform = BullMQ.processorWith<Redis.RedisService | JobQueue>((effect, signal) => runExit(effect, signal, true))(
         (job) => defined(job.name),
         takesSignal
-          ? (job, _, token) => Effect.tryPromise({ try: (abort) => fn(job, token, abort), catch: (cause) => cause })
-          : (job, _, token) => Effect.tryPromise({ try: () => untilDone(job, token), catch: (cause) => cause })
+          ? (job, _, token) =>
+            Effect.tryPromise({ try: (abort) => Promise.resolve(fn(job, token, abort)), catch: (cause) => cause })
+          : (job, _, token) =>
+            Effect.tryPromise({ try: () => Promise.resolve(untilDone(job, token)), catch: (cause) => cause })
       )
       // A job for a fn that takes no signal, of any lock type but until_and_while_executing: run with no fiber
       // (Middleware.serverFast). Cancelled by close's timeout as its fiber would be: its run lock released, it fails as
