@@ -474,10 +474,21 @@ const missed = (definition: Definition, target: Target): Effect.Effect<boolean> 
     ).pipe(Effect.as(false))
   )
 
-/** `releaseQueueLock` over a store and a resolved definition the caller already holds. @internal */
-export const releaseQueueLockWith = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean> =>
+/**
+ * `releaseQueueLock` over a store and a resolved definition the caller already holds. `expectGone`: the lock may well
+ * have been released already (a retry of an `until_executing` job released it on its first attempt), so finding
+ * nothing is no warning.
+ *
+ * @internal
+ */
+export const releaseQueueLockWith = (
+  redis: Store,
+  definition: Definition,
+  target: Target,
+  expectGone = false
+): Effect.Effect<boolean> =>
   Effect.matchEffect(unlockWith(redis, definition, { ...target, phase: "queue" }), {
-    onSuccess: (released) => released ? wasReleased : releaseMissed(definition, target),
+    onSuccess: (released) => released ? wasReleased : expectGone ? notReleased : releaseMissed(definition, target),
     onFailure: () => releaseAgain(redis, definition, target)
   })
 

@@ -222,7 +222,8 @@ const serverPhase = <A, E, R>(
       const performed = (value: A) => Strategy.ServerOutcome.Performed({ digest, job, value })
       const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
       const record = LockType.records[definition.lock]
-      const release = () => Lock.releaseQueueLockWith(redis, definition, target)
+      // A retry of a type that releases before its perform released on its first attempt: a miss is expected.
+      const release = (expectGone = false) => Lock.releaseQueueLockWith(redis, definition, target, expectGone)
       const held = (take: Effect.Effect<Lock.Held, LockConflict | RedisError>, keptQueueLock: boolean) =>
         Lock.holdWhile(
           take,
@@ -233,7 +234,7 @@ const serverPhase = <A, E, R>(
         )
       switch (record.beforePerform) {
         case "releaseQueueLock":
-          return Effect.zipRight(release(), Effect.map(bare(digest), performed))
+          return Effect.zipRight(release((job.retryCount ?? 0) > 0), Effect.map(bare(digest), performed))
         case "none":
           return record.afterPerform === "releaseQueueLockOnSuccess"
             ? Effect.flatMap(bare(digest), (value) => Effect.as(release(), performed(value)))
@@ -477,7 +478,7 @@ export const serverFast = <A>(
   const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
   switch (record.beforePerform) {
     case "releaseQueueLock":
-      releaseFast(fast, target, run).then(() => {
+      releaseFast(fast, target, run, (job.retryCount ?? 0) > 0).then(() => {
         if (ending.interrupted === undefined) performing().then(performed, ending.reject)
       }, ending.reject)
       break
@@ -601,11 +602,16 @@ const holdFast = <A>(
 }
 
 // `Lock.releaseQueueLockWith` with its common case, a release that found its hold, answered without a fiber.
-const releaseFast = (fast: Fast, target: Lock.Target, run: Run<RedisService | JobQueue>): Promise<boolean> => {
+const releaseFast = (
+  fast: Fast,
+  target: Lock.Target,
+  run: Run<RedisService | JobQueue>,
+  expectGone = false
+): Promise<boolean> => {
   const { definition } = fast
   return fast.direct.unlock(Lock.keyOf(definition, target.digest, "queue"), target.jid, 0).then(
     (released) => {
-      if (!released) return run(Lock.releaseMissed(definition, target))
+      if (!released) return expectGone ? false : run(Lock.releaseMissed(definition, target))
       if (definition.afterUnlock !== undefined) return run(Lock.afterRelease(definition, target, "queue"))
       Metrics.released.of(definition.lock, "queue").unsafeUpdate(1, fast.labels)
       return true

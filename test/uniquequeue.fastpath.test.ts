@@ -377,6 +377,49 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
       }))
     }
 
+    it.scoped("a retry of an until_executing job finds its lock released by the first attempt: no warning, on either path", () =>
+      Effect.gen(function*() {
+        const connection = yield* Bull.connection
+        const missed = () => Effect.runSync(Metric.value(Metrics.releaseMissed.of("until_executing", "queue"))).count
+        for (const arity of [1, 3] as const) {
+          const { name, unique } = yield* uniqueQueue({ lock: "until_executing", history: false })
+          yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+          let attempt = 0
+          const fn = async (job: BullJob<Data>) => {
+            if (job.data.n === 1 && attempt++ === 0) throw new Error("first attempt fails")
+            return "done"
+          }
+          const processor = arity === 1
+            ? unique.processor(fn)
+            : unique.processor((job: BullJob<Data>, _token: string | undefined, _signal: AbortSignal) => fn(job))
+          const worker = yield* Effect.acquireRelease(
+            Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
+            (w) => Effect.promise(() => w.close())
+          )
+          yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 2 }))
+          const before = missed()
+          const ends: Array<string> = []
+          for (let t = 0; t < 3; t++) {
+            const job = yield* Effect.promise(() => worker.getNextJob(`t${t}`, { block: false }))
+            if (job === undefined) break
+            ends.push(yield* Effect.promise(() =>
+              processor(job as BullJob<Data>, `t${t}`).then(
+                async (value) => {
+                  await job.moveToCompleted(value, `t${t}`, false)
+                  return `${job.data.n} completed`
+                },
+                async (error: Error) => {
+                  await job.moveToFailed(error, `t${t}`, false)
+                  return `${job.data.n} failed`
+                }
+              )
+            ))
+          }
+          assert.deepStrictEqual(ends, ["0 completed", "1 failed", "1 completed"], `arity ${arity}`)
+          assert.strictEqual(missed() - before, 0, `arity ${arity}: the retry's release found nothing, as expected`)
+        }
+      }))
+
     it.scoped("a lock Redis down at the first call: that call fails with RedisError, and once it is back the queue works", () =>
       Effect.gen(function*() {
         const server = yield* RedisServer.start
