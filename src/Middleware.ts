@@ -7,20 +7,14 @@
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
-import * as LogLevel from "effect/LogLevel"
 import * as Metric from "effect/Metric"
-import type * as MetricLabel from "effect/MetricLabel"
 import { Defaults, resolve } from "./Defaults.js"
 import type * as Digest from "./Digest.js"
 import type { ExecutionConflict, LockConflict, LockLost } from "./Errors.js"
 import type { DuplicateJob } from "./Errors.js"
 import type { Job } from "./Job.js"
 import type { JobQueue, QueueError } from "./JobQueue.js"
-import * as Direct from "./internal/direct.js"
-import * as Keeper from "./internal/leaseKeeper.js"
 import * as Tracing from "./internal/tracing.js"
 import * as Lock from "./Lock.js"
 import * as LockType from "./LockType.js"
@@ -36,7 +30,8 @@ const annotations = { package: "effect-unique-jobs", module: "Middleware" }
 const digestOf = (definition: Definition, job: Job): Effect.Effect<string, Digest.DigestError> =>
   job.lockDigest !== undefined ? Effect.succeed(job.lockDigest) : Lock.digestWith(definition, job)
 
-const infoOf = (job: Job) => ({ worker: job.worker, queue: job.queue, args: job.args })
+/** What a hold keeps of its job for the admin UI: its worker, queue and arguments. @internal */
+export const infoOf = (job: Job) => ({ worker: job.worker, queue: job.queue, args: job.args })
 
 
 const spanOf = <A, E, R>(
@@ -130,9 +125,13 @@ const clientPhase = <A, E, R>(
       : Effect.flatMap(Clock.currentTimeMillis, (now) => locked(Math.max(0, Math.ceil(job.at! - now))))
   })
 
-// A conflict at enqueue, as the client strategy says. Its `replace` releases the holders' places (their jobs are
-// gone) and tries once more: another duplicate may take the freed place first, and this one is the duplicate then.
-const clientConflict = <A, E, R>(
+/**
+ * A conflict at enqueue, as the client strategy says. Its `replace` releases the holders' places (their jobs are
+ * gone) and tries once more: another duplicate may take the freed place first, and this one is the duplicate then.
+ *
+ * @internal
+ */
+export const clientConflict = <A, E, R>(
   redis: Store,
   definition: Definition,
   stamped: Job,
@@ -183,9 +182,13 @@ export const client: {
   return rest.length === 0 ? wrapped : wrapped(rest[0], rest[1])
 }
 
-// A conflict on the server: the strategy's outcome. A job turned away under the handoff has kept its queue lock when
-// the strategy said it would (it goes back to the queue); one dropped against that word gives it up here.
-const afterConflict = (
+/**
+ * A conflict on the server: the strategy's outcome. A job turned away under the handoff has kept its queue lock when
+ * the strategy said it would (it goes back to the queue); one dropped against that word gives it up here.
+ *
+ * @internal
+ */
+export const afterConflict = (
   definition: Definition,
   job: Job,
   conflict: LockConflict,
@@ -305,317 +308,3 @@ export const died = (definition: Definition) =>
       ? Effect.succeed(false)
       : Effect.flatMap(digestOf(definition, job), (digest) =>
         Lock.unlock(definition, { digest, jid: job.jid, phase: "queue" })))
-
-// ---------------------------------------------------------------------------------------------------------------
-// The Promise face's hot path
-// ---------------------------------------------------------------------------------------------------------------
-
-/**
- * A definition resolved once for a runtime, with what its fast phases read: the store and its promise calls, the
- * runtime's metric labels, and whether a conflict's debug line would be written. Made only where the phases would
- * take the same steps as `client` and `server` on that runtime: locks enabled, no tracer recording spans, and a store
- * with promise calls (internal/direct).
- *
- * @internal
- */
-export interface Fast {
-  readonly definition: Definition
-  readonly clock: Clock.Clock
-  readonly redis: Store
-  readonly direct: Direct.Direct
-  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
-  readonly logsConflicts: boolean
-}
-
-/**
- * How a fast phase runs the steps it leaves to Effect (a strategy, an enqueue holding its lock, a failed release):
- * on a fiber of the caller's runtime, answered as a promise that rejects with the failure itself.
- *
- * @internal
- */
-export type Run<R> = <A, E>(effect: Effect.Effect<A, E, R>) => Promise<A>
-
-/** `definition` as a `Fast` on the current runtime, or undefined where its phases must run as effects. @internal */
-export const fast = (definition: Definition): Effect.Effect<Fast | undefined, never, RedisService> =>
-  Effect.clockWith((clock) => Effect.withFiberRuntime((fiber) => {
-    const context = fiber.currentContext as Context.Context<RedisService>
-    const settings = Context.get(context, Defaults)
-    const redis = Context.get(context, RedisService)
-    const direct = Direct.directOf(redis)
-    if (!settings.enabled || direct === undefined || fiber.currentTracer !== Tracing.builtInTracer) {
-      return Effect.succeed(undefined)
-    }
-    return Effect.succeed({
-      definition: resolve(definition, settings),
-      clock,
-      redis,
-      direct,
-      labels: fiber.getFiberRef(FiberRef.currentMetricLabels),
-      logsConflicts: LogLevel.lessThanEqual(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Debug)
-    })
-  }))
-
-/**
- * `client` as a promise, for an enqueue of `job` now (no `at`) under a lock type that locks at enqueue: the lock call
- * and the enqueue (`enqueueNow`, the promise twin of `enqueue`) go out with no fiber, and a duplicate under `log` is
- * answered with none. A failed enqueue's release, and any other strategy, run on a fiber (`run`) as in `client`.
- * Undefined when the job must take `client` instead.
- *
- * @internal
- */
-export const clientFast = <A, E, R>(
-  fast: Fast,
-  job: Job,
-  enqueue: (job: Job) => Effect.Effect<A, E, R>,
-  enqueueNow: (job: Job) => Promise<A>,
-  run: Run<R | RedisService | JobQueue>
-): Promise<Strategy.ClientOutcome<A>> | undefined => {
-  const { definition, redis } = fast
-  if (job.at !== undefined || LockType.records[definition.lock].enqueue !== "lock") return undefined
-  const digest = job.lockDigest ?? Lock.digestNow(definition, job)
-  if (typeof digest !== "string") return Promise.reject(digest)
-  const stamped: Job = { ...job, lockDigest: digest }
-  const target: Lock.Target = { digest, jid: job.jid, phase: "queue", info: infoOf(job) }
-  const request = Lock.requestOf(definition, target, "queue")
-  return fast.direct.lock(Lock.keyOf(definition, digest, "queue"), request).then((result) => {
-    if (result._tag === "Conflict") {
-      Metrics.conflicts.of(definition.lock, "queue").unsafeUpdate(1, fast.labels)
-      // `log` writes a debug line and answers Skipped: with the line below the runtime's level, that is all (and
-      // the conflict, an error class, is not even made).
-      if (definition.onConflict.client === "log" && !fast.logsConflicts) {
-        return Strategy.ClientOutcome.Skipped({ digest, job: stamped, holders: result.holders })
-      }
-      const conflict = Lock.conflictOf({
-        digest,
-        jid: job.jid,
-        phase: "queue",
-        lockType: definition.lock,
-        holders: result.holders
-      })
-      return run(clientConflict(redis, definition, stamped, target, enqueue)(conflict))
-    }
-    Metrics.acquired.of(definition.lock, "queue").unsafeUpdate(1, fast.labels)
-    // The lock is kept when the job is stored; a failed enqueue lets it go as `client` does (after the queue's
-    // answer, when the add may still land).
-    return enqueueNow(stamped).then(
-      (value) => Strategy.ClientOutcome.Enqueued({ digest, job: stamped, value }),
-      (error: unknown) => run(Lock.keepIfEnqueued(redis, definition, target, Effect.fail(error)))
-    )
-  })
-}
-
-/**
- * A job on the hot path: its outcome, and how to end it from outside (close's timeout) as interrupting its fiber
- * would. The outcome then rejects with the error given, a run lock released first; what the perform does after that
- * changes no lock.
- *
- * @internal
- */
-export interface FastJob<A> {
-  readonly outcome: Promise<Strategy.ServerOutcome<A>>
-  readonly interrupt: (error: unknown) => void
-}
-
-// How a hot-path job ends: settled once, interrupted from outside, and who is told of an interruption.
-interface Ending<A> {
-  ended: boolean
-  interrupted: { readonly error: unknown } | undefined
-  onInterrupt: ((error: unknown) => void) | undefined
-  readonly resolve: (outcome: Strategy.ServerOutcome<A>) => void
-  readonly reject: (error: unknown) => void
-}
-
-/**
- * `server` as a promise, for every lock type but `until_and_while_executing`: the perform, the queue lock's release,
- * and a run lock's acquisition, lease and release go out with no fiber. What is rare runs on one (`run`), as `server`
- * runs it: a conflict's strategy, a release that misses or fails, a lease answered late or lost before the perform
- * starts, a burst beyond the lease keeper's admission. The outcome rejects with the perform's own failure, or the
- * run lock's `LockLost` the moment it is lost (the perform, which takes no signal, is left to end on its own).
- * Undefined when the job must take `server` instead.
- *
- * @internal
- */
-export const serverFast = <A>(
-  fast: Fast,
-  job: Job,
-  perform: () => Promise<A>,
-  run: Run<RedisService | JobQueue>
-): FastJob<A> | undefined => {
-  const { definition } = fast
-  const record = LockType.records[definition.lock]
-  if (record.beforePerform === "handoff") return undefined
-  const digest = job.lockDigest ?? Lock.digestNow(definition, job)
-  // A job whose digest cannot be computed fails as `server` fails it.
-  if (typeof digest !== "string") return undefined
-  if (record.beforePerform === "takeRunLock" && !Keeper.admitNow(fast.redis)) return undefined
-  let ending!: Ending<A>
-  const outcome = new Promise<Strategy.ServerOutcome<A>>((resolve, reject) => {
-    ending = {
-      ended: false,
-      interrupted: undefined,
-      onInterrupt: undefined,
-      resolve: (outcome) => {
-        if (ending.ended) return
-        ending.ended = true
-        resolve(outcome)
-      },
-      reject: (error) => {
-        if (ending.ended) return
-        ending.ended = true
-        reject(error)
-      }
-    }
-  })
-  const performed = (value: A) => ending.resolve(Strategy.ServerOutcome.Performed({ digest, job, value }))
-  // A perform that throws, or answers no promise, still settles one (as Effect.tryPromise takes it).
-  const performing = (): Promise<A> => {
-    try {
-      return Promise.resolve(perform())
-    } catch (cause) {
-      return Promise.reject(cause)
-    }
-  }
-  const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
-  switch (record.beforePerform) {
-    case "releaseQueueLock":
-      releaseFast(fast, target, run, (job.retryCount ?? 0) > 0).then(() => {
-        if (ending.interrupted === undefined) performing().then(performed, ending.reject)
-      }, ending.reject)
-      break
-    case "none":
-      performing().then((value) => {
-        // Interrupted meanwhile: the job is retried under its jid, and keeps its lock for it.
-        if (record.afterPerform !== "releaseQueueLockOnSuccess" || ending.interrupted !== undefined) return performed(value)
-        releaseFast(fast, target, run).then(() => performed(value), ending.reject)
-      }, ending.reject)
-      break
-    case "takeRunLock":
-      holdFast(fast, job, { ...target, phase: "run" }, performing, run, ending, performed)
-      break
-  }
-  return {
-    outcome,
-    interrupt: (error) => {
-      if (ending.ended || ending.interrupted !== undefined) return
-      ending.interrupted = { error }
-      // A run lock is released first (once it is held); nothing else is waited for.
-      if (ending.onInterrupt !== undefined) ending.onInterrupt(error)
-      else if (record.beforePerform !== "takeRunLock") ending.reject(error)
-    }
-  }
-}
-
-// `Lock.holdWhile` over `Lock.takeRunLock` without a fiber, admitted by the caller (`Keeper.admitNow`): the lock call,
-// the lease handed to the keeper, the perform, and the release of exactly this acquisition (its fence). The lock is
-// released before the outcome settles, however the job ends: its perform's success or failure, the lease's loss, or
-// an interruption (one that came during the acquisition takes effect once the lock is held).
-const holdFast = <A>(
-  fast: Fast,
-  job: Job,
-  target: Lock.Target,
-  performing: () => Promise<A>,
-  run: Run<RedisService | JobQueue>,
-  ending: Ending<A>,
-  performed: (value: A) => void
-): void => {
-  const { definition, redis } = fast
-  const key = Lock.keyOf(definition, target.digest, "run")
-  const start = fast.clock.unsafeCurrentTimeMillis()
-
-  const held = (lease: Keeper.Lease, fence: number) => {
-    let unlocked: Promise<boolean | undefined> | undefined
-    // Unlocks once; answers whether the hold was still live, or undefined when Redis could not be reached. Never
-    // rejects: a release decides no job's outcome but by finding its hold gone.
-    const unlockOnce = () => {
-      if (unlocked !== undefined) return unlocked
-      Keeper.letGo(redis, lease)
-      return unlocked = fast.direct.unlock(key, target.jid, fence).then(
-        (live): boolean | Promise<boolean> => {
-          Metrics.holdTime.unsafeUpdate(fast.clock.unsafeCurrentTimeMillis() - start, fast.labels)
-          if (!live) return false
-          if (definition.afterUnlock !== undefined) return run(Lock.afterRelease(definition, target, "run"))
-          Metrics.released.of(definition.lock, "run").unsafeUpdate(1, fast.labels)
-          return true
-        },
-        (error: RedisError) => run(Lock.releaseUnreached(target, error)).then(() => undefined)
-      ).then(undefined, () => undefined)
-    }
-    // The release's answer on a success: a hold found gone is a LockLost (another copy may have run meanwhile).
-    const gone = () => run(Lock.runLockGone(definition, target, fence, lease))
-    let over = false
-    // Ended other than by the perform's success: released (a hold found gone warns and counts), then failed.
-    const stop = (error: unknown) => {
-      if (over) return
-      over = true
-      unlockOnce()
-        .then((live) => (live === false ? gone().then(undefined, () => undefined) : undefined))
-        .then(() => ending.reject(error))
-    }
-    const previous = lease.onLost
-    lease.onLost = (lost) => {
-      previous?.(lost)
-      stop(lost)
-    }
-    ending.onInterrupt = stop
-    if (ending.interrupted !== undefined) return stop(ending.interrupted.error)
-    const go = () =>
-      performing().then((value) => {
-        if (over) return
-        over = true
-        unlockOnce().then((live) => (live === false ? gone().then(undefined, ending.reject) : performed(value)))
-      }, stop)
-    // Lost between the acquisition and now, or answered too late to count as held: the perform never starts.
-    if (Keeper.checkNow(lease, fast.clock.unsafeCurrentTimeMillis())) return void go()
-    run(Keeper.check(lease)).then((lost) => (lost !== undefined ? stop(lost) : over ? undefined : go()), stop)
-  }
-
-  const admitted = (then: () => void) => {
-    Keeper.leaveNow(redis)
-    then()
-  }
-  // Every branch settles the outcome; a throw in one (a bug) fails the job rather than the process.
-  fast.direct.lock(key, Lock.requestOf(definition, target, "run")).then((result) => {
-    if (result._tag === "Conflict") {
-      return admitted(() => {
-        Metrics.conflicts.of(definition.lock, "run").unsafeUpdate(1, fast.labels)
-        if (ending.interrupted !== undefined) return ending.reject(ending.interrupted.error)
-        const conflict = Lock.conflictOf({
-          digest: target.digest,
-          jid: target.jid,
-          phase: "run",
-          lockType: definition.lock,
-          holders: result.holders
-        })
-        run(afterConflict(definition, job, conflict, false)).then(ending.resolve, ending.reject)
-      })
-    }
-    Metrics.acquired.of(definition.lock, "run").unsafeUpdate(1, fast.labels)
-    const renewal = { lock: key, jid: target.jid, leaseMs: Duration.toMillis(definition.lockLease), fence: result.fence }
-    const about = { digest: target.digest, lockType: definition.lock }
-    const kept = Keeper.keepNow(redis, renewal, about, start, fast.clock)
-    if (kept !== undefined) return admitted(() => held(kept, result.fence))
-    run(Keeper.keep(redis, renewal, about, start)).then(
-      (lease) => admitted(() => held(lease, result.fence)),
-      (error: unknown) => admitted(() => ending.reject(error))
-    )
-  }, (error: unknown) => admitted(() => ending.reject(error))).then(undefined, ending.reject)
-}
-
-// `Lock.releaseQueueLockWith` with its common case, a release that found its hold, answered without a fiber.
-const releaseFast = (
-  fast: Fast,
-  target: Lock.Target,
-  run: Run<RedisService | JobQueue>,
-  expectGone = false
-): Promise<boolean> => {
-  const { definition } = fast
-  return fast.direct.unlock(Lock.keyOf(definition, target.digest, "queue"), target.jid, 0).then(
-    (released) => {
-      if (!released) return expectGone ? false : run(Lock.releaseMissed(definition, target))
-      if (definition.afterUnlock !== undefined) return run(Lock.afterRelease(definition, target, "queue"))
-      Metrics.released.of(definition.lock, "queue").unsafeUpdate(1, fast.labels)
-      return true
-    },
-    () => run(Lock.releaseAgain(fast.redis, definition, target))
-  )
-}

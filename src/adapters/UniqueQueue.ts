@@ -31,6 +31,7 @@ import * as Schema from "effect/Schema"
 import * as Defaults from "../Defaults.js"
 import * as History from "../History.js"
 import * as BullOptions from "../internal/bullmqOptions.js"
+import * as HotPath from "../internal/hotPath.js"
 import * as RedisOptions from "../internal/redisOptions.js"
 import * as Job from "../Job.js"
 import { type JobQueue, QueueError } from "../JobQueue.js"
@@ -386,7 +387,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     })
   const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
     runExit(effect).then(settle)
-  // A hot-path call (Middleware.clientFast, serverFast): waited for by close as a fiber is, until it settles. `cancel`
+  // A hot-path call (internal/hotPath): waited for by close as a fiber is, until it settles. `cancel`
   // is how close's timeout ends it (the job then settles as cancelled); an add has none: its lock call is bounded by
   // the store's timeout and its BullMQ add by the adapter's, and it ends when they answer.
   const tracked = <A>(work: Promise<A>, cancel?: () => void): Promise<A> => {
@@ -398,16 +399,16 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
   // Each job name's fast phases, made once the runtime is built (the first call starts building it); null where the
   // name has none (locks disabled).
   // `processing`: the definition as the processor runs it (a redelivered copy meeting its own run lock waits).
-  type Fast = Middleware.Fast & {
+  type Fast = HotPath.Fast & {
     readonly addNow: (job: Job.Job, options?: JobsOptions | undefined) => Promise<BullJob>
-    readonly processing: Middleware.Fast
+    readonly processing: HotPath.Fast
   }
   const fastByName = new Map<string, Fast | null>()
   const fastFor = (name: string): Fast | undefined => {
     if (built !== "yes") return undefined
     let found = fastByName.get(name)
     if (found === undefined) {
-      const made = runtime.runSync(Middleware.fast(defined(name).definition))
+      const made = runtime.runSync(HotPath.fast(defined(name).definition))
       const addNow = BullMQ.addNow(runtime.runSync(BullMQ.BullMQ))
       found = made === undefined || addNow === undefined
         ? null
@@ -475,7 +476,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       }
       const fast = delay > 0 || opts?.jobId !== undefined ? undefined : fastFor(name)
       if (fast !== undefined) {
-        const answer = Middleware.clientFast(
+        const answer = HotPath.clientFast(
           fast,
           Job.make({ worker: name, queue: queue.name, args: [data] }),
           (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped, opts)),
@@ -515,7 +516,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
             Effect.tryPromise({ try: () => Promise.resolve(untilDone(job, token)), catch: (cause) => cause })
       )
       // A job for a fn that takes no signal, of any lock type but until_and_while_executing: run with no fiber
-      // (Middleware.serverFast). Cancelled by close's timeout as its fiber would be: its run lock released, it fails as
+      // (internal/hotPath). Cancelled by close's timeout as its fiber would be: its run lock released, it fails as
       // cancelled, and what its fn does after that changes no lock. Conflicts run as the processor runs them: on the
       // job's own fiber, which `schedule` and `kill` act on (BullMQ.performing).
       const performFast = (
@@ -525,7 +526,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
         const fast = takesSignal ? undefined : fastFor(job.name)
         if (fast === undefined) return undefined
         const ours = BullMQ.toJob(job)
-        const started = Middleware.serverFast(
+        const started = HotPath.serverFast(
           fast.processing,
           ours,
           () => untilDone(job, token),
