@@ -507,7 +507,10 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       const takesSignal = fn.length >= 3
       const untilDone = fn as (job: BullJob<DataType>, token: string | undefined) => ReturnType<typeof fn>
       // A fn that answers a plain value, not a promise, is taken as BullMQ's Worker takes it (and the hot path).
-      const perform = BullMQ.processorWith<Redis.RedisService | JobQueue>((effect, signal) => runExit(effect, signal, true))(
+      // A processor's job, which close's timeout cancels.
+      const perform = BullMQ.processorWith<Redis.RedisService | JobQueue>((effect, signal) =>
+        runExit(effect, signal, true)
+      )(
         (job) => defined(job.name),
         takesSignal
           ? (job, _, token) =>
@@ -538,7 +541,9 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           started.outcome.then(
             (ended) => ended._tag === "Performed" ? ended.value as Awaited<ReturnType<typeof fn>> : undefined,
             (failure: unknown) =>
-              cancelled !== undefined ? Promise.reject(cancelled) : run(BullMQ.failed(defined(job.name).definition, job, ours)(failure))
+              cancelled !== undefined
+                ? Promise.reject(cancelled)
+                : run(BullMQ.failed(defined(job.name).definition, job, ours)(failure))
           ),
           () => started.interrupt(cancelled = new Error(`job ${job.id} was cancelled`))
         )

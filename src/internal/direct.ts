@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import type { HolderRequest, LockKey, LockResult, RedisError, Store } from "./models.js"
+import type { HolderRequest, LockKey, LockResult, Store } from "./models.js"
 
 /**
  * `Store.lock` and `Store.unlock` answering as promises: the same script, deadline, compensation and errors (a
@@ -28,6 +28,3 @@ export const register = (store: Store, direct: Direct): void => {
 
 /** The promise calls of `store`, when it is one the ioredis store made. @internal */
 export const directOf = (store: Store): Direct | undefined => registry.get(store)
-
-/** @internal */
-export type { RedisError }

@@ -308,7 +308,8 @@ const holdFast = <A>(
       })
     }
     Metrics.acquired.of(definition.lock, "run").unsafeUpdate(1, fast.labels)
-    const renewal = { lock: key, jid: target.jid, leaseMs: Duration.toMillis(definition.lockLease), fence: result.fence }
+    const leaseMs = Duration.toMillis(definition.lockLease)
+    const renewal = { lock: key, jid: target.jid, leaseMs, fence: result.fence }
     const about = { digest: target.digest, lockType: definition.lock }
     const kept = Keeper.keepNow(redis, renewal, about, start, fast.clock)
     if (kept !== undefined) return admitted(() => held(kept, result.fence))
