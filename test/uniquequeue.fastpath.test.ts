@@ -248,7 +248,8 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
       Effect.gen(function*() {
         const { unique } = yield* uniqueQueue({ lock: "until_executed", history: false })
         // The first add builds the runtime (through the Effect path); the hot path starts after it.
-        assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 1 })))._tag, "Enqueued")
+        const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual(first._tag, "Enqueued")
         yield* Effect.promise(() => unique.add("Work", { n: 1 }))
         const counter = Metrics.conflicts.of("until_executed", "queue")
         const before = Effect.runSync(Metric.value(counter)).count
@@ -256,6 +257,10 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         for (let i = 0; i < 50; i++) {
           const outcome = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
           assert.strictEqual(outcome._tag, "Skipped")
+          // As the Effect path answers it: the digest, and the holder by its jid.
+          if (outcome._tag === "Skipped") {
+            assert.deepStrictEqual([outcome.digest, outcome.holders], [first.digest, [first.job.jid]])
+          }
         }
         // Background work (BullMQ's own timers run no fibers; the store's lease keeper holds no lease here) stays far
         // below one fiber per add.
@@ -296,6 +301,29 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.strictEqual(count(Metrics.releaseMissed) - before.missed, 1, "the deleted one missed, and counted")
       }))
 
+    it.scoped("an until_executing job whose queue lock was deleted before it ran: its release warns and counts, once", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executing", history: false })
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        yield* Effect.promise(() => raw.del(`${added.digest}:LOCKED`))
+        const missed = () => Effect.runSync(Metric.value(Metrics.releaseMissed.of("until_executing", "queue"))).count
+        const before = missed()
+        const processor = unique.processor(async () => "done")
+        const worker = yield* Effect.acquireRelease(
+          Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
+          (w) => Effect.promise(() => w.close())
+        )
+        for (let t = 0; t < 2; t++) {
+          const job = yield* Effect.promise(() => worker.getNextJob(`t${t}`, { block: false }))
+          assert.strictEqual(yield* Effect.promise(() => processor(job as BullJob<Data>, `t${t}`)), "done")
+        }
+        assert.strictEqual(missed() - before, 1, "the deleted lock's release missed, and was counted")
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
+      }))
+
     it.scoped("a fresh add on the hot path whose BullMQ add fails lets its lock go; the next add is Enqueued", () =>
       Effect.gen(function*() {
         const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
@@ -316,6 +344,21 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.include(String((error as Error).message), "queue refused")
         assert.deepStrictEqual((yield* lockKeys(lockPrefix)).length, 1, "only the warm-up job's lock is left")
         assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 7 })))._tag, "Enqueued")
+      }))
+
+    it.scoped("a fresh add on the hot path that BullMQ stores under another id is a QueueError, and lets its lock go", () =>
+      Effect.gen(function*() {
+        const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        // A queue subclass that rewrites ids: BullMQ answers a job, but not the one under the lock's jid.
+        const original = queue.add.bind(queue)
+        queue.add = ((name: string, data: unknown, opts?: Parameters<Queue["add"]>[2]) =>
+          original(name, data, { ...opts, jobId: `other-${opts?.jobId}` })) as Queue["add"]
+        const error = yield* rejection(() => unique.add("Work", { n: 8 }))
+        assert.strictEqual((error as { readonly _tag?: string })._tag, "QueueError")
+        assert.include(String((error as Error).message), "instead of storing this one under its id")
+        assert.deepStrictEqual((yield* lockKeys(lockPrefix)).length, 1, "only the warm-up job's lock is left")
       }))
 
     it.scoped("every client strategy on the hot path: raise fails DuplicateJob, reject sends to the dead set, replace replaces", () =>
