@@ -46,6 +46,14 @@ const fiberCounter = () => {
   }
 }
 
+/** A Worker of the test server that takes jobs only when asked (`getNextJob`), closed with the scope. */
+const manualWorker = (name: string) =>
+  Effect.flatMap(Bull.connection, (connection) =>
+    Effect.acquireRelease(
+      Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
+      (w) => Effect.promise(() => w.close())
+    ))
+
 const lockTypes: ReadonlyArray<{ readonly lock: LockType.LockType; readonly lockTtl?: Duration.DurationInput }> = [
   { lock: "until_executing" },
   { lock: "until_executed" },
@@ -272,7 +280,6 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
     it.scoped("the hot path counts what it takes and releases; a release that finds its lock deleted warns and counts", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
-        const connection = yield* Bull.connection
         const { name, unique } = yield* uniqueQueue({ lock: "until_executed", history: false })
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
@@ -288,10 +295,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
           }
           return "done"
         })
-        const worker = yield* Effect.acquireRelease(
-          Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
-          (w) => Effect.promise(() => w.close())
-        )
+        const worker = yield* manualWorker(name)
         for (let t = 0; t < 4; t++) {
           const job = yield* Effect.promise(() => worker.getNextJob(`t${t}`, { block: false }))
           yield* Effect.promise(() => processor(job as BullJob<Data>, `t${t}`))
@@ -304,7 +308,6 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
     it.scoped("an until_executing job whose queue lock was deleted before it ran: its release warns and counts, once", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
-        const connection = yield* Bull.connection
         const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executing", history: false })
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
         const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
@@ -312,10 +315,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         const missed = () => Effect.runSync(Metric.value(Metrics.releaseMissed.of("until_executing", "queue"))).count
         const before = missed()
         const processor = unique.processor(async () => "done")
-        const worker = yield* Effect.acquireRelease(
-          Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
-          (w) => Effect.promise(() => w.close())
-        )
+        const worker = yield* manualWorker(name)
         for (let t = 0; t < 2; t++) {
           const job = yield* Effect.promise(() => worker.getNextJob(`t${t}`, { block: false }))
           assert.strictEqual(yield* Effect.promise(() => processor(job as BullJob<Data>, `t${t}`)), "done")
@@ -384,7 +384,6 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
     for (const arity of [1, 3] as const) {
     it.scoped(`a processor's fn (${arity} parameters) that throws at once, or answers a plain value, ends as BullMQ's own`, () =>
       Effect.gen(function*() {
-        const connection = yield* Bull.connection
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
@@ -399,10 +398,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
             token: string | undefined,
             signal: AbortSignal
           ) => Promise<string>)
-        const worker = yield* Effect.acquireRelease(
-          Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
-          (w) => Effect.promise(() => w.close())
-        )
+        const worker = yield* manualWorker(name)
         yield* Effect.promise(() => queue.obliterate({ force: true }))
         yield* Effect.promise(() => unique.add("Work", { n: 1 }))
         yield* Effect.promise(() => unique.add("Work", { n: 2 }))
@@ -422,7 +418,6 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
 
     it.scoped("a retry of an until_executing job finds its lock released by the first attempt: no warning, on either path", () =>
       Effect.gen(function*() {
-        const connection = yield* Bull.connection
         const missed = () => Effect.runSync(Metric.value(Metrics.releaseMissed.of("until_executing", "queue"))).count
         for (const arity of [1, 3] as const) {
           const { name, unique } = yield* uniqueQueue({ lock: "until_executing", history: false })
@@ -435,10 +430,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
           const processor = arity === 1
             ? unique.processor(fn)
             : unique.processor((job: BullJob<Data>, _token: string | undefined, _signal: AbortSignal) => fn(job))
-          const worker = yield* Effect.acquireRelease(
-            Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
-            (w) => Effect.promise(() => w.close())
-          )
+          const worker = yield* manualWorker(name)
           yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 2 }))
           const before = missed()
           const ends: Array<string> = []
@@ -575,7 +567,6 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
     it.scoped("a hot-path run lock deleted just before its job ends: the release finds it gone, the job fails LockLost", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
-        const connection = yield* Bull.connection
         // A long lease: no renewal comes between the delete and the release.
         const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "while_executing", lockLease: "1 minute", history: false })
         const processor = unique.processor(async (job: BullJob<Data>) => {
@@ -585,10 +576,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
           }
           return "done"
         })
-        const worker = yield* Effect.acquireRelease(
-          Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
-          (w) => Effect.promise(() => w.close())
-        )
+        const worker = yield* manualWorker(name)
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
         yield* Effect.promise(() => unique.add("Work", { n: 1 }))
         const ends: Array<string> = []
@@ -620,10 +608,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
             if (job.data.n === 1) await gate
             return `done ${job.data.n}`
           })
-          const worker = yield* Effect.acquireRelease(
-            Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
-            (w) => Effect.promise(() => w.close())
-          )
+          const worker = yield* manualWorker(name)
           const next = (token: string) =>
             Effect.promise(async () => (await worker.getNextJob(token, { block: false })) as BullJob<Data>)
           // A warm-up job builds the runtime: the jobs below run on the hot path.
@@ -673,7 +658,6 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
     for (const lock of ["until_executed", "while_executing"] as const) {
       it.scoped(`close({ timeout }) cancels a hot-path ${lock} job (a fn without a signal): it fails as cancelled`, () =>
         Effect.gen(function*() {
-          const connection = yield* Bull.connection
           const { name, unique, lockPrefix } = yield* uniqueQueue({ lock, history: false })
           yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
           yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
@@ -688,10 +672,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
             }
             return "late"
           })
-          const worker = yield* Effect.acquireRelease(
-            Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
-            (w) => Effect.promise(() => w.close())
-          )
+          const worker = yield* manualWorker(name)
           yield* Effect.promise(() => unique.add("Work", { n: 1 }))
           // The warm-up jobs first (while_executing adds each: it takes no lock at enqueue): they run and complete.
           let job = yield* Effect.promise(() => worker.getNextJob("t", { block: false }))

@@ -127,23 +127,20 @@ export const toJob = (job: BullJob): Job => ({
 const queueErrorOf = (operation: string, jid: string | undefined, cause: unknown): QueueError =>
   new QueueError({ operation, jid, reason: cause instanceof Error ? cause.message : String(cause), cause })
 
-const refuse = (operation: string, jid: string, reason: string) => Effect.fail(new QueueError({ operation, jid, reason }))
+// A check that refused, as a value: the Effect and promise faces of an add fail with it each in their way.
+const refusal = (operation: string, jid: string, reason: string): QueueError =>
+  new QueueError({ operation, jid, reason })
 
-// A check that refused, as a value: the Effect and promise faces of an add fail with its error each in their way.
-interface Refused {
-  readonly refused: QueueError
-}
-
-const refusal = (operation: string, jid: string, reason: string): Refused => ({
-  refused: new QueueError({ operation, jid, reason })
-})
-
-const isRefused = (value: unknown): value is Refused =>
-  typeof value === "object" && value !== null && "refused" in value && value.refused instanceof QueueError
+const refuse = (operation: string, jid: string, reason: string) => Effect.fail(refusal(operation, jid, reason))
 
 // BullMQ carries one data value per job: our args are `[data]`. Options under which BullMQ may store nothing under
 // the jid (deduplication…) are refused: the lock would be held for a job that never runs.
-const dataOf = (operation: string, job: Job, queue: Queue, own?: JobsOptions): Refused | { readonly data: unknown } => {
+const dataOf = (
+  operation: string,
+  job: Job,
+  queue: Queue,
+  own?: JobsOptions
+): QueueError | { readonly data: unknown } => {
   const refused = BullOptions.issues(own, "options", "add")
   if (refused.length > 0) {
     return refusal(operation, job.jid, refused.map((issue) => `${issue.field}: ${issue.reason}`).join("; "))
@@ -163,7 +160,7 @@ const dataOf = (operation: string, job: Job, queue: Queue, own?: JobsOptions): R
 
 // An add answers the job BullMQ has under the id it returns: another id than the jid means the lock's job was not
 // stored (the middleware then releases the lock), never an `Enqueued` for a job that does not exist.
-const storedAs = (operation: string, job: Job, added: BullJob): Refused | BullJob =>
+const storedAs = (operation: string, job: Job, added: BullJob): QueueError | BullJob =>
   added.id === job.jid
     ? added
     : refusal(operation, job.jid, `BullMQ answered with job ${added.id} instead of storing this one under its id`)
@@ -384,7 +381,7 @@ export const make = (
       const target = byName.get(job.queue)
       if (target === undefined) return failed(unknownQueue(operation, job))
       const checked = dataOf(operation, job, target, own)
-      if (isRefused(checked)) return failed(checked.refused)
+      if (checked instanceof QueueError) return failed(checked)
       send(
         operation,
         job.jid,
@@ -392,7 +389,7 @@ export const make = (
         (added) => added.id === job.jid,
         (added) => {
           const answer = storedAs(operation, job, added)
-          if (isRefused(answer)) failed(answer.refused)
+          if (answer instanceof QueueError) failed(answer)
           else done(answer)
         },
         failed

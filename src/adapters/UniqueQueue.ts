@@ -506,8 +506,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       // its promise would go on running after its lock was let go.
       const takesSignal = fn.length >= 3
       const untilDone = fn as (job: BullJob<DataType>, token: string | undefined) => ReturnType<typeof fn>
-      // A fn that answers a plain value, not a promise, is taken as BullMQ's Worker takes it (and the hot path).
-      // A processor's job, which close's timeout cancels.
+      // A processor's job, which close's timeout cancels. A fn that answers a plain value, not a promise, is taken as
+      // BullMQ's Worker takes it (and the hot path).
       const perform = BullMQ.processorWith<Redis.RedisService | JobQueue>((effect, signal) =>
         runExit(effect, signal, true)
       )(
@@ -536,16 +536,16 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           (effect) => run(BullMQ.performing(job, token, effect))
         )
         if (started === undefined) return undefined
-        let cancelled: Error | undefined
+        let cancellation: Error | undefined
         return tracked(
           started.outcome.then(
             (ended) => ended._tag === "Performed" ? ended.value as Awaited<ReturnType<typeof fn>> : undefined,
             (failure: unknown) =>
-              cancelled !== undefined
-                ? Promise.reject(cancelled)
+              cancellation !== undefined
+                ? Promise.reject(cancellation)
                 : run(BullMQ.failed(defined(job.name).definition, job, ours)(failure))
           ),
-          () => started.interrupt(cancelled = new Error(`job ${job.id} was cancelled`))
+          () => started.interrupt(cancellation = new Error(`job ${job.id} was cancelled`))
         )
       }
       const handle = async (job: BullJob<DataType>, token: string | undefined, signal: AbortSignal | undefined) => {

@@ -250,10 +250,7 @@ const holdFast = <A>(
       return unlocked = fast.direct.unlock(key, target.jid, fence).then(
         (live): boolean | Promise<boolean> => {
           Metrics.holdTime.unsafeUpdate(fast.clock.unsafeCurrentTimeMillis() - start, fast.labels)
-          if (!live) return false
-          if (definition.afterUnlock !== undefined) return run(Lock.afterRelease(definition, target, "run"))
-          Metrics.released.of(definition.lock, "run").unsafeUpdate(1, fast.labels)
-          return true
+          return live && released(fast, target, "run", run)
         },
         (error: RedisError) => run(Lock.releaseUnreached(target, error)).then(() => undefined)
       ).then(undefined, () => undefined)
@@ -329,12 +326,22 @@ const releaseFast = (
 ): Promise<boolean> => {
   const { definition } = fast
   return fast.direct.unlock(Lock.keyOf(definition, target.digest, "queue"), target.jid, 0).then(
-    (released) => {
-      if (!released) return expectGone ? false : run(Lock.releaseMissed(definition, target))
-      if (definition.afterUnlock !== undefined) return run(Lock.afterRelease(definition, target, "queue"))
-      Metrics.released.of(definition.lock, "queue").unsafeUpdate(1, fast.labels)
-      return true
+    (live) => {
+      if (!live) return expectGone ? false : run(Lock.releaseMissed(definition, target))
+      return released(fast, target, "queue", run)
     },
     () => run(Lock.releaseAgain(fast.redis, definition, target))
   )
+}
+
+// `Lock.afterRelease` without a fiber when there is no `afterUnlock` to run: a release that found its hold, counted.
+const released = (
+  fast: Fast,
+  target: Lock.Target,
+  phase: Lock.Acquired["phase"],
+  run: Run<RedisService | JobQueue>
+): boolean | Promise<boolean> => {
+  if (fast.definition.afterUnlock !== undefined) return run(Lock.afterRelease(fast.definition, target, phase))
+  Metrics.released.of(fast.definition.lock, phase).unsafeUpdate(1, fast.labels)
+  return true
 }

@@ -336,14 +336,15 @@ export const makeFromClient = (
     // The hot path: one callback pair per call, and no timer of its own. A fiber per call (Effect.timeout), a
     // setTimeout per call, or a promise chain per call each cost more Node CPU than the Redis call itself.
     const deadlines = makeDeadlines(timeoutMs)
-    // A cause as the call's RedisError (a deadline's own error as it is).
     const errorOf = (operation: string, cause: unknown, script?: Scripts.Script): RedisError =>
-      cause instanceof RedisError ? cause : new RedisError({
+      new RedisError({
         operation,
         reason: reasonOf(cause),
         ...(script === undefined ? {} : locationOf(cause, script)),
         cause
       })
+    const unreadable = (operation: string, cause: unknown) =>
+      new RedisError({ operation, reason: `unexpected reply: ${String(cause)}`, cause })
     const finish = <A>(
       resume: (effect: Effect.Effect<A, RedisError>) => void,
       operation: string,
@@ -353,7 +354,7 @@ export const makeFromClient = (
       try {
         resume(Effect.succeed(decode(reply)))
       } catch (cause) {
-        resume(Effect.fail(new RedisError({ operation, reason: `unexpected reply: ${String(cause)}`, cause })))
+        resume(Effect.fail(unreadable(operation, cause)))
       }
     }
     const failWith = <A>(
@@ -391,19 +392,29 @@ export const makeFromClient = (
           operation,
           script,
           args,
-          (reply) => finish(resume, operation, decode, reply),
-          (cause) => failWith(resume, operation, cause, script),
+          decode,
+          (value) => resume(Effect.succeed(value)),
+          (error) => resume(Effect.fail(error)),
           compensate
         )
       )
-    // The one way a script call goes out, for the Effect calls and the promise ones (internal/direct): each gets its
-    // reply or its failure's cause once, and never after its deadline.
-    const send = (
+    // `script` as a promise, rejected with its RedisError: the store's promise calls (internal/direct).
+    const sendPromise = <A>(
       operation: string,
       script: Scripts.Script,
       args: Array<string | number>,
-      done: (reply: unknown) => void,
-      failed: (cause: unknown) => void,
+      decode: (reply: unknown) => A,
+      compensate?: () => void
+    ): Promise<A> => new Promise((resolve, reject) => send(operation, script, args, decode, resolve, reject, compensate))
+    // The one way a script call goes out, for the Effect calls and the promise ones: each gets its decoded reply or its
+    // RedisError once, and never after its deadline.
+    const send = <A>(
+      operation: string,
+      script: Scripts.Script,
+      args: Array<string | number>,
+      decode: (reply: unknown) => A,
+      done: (value: A) => void,
+      failed: (error: RedisError) => void,
       compensate: (() => void) | undefined
     ): void => {
       const pending = deadlines.add(() => {
@@ -411,12 +422,19 @@ export const makeFromClient = (
         failed(timedOut(operation))
       })
       const replied = (reply: unknown) => {
-        if (pending.settle()) done(reply)
+        if (!pending.settle()) return
+        let value: A
+        try {
+          value = decode(reply)
+        } catch (cause) {
+          return failed(unreadable(operation, cause))
+        }
+        done(value)
       }
       const refused = (cause: unknown) => {
         if (pending.settle()) {
           if (compensate !== undefined && mayHaveRun(cause)) compensate()
-          failed(cause)
+          failed(errorOf(operation, cause, script))
         }
       }
       client.evalsha(script.sha, ...(args as [number, ...Array<string | number>])).then(replied, (cause: unknown) => {
@@ -428,30 +446,6 @@ export const makeFromClient = (
         }
       })
     }
-    // `script` as a promise: rejected with a RedisError, as the Effect call fails.
-    const sendPromise = <A>(
-      operation: string,
-      script: Scripts.Script,
-      args: Array<string | number>,
-      decode: (reply: unknown) => A,
-      compensate?: () => void
-    ): Promise<A> =>
-      new Promise((resolve, reject) =>
-        send(
-          operation,
-          script,
-          args,
-          (reply) => {
-            try {
-              resolve(decode(reply))
-            } catch (cause) {
-              reject(new RedisError({ operation, reason: `unexpected reply: ${String(cause)}`, cause }))
-            }
-          },
-          (cause) => reject(errorOf(operation, cause, script)),
-          compensate
-        )
-      )
     // The compensation of a lock or handoff: release what the late call may take for jid. Fire and forget, tried
     // again while the connection is down (a call lost with its connection is undone once it is back), for up to 30 s.
     // A late lock's fence is unknown here: release whichever acquisition of jid it made.
