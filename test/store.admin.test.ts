@@ -389,6 +389,23 @@ for (const target of stores) {
           assert.strictEqual((yield* s.lock(lock, runLock("b", 60_000)))._tag, "Acquired")
         }))
 
+      it.effect("renewAll with several leases out of range is refused naming the first, whatever the shards", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("renew-refused")
+          // On a cluster the locks fall in many shards: the refusal must not be whichever shard answered first.
+          for (let round = 0; round < 20; round++) {
+            const renewals = Array.from({ length: 8 }, (_, i) => ({
+              lock: keyOf(prefix, `r${round}-${i}:RUN`),
+              jid: "a",
+              leaseMs: i === 3 ? 0 : i === 6 ? -16 : 60_000,
+              fence: 0
+            }))
+            const error = yield* Effect.flip(s.renewAll(renewals))
+            assert.include(error.message, "got 0", `round ${round}`)
+          }
+        }))
+
       it.effect("remove: a revoked holder that died frees its place when its lease passes", () =>
         Effect.gen(function*() {
           const s = yield* store

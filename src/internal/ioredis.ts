@@ -615,12 +615,14 @@ export const makeFromClient = (
         script("renew", scripts.renew, [1, keysOf(lock).locked, jid, leaseMs, fence], isOne),
       // One script call for the batch: the keys, then jid, lease and fence per renewal.
       // One script call per shard the batch falls in (one for standalone Redis), each all or nothing. A lease out of
-      // range fails the whole batch before anything is written: only the shards holding one are sent, and refuse it.
+      // range fails the whole batch before anything is written: only the shard holding the first one is sent, and
+      // refuses it, naming that lease as one Redis (and the memory store) would. Sending every such shard, the answer
+      // was whichever shard refused first.
       renewAll: (renewals) => {
         if (renewals.length === 0) return Effect.succeed([])
-        const invalid = layout.shards > 1 ? renewals.filter((renewal) => !isLease(renewal.leaseMs)) : []
-        const shards = new Set(invalid.map((renewal) => layout.shardOf(renewal.lock)))
-        const sent = invalid.length === 0 ? renewals : renewals.filter((renewal) => shards.has(layout.shardOf(renewal.lock)))
+        const invalid = layout.shards > 1 ? renewals.find((renewal) => !isLease(renewal.leaseMs)) : undefined
+        const shard = invalid === undefined ? undefined : layout.shardOf(invalid.lock)
+        const sent = shard === undefined ? renewals : renewals.filter((renewal) => layout.shardOf(renewal.lock) === shard)
         return perShard(sent, (renewal) => layout.shardOf(renewal.lock), renewBatch)
       },
       handoff: (from, to, request, { keepOnConflict }) =>
