@@ -415,8 +415,9 @@ const brokenLimitCheck = (client: IORedis): Redis.Client => {
     ["if count >= limit or copy then", "if copy then"],
     ["if copy or #holders >= limit then", "if copy then"]
   ]
+  // Only the scripts that take a place hold acquire (each script holds just the prelude functions it calls).
   const mutate = (source: string) =>
-    checks.reduce((mutated, [check, without]) => {
+    !source.includes("local function acquire(") ? source : checks.reduce((mutated, [check, without]) => {
       if (!mutated.includes(check)) throw new Error(`the limit check "${check}" was not found in the lock script`)
       return mutated.replace(check, without)
     }, source)

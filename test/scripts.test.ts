@@ -45,29 +45,48 @@ describe("the generated Lua module", () => {
     assert.strictEqual(check.status, 0, check.stderr.trim() || regenerate)
   })
 
-  it("gives every script the prelude (lua/lib/) in front, and knows which lines come from which file", () => {
+  it("gives every script the prelude's functions it calls (lua/lib/) in front, and knows which lines come from which file", () => {
     const scripts = Scripts.loadScripts()
     assert.deepStrictEqual(Scripts.prelude, ["lib/prelude.lua"])
+    const prelude = readFileSync(join(luaDir, "lib/prelude.lua"), "utf8")
+    const defined = [...prelude.matchAll(/^local function (\w+)\(/gm)].map((match) => match[1]!)
     for (const [name, script] of Object.entries(scripts)) {
       assert.strictEqual(script.name, name)
-      const files = ["lib/prelude.lua", Scripts.files[name as Scripts.ScriptName]]
-      const texts = files.map((file) => readFileSync(join(luaDir, file), "utf8"))
-      // Every file ends in a newline, so the files join line for line.
-      assert.strictEqual(script.source, texts.join(""))
+      const own = readFileSync(join(luaDir, Scripts.files[name as Scripts.ScriptName]), "utf8")
+      // The script's own file last, whole; before it only functions of the prelude, each whole and once.
+      assert.isTrue(script.source.endsWith(own))
       assert.strictEqual(script.sha, createHash("sha1").update(script.source).digest("hex"))
-      let from = 1
-      script.parts.forEach((part, i) => {
-        const lines = texts[i]!.split("\n").length - 1
-        assert.deepStrictEqual(part, { file: `lua/${files[i]}`, from, lines })
-        from += lines
+      const last = script.parts[script.parts.length - 1]!
+      assert.deepStrictEqual(last, {
+        file: `lua/${Scripts.files[name as Scripts.ScriptName]}`,
+        from: script.source.split("\n").length - own.split("\n").length + 1,
+        lines: own.split("\n").length - 1,
+        line: 1
       })
+      let from = 1
+      for (const part of script.parts) {
+        assert.strictEqual(part.from, from)
+        from += part.lines
+      }
       const sourceLines = script.source.split("\n")
       for (let line = 1; line < from; line++) {
         const [file, at] = Scripts.locate(script, line)!.split(":")
         assert.strictEqual(readFileSync(join(root, file!), "utf8").split("\n")[Number(at) - 1], sourceLines[line - 1])
       }
       assert.isUndefined(Scripts.locate(script, from))
+      // Every prelude function the script calls is in it, and no other: Redis makes each anew on every run.
+      const held = [...script.source.matchAll(/^local function (\w+)\(/gm)].map((match) => match[1]!)
+        .filter((fn) => defined.includes(fn))
+      const code = script.source.replace(/--.*$/gm, "")
+      const called = defined.filter((fn) =>
+        [...code.matchAll(new RegExp(`(^|[^\\w.:])${fn}\\s*\\(`, "gm"))].length > (held.includes(fn) ? 1 : 0)
+      )
+      assert.deepStrictEqual(held, called, `${name} holds the prelude functions it calls`)
+      assert.deepStrictEqual(held, defined.filter((fn) => held.includes(fn)), `${name} keeps the prelude's order`)
     }
+    // The lock script holds no release, the release no acquire.
+    assert.notInclude(scripts.lock.source, "local function release(")
+    assert.notInclude(scripts.unlock.source, "local function acquire(")
   })
 })
 

@@ -77,7 +77,13 @@ const toLockResult = (reply: ReadonlyArray<unknown>): LockResult =>
     ? { _tag: "Acquired", reentrant: Number(reply[1]) === 1, fence: Number(reply[2] ?? 0) }
     : { _tag: "Conflict", holders: reply.slice(1).map(String) }
 
-const toLockResultReply = (reply: unknown): LockResult => toLockResult(toArray(reply, "lock"))
+// lock.lua answers a taken lock with one integer: its fencing token (a run lock), -1 (taken) or -2 (re-entered).
+const toLockResultReply = (reply: unknown): LockResult => {
+  if (typeof reply !== "number") return toLockResult(toArray(reply, "lock"))
+  if (reply > 0) return { _tag: "Acquired", reentrant: false, fence: reply }
+  if (reply === -1 || reply === -2) return { _tag: "Acquired", reentrant: reply === -2, fence: 0 }
+  throw new Error(`unexpected lock reply: ${reply}`)
+}
 
 const isOne = (reply: unknown): boolean => Number(reply) === 1
 

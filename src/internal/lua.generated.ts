@@ -142,11 +142,12 @@ local function extend(key, h, now, created)
   end
   local want = h - now
   if want < 1 then want = 1 end
+  -- As text: Redis turns a Lua number argument into text at a higher cost than string.format does.
   if created then
-    redis.call('PEXPIRE', key, want)
+    redis.call('PEXPIRE', key, string.format('%d', want))
   else
     local pttl = redis.call('PTTL', key)
-    if pttl >= 0 and pttl < want then redis.call('PEXPIRE', key, want) end
+    if pttl >= 0 and pttl < want then redis.call('PEXPIRE', key, string.format('%d', want)) end
   end
 end
 
@@ -177,7 +178,7 @@ end
 -- fencing counter: the hold belongs to this acquisition, a second live copy of the jid (a redelivery) is a conflict,
 -- and the acquisition gets a token above every token handed out before under this prefix.
 -- The common case, a free lock, costs HLEN, HSET, PEXPIRE (with a TTL or lease) and ZADD, plus GET and SET of the
--- counter for a run lock.
+-- counter for a run lock; a full one (a duplicate) HLEN and HGETALL.
 local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, now, micros, queue)
   limit = whole(limit, 'limit', 1)
   ttl = whole(ttl, 'ttl', 0)
@@ -187,14 +188,23 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
   local last = 0
   if fence ~= '' then last = tonumber(redis.call('GET', fence) or '0') or 0 end
   local current = false
-  if count > 0 then current = redis.call('HGET', key, jid) end
+  local all
+  if count >= limit then
+    -- Full (a duplicate, most often): every entry is read below anyway, jid's among them.
+    all = redis.call('HGETALL', key)
+    for i = 1, #all, 2 do
+      if all[i] == jid then current = all[i + 1] end
+    end
+  elseif count > 0 then
+    current = redis.call('HGET', key, jid)
+  end
   if current and fence == '' and live(current, now) then return {1, 1, 0} end
   -- A run lock is held per acquisition: a live entry of jid's is another copy of this job, still running.
   local copy = current and fence ~= '' and live(current, now)
   local evict = {}
   if count >= limit or copy then
     -- Full: first drop holders whose expiry or lease has passed (a crashed worker's lease frees its place).
-    local all = redis.call('HGETALL', key)
+    all = all or redis.call('HGETALL', key)
     local holders = {}
     for i = 1, #all, 2 do
       if live(all[i + 1], now) then holders[#holders + 1] = all[i] else evict[#evict + 1] = all[i] end
@@ -218,11 +228,15 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
   if lease > 0 then l = now + lease end
   local f = 0
   if fence ~= '' then f = math.max(micros, last + 1) end
+  -- The times as text once, for the index and the entry alike.
+  local t_text = string.format('%d', now)
+  local x_text = '0'
   -- The index first: the only write left that can fail (a wrong-typed index), and nothing is written yet.
   if x > 0 then
-    redis.call('ZADD', index, 'GT', x, member)
+    x_text = string.format('%d', x)
+    redis.call('ZADD', index, 'GT', x_text, member)
   else
-    redis.call('ZADD', index, now, member)
+    redis.call('ZADD', index, t_text, member)
   end
   if #evict > 0 then redis.call('HDEL', key, unpack(evict)) end
   -- A queue lock's entry leaves the token out: it is the common case, and every byte is held per lock.
@@ -230,7 +244,7 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
   if info ~= '' then rest = ',"i":' .. info .. rest end
   if queue ~= nil and queue ~= '' then rest = ',"q":' .. queue .. rest end
   if f > 0 then rest = string.format(',"f":%d', f) .. rest end
-  write_entry(key, jid, string.format('%d', now), string.format('%d', x), l, rest)
+  write_entry(key, jid, t_text, x_text, l, rest)
   local h = l
   if x > 0 and (l == 0 or x < l) then h = x end
   extend(key, h, now, count == 0)
@@ -269,10 +283,15 @@ end
   "lock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <prefix>:fence
 -- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock),
 -- the job's queue name as a JSON string or '' (ARGV[8], optional)
+-- Returns, when taken, one integer: the fencing token (a run lock, at least 1), else -1 (a queue lock taken) or -2 (a
+-- queue lock its jid re-entered); when refused, {0, holder, ...}. An integer: Redis answers a table at a higher cost.
 local ms, micros = now()
 local fence = ''
 if ARGV[7] == '1' then fence = KEYS[3] end
-return acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fence, ms, micros, ARGV[8])
+local result = acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fence, ms, micros, ARGV[8])
+if result[1] == 0 then return result end
+if result[3] > 0 then return result[3] end
+return -1 - result[2]
 `,
   "reap.lua": `-- One bounded step of the reaper over the index, oldest first. KEYS[1] <prefix>:digests
 -- ARGV start (rank), batch (1 to 1000), orphans before (Redis ms; 0: none), dry run ('1': answer, write nothing)
