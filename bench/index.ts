@@ -28,6 +28,9 @@
  *                                                     results/web.md
  *   --targets                                         every target of issue 20 in one run (under 3 minutes), each with
  *                                                     our figure, the peer's, the ratio and a verdict: results/targets.md
+ *   --scripts [--root=<dir>] [--calls=N]              Redis instructions per script call (callgrind: the same count on
+ *                                                     a busy machine), beside the raw pair; with --root, another
+ *                                                     checkout's scripts first: results/scripts.md
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
@@ -47,6 +50,7 @@ import * as Memory from "./memory.js"
 import * as Profile from "./profile.js"
 import * as Report from "./report.js"
 import * as RoundTrips from "./roundtrips.js"
+import * as Scripts from "./scripts.js"
 import * as Targets from "./targets.js"
 import * as Throughput from "./throughput.js"
 import * as Verdicts from "./verdicts.js"
@@ -156,6 +160,16 @@ const main = async () => {
     )
   }
   if (args.includes("--targets")) return Targets.main(log)
+  if (args.includes("--scripts")) {
+    const root = args.find((a) => a.startsWith("--root="))
+    const calls = args.find((a) => a.startsWith("--calls="))
+    return Scripts.main(
+      log,
+      [...(root === undefined ? [] : [root.slice(7)]), new URL("..", import.meta.url).pathname],
+      calls === undefined ? 3_000 : Number(calls.slice(8)),
+      new URL("./results/scripts.md", import.meta.url).pathname
+    )
+  }
   if (args.includes("--profile")) {
     const root = args.find((a) => a.startsWith("--root="))
     const out = args.find((a) => a.startsWith("--out="))

@@ -11,7 +11,7 @@ redis.call('ZSCORE', KEYS[3], ARGV[2])
 local result = acquire(KEYS[2], KEYS[3], ARGV[3], jid, ARGV[4], ARGV[5], ARGV[6], ARGV[7], KEYS[4], ms, micros)
 local held
 if result[1] == 1 or ARGV[8] ~= '1' then
-  held = release(KEYS[1], KEYS[3], ARGV[2], jid, '0', ms)
+  held = release(KEYS[1], KEYS[3], ARGV[2], jid, '0', ms, queued)
 elseif queued and live(queued, ms) then
   held = 1
 else

@@ -54,9 +54,10 @@ local function revoked(rest)
   return string.match(rest, '^,"f":%d+,"r":(%d+)') or string.match(rest, '^,"r":(%d+)')
 end
 
-local function live(meta, now)
+-- Whether the entry counts at Redis time `at` (ms); at nil reads the time only for an entry with a horizon.
+local function live(meta, at)
   local h = horizon(meta)
-  return h == 0 or h > now
+  return h == 0 or h > (at or now())
 end
 
 -- Keeps the key alive as long as its longest-lived holder: no TTL while any holder has no horizon.
@@ -178,9 +179,11 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
 end
 
 -- Removes jid's entry (only the acquisition `token` when it is not '0'); drops the index member with the last entry.
--- Returns 1 when jid held the lock, 0 when its entry was gone, another acquisition's, or past its horizon.
-local function release(key, index, member, jid, token, now)
-  local current = redis.call('HGET', key, jid)
+-- Returns 1 when jid held the lock, 0 when its entry was gone, another acquisition's, or past its horizon. now: Redis
+-- time in ms, nil to read it only if the entry has a horizon; current: jid's entry as the caller read it (false:
+-- none), nil to read it here.
+local function release(key, index, member, jid, token, now, current)
+  if current == nil then current = redis.call('HGET', key, jid) end
   if not current then
     if redis.call('EXISTS', key) == 0 then redis.call('ZREM', index, member) end
     return 0

@@ -54,7 +54,7 @@ redis.call('ZSCORE', KEYS[3], ARGV[2])
 local result = acquire(KEYS[2], KEYS[3], ARGV[3], jid, ARGV[4], ARGV[5], ARGV[6], ARGV[7], KEYS[4], ms, micros)
 local held
 if result[1] == 1 or ARGV[8] ~= '1' then
-  held = release(KEYS[1], KEYS[3], ARGV[2], jid, '0', ms)
+  held = release(KEYS[1], KEYS[3], ARGV[2], jid, '0', ms, queued)
 elseif queued and live(queued, ms) then
   held = 1
 else
@@ -129,9 +129,10 @@ local function revoked(rest)
   return string.match(rest, '^,"f":%d+,"r":(%d+)') or string.match(rest, '^,"r":(%d+)')
 end
 
-local function live(meta, now)
+-- Whether the entry counts at Redis time \`at\` (ms); at nil reads the time only for an entry with a horizon.
+local function live(meta, at)
   local h = horizon(meta)
-  return h == 0 or h > now
+  return h == 0 or h > (at or now())
 end
 
 -- Keeps the key alive as long as its longest-lived holder: no TTL while any holder has no horizon.
@@ -253,9 +254,11 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
 end
 
 -- Removes jid's entry (only the acquisition \`token\` when it is not '0'); drops the index member with the last entry.
--- Returns 1 when jid held the lock, 0 when its entry was gone, another acquisition's, or past its horizon.
-local function release(key, index, member, jid, token, now)
-  local current = redis.call('HGET', key, jid)
+-- Returns 1 when jid held the lock, 0 when its entry was gone, another acquisition's, or past its horizon. now: Redis
+-- time in ms, nil to read it only if the entry has a horizon; current: jid's entry as the caller read it (false:
+-- none), nil to read it here.
+local function release(key, index, member, jid, token, now, current)
+  if current == nil then current = redis.call('HGET', key, jid) end
   if not current then
     if redis.call('EXISTS', key) == 0 then redis.call('ZREM', index, member) end
     return 0
@@ -533,7 +536,7 @@ return (#ARGV - 1) / 2
   "unlock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests
 -- ARGV jid, member, fencing token of the acquisition ('0': whichever holds jid's entry).
 -- Returns 1 when jid held the lock, 0 when it did not (gone, another acquisition's, or past its horizon).
-local ms = now()
-return release(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ms)
+-- Redis time is read only for an entry with a TTL or a lease: one without is live for as long as it is there.
+return release(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3])
 `
 }
