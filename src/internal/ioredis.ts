@@ -77,8 +77,10 @@ const toLockResult = (reply: ReadonlyArray<unknown>): LockResult =>
     ? { _tag: "Acquired", reentrant: Number(reply[1]) === 1, fence: Number(reply[2] ?? 0) }
     : { _tag: "Conflict", holders: reply.slice(1).map(String) }
 
-// lock.lua answers a taken lock with one integer: its fencing token (a run lock), -1 (taken) or -2 (re-entered).
+// lock.lua answers a taken lock with one integer: its fencing token (a run lock), -1 (taken) or -2 (re-entered); a
+// refusal by one holder with its jid.
 const toLockResultReply = (reply: unknown): LockResult => {
+  if (typeof reply === "string") return { _tag: "Conflict", holders: [reply] }
   if (typeof reply !== "number") return toLockResult(toArray(reply, "lock"))
   if (reply > 0) return { _tag: "Acquired", reentrant: false, fence: reply }
   if (reply === -1 || reply === -2) return { _tag: "Acquired", reentrant: reply === -2, fence: 0 }
