@@ -220,3 +220,32 @@ describe("Redis failures", () => {
       }))
   })
 })
+
+describe("a client that reads integers as text (ioredis' stringNumbers)", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.effect("takes, re-enters, refuses, fences and releases as any client does", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const queue = yield* setup({ lock: "until_executed", lockTtl: "30 seconds" })
+        const run = yield* setup({ lock: "while_executing" })
+        yield* Effect.gen(function*() {
+          const taken = yield* Lock.lock(queue.definition, { digest: queue.digest, jid: "-1" })
+          assert.deepStrictEqual([taken.reentrant, taken.fence], [false, 0])
+          const again = yield* Lock.lock(queue.definition, { digest: queue.digest, jid: "-1" })
+          assert.deepStrictEqual([again.reentrant, again.fence], [true, 0])
+          // A holder whose jid reads as a number is named as it is.
+          const refused = yield* Effect.flip(Lock.lock(queue.definition, { digest: queue.digest, jid: "2" }))
+          assert.strictEqual(refused._tag, "LockConflict")
+          assert.deepStrictEqual(refused._tag === "LockConflict" ? refused.holders : [], ["-1"])
+          const first = yield* Lock.lock(run.definition, { digest: run.digest, jid: "a", phase: "run" })
+          assert.isAbove(first.fence, 0)
+          assert.isTrue(yield* Lock.unlock(run.definition, { digest: run.digest, jid: "a", phase: "run", fence: first.fence }))
+          const second = yield* Lock.lock(run.definition, { digest: run.digest, jid: "b", phase: "run" })
+          assert.isAbove(second.fence, first.fence)
+          assert.isTrue(yield* Lock.unlock(run.definition, { digest: run.digest, jid: "b", phase: "run", fence: second.fence }))
+          assert.isTrue(yield* Lock.unlock(queue.definition, { digest: queue.digest, jid: "-1" }))
+          assert.isFalse(yield* Lock.unlock(queue.definition, { digest: queue.digest, jid: "-1" }))
+        }).pipe(Effect.provide(Layer.fresh(Redis.layer({ url: source.url, client: { stringNumbers: true } }))))
+      }))
+  })
+})

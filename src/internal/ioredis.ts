@@ -78,13 +78,13 @@ const toLockResult = (reply: ReadonlyArray<unknown>): LockResult =>
     : { _tag: "Conflict", holders: reply.slice(1).map(String) }
 
 // lock.lua answers a taken lock with one integer: its fencing token (a run lock), -1 (taken) or -2 (re-entered); a
-// refusal by one holder with its jid.
+// refusal with a table. The integer may come as text (ioredis' stringNumbers).
 const toLockResultReply = (reply: unknown): LockResult => {
-  if (typeof reply === "string") return { _tag: "Conflict", holders: [reply] }
-  if (typeof reply !== "number") return toLockResult(toArray(reply, "lock"))
-  if (reply > 0) return { _tag: "Acquired", reentrant: false, fence: reply }
-  if (reply === -1 || reply === -2) return { _tag: "Acquired", reentrant: reply === -2, fence: 0 }
-  throw new Error(`unexpected lock reply: ${reply}`)
+  if (Array.isArray(reply)) return toLockResult(reply)
+  const taken = typeof reply === "number" || typeof reply === "string" ? Number(reply) : Number.NaN
+  if (Number.isInteger(taken) && taken > 0) return { _tag: "Acquired", reentrant: false, fence: taken }
+  if (taken === -1 || taken === -2) return { _tag: "Acquired", reentrant: taken === -2, fence: 0 }
+  throw new Error(`unexpected lock reply: ${JSON.stringify(reply)}`)
 }
 
 const isOne = (reply: unknown): boolean => Number(reply) === 1
