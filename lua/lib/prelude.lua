@@ -1,7 +1,9 @@
--- The scripts' shared prelude. src/internal/scripts.ts puts the files of lua/lib/ in front of each script of lua/
--- (lock, unlock, renew, renew_all, handoff, fetch, reap, remove, claim, tally, journal), so each stays one self-contained EVAL, and
--- maps the line of a script's error back to the file and line it comes from. Every function defined here is a closure made again on each run of
--- each script, so the prelude keeps to a few.
+-- The scripts' shared prelude. src/internal/scripts.ts puts in front of each script of lua/ (lock, unlock, renew,
+-- renew_all, handoff, fetch, reap, remove, claim, tally, journal) the functions of lua/lib/ it calls, and those they
+-- call, so each stays one self-contained EVAL, and maps the line of a script's error back to the file and line it
+-- comes from. Each function a script holds is a closure made again on every run (about 700 Redis instructions), so
+-- a script holds no other, and the prelude keeps to a few. Only the functions travel: each is a `local function`
+-- at the start of a line, ending at the first `end` at the start of a line; comments between them stay here.
 -- A holder entry in <lock>:LOCKED maps jid -> {"t":<locked at>,"x":<expires at>,"l":<lease until>[,"f":<fence>]
 -- [,"r":<revoked at>][,"q":<queue>][,"i":<info>]} with every time in Redis milliseconds and 0 for "none"; f is the
 -- fencing token of a run lock's acquisition; r when an operator revoked it (below); q the job's queue name as a JSON

@@ -26,7 +26,7 @@ export interface Script {
   readonly name: string
   readonly source: string
   readonly sha: string
-  /** Where the source's lines come from: the prelude's files, then the script's own, in order. */
+  /** Where the source's lines come from: the prelude functions it holds, then the script's own file, in order. */
   readonly parts: ReadonlyArray<Part>
 }
 
