@@ -145,7 +145,7 @@ local function extend(key, h, now, created)
   end
   local want = h - now
   if want < 1 then want = 1 end
-  -- As text: Redis turns a Lua number argument into text at a higher cost than string.format does.
+  -- As text, as the other arguments: Redis formats a Lua number argument itself (about 2.4k instructions, bench/).
   if created then
     redis.call('PEXPIRE', key, string.format('%d', want))
   else
