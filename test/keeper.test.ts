@@ -13,6 +13,7 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
@@ -133,6 +134,36 @@ describe("lease keeper: redis", () => {
         for (const counts of judged) assert.deepStrictEqual(counts, { Performed: 10_000 })
       }), { timeout: 300_000 })
 
+    // On Redis: a memory store answers before the loop ever sees nothing held.
+    it.scoped("run locks taken one after another share one loop, which lingers with no timer holding the process", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const context = yield* Layer.build(Layer.fresh(Redis.layer({ url: source.url })))
+        const redis = Context.get(context, Redis.RedisService)
+        const definition = LockOptions.unsafeMake({
+          lock: "while_executing",
+          lockLease: "60 seconds",
+          lockPrefix: RedisTest.uniquePrefix("linger")
+        })
+        const fiberId = () => (Effect.runSync(Effect.fiberId) as FiberId.Runtime).id
+        const first = fiberId()
+        for (let i = 0; i < 20; i++) {
+          yield* Effect.scoped(
+            Lock.acquire(definition, { digest: `${definition.lockPrefix}:d`, jid: `j${i}`, phase: "run" }).pipe(
+              Effect.provide(context)
+            )
+          )
+        }
+        // Checked right after the last release, which the loop outlives by its linger at least. One loop for all
+        // twenty: a loop per lock would be a fiber each.
+        assert.isBelow(fiberId() - first - 1, 5, "a loop was started per lock")
+        assert.isTrue(Keeper.running(redis), "the loop lingers for the next lock")
+        assert.isFalse(Keeper.holdsProcess(redis), "the lingering loop's timer holds the process open")
+        for (let i = 0; i < 60 && Keeper.running(redis); i++) yield* Effect.sleep(50)
+        assert.isFalse(Keeper.running(redis), "the loop outlived its linger")
+        assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(definition.lockPrefix), [])
+      }))
+
     it.scoped("an acquisition answered after its lease could have ended never performs: LockLost, released", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
@@ -169,7 +200,7 @@ describe("lease keeper: redis", () => {
 })
 
 describe("lease keeper: its layer", () => {
-  it.live("the loop ends as soon as the last lease is let go, not at its next planned round", () =>
+  it.live("the loop ends within its linger once the last lease is let go, not at its next planned round", () =>
     Effect.gen(function*() {
       const context = yield* Layer.build(Redis.layerMemory)
       const redis = Context.get(context, Redis.RedisService)

@@ -5,6 +5,9 @@
  * first registration and ended as soon as nothing is held or its store's layer closes, so it never keeps a process
  * alive by itself.
  *
+ * On the live clock the loop outlives its last lease by `lingerMs`, waiting on a timer that holds no process open: a
+ * worker taking run locks one after another (concurrency 1) would otherwise start a loop, a fiber, per lock.
+ *
  * Nothing here costs per held lease on a registration or a wake-up. Leases that share a period form a cohort,
  * renewed in rounds every half period: a lease joins the cohort's current round and is renewed one or two rounds
  * later (at an age between half a period and a period), so a tick touches only the leases it renews. Run-lock
@@ -27,6 +30,12 @@ import type { RedisError, Renewal, Store } from "./models.js"
 /** Why a lease ends when Redis refuses its renewal. @internal */
 export const renewalRefused =
   "a renewal found the hold gone or revoked (deleted, its lease passed, or an operator unlocked it)"
+
+/**
+ * How long the loop on the live clock waits, with nothing held, for the next lease before it ends. Restarting it cost
+ * a run-lock job at concurrency 1 more Node CPU than its lock call (bench/, issue 20). @internal
+ */
+export const lingerMs = 100
 
 /** The most renewals one script call carries: a tick over thousands of leases sends several calls. @internal */
 export const chunkSize = 500
@@ -96,10 +105,14 @@ interface Keeper {
   clock: Clock.Clock | undefined
   /** Which loop is the current one: a loop that finds it moved on ends. */
   generation: number
+  /** With nothing held on the live clock: when the loop ends unless a lease joins first (which clears it). */
+  lingerUntil: number | undefined
   plannedWake: number
   wake: Deferred.Deferred<void> | undefined
   /** Ends the loop's wait on the live clock (its timer and its wake in one callback). */
   wakeNow: (() => void) | undefined
+  /** The timer of that wait. */
+  timer: ReturnType<typeof setTimeout> | undefined
   // Admission of acquisitions.
   admitted: number
   readonly waiting: Array<Waiter>
@@ -126,9 +139,11 @@ const keeperOf = (store: Store): Keeper => {
       fiber: undefined,
       clock: undefined,
       generation: 0,
+      lingerUntil: undefined,
       plannedWake: Infinity,
       wake: undefined,
       wakeNow: undefined,
+      timer: undefined,
       admitted: 0,
       waiting: [],
       head: 0,
@@ -243,13 +258,15 @@ const signal = (keeper: Keeper) => {
   }
 }
 
-// The lease stops being kept; with nothing left held the loop is woken to end now, not at its planned wake.
+// The lease stops being kept; with nothing left held the loop is woken to end (or linger) now, not at its planned
+// wake, unless that wake comes within the linger anyway (a loop lingering already is left to its wait).
 const end = (keeper: Keeper, lease: Lease) => {
   lease.ended = true
   lease.slot?.delete(lease)
   lease.slot = undefined
   keeper.held--
-  if (keeper.held === 0) signal(keeper)
+  if (keeper.held > 0) return
+  if (keeper.clock !== liveClock || keeper.plannedWake > liveClock.unsafeCurrentTimeMillis() + lingerMs) signal(keeper)
 }
 
 const lostError = (lease: Lease, reason: string) =>
@@ -282,6 +299,7 @@ const later = (keeper: Keeper, at: number) => {
 // Where a lease waits for its next renewal, by its age (since the send of its last confirmed call): a young one joins
 // its cohort's current round, one past half a period the next round, one past a whole period is renewed at once.
 const join = (keeper: Keeper, lease: Lease, now: number) => {
+  keeper.lingerUntil = undefined
   const age = now - lease.sent
   if (age >= lease.every) {
     lease.retryAt = now
@@ -413,6 +431,14 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
     ).pipe(Effect.zipRight(Effect.fiberIdWith((fiberId) => {
       if (keeper.generation !== generation) return Effect.succeed(false)
       if (keeper.held === 0) {
+        if (clock === liveClock) {
+          keeper.lingerUntil ??= now + lingerMs
+          if (now < keeper.lingerUntil) {
+            keeper.plannedWake = keeper.lingerUntil
+            return Effect.as(liveWait(keeper, keeper.lingerUntil - now, false), true)
+          }
+        }
+        keeper.lingerUntil = undefined
         keeper.running = false
         keeper.fiber = undefined
         keeper.plannedWake = Infinity
@@ -426,7 +452,7 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
       for (const chunk of keeper.inFlight) wakeAt = Math.min(wakeAt, chunk.deadline)
       // Set in the same step as the plan: a lease registered from now on wakes the loop if it is due earlier.
       keeper.plannedWake = wakeAt
-      if (clock === liveClock) return Effect.as(liveWait(keeper, wakeAt - now), true)
+      if (clock === liveClock) return Effect.as(liveWait(keeper, wakeAt - now, true), true)
       const wake = Deferred.unsafeMake<void>(fiberId)
       keeper.wake = wake
       const sleep = wakeAt === Infinity ? Deferred.await(wake) : Effect.raceFirst(
@@ -445,8 +471,8 @@ const liveClock = Effect.runSync(Effect.clock)
 const longestTimer = 2_147_483_647
 
 // Registered as the keeper's wake in the step that planned the wait (as the deferred is on other clocks): a wake
-// that comes before the wait begins ends it at once.
-const liveWait = (keeper: Keeper, ms: number): Effect.Effect<void> => {
+// that comes before the wait begins ends it at once. A lingering wait's timer holds no process open (`holdsProcess`).
+const liveWait = (keeper: Keeper, ms: number, holdsProcess: boolean): Effect.Effect<void> => {
   let woken = false
   let resumeNow: (() => void) | undefined
   const wakeNow = () => {
@@ -459,16 +485,22 @@ const liveWait = (keeper: Keeper, ms: number): Effect.Effect<void> => {
     const timer = ms === Infinity ? undefined : setTimeout(() => {
       resumeNow = undefined
       if (keeper.wakeNow === wakeNow) keeper.wakeNow = undefined
+      if (keeper.timer === timer) keeper.timer = undefined
       resume(Effect.void)
     }, Math.min(longestTimer, Math.max(0, ms)))
-    resumeNow = () => {
+    if (!holdsProcess) timer?.unref()
+    keeper.timer = timer
+    const cleared = () => {
       resumeNow = undefined
       clearTimeout(timer)
+      if (keeper.timer === timer) keeper.timer = undefined
+    }
+    resumeNow = () => {
+      cleared()
       resume(Effect.void)
     }
     return Effect.sync(() => {
-      resumeNow = undefined
-      clearTimeout(timer)
+      cleared()
       if (keeper.wakeNow === wakeNow) keeper.wakeNow = undefined
     })
   })
@@ -583,6 +615,9 @@ export const checkNow = (lease: Lease, now: number): boolean =>
 
 /** Whether the store's keeper has a loop running (tests read it: no loop is left once nothing is held). @internal */
 export const running = (store: Store): boolean => keepers.get(store)?.running === true
+
+/** Whether the loop's wait holds the process open (tests read it: a lingering loop holds none). @internal */
+export const holdsProcess = (store: Store): boolean => keepers.get(store)?.timer?.hasRef() === true
 
 /** Stops keeping a lease (its lock is being released). @internal */
 export const letGo = (store: Store, lease: Lease): void => {
