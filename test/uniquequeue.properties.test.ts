@@ -7,7 +7,7 @@
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/uniquequeue.properties.test.ts
  */
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Worker } from "bullmq"
+import { type Job as BullJob, Worker } from "bullmq"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as fc from "effect/FastCheck"
@@ -17,6 +17,7 @@ import * as Defaults from "../src/Defaults.js"
 import type * as LockType from "../src/LockType.js"
 import * as LockOptions from "../src/Options.js"
 import * as Bull from "./support/bullmq.js"
+import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
 import { lockKeys, runNext, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
@@ -280,6 +281,65 @@ describe("UniqueQueue properties", () => {
 
     // As BullMQ's Worker decides: a signal only for a fn that declares it, and only such a job can be cancelled. A
     // cancelled job fails (and is retried by its attempts); on its last attempt its locks go as a dead job's do.
+    it.scoped("property: until_executed jobs answer with their releases unanswered (the lock Redis stalled); close waits for each", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const { raw, source } = testRedis
+        const connection = yield* Bull.connection
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 6 }),
+              (ns) =>
+                Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+                  // The locks through a proxy, the queue direct; a store timeout longer than the test: an outcome that
+                  // waited for its release's answer would wait for the proxy.
+                  const proxy = yield* Proxy.start(source.url)
+                  const name = Bull.uniqueName("uqpafter")
+                  const queue = yield* Bull.queue(name)
+                  const lockPrefix = RedisTest.uniquePrefix("uqpafter")
+                  const unlocked: Array<string> = []
+                  const unique = UniqueQueue.make<{ readonly n: number }>(queue, {
+                    lock: "until_executed",
+                    lockPrefix,
+                    redis: { url: proxy.url, timeout: "5 minutes" },
+                    defaults: {},
+                    afterUnlock: (released) => Effect.sync(() => unlocked.push(released.jid))
+                  })
+                  yield* Effect.addFinalizer(() => Effect.promise(() => unique.close().catch(() => undefined)))
+                  const added = []
+                  for (const n of ns) added.push(yield* Effect.promise(() => unique.add("Work", { n })))
+                  const jids = added.flatMap((a) => (a._tag === "Enqueued" ? [a.job.jid] : []))
+                  assert.strictEqual(jids.length, new Set(ns).size, "one job per distinct argument")
+                  const worker = yield* Effect.acquireRelease(
+                    Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
+                    (w) => Effect.promise(() => w.close())
+                  )
+                  const processor = unique.processor(async (job) => job.data.n)
+                  const jobs: Array<BullJob | undefined> = []
+                  for (let i = 0; i < jids.length; i++) {
+                    jobs.push(yield* Effect.promise(() => worker.getNextJob(`t${i}`, { block: false })))
+                  }
+                  yield* proxy.stall
+                  const answers = yield* Effect.promise(() =>
+                    Promise.all(jobs.map((job, i) => processor(job as never, `t${i}`)))
+                  )
+                  assert.deepStrictEqual(answers, jobs.map((job) => job?.data.n))
+                  assert.deepStrictEqual(unlocked, [], "no release has answered yet")
+                  assert.strictEqual((yield* lockKeys(lockPrefix)).length, jids.length, "every lock is held in Redis")
+                  const closing = unique.close()
+                  yield* proxy.resume
+                  yield* Effect.promise(() => closing)
+                  assert.deepStrictEqual([...unlocked].sort(), [...jids].sort(), "each release answered before close ended")
+                  assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
+                  assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${lockPrefix}:*:LOCKED`)), [])
+                })).pipe(Effect.provideService(RedisTest.TestRedis, testRedis)))
+            ),
+            { numRuns: runs(8) }
+          )
+        )
+      }), 120_000)
+
     it.scoped("property: a signal exactly for a fn of three parameters; a cancelled job fails or is retried, and no lock is left", () =>
       Effect.gen(function*() {
         const testRedis = yield* RedisTest.TestRedis

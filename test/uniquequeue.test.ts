@@ -13,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as LockOptions from "../src/Options.js"
 import * as Bull from "./support/bullmq.js"
+import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
 import { type Data, lockKeys, proxiedUniqueQueue, rejection, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
@@ -537,6 +538,48 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         const { raw } = yield* RedisTest.TestRedis
         assert.strictEqual(yield* Effect.promise(() => raw.hexists(`${added.digest}:LOCKED`, added.job.jid)), 1)
       }))
+
+    it.scoped("an until_executed job's outcome goes with its release sent, not answered; close waits for the answer", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        // The locks through a proxy to stall, the queue direct; a store timeout longer than the test, so that an
+        // outcome waiting for the release's answer would wait for the proxy.
+        const proxy = yield* Proxy.start(source.url)
+        const name = Bull.uniqueName("uqafter")
+        const queue = yield* Bull.queue(name)
+        const lockPrefix = RedisTest.uniquePrefix("uqafter")
+        const unlocked: Array<string> = []
+        const unique = UniqueQueue.make<Data>(queue, {
+          lock: "until_executed",
+          lockPrefix,
+          redis: { url: proxy.url, timeout: "5 minutes" },
+          defaults: {},
+          afterUnlock: (released) => Effect.sync(() => unlocked.push(released.jid))
+        })
+        yield* Effect.addFinalizer(() => Effect.promise(() => unique.close().catch(() => undefined)))
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual(added._tag, "Enqueued")
+        const processor = unique.processor(async () => "done")
+        const worker = yield* Effect.acquireRelease(
+          Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
+          (w) => Effect.promise(() => w.close())
+        )
+        const job = yield* Effect.promise(() => worker.getNextJob("t", { block: false }))
+        yield* proxy.stall
+        assert.strictEqual(yield* Effect.promise(() => processor(job as BullJob<Data>, "t")), "done")
+        const lock = `${added.digest}:LOCKED`
+        assert.strictEqual(yield* Effect.promise(() => raw.exists(lock)), 1, "the release is held by the proxy")
+        let closed = false
+        const closing = unique.close().then(() => (closed = true))
+        yield* Effect.promise(() => sleep(300))
+        assert.isFalse(closed, "close waited for the release")
+        yield* proxy.resume
+        yield* Effect.promise(() => closing)
+        assert.strictEqual(yield* Effect.promise(() => raw.exists(lock)), 0, "released before close ended")
+        assert.deepStrictEqual(unlocked, [added.job.jid], "afterUnlock ran before close ended")
+        assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [])
+      }), 60_000)
 
     it.scoped("close({ timeout }) cancels a job that outlives it: its perform is aborted, and close ends", () =>
       Effect.gen(function*() {

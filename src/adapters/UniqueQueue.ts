@@ -387,13 +387,18 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     })
   const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
     runExit(effect).then(settle)
-  // A hot-path call (internal/hotPath): waited for by close as a fiber is, until it settles. `cancel`
-  // is how close's timeout ends it (the job then settles as cancelled); an add has none: its lock call is bounded by
-  // the store's timeout and its BullMQ add by the adapter's, and it ends when they answer.
-  const tracked = <A>(work: Promise<A>, cancel?: () => void): Promise<A> => {
+  // A hot-path call (internal/hotPath): waited for by close as a fiber is, until it settles and then what it still
+  // has answering (`after`: a job's release sent with its outcome). `cancel` is how close's timeout ends it (the job
+  // then settles as cancelled); an add has none: its lock call is bounded by the store's timeout and its BullMQ add by
+  // the adapter's, and it ends when they answer.
+  const tracked = <A>(work: Promise<A>, cancel?: () => void, after?: () => Promise<void> | undefined): Promise<A> => {
     const entry: Cancellable = { cancel: cancel ?? (() => undefined) }
     inFlight.add(entry)
-    return work.finally(() => finished(entry))
+    return work.finally(() => {
+      const answering = after?.()
+      if (answering === undefined) finished(entry)
+      else answering.then(() => finished(entry))
+    })
   }
 
   // Each job name's fast phases, made once the runtime is built (the first call starts building it); null where the
@@ -545,7 +550,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
                 ? Promise.reject(cancellation)
                 : run(BullMQ.failed(defined(job.name).definition, job, ours)(failure))
           ),
-          () => started.interrupt(cancellation = new Error(`job ${job.id} was cancelled`))
+          () => started.interrupt(cancellation = new Error(`job ${job.id} was cancelled`)),
+          started.after
         )
       }
       const handle = async (job: BullJob<DataType>, token: string | undefined, signal: AbortSignal | undefined) => {

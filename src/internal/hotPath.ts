@@ -125,12 +125,14 @@ export const clientFast = <A, E, R>(
 /**
  * A job on the hot path: its outcome, and how to end it from outside (close's timeout) as interrupting its fiber
  * would. The outcome then rejects with the error given, a run lock released first; what the perform does after that
- * changes no lock.
+ * changes no lock. `after` is a call still answering once the outcome has settled (`until_executed`'s release, sent
+ * with it), never rejecting; close waits for it too.
  *
  * @internal
  */
 export interface FastJob<A> {
   readonly outcome: Promise<Strategy.ServerOutcome<A>>
+  readonly after: () => Promise<void> | undefined
   readonly interrupt: (error: unknown) => void
 }
 
@@ -139,6 +141,8 @@ interface Ending<A> {
   ended: boolean
   interrupted: { readonly error: unknown } | undefined
   onInterrupt: ((error: unknown) => void) | undefined
+  /** A call still answering after the outcome settled. */
+  after: Promise<void> | undefined
   readonly resolve: (outcome: Strategy.ServerOutcome<A>) => void
   readonly reject: (error: unknown) => void
 }
@@ -172,6 +176,7 @@ export const serverFast = <A>(
       ended: false,
       interrupted: undefined,
       onInterrupt: undefined,
+      after: undefined,
       resolve: (outcome) => {
         if (ending.ended) return
         ending.ended = true
@@ -204,7 +209,12 @@ export const serverFast = <A>(
       performing().then((value) => {
         // Interrupted meanwhile: the job is retried under its jid, and keeps its lock for it.
         if (record.afterPerform !== "releaseQueueLockOnSuccess" || ending.interrupted !== undefined) return performed(value)
-        releaseFast(fast, target, run).then(() => performed(value), ending.reject)
+        // Whatever the release answers, the job has performed (a miss or an unreachable Redis is logged, never a
+        // failure): it is sent now and the outcome goes with it, so the queue's own move of the job overlaps its
+        // round trip rather than following it. On one Redis the release, sent first, is done before that move is
+        // answered.
+        ending.after = releaseFast(fast, target, run).then(ignore, ignore)
+        performed(value)
       }, ending.reject)
       break
     case "takeRunLock":
@@ -213,6 +223,7 @@ export const serverFast = <A>(
   }
   return {
     outcome,
+    after: () => ending.after,
     interrupt: (error) => {
       if (ending.ended || ending.interrupted !== undefined) return
       ending.interrupted = { error }
@@ -316,6 +327,8 @@ const holdFast = <A>(
     )
   }, (error: unknown) => admitted(() => ending.reject(error))).then(undefined, ending.reject)
 }
+
+const ignore = (): void => undefined
 
 // `Lock.releaseQueueLockWith` with its common case, a release that found its hold, answered without a fiber.
 const releaseFast = (
