@@ -6,7 +6,8 @@
  * names the likely cause and `unique_jobs_release_missed_total` counts one; otherwise nothing is left, said or counted.
  *
  * And of run locks (items 11, 12): after any mix of run-lock jobs has ended, no lease keeper loop is left (it ends at the
- * last release, not at its next round); a run lock answered at any point around its lease deadline (TestClock, to the
+ * last release, within its linger, not at its next round), and locks taken one after another share one loop, which
+ * lingers holding no process open; a run lock answered at any point around its lease deadline (TestClock, to the
  * millisecond) performs exactly when the answer came before it, and is otherwise LockLost naming the late answer.
  *
  * On Redis: `Lock.renew` by hand answers the truth about the hold; a run lock lost while its perform runs (deleted, its
@@ -17,7 +18,9 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import type * as FiberId from "effect/FiberId"
 import * as fc from "effect/FastCheck"
+import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
 import * as Runtime from "effect/Runtime"
@@ -191,6 +194,73 @@ describe("release properties: run locks and the lease keeper", () => {
         { numRuns: Model.runs(60), examples: [[300, 0, false], [300, -1, false], [1000, 0, true], [60_000, 0, false]] }
       )
     ), 120_000)
+
+  it.effect("a holder cut off from its store at any point gives up exactly leaseGuardMs before its last confirmed lease ends there", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 100, max: 3000 }),
+          fc.integer({ min: 0, max: 300 }),
+          fc.boolean(),
+          (leaseMs, cutAtPercent, handoff) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const redis = yield* Redis.RedisService
+              let cut = false
+              const cutOff: Redis.RedisService["Type"] = {
+                ...redis,
+                renew: (...args) =>
+                  cut ? Effect.fail(new Redis.RedisError({ operation: "renew", reason: "cut off" })) : redis.renew(...args),
+                renewAll: (renewals) =>
+                  cut ? Effect.fail(new Redis.RedisError({ operation: "renewAll", reason: "cut off" })) : redis.renewAll(renewals)
+              }
+              const definition = LockOptions.unsafeMake({
+                lock: handoff ? "until_and_while_executing" : "while_executing",
+                lockLease: leaseMs,
+                lockPrefix: uniquePrefix("cut")
+              })
+              const job: Job.Job = { worker: "W", queue: "q", args: [1], jid: "j1" }
+              const enqueued = yield* Middleware.client(definition, job, Effect.succeed)
+              const started = yield* Deferred.make<void>()
+              const fiber = yield* Effect.fork(Effect.either(
+                Middleware.server(definition, enqueued.job, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)).pipe(
+                  Effect.provideService(Redis.RedisService, cutOff)
+                )
+              ))
+              for (let i = 0; i < 5; i++) yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+              yield* Deferred.await(started)
+              // Renewed on time until the cut, at any point up to three leases in; then nothing is confirmed again.
+              const settle = Effect.repeatN(Effect.yieldNow(), 20)
+              const step = Math.max(5, Math.floor(leaseMs / 20))
+              for (let at = 0, cutAt = Math.floor(leaseMs * cutAtPercent / 100); at < cutAt; at += step) {
+                yield* TestClock.adjust(Math.min(step, cutAt - at))
+                yield* settle
+              }
+              cut = true
+              const key = Lock.keyOf(definition, enqueued.digest, "run")
+              const [entry] = yield* redis.holders(key)
+              assert.isDefined(entry, "still held at the cut")
+              const now = yield* TestClock.currentTimeMillis
+              const givesUp = entry!.leaseUntil! - Lock.leaseGuardMs(leaseMs)
+              if (givesUp - 1 > now) {
+                yield* TestClock.adjust(givesUp - 1 - now)
+                yield* settle
+                assert.isNull(fiber.unsafePoll(), `gave up before ${givesUp} (lease ${leaseMs}, cut at ${now})`)
+              }
+              yield* TestClock.adjust(Math.max(0, givesUp - (yield* TestClock.currentTimeMillis)))
+              yield* settle
+              assert.isNotNull(fiber.unsafePoll(), `still performing at ${givesUp}, leaseGuardMs before its lease ends in the store`)
+              const result = yield* Fiber.join(fiber)
+              assert.isTrue(result._tag === "Left" && result.left._tag === "LockLost", JSON.stringify(result))
+              assert.isAtMost(yield* TestClock.currentTimeMillis, givesUp)
+            }).pipe(
+              Effect.provide(MemoryQueue.layer()),
+              Effect.provide(Redis.layerMemory),
+              Effect.provide(TestContext.TestContext)
+            ))
+        ),
+        { numRuns: Model.runs(30), examples: [[300, 50, false], [300, 0, true], [100, 299, false]] }
+      )
+    ), 120_000)
 })
 
 describe("release properties: a renewal by hand, on Redis", () => {
@@ -361,5 +431,55 @@ describe("release properties: an enqueue that may still land, on Redis", () => {
           )
         )
       }), 120_000)
+  })
+})
+
+// On Redis: a memory store answers before the loop ever sees nothing held.
+describe("release properties: run locks one after another, on Redis", () => {
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    it.effect("run locks taken one after another, of any lease, share one keeper loop; it lingers holding no process open, then ends", () =>
+      Effect.flatMap(RedisTest.TestRedis, (testRedis) =>
+        Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(
+            fc.array(
+              fc.record({
+                lock: fc.constantFrom("while_executing" as const, "until_and_while_executing" as const),
+                leaseS: fc.integer({ min: 1, max: 120 }),
+                holdMs: fc.integer({ min: 0, max: 20 }),
+                gapMs: fc.integer({ min: 0, max: 30 })
+              }),
+              { minLength: 2, maxLength: 8 }
+            ),
+            (holds) =>
+              Effect.runPromise(Effect.gen(function*() {
+                const redis = yield* Redis.RedisService
+                const prefix = uniquePrefix("linger")
+                const fiberId = () => (Effect.runSync(Effect.fiberId) as FiberId.Runtime).id
+                const first = fiberId()
+                for (const [i, spec] of holds.entries()) {
+                  if (i > 0) yield* Effect.sleep(spec.gapMs)
+                  const definition = LockOptions.unsafeMake({ lock: spec.lock, lockLease: spec.leaseS * 1000, lockPrefix: prefix })
+                  yield* Effect.scoped(Effect.zipRight(
+                    Lock.acquire(definition, { digest: `${prefix}:d${i % 2}`, jid: `j${i}`, phase: "run" }),
+                    Effect.sleep(spec.holdMs)
+                  ))
+                }
+                // Checked right after the last release, which the loop outlives by its linger at least. The sleeps run no
+                // fiber of their own: a loop per lock would be one fiber each.
+                assert.isBelow(fiberId() - first - 1, holds.length, "a keeper loop was started per lock")
+                assert.isTrue(Keeper.running(redis), "the loop lingers after the last release")
+                assert.isFalse(Keeper.holdsProcess(redis), "the lingering loop's timer holds the process open")
+                for (let i = 0; i < 20 && Keeper.running(redis); i++) yield* Effect.sleep(50)
+                assert.isFalse(Keeper.running(redis), "the loop outlived its linger")
+                assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [])
+              }).pipe(
+                Effect.provide(Layer.fresh(Redis.layer({ url: testRedis.source.url }))),
+                Effect.provideService(RedisTest.TestRedis, testRedis)
+              ))
+          ),
+          { numRuns: Model.runs(15) }
+        )
+      )), 120_000)
   })
 })
