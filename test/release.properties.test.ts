@@ -39,9 +39,31 @@ import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as Model from "./support/model.js"
 import * as RedisTest from "./support/redis.js"
+import * as Stores from "./support/stores.js"
 import { uniquePrefix } from "./support/redis.js"
 
 const side = fc.record({ prefix: fc.constantFrom("a", "b"), acrossQueues: fc.boolean() })
+
+// A job of a run-lock type (the handoff's or while_executing) with a lease of `leaseMs`, through the client.
+const enqueuedRunLockJob = (handoff: boolean, leaseMs: number, label: string) =>
+  Effect.gen(function*() {
+    const definition = LockOptions.unsafeMake({
+      lock: handoff ? "until_and_while_executing" : "while_executing",
+      lockLease: leaseMs,
+      lockPrefix: uniquePrefix(label)
+    })
+    const job: Job.Job = { worker: "W", queue: "q", args: [1], jid: "j1" }
+    const enqueued = yield* Middleware.client(definition, job, Effect.succeed)
+    return { definition, enqueued }
+  })
+
+// A run lock of either type: its lease in seconds, and how long it is held (ms).
+const runLockSpec = (leaseS: { min: number; max: number }, holdMs: { min: number; max: number }) =>
+  fc.record({
+    lock: fc.constantFrom("while_executing" as const, "until_and_while_executing" as const),
+    leaseS: fc.integer(leaseS),
+    holdMs: fc.integer(holdMs)
+  })
 
 describe("release properties: producer and worker options", () => {
   it.effect("the release misses exactly when the digests differ and the job carries none: then it warns, counts", () =>
@@ -105,12 +127,8 @@ describe("release properties: run locks and the lease keeper", () => {
       fc.assert(
         fc.asyncProperty(
           fc.array(
-            fc.record({
-              lock: fc.constantFrom("while_executing" as const, "until_and_while_executing" as const),
-              // Leases whose next round is 5 s away or more: a loop that waited for it would still run when checked.
-              leaseS: fc.integer({ min: 30, max: 120 }),
-              holdMs: fc.integer({ min: 20, max: 80 })
-            }),
+            // Leases whose next round is 5 s away or more: a loop that waited for it would still run when checked.
+            runLockSpec({ min: 30, max: 120 }, { min: 20, max: 80 }),
             { minLength: 1, maxLength: 5 }
           ),
           (jobs) =>
@@ -157,13 +175,7 @@ describe("release properties: run locks and the lease keeper", () => {
                 handoff: (from, to, request, options) =>
                   Effect.zipLeft(redis.handoff(from, to, request, options), Effect.sleep(delay))
               }
-              const definition = LockOptions.unsafeMake({
-                lock: handoff ? "until_and_while_executing" : "while_executing",
-                lockLease: leaseMs,
-                lockPrefix: uniquePrefix("edge")
-              })
-              const job: Job.Job = { worker: "W", queue: "q", args: [1], jid: "j1" }
-              const enqueued = yield* Middleware.client(definition, job, Effect.succeed)
+              const { definition, enqueued } = yield* enqueuedRunLockJob(handoff, leaseMs, "edge")
               let ran = false
               const fiber = yield* Effect.fork(Effect.either(
                 Middleware.server(definition, enqueued.job, Effect.sync(() => (ran = true))).pipe(
@@ -206,20 +218,8 @@ describe("release properties: run locks and the lease keeper", () => {
             Effect.runPromise(Effect.gen(function*() {
               const redis = yield* Redis.RedisService
               let cut = false
-              const cutOff: Redis.RedisService["Type"] = {
-                ...redis,
-                renew: (...args) =>
-                  cut ? Effect.fail(new Redis.RedisError({ operation: "renew", reason: "cut off" })) : redis.renew(...args),
-                renewAll: (renewals) =>
-                  cut ? Effect.fail(new Redis.RedisError({ operation: "renewAll", reason: "cut off" })) : redis.renewAll(renewals)
-              }
-              const definition = LockOptions.unsafeMake({
-                lock: handoff ? "until_and_while_executing" : "while_executing",
-                lockLease: leaseMs,
-                lockPrefix: uniquePrefix("cut")
-              })
-              const job: Job.Job = { worker: "W", queue: "q", args: [1], jid: "j1" }
-              const enqueued = yield* Middleware.client(definition, job, Effect.succeed)
+              const cutOff = Stores.cutOff(redis, () => cut)
+              const { definition, enqueued } = yield* enqueuedRunLockJob(handoff, leaseMs, "cut")
               const started = yield* Deferred.make<void>()
               const fiber = yield* Effect.fork(Effect.either(
                 Middleware.server(definition, enqueued.job, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)).pipe(
@@ -442,23 +442,18 @@ describe("release properties: run locks one after another, on Redis", () => {
         Effect.promise(() =>
         fc.assert(
           fc.asyncProperty(
-            fc.array(
-              fc.record({
-                lock: fc.constantFrom("while_executing" as const, "until_and_while_executing" as const),
-                leaseS: fc.integer({ min: 1, max: 120 }),
-                holdMs: fc.integer({ min: 0, max: 20 }),
-                gapMs: fc.integer({ min: 0, max: 30 })
-              }),
-              { minLength: 2, maxLength: 8 }
-            ),
+            fc.array(fc.tuple(runLockSpec({ min: 1, max: 120 }, { min: 0, max: 20 }), fc.integer({ min: 0, max: 30 })), {
+              minLength: 2,
+              maxLength: 8
+            }),
             (holds) =>
               Effect.runPromise(Effect.gen(function*() {
                 const redis = yield* Redis.RedisService
                 const prefix = uniquePrefix("linger")
                 const fiberId = () => (Effect.runSync(Effect.fiberId) as FiberId.Runtime).id
                 const first = fiberId()
-                for (const [i, spec] of holds.entries()) {
-                  if (i > 0) yield* Effect.sleep(spec.gapMs)
+                for (const [i, [spec, gapMs]] of holds.entries()) {
+                  if (i > 0) yield* Effect.sleep(gapMs)
                   const definition = LockOptions.unsafeMake({ lock: spec.lock, lockLease: spec.leaseS * 1000, lockPrefix: prefix })
                   yield* Effect.scoped(Effect.zipRight(
                     Lock.acquire(definition, { digest: `${prefix}:d${i % 2}`, jid: `j${i}`, phase: "run" }),

@@ -18,7 +18,7 @@ import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as RedisTest from "./support/redis.js"
-import { stores } from "./support/stores.js"
+import { cutOff as cutOffStore, stores } from "./support/stores.js"
 
 const setup = (options: LockOptions.Options) =>
   Effect.map(LockOptions.make({ ...options, lockPrefix: RedisTest.uniquePrefix("rel") }), (definition) => ({
@@ -310,14 +310,7 @@ describe("reliability: memory store on TestClock", () => {
       Effect.gen(function*() {
         const redis = yield* Redis.RedisService
         let cut = false
-        const cutOff: Redis.RedisService["Type"] = {
-          ...redis,
-          renew: (...args) =>
-            cut ? Effect.fail(new Redis.RedisError({ operation: "renew", reason: "cut off" })) : redis.renew(...args),
-          // The lease keeper renews in batches.
-          renewAll: (renewals) =>
-            cut ? Effect.fail(new Redis.RedisError({ operation: "renewAll", reason: "cut off" })) : redis.renewAll(renewals)
-        }
+        const cutOff = cutOffStore(redis, () => cut)
         const job = UniqueJob.unsafeMake({
           worker: "CutOffJob",
           lock: "while_executing",

@@ -17,9 +17,8 @@ import * as Defaults from "../src/Defaults.js"
 import type * as LockType from "../src/LockType.js"
 import * as LockOptions from "../src/Options.js"
 import * as Bull from "./support/bullmq.js"
-import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
-import { lockKeys, runNext, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
+import { lockKeys, lockProxiedUniqueQueue, runNext, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
 
@@ -284,7 +283,7 @@ describe("UniqueQueue properties", () => {
     it.scoped("property: until_executed jobs answer with their releases unanswered (the lock Redis stalled); close waits for each", () =>
       Effect.gen(function*() {
         const testRedis = yield* RedisTest.TestRedis
-        const { raw, source } = testRedis
+        const { raw } = testRedis
         const connection = yield* Bull.connection
         yield* Effect.promise(() =>
           fc.assert(
@@ -292,21 +291,7 @@ describe("UniqueQueue properties", () => {
               fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 6 }),
               (ns) =>
                 Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-                  // The locks through a proxy, the queue direct; a store timeout longer than the test: an outcome that
-                  // waited for its release's answer would wait for the proxy.
-                  const proxy = yield* Proxy.start(source.url)
-                  const name = Bull.uniqueName("uqpafter")
-                  const queue = yield* Bull.queue(name)
-                  const lockPrefix = RedisTest.uniquePrefix("uqpafter")
-                  const unlocked: Array<string> = []
-                  const unique = UniqueQueue.make<{ readonly n: number }>(queue, {
-                    lock: "until_executed",
-                    lockPrefix,
-                    redis: { url: proxy.url, timeout: "5 minutes" },
-                    defaults: {},
-                    afterUnlock: (released) => Effect.sync(() => unlocked.push(released.jid))
-                  })
-                  yield* Effect.addFinalizer(() => Effect.promise(() => unique.close().catch(() => undefined)))
+                  const { lockPrefix, name, proxy, unique, unlocked } = yield* lockProxiedUniqueQueue("uqpafter")
                   const added = []
                   for (const n of ns) added.push(yield* Effect.promise(() => unique.add("Work", { n })))
                   const jids = added.flatMap((a) => (a._tag === "Enqueued" ? [a.job.jid] : []))

@@ -13,9 +13,12 @@ import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as LockOptions from "../src/Options.js"
 import * as Bull from "./support/bullmq.js"
-import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
-import { type Data, lockKeys, proxiedUniqueQueue, rejection, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
+import {
+  type Data,
+  lockKeys,
+  lockProxiedUniqueQueue,
+  proxiedUniqueQueue, rejection, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
 describe("UniqueQueue: the admin UI's metrics", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
@@ -541,23 +544,9 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
 
     it.scoped("an until_executed job's outcome goes with its release sent, not answered; close waits for the answer", () =>
       Effect.gen(function*() {
-        const { raw, source } = yield* RedisTest.TestRedis
+        const { raw } = yield* RedisTest.TestRedis
         const connection = yield* Bull.connection
-        // The locks through a proxy to stall, the queue direct; a store timeout longer than the test, so that an
-        // outcome waiting for the release's answer would wait for the proxy.
-        const proxy = yield* Proxy.start(source.url)
-        const name = Bull.uniqueName("uqafter")
-        const queue = yield* Bull.queue(name)
-        const lockPrefix = RedisTest.uniquePrefix("uqafter")
-        const unlocked: Array<string> = []
-        const unique = UniqueQueue.make<Data>(queue, {
-          lock: "until_executed",
-          lockPrefix,
-          redis: { url: proxy.url, timeout: "5 minutes" },
-          defaults: {},
-          afterUnlock: (released) => Effect.sync(() => unlocked.push(released.jid))
-        })
-        yield* Effect.addFinalizer(() => Effect.promise(() => unique.close().catch(() => undefined)))
+        const { lockPrefix, name, proxy, unique, unlocked } = yield* lockProxiedUniqueQueue("uqafter")
         const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
         assert.strictEqual(added._tag, "Enqueued")
         const processor = unique.processor(async () => "done")

@@ -20,3 +20,15 @@ export const stores: ReadonlyArray<Store> = [
   { name: "memory", layer: Redis.layerMemory, live: false, advance: (ms) => TestClock.adjust(ms) },
   { name: RedisTest.clusterMode ? "cluster" : "redis", layer: RedisTest.layer(), live: true, advance: (ms) => Effect.sleep(ms) }
 ]
+
+/**
+ * `redis` with its renewals failing while `cut()` says so, as a holder cut off from its store sees them (the lease
+ * keeper renews in batches, `Lock.renew` one by one); every other call goes through.
+ */
+export const cutOff = (redis: Redis.Store, cut: () => boolean): Redis.Store => ({
+  ...redis,
+  renew: (...args) =>
+    cut() ? Effect.fail(new Redis.RedisError({ operation: "renew", reason: "cut off" })) : redis.renew(...args),
+  renewAll: (renewals) =>
+    cut() ? Effect.fail(new Redis.RedisError({ operation: "renewAll", reason: "cut off" })) : redis.renewAll(renewals)
+})

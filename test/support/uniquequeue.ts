@@ -57,6 +57,30 @@ export const proxiedUniqueQueue = (label: string) =>
     return { proxy, name, queue, unique, lockPrefix }
   })
 
+/**
+ * An until_executed UniqueQueue whose locks reach the test server through a TCP proxy (to stall), its queue direct; a
+ * store timeout longer than any test, so that an outcome waiting for a release's answer would wait for the proxy.
+ * `unlocked` collects the jids `afterUnlock` was called for. Closed with the scope.
+ */
+export const lockProxiedUniqueQueue = (label: string) =>
+  Effect.gen(function*() {
+    const { source } = yield* RedisTest.TestRedis
+    const proxy = yield* Proxy.start(source.url)
+    const name = Bull.uniqueName(label)
+    const queue = yield* Bull.queue(name)
+    const lockPrefix = RedisTest.uniquePrefix(label)
+    const unlocked: Array<string> = []
+    const unique = UniqueQueue.make<Data>(queue, {
+      lock: "until_executed",
+      lockPrefix,
+      redis: { url: proxy.url, timeout: "5 minutes" },
+      defaults: {},
+      afterUnlock: (released) => Effect.sync(() => unlocked.push(released.jid))
+    })
+    yield* Effect.addFinalizer(() => Effect.promise(() => unique.close().catch(() => undefined)))
+    return { proxy, name, queue, unique, lockPrefix, unlocked }
+  })
+
 /** What a promise rejected with (undefined when it resolved). */
 export const rejection = (f: () => Promise<unknown>) =>
   Effect.promise(() => f().then(() => undefined, (error: unknown) => error))
