@@ -500,6 +500,14 @@ export const releaseMissed = (definition: Definition, target: Target): Effect.Ef
 export const releaseAgain = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean> =>
   unlockWith(redis, definition, { ...target, phase: "queue" }).pipe(
     Effect.retry(releaseRetry),
+    // The first call's outcome is unknown (it may have run, and timed out on the way back): which of the three ended
+    // the lock cannot be told, so nothing says it was this release.
+    Effect.tap((live) =>
+      live ? Effect.void : Effect.logWarning(
+        "a release that could not be confirmed was tried again and found the lock gone (released by the first try, " +
+          "expired or deleted); it is not counted released, and afterUnlock did not run for it"
+      ).pipe(Effect.annotateLogs(annotations(target)))
+    ),
     Effect.catchAll((error) =>
       Effect.as(Effect.logWarning("could not release the queue lock; it stays until its TTL or the reaper", error), false)
         .pipe(Effect.annotateLogs(annotations(target)))

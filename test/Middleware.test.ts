@@ -25,6 +25,7 @@ import * as Redis from "../src/Redis.js"
 import * as Strategy from "../src/Strategy.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as RedisTest from "./support/redis.js"
+import { losingUnlocks } from "./support/stores.js"
 
 const stores: ReadonlyArray<readonly [string, Layer.Layer<Redis.RedisService, unknown>]> = [
   ["memory", Redis.layerMemory],
@@ -589,6 +590,36 @@ for (const [name, store] of stores) {
           assert.include(warnings[0], "found nothing to release")
           assert.include(warnings[0], "lockPrefix")
           assert.include(warnings[0], job.jid!)
+        }))
+
+      it.effect("a release whose answer was lost (it ran, then timed out) and whose retry finds nothing says so; no afterUnlock", () =>
+        Effect.gen(function*() {
+          const redis = yield* Redis.RedisService
+          const unlocked: Array<string> = []
+          const definition = LockOptions.unsafeMake({
+            lock: "until_executed",
+            lockPrefix: RedisTest.uniquePrefix("lostans"),
+            afterUnlock: (released) => Effect.sync(() => unlocked.push(released.jid))
+          })
+          const job: Job.Job = { worker: "LostAnswerJob", queue: "q", args: [1], jid: `lost-${name}` }
+          const enqueued = yield* Middleware.client(definition, job, Effect.succeed).pipe(Effect.provide(MemoryQueue.layer()))
+          // The first release runs, and its answer is lost on the way back.
+          const lossy = losingUnlocks(redis, ["ran"])
+          const warnings: Array<string> = []
+          const capture = Logger.make(({ logLevel, message }) => {
+            if (logLevel._tag === "Warning") warnings.push(String(message))
+          })
+          const performed = yield* Middleware.server(definition, enqueued.job, Effect.void).pipe(
+            Effect.provideService(Redis.RedisService, lossy),
+            Effect.provide(MemoryQueue.layer()),
+            Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+          )
+          assert.strictEqual(performed._tag, "Performed")
+          assert.deepStrictEqual(unlocked, [], "afterUnlock ran for a release nothing confirmed")
+          assert.strictEqual(warnings.length, 1, JSON.stringify(warnings))
+          assert.include(warnings[0], "could not be confirmed")
+          assert.include(warnings[0], "afterUnlock did not run")
+          assert.deepStrictEqual(yield* redis.holders(Lock.keyOf(definition, enqueued.digest, "queue")), [])
         }))
     })
   })

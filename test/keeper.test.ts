@@ -159,6 +159,9 @@ describe("lease keeper: redis", () => {
         assert.isBelow(fiberId() - first - 1, 5, "a loop was started per lock")
         assert.isTrue(Keeper.running(redis), "the loop lingers for the next lock")
         assert.isFalse(Keeper.holdsProcess(redis), "the lingering loop's timer holds the process open")
+        // Into the linger the loop starts when the last one passes with nothing held (or past it: holding nothing).
+        yield* Effect.sleep(Keeper.lingerMs * 1.5)
+        assert.isFalse(Keeper.holdsProcess(redis), "a lingering loop's timer holds the process open")
         for (let i = 0; i < 60 && Keeper.running(redis); i++) yield* Effect.sleep(50)
         assert.isFalse(Keeper.running(redis), "the loop outlived its linger")
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(definition.lockPrefix), [])

@@ -207,6 +207,46 @@ describe("release properties: run locks and the lease keeper", () => {
       )
     ), 120_000)
 
+  it.effect("a release whose calls fail at first: afterUnlock and 'released' exactly when a call confirmed it, else one warning", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.constantFrom("ran" as const, "refused" as const), { maxLength: 3 }),
+          (plan) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const redis = yield* Redis.RedisService
+              const unlocked: Array<string> = []
+              const definition = LockOptions.unsafeMake({
+                lock: "until_executed",
+                lockPrefix: uniquePrefix("lossy"),
+                afterUnlock: (released) => Effect.sync(() => unlocked.push(released.jid))
+              })
+              const job: Job.Job = { worker: "W", queue: "q", args: [1], jid: "j1" }
+              const enqueued = yield* Middleware.client(definition, job, Effect.succeed)
+              const released = Metrics.released.of("until_executed", "queue")
+              const before = (yield* Metric.value(released)).count
+              const warnings: Array<string> = []
+              const capture = Logger.make(({ logLevel, message }) => {
+                if (logLevel._tag === "Warning") warnings.push(String(message))
+              })
+              const performed = yield* Middleware.server(definition, enqueued.job, Effect.void).pipe(
+                Effect.provideService(Redis.RedisService, Stores.losingUnlocks(redis, plan)),
+                Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+              )
+              assert.strictEqual(performed._tag, "Performed")
+              // Confirmed live by a call: the first that answered, when none before it ran.
+              const confirmed = !plan.includes("ran")
+              assert.deepStrictEqual(unlocked, confirmed ? ["j1"] : [], JSON.stringify(plan))
+              assert.strictEqual((yield* Metric.value(released)).count - before, confirmed ? 1 : 0)
+              const unconfirmed = warnings.filter((w) => w.includes("could not be confirmed"))
+              assert.strictEqual(unconfirmed.length, confirmed ? 0 : 1, JSON.stringify(warnings))
+              assert.deepStrictEqual(yield* redis.holders(Lock.keyOf(definition, enqueued.digest, "queue")), [])
+            }).pipe(Effect.provide(MemoryQueue.layer()), Effect.provide(Redis.layerMemory)))
+        ),
+        { numRuns: Model.runs(20), examples: [[[]], [["ran"]], [["refused"]], [["refused", "ran"]]] }
+      )
+    ), 120_000)
+
   it.effect("a holder cut off from its store at any point gives up exactly leaseGuardMs before its last confirmed lease ends there", () =>
     Effect.promise(() =>
       fc.assert(

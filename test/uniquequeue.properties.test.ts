@@ -280,7 +280,7 @@ describe("UniqueQueue properties", () => {
 
     // As BullMQ's Worker decides: a signal only for a fn that declares it, and only such a job can be cancelled. A
     // cancelled job fails (and is retried by its attempts); on its last attempt its locks go as a dead job's do.
-    it.scoped("property: until_executed jobs answer with their releases unanswered (the lock Redis stalled); close waits for each", () =>
+    it.scoped("property: until_executed jobs answer with their releases unanswered (the lock Redis stalled); close waits for each, or until its timeout", () =>
       Effect.gen(function*() {
         const testRedis = yield* RedisTest.TestRedis
         const { raw } = testRedis
@@ -289,9 +289,15 @@ describe("UniqueQueue properties", () => {
           fc.assert(
             fc.asyncProperty(
               fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 6 }),
-              (ns) =>
+              fc.boolean(),
+              (ns, timedOut) =>
                 Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-                  const { lockPrefix, name, proxy, unique, unlocked } = yield* lockProxiedUniqueQueue("uqpafter")
+                  // With a close timeout, a store timeout of 1 s: close's own end (QUIT on the stalled connection) is
+                  // bounded by it.
+                  const { lockPrefix, name, proxy, unique, unlocked } = yield* lockProxiedUniqueQueue(
+                    "uqpafter",
+                    timedOut ? "1 second" : "5 minutes"
+                  )
                   const added = []
                   for (const n of ns) added.push(yield* Effect.promise(() => unique.add("Work", { n })))
                   const jids = added.flatMap((a) => (a._tag === "Enqueued" ? [a.job.jid] : []))
@@ -312,6 +318,21 @@ describe("UniqueQueue properties", () => {
                   assert.deepStrictEqual(answers, jobs.map((job) => job?.data.n))
                   assert.deepStrictEqual(unlocked, [], "no release has answered yet")
                   assert.strictEqual((yield* lockKeys(lockPrefix)).length, jids.length, "every lock is held in Redis")
+                  if (timedOut) {
+                    // Ends while the proxy still holds the releases: after its timeout and QUIT's bound, long before
+                    // the releases' retries would have ended (30 s). Each job has performed; a lock whose release went
+                    // unanswered is the reaper's (its job completed), so what is left is only ever the job's own.
+                    const first = yield* Effect.promise(() =>
+                      Promise.race([unique.close({ timeout: 200 }).then(() => "closed"), sleep(20_000).then(() => "waiting")])
+                    )
+                    assert.strictEqual(first, "closed", "close waited for the releases' retries")
+                    yield* proxy.resume
+                    for (const key of yield* lockKeys(lockPrefix)) {
+                      const holders = yield* Effect.promise(() => raw.hkeys(key))
+                      assert.isTrue(holders.length === 1 && jids.includes(holders[0]!), JSON.stringify(holders))
+                    }
+                    return
+                  }
                   const closing = unique.close()
                   yield* proxy.resume
                   yield* Effect.promise(() => closing)
@@ -320,10 +341,10 @@ describe("UniqueQueue properties", () => {
                   assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${lockPrefix}:*:LOCKED`)), [])
                 })).pipe(Effect.provideService(RedisTest.TestRedis, testRedis)))
             ),
-            { numRuns: runs(8) }
+            { numRuns: runs(8), examples: [[[1, 2], true], [[1, 2], false]] }
           )
         )
-      }), 120_000)
+      }), 240_000)
 
     it.scoped("property: a signal exactly for a fn of three parameters; a cancelled job fails or is retried, and no lock is left", () =>
       Effect.gen(function*() {

@@ -9,6 +9,7 @@ import { type Job as BullJob, Queue, Worker } from "bullmq"
 import { Redis as IORedis } from "ioredis"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as LockOptions from "../src/Options.js"
@@ -432,6 +433,25 @@ describe("UniqueQueue.make: every option decoded once", () => {
   })
 })
 
+// An until_executed job added through a lock-proxied UniqueQueue and run by hand through its processor with the lock
+// Redis stalled: the processor has answered, and the proxy holds the job's release.
+const performedWithReleaseHeld = (label: string, timeout?: Duration.DurationInput) =>
+  Effect.gen(function*() {
+    const connection = yield* Bull.connection
+    const queued = yield* lockProxiedUniqueQueue(label, timeout)
+    const added = yield* Effect.promise(() => queued.unique.add("Work", { n: 1 }))
+    assert.strictEqual(added._tag, "Enqueued")
+    const processor = queued.unique.processor(async () => "done")
+    const worker = yield* Effect.acquireRelease(
+      Effect.sync(() => new Worker(queued.name, null, { connection, autorun: false })),
+      (w) => Effect.promise(() => w.close())
+    )
+    const job = (yield* Effect.promise(() => worker.getNextJob("t", { block: false }))) as BullJob<Data>
+    yield* queued.proxy.stall
+    assert.strictEqual(yield* Effect.promise(() => processor(job, "t")), "done")
+    return { ...queued, added, job }
+  })
+
 describe("UniqueQueue.close: shutdown in either order with a job running", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     for (const order of ["unique.close, then worker.close", "worker.close, then unique.close"] as const) {
@@ -545,18 +565,7 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
     it.scoped("an until_executed job's outcome goes with its release sent, not answered; close waits for the answer", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
-        const connection = yield* Bull.connection
-        const { lockPrefix, name, proxy, unique, unlocked } = yield* lockProxiedUniqueQueue("uqafter")
-        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
-        assert.strictEqual(added._tag, "Enqueued")
-        const processor = unique.processor(async () => "done")
-        const worker = yield* Effect.acquireRelease(
-          Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
-          (w) => Effect.promise(() => w.close())
-        )
-        const job = yield* Effect.promise(() => worker.getNextJob("t", { block: false }))
-        yield* proxy.stall
-        assert.strictEqual(yield* Effect.promise(() => processor(job as BullJob<Data>, "t")), "done")
+        const { added, lockPrefix, proxy, unique, unlocked } = yield* performedWithReleaseHeld("uqafter")
         const lock = `${added.digest}:LOCKED`
         assert.strictEqual(yield* Effect.promise(() => raw.exists(lock)), 1, "the release is held by the proxy")
         let closed = false
@@ -568,6 +577,26 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         assert.strictEqual(yield* Effect.promise(() => raw.exists(lock)), 0, "released before close ended")
         assert.deepStrictEqual(unlocked, [added.job.jid], "afterUnlock ran before close ended")
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [])
+      }), 60_000)
+
+    it.scoped("close({ timeout }) stops waiting for a release still unanswered (the lock Redis stalled): the job has performed", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        // A store timeout of 1 s: close's own end (QUIT on the stalled connection) is bounded by it.
+        const { added, job, proxy, queue, unique } = yield* performedWithReleaseHeld("uqaftercut", "1 second")
+        yield* Effect.promise(() => job.moveToCompleted("done", "t", false))
+        // Ends while the proxy still holds the release: after its timeout and QUIT's bound (1 s), long before the
+        // release's retries would have ended (30 s).
+        const first = yield* Effect.promise(() =>
+          Promise.race([unique.close({ timeout: 300 }).then(() => "closed"), sleep(20_000).then(() => "waiting")])
+        )
+        assert.strictEqual(first, "closed", "close waited for the release's retries")
+        const reader = yield* Bull.queue(queue.name)
+        assert.strictEqual(yield* Effect.promise(() => reader.getJobState(added.job.jid)), "completed", "performed once")
+        yield* proxy.resume
+        // What the release did once let through is Redis' to say; a lock left is the reaper's (its job completed).
+        const left = yield* Effect.promise(() => raw.hkeys(`${added.digest}:LOCKED`))
+        assert.isTrue(left.length === 0 || (left.length === 1 && left[0] === added.job.jid), JSON.stringify(left))
       }), 60_000)
 
     it.scoped("close({ timeout }) cancels a job that outlives it: its perform is aborted, and close ends", () =>

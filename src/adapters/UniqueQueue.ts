@@ -389,13 +389,17 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     runExit(effect).then(settle)
   // A hot-path call (internal/hotPath): waited for by close as a fiber is, until it settles and then what it still
   // has answering (`after`: a job's release sent with its outcome). `cancel` is how close's timeout ends it (the job
-  // then settles as cancelled); an add has none: its lock call is bounded by the store's timeout and its BullMQ add by
-  // the adapter's, and it ends when they answer.
+  // then settles as cancelled); a release still answering after its job settled is no longer waited for then (the
+  // job has performed; a lock whose release goes unanswered ends by its TTL or the reaper). An add has no `cancel`:
+  // its lock call is bounded by the store's timeout and its BullMQ add by the adapter's, and it ends when they answer.
   const tracked = <A>(work: Promise<A>, cancel?: () => void, after?: () => Promise<void> | undefined): Promise<A> => {
-    const entry: Cancellable = { cancel: cancel ?? (() => undefined) }
+    let answering: Promise<void> | undefined
+    const entry: Cancellable = {
+      cancel: () => (answering === undefined ? cancel?.() : finished(entry))
+    }
     inFlight.add(entry)
     return work.finally(() => {
-      const answering = after?.()
+      answering = after?.()
       if (answering === undefined) finished(entry)
       else answering.then(() => finished(entry))
     })

@@ -2,8 +2,8 @@
  * The lease keeper: one per store (so one per `RedisService` layer). Held run locks register with it; it renews
  * every lease held by the process in one script call per chunk, and tells exactly the holders whose entry is gone,
  * or whose last confirmed lease ran out, that they lost their lock. No fiber per held lock: one loop, started by the
- * first registration and ended as soon as nothing is held or its store's layer closes, so it never keeps a process
- * alive by itself.
+ * first registration and ended once nothing is held (on the live clock `lingerMs` later) or its store's layer closes,
+ * so it never keeps a process alive by itself.
  *
  * On the live clock the loop outlives its last lease by `lingerMs`, waiting on a timer that holds no process open: a
  * worker taking run locks one after another (concurrency 1) would otherwise start a loop, a fiber, per lock.
@@ -259,7 +259,8 @@ const signal = (keeper: Keeper) => {
 }
 
 // The lease stops being kept; with nothing left held the loop is woken to end (or linger) now, not at its planned
-// wake, unless that wake comes within the linger anyway (a loop lingering already is left to its wait).
+// wake, unless that wake comes within the linger anyway: a loop lingering already is left to its wait, whose timer
+// then holds the process open no more than a lingering one does.
 const end = (keeper: Keeper, lease: Lease) => {
   lease.ended = true
   lease.slot?.delete(lease)
@@ -267,6 +268,7 @@ const end = (keeper: Keeper, lease: Lease) => {
   keeper.held--
   if (keeper.held > 0) return
   if (keeper.clock !== liveClock || keeper.plannedWake > liveClock.unsafeCurrentTimeMillis() + lingerMs) signal(keeper)
+  else keeper.timer?.unref()
 }
 
 const lostError = (lease: Lease, reason: string) =>

@@ -32,3 +32,20 @@ export const cutOff = (redis: Redis.Store, cut: () => boolean): Redis.Store => (
   renewAll: (renewals) =>
     cut() ? Effect.fail(new Redis.RedisError({ operation: "renewAll", reason: "cut off" })) : redis.renewAll(renewals)
 })
+
+/**
+ * `redis` whose next unlocks fail as `plan` says, one entry per call, then answer as usual: "ran" runs the unlock and
+ * loses its answer (a call that timed out on the way back), "refused" fails before it runs (a connection refused).
+ */
+export const losingUnlocks = (redis: Redis.Store, plan: ReadonlyArray<"ran" | "refused">): Redis.Store => {
+  let next = 0
+  const lost = new Redis.RedisError({ operation: "unlock", reason: "its answer was lost" })
+  return {
+    ...redis,
+    unlock: (lock, jid, fence) => {
+      const step = plan[next++]
+      if (step === undefined) return redis.unlock(lock, jid, fence)
+      return step === "ran" ? Effect.zipRight(redis.unlock(lock, jid, fence), Effect.fail(lost)) : Effect.fail(lost)
+    }
+  }
+}

@@ -2,6 +2,7 @@
  * UniqueQueues on the test's private redis-server, and what the UniqueQueue tests read back.
  */
 import { Queue, type QueueOptions, type Worker } from "bullmq"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../../src/adapters/UniqueQueue.js"
 import type * as LockOptions from "../../src/Options.js"
@@ -58,11 +59,11 @@ export const proxiedUniqueQueue = (label: string) =>
   })
 
 /**
- * An until_executed UniqueQueue whose locks reach the test server through a TCP proxy (to stall), its queue direct; a
- * store timeout longer than any test, so that an outcome waiting for a release's answer would wait for the proxy.
- * `unlocked` collects the jids `afterUnlock` was called for. Closed with the scope.
+ * An until_executed UniqueQueue whose locks reach the test server through a TCP proxy (to stall), its queue direct; by
+ * default a store timeout longer than any test, so that an outcome waiting for a release's answer would wait for the
+ * proxy. `unlocked` collects the jids `afterUnlock` was called for. Closed with the scope.
  */
-export const lockProxiedUniqueQueue = (label: string) =>
+export const lockProxiedUniqueQueue = (label: string, timeout: Duration.DurationInput = "5 minutes") =>
   Effect.gen(function*() {
     const { source } = yield* RedisTest.TestRedis
     const proxy = yield* Proxy.start(source.url)
@@ -73,7 +74,7 @@ export const lockProxiedUniqueQueue = (label: string) =>
     const unique = UniqueQueue.make<Data>(queue, {
       lock: "until_executed",
       lockPrefix,
-      redis: { url: proxy.url, timeout: "5 minutes" },
+      redis: { url: proxy.url, timeout },
       defaults: {},
       afterUnlock: (released) => Effect.sync(() => unlocked.push(released.jid))
     })
