@@ -11,6 +11,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
+import { constVoid } from "effect/Function"
 import * as LogLevel from "effect/LogLevel"
 import type * as MetricLabel from "effect/MetricLabel"
 import { Defaults, resolve } from "../Defaults.js"
@@ -213,7 +214,7 @@ export const serverFast = <A>(
         // failure): it is sent now and the outcome goes with it, so the queue's own move of the job overlaps its
         // round trip rather than following it. On one Redis the release, sent first, is done before that move is
         // answered.
-        ending.after = releaseFast(fast, target, run).then(ignore, ignore)
+        ending.after = releaseFast(fast, target, run).then(constVoid, constVoid)
         performed(value)
       }, ending.reject)
       break
@@ -327,8 +328,6 @@ const holdFast = <A>(
     )
   }, (error: unknown) => admitted(() => ending.reject(error))).then(undefined, ending.reject)
 }
-
-const ignore = (): void => undefined
 
 // `Lock.releaseQueueLockWith` with its common case, a release that found its hold, answered without a fiber.
 const releaseFast = (

@@ -5,8 +5,9 @@
  * first registration and ended once nothing is held (on the live clock `lingerMs` later) or its store's layer closes,
  * so it never keeps a process alive by itself.
  *
- * On the live clock the loop outlives its last lease by `lingerMs`, waiting on a timer that holds no process open: a
- * worker taking run locks one after another (concurrency 1) would otherwise start a loop, a fiber, per lock.
+ * On the live clock the loop outlives its last lease by `lingerMs`: a worker taking run locks one after another
+ * (concurrency 1) would otherwise start a loop, a fiber, per lock. Its timer holds the process open only while a lease
+ * is held (a perform runs then anyway), so a lingering loop never does.
  *
  * Nothing here costs per held lease on a registration or a wake-up. Leases that share a period form a cohort,
  * renewed in rounds every half period: a lease joins the cohort's current round and is renewed one or two rounds
@@ -111,7 +112,7 @@ interface Keeper {
   wake: Deferred.Deferred<void> | undefined
   /** Ends the loop's wait on the live clock (its timer and its wake in one callback). */
   wakeNow: (() => void) | undefined
-  /** The timer of that wait. */
+  /** The timer of that wait: it holds the process open exactly while a lease is held. */
   timer: ReturnType<typeof setTimeout> | undefined
   // Admission of acquisitions.
   admitted: number
@@ -258,17 +259,17 @@ const signal = (keeper: Keeper) => {
   }
 }
 
-// The lease stops being kept; with nothing left held the loop is woken to end (or linger) now, not at its planned
-// wake, unless that wake comes within the linger anyway: a loop lingering already is left to its wait, whose timer
-// then holds the process open no more than a lingering one does.
+// The lease stops being kept; with nothing left held the loop's timer lets the process go, and the loop is woken to
+// end (or linger) now, not at its planned wake, unless that wake comes within the linger anyway (a loop lingering
+// already is left to its wait).
 const end = (keeper: Keeper, lease: Lease) => {
   lease.ended = true
   lease.slot?.delete(lease)
   lease.slot = undefined
   keeper.held--
   if (keeper.held > 0) return
+  keeper.timer?.unref()
   if (keeper.clock !== liveClock || keeper.plannedWake > liveClock.unsafeCurrentTimeMillis() + lingerMs) signal(keeper)
-  else keeper.timer?.unref()
 }
 
 const lostError = (lease: Lease, reason: string) =>
@@ -302,6 +303,7 @@ const later = (keeper: Keeper, at: number) => {
 // its cohort's current round, one past half a period the next round, one past a whole period is renewed at once.
 const join = (keeper: Keeper, lease: Lease, now: number) => {
   keeper.lingerUntil = undefined
+  keeper.timer?.ref()
   const age = now - lease.sent
   if (age >= lease.every) {
     lease.retryAt = now
@@ -437,7 +439,7 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
           keeper.lingerUntil ??= now + lingerMs
           if (now < keeper.lingerUntil) {
             keeper.plannedWake = keeper.lingerUntil
-            return Effect.as(liveWait(keeper, keeper.lingerUntil - now, false), true)
+            return Effect.as(liveWait(keeper, keeper.lingerUntil - now), true)
           }
         }
         keeper.lingerUntil = undefined
@@ -454,7 +456,7 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
       for (const chunk of keeper.inFlight) wakeAt = Math.min(wakeAt, chunk.deadline)
       // Set in the same step as the plan: a lease registered from now on wakes the loop if it is due earlier.
       keeper.plannedWake = wakeAt
-      if (clock === liveClock) return Effect.as(liveWait(keeper, wakeAt - now, true), true)
+      if (clock === liveClock) return Effect.as(liveWait(keeper, wakeAt - now), true)
       const wake = Deferred.unsafeMake<void>(fiberId)
       keeper.wake = wake
       const sleep = wakeAt === Infinity ? Deferred.await(wake) : Effect.raceFirst(
@@ -473,8 +475,8 @@ const liveClock = Effect.runSync(Effect.clock)
 const longestTimer = 2_147_483_647
 
 // Registered as the keeper's wake in the step that planned the wait (as the deferred is on other clocks): a wake
-// that comes before the wait begins ends it at once. A lingering wait's timer holds no process open (`holdsProcess`).
-const liveWait = (keeper: Keeper, ms: number, holdsProcess: boolean): Effect.Effect<void> => {
+// that comes before the wait begins ends it at once.
+const liveWait = (keeper: Keeper, ms: number): Effect.Effect<void> => {
   let woken = false
   let resumeNow: (() => void) | undefined
   const wakeNow = () => {
@@ -490,7 +492,7 @@ const liveWait = (keeper: Keeper, ms: number, holdsProcess: boolean): Effect.Eff
       if (keeper.timer === timer) keeper.timer = undefined
       resume(Effect.void)
     }, Math.min(longestTimer, Math.max(0, ms)))
-    if (!holdsProcess) timer?.unref()
+    if (keeper.held === 0) timer?.unref()
     keeper.timer = timer
     const cleared = () => {
       resumeNow = undefined
