@@ -26,7 +26,8 @@
  *   --web [--locks=N]                                 the admin UI's pages with N locks in the index (100,000), the
  *                                                     metrics panel's Redis cost per job, the cost of tracing:
  *                                                     results/web.md
- *   --targets                                         every target of issue 20 in one run (under 3 minutes), each with
+ *   --targets                                         every target of issue 20 in one run (fixed work: 2.5 min on an
+ *                                                     EPYC VM, 4-5 on a slower Xeon one), each with
  *                                                     our figure, the peer's, the ratio and a verdict: results/targets.md
  *   --scripts [--root=<dir>] [--calls=N]              Redis instructions per script call (callgrind: the same count on
  *                                                     a busy machine), beside the raw pair; with --root, another

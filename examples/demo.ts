@@ -1,5 +1,5 @@
 /**
- * The five use cases of "Choosing a lock type", each as a short burst of enqueues through `UniqueJob` onto the
+ * Five use cases of the README's "Lock types", each as a short burst of enqueues through `UniqueJob` onto the
  * in-process `MemoryQueue`, on the real clock; then, given a Redis server, one more on real BullMQ workers through
  * `UniqueQueue`. Prints a timeline per scenario, checks each scenario's invariants as it goes, and ends with a
  * summary table; exits non-zero when an invariant does not hold.

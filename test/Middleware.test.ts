@@ -6,6 +6,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
@@ -590,6 +591,37 @@ for (const [name, store] of stores) {
           assert.include(warnings[0], "found nothing to release")
           assert.include(warnings[0], "lockPrefix")
           assert.include(warnings[0], job.jid!)
+        }))
+
+      // until_executing releases before it performs: a retry's release finds what its first attempt released.
+      it.effect("until_executing: a retry (retryCount 1) finds its lock released by its first attempt: no warning, nothing counted", () =>
+        Effect.gen(function*() {
+          const definition = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: RedisTest.uniquePrefix("retry") })
+          const job: Job.Job = { worker: "RetryJob", queue: "q", args: [1], jid: `retry-${name}` }
+          const enqueued = yield* Middleware.client(definition, job, Effect.succeed).pipe(Effect.provide(MemoryQueue.layer()))
+          const missed = Metrics.releaseMissed.of("until_executing", "queue")
+          const before = (yield* Metric.value(missed)).count
+          const warnings: Array<string> = []
+          const capture = Logger.make(({ logLevel, message }) => {
+            if (logLevel._tag === "Warning") warnings.push(String(message))
+          })
+          const attempt = (received: Job.Job, perform: Effect.Effect<void, string>) =>
+            Effect.either(Middleware.server(definition, received, perform)).pipe(
+              Effect.provide(MemoryQueue.layer()),
+              Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+            )
+          const first = yield* attempt(enqueued.job, Effect.fail("first attempt fails"))
+          assert.deepStrictEqual(first, Either.left("first attempt fails"))
+          const retry = yield* attempt({ ...enqueued.job, retryCount: 1 }, Effect.void)
+          assert.strictEqual(Either.isRight(retry) ? retry.right._tag : retry.left, "Performed")
+          assert.deepStrictEqual(warnings, [], "the retry's release found nothing, as expected")
+          assert.strictEqual((yield* Metric.value(missed)).count, before)
+          // A first attempt whose lock is gone (deleted, say) is still said and counted.
+          const copy = yield* attempt({ ...enqueued.job, jid: `${job.jid}-copy` }, Effect.void)
+          assert.isTrue(Either.isRight(copy))
+          assert.strictEqual(warnings.length, 1, JSON.stringify(warnings))
+          assert.include(warnings[0], "found nothing to release")
+          assert.strictEqual((yield* Metric.value(missed)).count, before + 1)
         }))
 
       it.effect("a release whose answer was lost (it ran, then timed out) and whose retry finds nothing says so; no afterUnlock", () =>

@@ -257,6 +257,45 @@ describe("the admin surface (properties)", () => {
         yield* Effect.promise(() => fc.assert(property, { numRuns: runs }))
       }), { timeout: 300_000 })
 
+    it.effect("a hold an admin call revoked is never renewed, on either store; every other live hold is", () =>
+      Effect.gen(function*() {
+        const redis = yield* Redis.RedisService
+        const admin = fc.constantFrom<ReadonlyArray<Command>>(
+          [{ _tag: "remove", digests: [0], jid: undefined, foreign: false }],
+          [{ _tag: "delete", digest: 0 }],
+          [{ _tag: "deleteByPattern", count: 1 }]
+        )
+        const property = fc.asyncProperty(
+          fc.uniqueArray(jid, { minLength: 1, maxLength: 3 }),
+          fc.oneof(admin, jid.map((j): ReadonlyArray<Command> => [{ _tag: "remove", digests: [0], jid: j, foreign: false }]),
+            jid.map((j): ReadonlyArray<Command> => [{ _tag: "unlock", digest: 0, jid: j }])),
+          fc.integer({ min: 1, max: 2 }),
+          (holders, calls, renewals) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const prefix = RedisTest.uniquePrefix("admin-renew")
+              const sides: ReadonlyArray<Side> = [{ store: Memory.make(), fences: new Map() }, { store: redis, fences: new Map() }]
+              const steps: ReadonlyArray<Command> = [
+                ...holders.map((j): Command => ({ _tag: "lock", digest: 0, phase: "run", jid: j, limit: 3 })),
+                ...calls,
+                ...Array.from({ length: renewals }, () => holders.map((j): Command => ({ _tag: "renew", digest: 0, jid: j }))).flat()
+              ]
+              const answers = yield* Effect.forEach(sides, (side) => Effect.forEach(steps, (c) => run(prefix, side, c)))
+              assert.deepStrictEqual(answers[0], answers[1], "the stores answered differently")
+              const after = yield* holdersOf(prefix, sides[1]!)
+              const revoked = new Set((after[nameOf(prefix, 0, "run")] ?? []).filter((h) => h.includes(" revoked")).map((h) => h.split(" ")[0]))
+              const target = targets(prefix, calls[0]!)!
+              // Live leases are revoked, never removed: every holder the call asked for is there, revoked.
+              for (const j of holders) {
+                assert.strictEqual(revoked.has(j), target.jid === undefined || target.jid === j, `${j} after ${JSON.stringify(calls)}`)
+              }
+              // Every renewal of a revoked hold answers false; of an untouched one, true.
+              const renewed = answers[1]!.slice(holders.length + calls.length)
+              assert.deepStrictEqual(renewed, Array.from({ length: renewals }, () => holders.map((j) => !revoked.has(j))).flat())
+            }))
+        )
+        yield* Effect.promise(() => fc.assert(property, { numRuns: Math.max(8, Math.round(runs / 2)) }))
+      }), { timeout: 300_000 })
+
     it.effect("unique-jobs locks del (in-process) deletes every matching lock, over every page, and no other", () =>
       Effect.gen(function*() {
         const test = yield* RedisTest.TestRedis

@@ -19,6 +19,7 @@ import * as Redis from "../src/Redis.js"
 import * as Bull from "./support/bullmq.js"
 import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
+import { consoleLines } from "./support/uniquequeue.js"
 
 interface Data {
   readonly n: number
@@ -486,14 +487,7 @@ describe("BullMQ adapter options", () => {
         const queue = yield* Bull.queue(Bull.uniqueName("drops"))
         const unique = UniqueQueue.make(queue, { lock: "while_executing", redis: where, defaults: {} })
         yield* Effect.addFinalizer(() => Effect.promise(() => unique.close()))
-        const logged: Array<string> = []
-        const original = console.log
-        yield* Effect.acquireRelease(
-          Effect.sync(() => {
-            console.log = (...args: Array<unknown>) => void logged.push(args.join(" "))
-          }),
-          () => Effect.sync(() => (console.log = original))
-        )
+        const logged = yield* consoleLines
         unique.processor(async () => "done")
         yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 200)))
         assert.strictEqual(logged.filter((line) => line.includes("drops a job that arrives")).length, 1, logged.join("\n"))

@@ -1,7 +1,9 @@
 /**
- * Property of the first connect (issue 18, item 13): a store built while its Redis is down connects once Redis is up
- * again, whenever that is within the connect timeout, and takes a lock; one whose Redis never comes back fails with a
- * `RedisError` naming the timeout, not earlier on the first refusal. Real redis-server processes, killed and restarted.
+ * Properties of the store's connection. The first connect (issue 18, item 13): a store built while its Redis is down
+ * connects once Redis is up again, whenever that is within the connect timeout, and takes a lock; one whose Redis
+ * never comes back fails with a `RedisError` naming the timeout, not earlier on the first refusal. Real redis-server
+ * processes, killed and restarted. The client's options: a client that reads integers as text (ioredis'
+ * `stringNumbers`) answers any sequence of lock calls as the default client does.
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=40 npx vitest run test/connection.properties.test.ts
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -46,4 +48,62 @@ describe("connect properties", () => {
         { numRuns: Model.runs(6), examples: [[0, true], [1, true], [1500, true], [0, false]] }
       )
     ), 120_000)
+
+  // Two stores on one server, the default client and a `stringNumbers` one, each under its own prefix, given the
+  // same calls: queue and run locks of any limit, jids that read as numbers, unlocks of held and unheld jids. Every
+  // answer must be the same (a fencing token: above 0 and above the store's previous one).
+  it.live("a client that reads integers as text answers every lock call as the default client does", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const server = yield* RedisServer.start
+      const plain = yield* Redis.make({ url: server.url })
+      const text = yield* Redis.make({ url: server.url, client: { stringNumbers: true } })
+      const jid = fc.constantFrom("-1", "2", "007", "1e3", "a")
+      const call = fc.record({ unlock: fc.boolean(), run: fc.boolean(), jid })
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.integer({ min: 1, max: 3 }), fc.array(call, { minLength: 1, maxLength: 25 }), (limit, calls) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const side = (store: Redis.Store) =>
+                Effect.gen(function*() {
+                  const lockPrefix = RedisTest.uniquePrefix("text")
+                  const queue = LockOptions.unsafeMake({ lock: "until_executed", lockLimit: limit, lockPrefix })
+                  const run = LockOptions.unsafeMake({ lock: "while_executing", lockLimit: limit, lockPrefix })
+                  const digest = yield* Lock.digest(queue, { worker: "W", queue: "q", args: [limit] })
+                  return { store, queue, run, digest, fences: new Map<string, number>(), last: 0 }
+                })
+              const sides = [yield* side(plain), yield* side(text)]
+              for (const [step, c] of calls.entries()) {
+                const answers: Array<unknown> = []
+                for (const s of sides) {
+                  const definition = c.run ? s.run : s.queue
+                  const phase = c.run ? "run" as const : "queue" as const
+                  const target = { digest: s.digest, jid: c.jid, phase, fence: c.run ? s.fences.get(c.jid) ?? 1 : 0 }
+                  const answer: Effect.Effect<unknown, Redis.RedisError, Redis.RedisService> = c.unlock
+                    ? Effect.map(Lock.unlock(definition, target), (released) => ({ released }))
+                    : Effect.match(Lock.lock(definition, target), {
+                      onFailure: (error) => ({
+                        refused: error._tag,
+                        holders: error._tag === "LockConflict" ? [...error.holders].sort() : []
+                      }),
+                      onSuccess: (taken) => {
+                        if (!c.run) return { reentrant: taken.reentrant, fence: taken.fence }
+                        const rising = taken.fence > s.last
+                        s.last = taken.fence
+                        s.fences.set(c.jid, taken.fence)
+                        return { reentrant: taken.reentrant, fenced: rising }
+                      }
+                    })
+                  answers.push(yield* Effect.provideService(answer, Redis.RedisService, s.store))
+                }
+                assert.deepStrictEqual(answers[1], answers[0], `call ${step}: ${JSON.stringify(c)}`)
+              }
+            }))
+          ),
+          {
+            numRuns: Model.runs(40),
+            examples: [[1, [{ unlock: false, run: false, jid: "-1" }, { unlock: false, run: false, jid: "2" }]]]
+          }
+        )
+      )
+    })), 120_000)
 })

@@ -1,9 +1,11 @@
 /**
- * What the foundation promises, counted in Redis: a conflict costs one round trip per phase whatever the strategy
- * (built-in or your own, keeping or dropping the queue lock), and one lease keeper per store renews every held run
- * lock of the process in one script call per chunk per tick, telling only the holder whose entry is gone.
+ * What the foundation promises, counted in Redis: a job that goes through costs one round trip per lock phase, for
+ * every lock type, and a conflict one per phase whatever the strategy (built-in or your own, keeping or dropping the
+ * queue lock); and one lease keeper per store renews every held run lock of the process in one script call per chunk
+ * per tick, telling only the holder whose entry is gone.
  */
 import { assert, describe, layer } from "@effect/vitest"
+import { Cluster, Redis as IORedis } from "ioredis"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -12,8 +14,11 @@ import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
 import * as Tracer from "effect/Tracer"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
+import * as LockType from "../src/LockType.js"
+import * as Middleware from "../src/Middleware.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as Strategy from "../src/Strategy.js"
@@ -79,6 +84,62 @@ describe("foundation: one round trip per phase, whatever the strategy", () => {
         yield* Effect.provideService(run(true), JobQueue, queue)
         yield* Effect.provideService(run(false), JobQueue, queue)
       }).pipe(Effect.scoped))
+  })
+})
+
+// What the lock type's phases are: a queue lock taken at enqueue, and at perform its release, the handoff to the run
+// lock, or the run lock alone; then the run lock's release. Each of them one command, on the way of every job.
+const performCalls: Record<LockType.LockType, number> = {
+  until_executing: 1,
+  until_executed: 1,
+  until_expired: 0,
+  while_executing: 2,
+  while_executing_reject: 2,
+  until_and_while_executing: 2
+}
+
+describe("foundation: one round trip per phase, every lock type, when the job goes through", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("the enqueue is one command where a queue lock is taken (none where not); the perform one per run-lock phase", () =>
+      Effect.gen(function*() {
+        const { options, source } = yield* RedisTest.TestRedis
+        // The store's own client, its commands counted as they are sent: a round trip is one command.
+        const client = yield* Effect.acquireRelease(
+          Effect.sync(() => "nodes" in options ? new Cluster([...options.nodes]) : new IORedis(source.url)),
+          (c) => Effect.promise(() => c.quit().catch(() => undefined))
+        )
+        let sent = 0
+        const send = client.sendCommand.bind(client) as (...args: Array<unknown>) => unknown
+        client.sendCommand = ((...args: Array<unknown>) => {
+          sent++
+          return send(...args)
+        }) as typeof client.sendCommand
+        const store = yield* Redis.makeFromClient(client)
+        const phase = <A, E>(self: Effect.Effect<A, E, Redis.RedisService | JobQueue>) =>
+          self.pipe(Effect.provideService(Redis.RedisService, store), Effect.provideServiceEffect(JobQueue, MemoryQueue.make()))
+        for (const lockType of Object.keys(performCalls) as Array<LockType.LockType>) {
+          const { queue, run } = LockType.phases(lockType)
+          const definition = LockOptions.unsafeMake({
+            lock: lockType,
+            lockPrefix: RedisTest.uniquePrefix(`rt-${lockType}`),
+            ...(queue ? { lockTtl: "30 seconds" } : {}),
+            ...(run ? { lockLease: "1 minute" } : {})
+          })
+          // The first job loads the scripts; the ones after it are counted.
+          for (let i = 0; i < 6; i++) {
+            const job: Job.Job = { worker: "RoundTrips", queue: "q", args: [i], jid: `rt-${lockType}-${i}` }
+            const before = sent
+            const enqueued = yield* phase(Middleware.client(definition, job, Effect.succeed))
+            const enqueuedAt = sent
+            const performed = yield* phase(Middleware.server(definition, enqueued.job, Effect.void))
+            assert.strictEqual(enqueued._tag, "Enqueued", lockType)
+            assert.strictEqual(performed._tag, "Performed", lockType)
+            if (i === 0) continue
+            assert.strictEqual(enqueuedAt - before, queue ? 1 : 0, `${lockType}: the enqueue`)
+            assert.strictEqual(sent - enqueuedAt, performCalls[lockType], `${lockType}: the perform`)
+          }
+        }
+      }))
   })
 })
 

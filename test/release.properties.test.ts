@@ -15,6 +15,7 @@
  * still land keeps its queue lock until the queue answers, and lets it go exactly when the job was not stored.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
+import type { JobsOptions, Queue } from "bullmq"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -26,6 +27,7 @@ import * as Metric from "effect/Metric"
 import * as Runtime from "effect/Runtime"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
+import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Defaults from "../src/Defaults.js"
 import * as Keeper from "../src/internal/leaseKeeper.js"
@@ -37,6 +39,7 @@ import * as Metrics from "../src/Metrics.js"
 import * as Middleware from "../src/Middleware.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
+import * as Bull from "./support/bullmq.js"
 import * as Model from "./support/model.js"
 import * as RedisTest from "./support/redis.js"
 import * as Stores from "./support/stores.js"
@@ -468,6 +471,94 @@ describe("release properties: an enqueue that may still land, on Redis", () => {
                 }).pipe(Effect.provide(MemoryQueue.layer())))
             ),
             { numRuns: Model.runs(30), examples: [["until_executed", true, "both"], ["until_executed", false, "both"]] }
+          )
+        )
+      }), 120_000)
+  })
+})
+
+// The same through BullMQ's adapter: its add that timed out carries BullMQ's eventual answer (the error's landing).
+type Answer = "stored" | "stored under another id" | "refused"
+
+describe("release properties: a BullMQ add answered after its timeout, on Redis", () => {
+  layer(RedisTest.layer())((it) => {
+    it.scoped("its lock is kept until BullMQ answers: no second copy meanwhile; released exactly if not stored under its jid", () =>
+      Effect.gen(function*() {
+        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const queue = yield* Bull.queue(Bull.uniqueName("landing"))
+        // BullMQ's Redis answering late, deterministically: the add under `held.jid` goes out when the property
+        // answers it (stored as asked, under another id, or refused).
+        let held: { readonly jid: string; readonly answer: Promise<Answer> } | undefined
+        let answered: Promise<unknown> = Promise.resolve()
+        const original = queue.add.bind(queue)
+        queue.add = ((name: string, data: unknown, opts?: JobsOptions) => {
+          const gate = held
+          if (gate === undefined || opts?.jobId !== gate.jid) return original(name, data, opts)
+          const sent = gate.answer.then((how) =>
+            how === "refused"
+              ? Promise.reject(new Error("refused"))
+              : original(name, data, how === "stored" ? opts : { ...opts, jobId: `${gate.jid}-other` })
+          )
+          answered = sent.catch(() => undefined)
+          return sent
+        }) as Queue["add"]
+        // Only the held add times out (its answer comes when the property gives it); the others have the default bound.
+        const late = BullMQ.layer(queue, { timeout: "200 millis" })
+        const usual = BullMQ.layer(queue)
+        let run = 0
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom("until_executing" as const, "until_executed" as const, "until_and_while_executing" as const),
+              fc.constantFrom<Answer>("stored", "stored under another id", "refused"),
+              fc.constantFrom("before" as const, "after" as const, "both" as const),
+              (lock, how, when) =>
+                Runtime.runPromise(runtime)(Effect.gen(function*() {
+                  const redis = yield* Redis.RedisService
+                  const definition = LockOptions.unsafeMake({ lock, lockPrefix: uniquePrefix("bulllanding") })
+                  const jid = (n: number) => `landing-${process.pid}-${run}-${n}`
+                  run++
+                  const add = (n: number, adapter: typeof usual) =>
+                    Middleware.client(
+                      definition,
+                      { worker: "W", queue: queue.name, args: [{ n: 1 }], jid: jid(n) },
+                      (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped))
+                    ).pipe(Effect.provide(adapter))
+                  const tagOf = (n: number) => Effect.map(add(n, usual), (outcome) => outcome._tag)
+                  const stored = (id: string) => Effect.promise(async () => (await queue.getJob(id)) !== undefined)
+                  let answer!: (how: Answer) => void
+                  held = { jid: jid(1), answer: new Promise<Answer>((resolve) => (answer = resolve)) }
+                  const first = yield* Effect.either(add(1, late))
+                  assert.isTrue(first._tag === "Left" && first.left._tag === "QueueError", JSON.stringify(first))
+                  if (first._tag === "Left") assert.include(first.left.message, "may still be stored")
+                  const digest = yield* Lock.digestWith(definition, { worker: "W", queue: queue.name, args: [{ n: 1 }] })
+                  const holders = Effect.map(redis.holders(Lock.keyOf(definition, digest, "queue")), (hs) => hs.map((h) => h.jid))
+                  assert.deepStrictEqual(yield* holders, [jid(1)], "kept while BullMQ's answer is unknown")
+                  if (when !== "after") {
+                    assert.notStrictEqual(yield* tagOf(2), "Enqueued", "no second copy meanwhile")
+                    assert.isFalse(yield* stored(jid(2)))
+                  }
+                  answer(how)
+                  yield* Effect.promise(() => answered)
+                  const landed = how === "stored"
+                  assert.strictEqual(yield* stored(jid(1)), landed)
+                  const expected = landed ? [jid(1)] : []
+                  // Released once the answer is in (a call of its own): waited for, bounded.
+                  for (let i = 0; i < 500 && JSON.stringify(yield* holders) !== JSON.stringify(expected); i++) {
+                    yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+                  }
+                  assert.deepStrictEqual(yield* holders, expected, how)
+                  if (when !== "before") {
+                    const after = yield* tagOf(3)
+                    assert.strictEqual(after, landed ? "Skipped" : "Enqueued", `after BullMQ's answer (${how})`)
+                    assert.strictEqual(yield* stored(jid(3)), !landed)
+                  }
+                }))
+            ),
+            {
+              numRuns: Model.runs(20),
+              examples: [["until_executed", "stored", "both"], ["until_executed", "stored under another id", "both"]]
+            }
           )
         )
       }), 120_000)

@@ -26,11 +26,10 @@ import * as Metrics from "../src/Metrics.js"
 import * as Middleware from "../src/Middleware.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
 import type * as Strategy from "../src/Strategy.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
-import { type Data, lockKeys, proxiedUniqueQueue, rejection, sleep, uniqueQueue } from "./support/uniquequeue.js"
+import { type Data, downLockRedisQueue, lockKeys, proxiedUniqueQueue, rejection, sleep, uniqueQueue } from "./support/uniquequeue.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
 
@@ -459,21 +458,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
 
     it.scoped("a lock Redis down at the first call: that call fails with RedisError, and once it is back the queue works", () =>
       Effect.gen(function*() {
-        const server = yield* RedisServer.start
-        const name = Bull.uniqueName("fpdown")
-        const queue = yield* Bull.queue(name)
-        yield* server.kill
-        const unique = yield* Effect.acquireRelease(
-          Effect.sync(() =>
-            UniqueQueue.make<Data>(queue, {
-              lock: "while_executing",
-              redis: { url: server.url, timeout: "1 second" },
-              defaults: {},
-              history: false
-            })
-          ),
-          (u) => Effect.promise(() => u.close({ timeout: 1000 }).catch(() => undefined))
-        )
+        const { name, server, unique } = yield* downLockRedisQueue("fpdown")
         const first = yield* rejection(() => unique.add("Work", { n: 1 }))
         assert.strictEqual((first as { readonly _tag?: string })._tag, "RedisError", String(first))
         yield* server.restart

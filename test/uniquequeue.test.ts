@@ -11,15 +11,24 @@ import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
+import * as Metrics from "../src/Metrics.js"
 import * as LockOptions from "../src/Options.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
 import {
+  consoleLines,
   type Data,
+  downLockRedisQueue,
   lockKeys,
   lockProxiedUniqueQueue,
-  proxiedUniqueQueue, rejection, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
+  proxiedUniqueQueue,
+  rejection,
+  sleep,
+  thrown,
+  uniqueQueue
+} from "./support/uniquequeue.js"
 
 describe("UniqueQueue: the admin UI's metrics", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
@@ -144,6 +153,32 @@ describe("UniqueQueue: ids the caller supplies", () => {
             assert.strictEqual(yield* Effect.promise(() => raw.exists(jobKey)), 0)
           }
         }
+      }), 60_000)
+
+    // The test above times out the first add, which builds the runtime and so takes the Effect path; once it is
+    // built an add takes the hot path (internal/hotPath), whose failed BullMQ add must keep its lock the same way.
+    it.scoped("a hot-path add that times out on a stalled queue Redis keeps its lock until BullMQ stores the job: one copy", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { name, proxy, unique } = yield* proxiedUniqueQueue("uqstallfast")
+        yield* Effect.addFinalizer(() => Effect.promise(() => unique.close({ timeout: 1000 }).catch(() => undefined)))
+        assert.strictEqual((yield* Effect.promise(() => unique.add("Warm", { n: 0 })))._tag, "Enqueued")
+        yield* proxy.stall
+        const error = yield* rejection(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual((error as { _tag?: string })._tag, "QueueError", String(error))
+        assert.include(String(error), "may still be stored")
+        const jid = (error as { jid?: string }).jid!
+        // BullMQ has not answered: the lock stays with the add's jid, and a second add of the data is a duplicate.
+        const again = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual(again._tag, "Skipped", "no second copy while the first may still be stored")
+        if (again._tag === "Skipped") assert.deepStrictEqual(again.holders, [jid])
+        yield* proxy.resume
+        const direct = yield* Bull.queue(name)
+        assert.isTrue(yield* Bull.until(Effect.promise(async () => (await direct.getJob(jid)) !== undefined)), "stored late")
+        // Stored under its lock: it keeps it, and the queue holds one copy of the data.
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.hkeys(`${again.digest}:LOCKED`)), [jid])
+        const copies = (yield* Effect.promise(() => direct.getJobs(["wait"]))).filter((job) => job.name === "Work")
+        assert.deepStrictEqual(copies.map((job) => job.id), [jid])
       }), 60_000)
 
     it.scoped("with the locks off (enabled: false) a reused jobId is still JobIdTaken, never an untrue Enqueued", () =>
@@ -351,6 +386,162 @@ describe("UniqueQueue.processor: a signal for a fn that declares it", () => {
   })
 })
 
+/** A Worker that takes jobs only when asked (`getNextJob`), closed with the scope. */
+const manualWorker = (name: string) =>
+  Effect.flatMap(Bull.connection, (connection) =>
+    Effect.acquireRelease(
+      Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
+      (w) => Effect.promise(() => w.close())
+    ))
+
+/** `work`'s answer, or `instead` once `ms` have passed: a bound for a wait that must end, never a measure. */
+const orAfter = <A>(work: Promise<A>, ms: number, instead: string): Promise<A | string> => {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const bound = new Promise<string>((resolve) => (timer = setTimeout(() => resolve(instead), ms)))
+  return Promise.race([work, bound]).finally(() => clearTimeout(timer))
+}
+
+// A processor's fn of one parameter (no signal) runs on the hot path (internal/hotPath) once the runtime is built; one
+// of three on the Effect path. What BullMQ and Redis end up with must not depend on which.
+describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("a job whose run lock entry is removed before its fn returns fails LockLost in BullMQ, never completes", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        // A long lease: no renewal comes between the removal and the release, which is what finds the hold gone.
+        const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
+          lock: "while_executing",
+          lockLease: "1 minute",
+          history: false
+        })
+        // The first add builds the runtime: the job below runs on the hot path.
+        const warm = yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 1 }))
+        yield* Bull.worker(name, unique.processor(async (job: BullJob<Data>) => {
+          // An operator removes this job's hold from its run lock while it runs.
+          if (job.name === "Work") await raw.hdel(`${added.digest}:RUN:LOCKED`, job.id!)
+          return "done"
+        }))
+        const state = (jid: string) => Effect.promise(() => queue.getJobState(jid))
+        assert.isTrue(yield* Bull.until(Effect.map(state(added.job.jid), (s) => s === "completed" || s === "failed")))
+        assert.strictEqual(yield* state(added.job.jid), "failed", "another copy may have run meanwhile: not completed")
+        const job = yield* Effect.promise(() => queue.getJob(added.job.jid))
+        assert.include(job?.failedReason ?? "", "the release found the hold gone")
+        assert.strictEqual(yield* state(warm.job.jid), "completed")
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
+      }), 60_000)
+
+    it.scoped("a job whose run lock entry is removed while its fn runs fails LockLost at the keeper's next round, its fn still running", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { name, unique, lockPrefix } = yield* uniqueQueue({
+          lock: "while_executing",
+          lockLease: "900 millis",
+          history: false
+        })
+        let release!: () => void
+        const gate = new Promise<void>((resolve) => (release = resolve))
+        // Runs before the queue's close (finalizers run last first): a fn left waiting would keep close waiting.
+        yield* Effect.addFinalizer(() => Effect.sync(() => release()))
+        let started!: () => void
+        const running = new Promise<void>((resolve) => (started = resolve))
+        let fnEnded = false
+        const processor = unique.processor(async (job: BullJob<Data>) => {
+          if (job.name === "Work") {
+            started()
+            await gate
+            fnEnded = true
+          }
+          return "done"
+        })
+        const worker = yield* manualWorker(name)
+        // The first add builds the runtime: the job below runs on the hot path.
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 1 }))
+        const warm = yield* Effect.promise(() => worker.getNextJob("t0", { block: false }))
+        assert.strictEqual(yield* Effect.promise(() => processor(warm as BullJob<Data>, "t0")), "done")
+        const job = yield* Effect.promise(() => worker.getNextJob("t1", { block: false }))
+        assert.strictEqual(job?.id, added.job.jid)
+        const outcome = processor(job as BullJob<Data>, "t1").then(
+          (value) => `value ${String(value)}`,
+          (error: Error & { readonly _tag?: string }) => error._tag ?? error.message
+        )
+        yield* Effect.promise(() => running)
+        yield* Effect.promise(() => raw.hdel(`${added.digest}:RUN:LOCKED`, added.job.jid))
+        // The keeper renews every third of the lease: the bound only catches a job never told of the loss.
+        assert.strictEqual(yield* Effect.promise(() => orAfter(outcome, 20_000, "still running")), "LockLost")
+        assert.isFalse(fnEnded, "the job failed while its fn still ran")
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "nothing is left held")
+      }), 60_000)
+
+    it.scoped("a worker started while its lock Redis is down: its job fails RedisError, and once Redis is back it runs", () =>
+      Effect.gen(function*() {
+        const { name, queue, server, unique } = yield* downLockRedisQueue("uqdown")
+        // Added by BullMQ itself (while_executing takes no lock at enqueue): the processor is the queue's first call.
+        yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: "down-1" }))
+        const processor = unique.processor(async (job: BullJob<Data>) => `done ${job.data.n}`)
+        const worker = yield* manualWorker(name)
+        const job = (yield* Effect.promise(() => worker.getNextJob("t", { block: false }))) as BullJob<Data>
+        const first = yield* rejection(() => processor(job, "t"))
+        assert.strictEqual((first as { readonly _tag?: string })._tag, "RedisError", String(first))
+        yield* server.restart
+        // The failed build is let go once it has failed, and the next call builds anew: a bounded number of tries.
+        let answer: unknown = undefined
+        for (let attempt = 0; attempt < 20 && answer !== "done 1"; attempt++) {
+          if (attempt > 0) yield* Effect.promise(() => sleep(100))
+          answer = yield* Effect.promise(() => processor(job, "t").then((value) => value, (error: unknown) => String(error)))
+        }
+        assert.strictEqual(answer, "done 1")
+        yield* Effect.promise(() => job.moveToCompleted(answer, "t", false))
+        assert.strictEqual(yield* Effect.promise(() => queue.getJobState("down-1")), "completed")
+      }), 60_000)
+
+    it.scoped("a fn of three parameters that answers a plain value, not a promise: BullMQ completes the job with it", () =>
+      Effect.gen(function*() {
+        const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
+        const plain = (job: BullJob<Data>, _token: string | undefined, _signal: AbortSignal) =>
+          `plain ${job.data.n}` as unknown as Promise<string>
+        yield* Bull.worker(name, unique.processor(plain))
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 1 }))
+        const state = Effect.promise(() => queue.getJobState(added.job.jid))
+        assert.isTrue(yield* Bull.until(Effect.map(state, (s) => s === "completed" || s === "failed")))
+        const job = yield* Effect.promise(() => queue.getJob(added.job.jid))
+        assert.strictEqual(yield* state, "completed", job?.failedReason)
+        assert.strictEqual(job?.returnvalue, "plain 1")
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "its lock went with its success")
+      }), 60_000)
+
+    it.scoped("an until_executing job retried after a failed attempt logs no 'found nothing to release'; one whose lock was deleted does", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        // The UniqueQueue's runtime logs with Effect's default logger, to console.log.
+        const logged = yield* consoleLines
+        const missed = () => Effect.runSync(Metric.value(Metrics.releaseMissed.of("until_executing", "queue"))).count
+        const { name, queue, unique } = yield* uniqueQueue({ lock: "until_executing", history: false })
+        // The first add builds the runtime: the jobs below run on the hot path (a fn of one parameter).
+        yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+        const retried = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 2 }))
+        const deleted = yield* Effect.promise(() => unique.add("Work", { n: 2 }))
+        // An operator deletes n=2's lock before it runs: its release finds nothing, which is worth a warning.
+        yield* Effect.promise(() => raw.del(`${deleted.digest}:LOCKED`))
+        const before = missed()
+        let attempts = 0
+        yield* Bull.worker(name, unique.processor(async (job: BullJob<Data>) => {
+          if (job.data.n === 1 && attempts++ === 0) throw new Error("first attempt fails")
+          return "done"
+        }))
+        for (const jid of [retried.job.jid, deleted.job.jid]) {
+          assert.isTrue(yield* Bull.until(Effect.promise(async () => (await queue.getJobState(jid)) === "completed")), jid)
+        }
+        assert.strictEqual(attempts, 2, "n=1 ran twice")
+        const warnings = logged.filter((line) => line.includes("found nothing to release"))
+        assert.strictEqual(warnings.length, 1, warnings.join("\n"))
+        assert.include(warnings[0], deleted.job.jid)
+        assert.strictEqual(missed() - before, 1, "only the deleted lock's release counted missed")
+      }), 60_000)
+  })
+})
+
 describe("UniqueQueue.make: every option decoded once", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     it.scoped("values of the wrong kind are refused at make, naming the field and what to write", () =>
@@ -450,6 +641,50 @@ const performedWithReleaseHeld = (label: string, timeout?: Duration.DurationInpu
     yield* queued.proxy.stall
     assert.strictEqual(yield* Effect.promise(() => processor(job, "t")), "done")
     return { ...queued, added, job }
+  })
+
+// close({ timeout: 100 }) passing while a hot-path until_executed job's fn (no signal) still runs and an add (with a
+// delay: the Effect path, a fiber close could interrupt) is on its way to a stalled queue Redis, holding its lock.
+// Answers once the job was cancelled, which is how the test knows the timeout passed: close still waits for the add.
+const closeTimedOutMidAdd = (label: string) =>
+  Effect.gen(function*() {
+    const queued = yield* proxiedUniqueQueue(label)
+    const { lockPrefix, name, proxy, unique } = queued
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let started!: () => void
+    const running = new Promise<void>((resolve) => (started = resolve))
+    let fnEnded!: () => void
+    const ended = new Promise<void>((resolve) => (fnEnded = resolve))
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(async () => {
+        release()
+        await Effect.runPromise(proxy.resume)
+        await unique.close({ timeout: 1000 }).catch(() => undefined)
+      })
+    )
+    const processor = unique.processor(async (_job: BullJob<Data>) => {
+      started()
+      await gate
+      fnEnded()
+      return "late"
+    })
+    // The first add builds the runtime: its job runs on the hot path.
+    const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+    assert.strictEqual(added._tag, "Enqueued")
+    const worker = yield* manualWorker(name)
+    const job = (yield* Effect.promise(() => worker.getNextJob("t", { block: false }))) as BullJob<Data>
+    const cancelled = processor(job, "t").then(() => "completed", (error: Error) => error.message)
+    yield* Effect.promise(() => running)
+    yield* proxy.stall
+    const adding = unique.add("Work", { n: 2 }, { delay: 60_000 }).then(
+      (outcome) => outcome._tag,
+      (error: { readonly _tag?: string }) => error._tag ?? String(error)
+    )
+    assert.isTrue(yield* Bull.until(Effect.map(lockKeys(lockPrefix), (keys) => keys.length === 2)), "the add took its lock")
+    const closing = unique.close({ timeout: 100 })
+    assert.strictEqual(yield* Effect.promise(() => cancelled), `job ${job.id} was cancelled`)
+    return { ...queued, added, adding, closing, ended, job, release }
   })
 
 describe("UniqueQueue.close: shutdown in either order with a job running", () => {
@@ -621,5 +856,48 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         yield* Effect.promise(() => unique.close({ timeout: 200 }))
         assert.isTrue(aborted, "the perform was told to stop")
       }))
+
+    it.scoped("close({ timeout }) cancels a hot-path until_executed job; its fn ending while close still runs leaves the lock to its retry", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const { added, closing, ended, job, lockPrefix, name, proxy, release } = yield* closeTimedOutMidAdd("uqcancel")
+        // The fn ends while close waits for the add, the lock connection still open: it must change no lock.
+        release()
+        yield* Effect.promise(() => ended)
+        yield* proxy.resume
+        yield* Effect.promise(() => closing)
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.hkeys(`${added.digest}:LOCKED`)), [job.id!])
+        // As another producer sees it: the data is still locked by the job BullMQ will retry.
+        const direct = yield* Bull.queue(name)
+        const other = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            UniqueQueue.make<Data>(direct, { lock: "until_executed", lockPrefix, redis: { url: source.url }, defaults: {} })
+          ),
+          (u) => Effect.promise(() => u.close())
+        )
+        const again = yield* Effect.promise(() => other.add("Work", { n: 1 }))
+        assert.strictEqual(again._tag, "Skipped")
+        if (again._tag === "Skipped") assert.deepStrictEqual(again.holders, [job.id!])
+      }), 60_000)
+
+    it.scoped("close({ timeout }) passing while an add waits for BullMQ does not cut it off: the job is stored with its lock", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { adding, closing, lockPrefix, name, proxy, release } = yield* closeTimedOutMidAdd("uqcloseadd")
+        yield* proxy.resume
+        release()
+        yield* Effect.promise(() => closing)
+        // Enqueued; or, on a machine slow enough for the adapter's timeout to pass first, a QueueError whose lock is
+        // kept until BullMQ answers. Never cut off.
+        assert.oneOf(yield* Effect.promise(() => adding), ["Enqueued", "QueueError"])
+        const direct = yield* Bull.queue(name)
+        const delayed = (yield* Effect.promise(() => direct.getJobs(["delayed"]))).map((job) => job.id!)
+        assert.strictEqual(delayed.length, 1, "the add, sent before close, was stored")
+        const holders = new Set<string>()
+        for (const key of yield* lockKeys(lockPrefix)) {
+          for (const jid of yield* Effect.promise(() => raw.hkeys(key))) holders.add(jid)
+        }
+        assert.isTrue(holders.has(delayed[0]!), `the stored job ${delayed[0]} holds its lock`)
+      }), 60_000)
   })
 })

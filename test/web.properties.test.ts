@@ -2,8 +2,9 @@
  * Properties of the admin UI's guards and pages. Random requests to change a lock, against servers with and without
  * a token and read-only, each with any mix of bearer header, token cookie, CSRF cookie and token (right, wrong,
  * missing), Origin, Sec-Fetch-Site and Host: Redis changes exactly when the model of the rules says it may, and the
- * status says so. Random strings as jids, workers and arguments: every page renders them as text (no markup of theirs
- * survives, and the text reads back as the string). More cases:
+ * status says so. Any Host name, on a server without a token: every page and change is answered exactly when it
+ * names the loopback (no DNS rebinding). Random strings as jids, workers and arguments: every page renders them as
+ * text (no markup of theirs survives, and the text reads back as the string). More cases:
  * UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/web.properties.test.ts
  */
 import * as fc from "effect/FastCheck"
@@ -130,6 +131,46 @@ describe("the admin UI's guards, by property", () => {
         assert.strictEqual(held, want === 200 ? 0 : 1, JSON.stringify(c))
       }),
       { numRuns: runs * 10 }
+    )
+  })
+
+  it("a server without a token answers a Host exactly when it names the loopback, on every page and change", async () => {
+    const prefix = RedisTest.uniquePrefix("web-host")
+    const served = await harness.run(Web.serve({ prefix }))
+    const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+    const port = fc.option(fc.integer({ min: 1, max: 65535 }).map(String), { nil: undefined })
+    const withPort = (name: fc.Arbitrary<string>) => fc.tuple(name, port).map(([n, p]) => p === undefined ? n : `${n}:${p}`)
+    const octet = fc.integer({ min: 0, max: 255 })
+    const loopback = withPort(fc.oneof(
+      fc.tuple(octet, octet, octet).map((o) => `127.${o.join(".")}`),
+      fc.constantFrom("localhost", "LocalHost", "LOCALHOST", "[::1]")
+    ))
+    // Names a rebinding page would send: other hosts, and look-alikes of the loopback.
+    const label = fc.stringMatching(/^[a-z0-9-]{1,12}$/)
+    const foreign = fc.oneof(
+      withPort(fc.tuple(label, fc.constantFrom("example", "evil.example", "nip.io")).map(([l, d]) => `${l}.${d}`)),
+      withPort(fc.constantFrom("127.0.0.1.nip.io", "localhost.evil.example", "0.0.0.0", "[::2]", "10.0.0.1", "admin")),
+      fc.constantFrom("127.0.0.1:abc", "localhost@evil.example", "[::1]evil", "127.0.0.1 evil")
+    )
+    const host = fc.oneof(loopback.map((h) => ({ h, ok: true })), foreign.map((h) => ({ h, ok: false })))
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(host, fc.constantFrom("/api/session", "/locks", "/api/locks", "change"), async ({ h, ok }, path) => {
+        if (path !== "change") {
+          const answer = await send(`${served.url}${path}`, "GET", { host: h })
+          assert.strictEqual(answer.status, ok ? 200 : 403, `${h} ${path}: ${answer.body.slice(0, 200)}`)
+          return
+        }
+        const digest = `${prefix}:h${++n}`
+        await harness.run(Lock.lock(definition, { digest, jid: "j" }))
+        // Every other guard passes: the CSRF cookie and token of a page asked on the loopback.
+        const page = await send(`${served.url}/api/session`, "GET", { host: `127.0.0.1:${served.port}` })
+        const headers = { host: h, cookie: page.cookie!, "x-csrf-token": page.cookie!.split("=")[1]!, "content-type": "application/x-www-form-urlencoded" }
+        const answer = await send(`${served.url}/api/lock/unlock`, "POST", headers, new URLSearchParams({ digest, jid: "j" }).toString())
+        const held = (await harness.run(harness.store.fetch({ prefix, name: digest }))).holders.length
+        assert.deepStrictEqual([answer.status, held], ok ? [200, 0] : [403, 1], `${h}: ${answer.body.slice(0, 200)}`)
+      }),
+      { numRuns: runs * 2 }
     )
   })
 

@@ -6,6 +6,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../../src/adapters/UniqueQueue.js"
 import type * as LockOptions from "../../src/Options.js"
+import * as RedisServer from "../../src/RedisServer.js"
 import * as Bull from "./bullmq.js"
 import * as Proxy from "./proxy.js"
 import * as RedisTest from "./redis.js"
@@ -108,3 +109,38 @@ export const runNext = (worker: Worker, processor: (job: never, token?: string) 
     await job.moveToCompleted(value, token, false)
     return job.id
   })
+
+/**
+ * A while_executing UniqueQueue whose lock Redis (a server of its own, `server`) is down before its first call; its
+ * queue is on the test server. Closed with the scope, within a second.
+ */
+export const downLockRedisQueue = (label: string) =>
+  Effect.gen(function*() {
+    const server = yield* RedisServer.start
+    const name = Bull.uniqueName(label)
+    const queue = yield* Bull.queue(name)
+    yield* server.kill
+    const unique = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        UniqueQueue.make<Data>(queue, {
+          lock: "while_executing",
+          redis: { url: server.url, timeout: "1 second" },
+          defaults: {},
+          history: false
+        })
+      ),
+      (u) => Effect.promise(() => u.close({ timeout: 1000 }).catch(() => undefined))
+    )
+    return { server, name, queue, unique }
+  })
+
+/** The lines `console.log` prints while the scope is open (a UniqueQueue's runtime logs there), kept instead. */
+export const consoleLines = Effect.acquireRelease(
+  Effect.sync(() => {
+    const lines: Array<string> = []
+    const original = console.log
+    console.log = (...args: Array<unknown>) => void lines.push(args.join(" "))
+    return { lines, original }
+  }),
+  ({ original }) => Effect.sync(() => (console.log = original))
+).pipe(Effect.map(({ lines }) => lines))
