@@ -544,9 +544,7 @@ describe("release properties: a BullMQ add answered after its timeout, on Redis"
                   assert.strictEqual(yield* stored(jid(1)), landed)
                   const expected = landed ? [jid(1)] : []
                   // Released once the answer is in (a call of its own): waited for, bounded.
-                  for (let i = 0; i < 500 && JSON.stringify(yield* holders) !== JSON.stringify(expected); i++) {
-                    yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
-                  }
+                  yield* Bull.until(Effect.map(holders, (hs) => JSON.stringify(hs) === JSON.stringify(expected)), 5_000)
                   assert.deepStrictEqual(yield* holders, expected, how)
                   if (when !== "before") {
                     const after = yield* tagOf(3)

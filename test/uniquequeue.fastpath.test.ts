@@ -45,14 +45,6 @@ const fiberCounter = () => {
   }
 }
 
-/** A Worker of the test server that takes jobs only when asked (`getNextJob`), closed with the scope. */
-const manualWorker = (name: string) =>
-  Effect.flatMap(Bull.connection, (connection) =>
-    Effect.acquireRelease(
-      Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
-      (w) => Effect.promise(() => w.close())
-    ))
-
 const lockTypes: ReadonlyArray<{ readonly lock: LockType.LockType; readonly lockTtl?: Duration.DurationInput }> = [
   { lock: "until_executing" },
   { lock: "until_executed" },
@@ -294,7 +286,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
           }
           return "done"
         })
-        const worker = yield* manualWorker(name)
+        const worker = yield* Bull.manualWorker(name)
         for (let t = 0; t < 4; t++) {
           const job = yield* Effect.promise(() => worker.getNextJob(`t${t}`, { block: false }))
           yield* Effect.promise(() => processor(job as BullJob<Data>, `t${t}`))
@@ -316,7 +308,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         const missed = () => Effect.runSync(Metric.value(Metrics.releaseMissed.of("until_executing", "queue"))).count
         const before = missed()
         const processor = unique.processor(async () => "done")
-        const worker = yield* manualWorker(name)
+        const worker = yield* Bull.manualWorker(name)
         for (let t = 0; t < 2; t++) {
           const job = yield* Effect.promise(() => worker.getNextJob(`t${t}`, { block: false }))
           assert.strictEqual(yield* Effect.promise(() => processor(job as BullJob<Data>, `t${t}`)), "done")
@@ -399,7 +391,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
             token: string | undefined,
             signal: AbortSignal
           ) => Promise<string>)
-        const worker = yield* manualWorker(name)
+        const worker = yield* Bull.manualWorker(name)
         yield* Effect.promise(() => queue.obliterate({ force: true }))
         yield* Effect.promise(() => unique.add("Work", { n: 1 }))
         yield* Effect.promise(() => unique.add("Work", { n: 2 }))
@@ -431,7 +423,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
           const processor = arity === 1
             ? unique.processor(fn)
             : unique.processor((job: BullJob<Data>, _token: string | undefined, _signal: AbortSignal) => fn(job))
-          const worker = yield* manualWorker(name)
+          const worker = yield* Bull.manualWorker(name)
           yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 2 }))
           const before = missed()
           const ends: Array<string> = []
@@ -563,7 +555,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
           }
           return "done"
         })
-        const worker = yield* manualWorker(name)
+        const worker = yield* Bull.manualWorker(name)
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
         yield* Effect.promise(() => unique.add("Work", { n: 1 }))
         const ends: Array<string> = []
@@ -595,7 +587,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
             if (job.data.n === 1) await gate
             return `done ${job.data.n}`
           })
-          const worker = yield* manualWorker(name)
+          const worker = yield* Bull.manualWorker(name)
           const next = (token: string) =>
             Effect.promise(async () => (await worker.getNextJob(token, { block: false })) as BullJob<Data>)
           // A warm-up job builds the runtime: the jobs below run on the hot path.
@@ -659,7 +651,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
             }
             return "late"
           })
-          const worker = yield* manualWorker(name)
+          const worker = yield* Bull.manualWorker(name)
           yield* Effect.promise(() => unique.add("Work", { n: 1 }))
           // The warm-up jobs first (while_executing adds each: it takes no lock at enqueue): they run and complete.
           let job = yield* Effect.promise(() => worker.getNextJob("t", { block: false }))

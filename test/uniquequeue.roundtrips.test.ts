@@ -5,7 +5,7 @@
  * scripts run inside are not round trips and are not counted.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { type Job as BullJob, Worker } from "bullmq"
+import type { Job as BullJob } from "bullmq"
 import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
@@ -13,7 +13,7 @@ import type * as LockType from "../src/LockType.js"
 import * as RedisServer from "../src/RedisServer.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
-import { type Data, sleep } from "./support/uniquequeue.js"
+import type { Data } from "./support/uniquequeue.js"
 
 /** Commands per lock type: a new job's add, a duplicate's add, and its job's run through the processor. */
 const expected: Record<LockType.LockType, { readonly add: number; readonly duplicate: number; readonly job: number }> = {
@@ -52,13 +52,13 @@ const monitored = (url: string) =>
       if (source !== "lua") counted++
     })
     let n = 0
+    // Bounded waits: one that runs out fails the count below, never hangs the test.
     const settled = (ready: () => Promise<boolean>) =>
-      Effect.promise(async () => {
-        // Bounded waits: a wait that runs out fails the count below, never hangs the test.
-        for (let i = 0; i < 500 && !(await ready()); i++) await sleep(10)
+      Effect.gen(function*() {
+        yield* Bull.until(Effect.promise(ready), 5_000)
         const marker = `marker-${++n}`
-        await raw.echo(marker)
-        for (let i = 0; i < 500 && !markers.has(marker); i++) await sleep(10)
+        yield* Effect.promise(() => raw.echo(marker))
+        yield* Bull.until(Effect.sync(() => markers.has(marker)), 5_000)
         const seen = counted
         counted = 0
         return seen
@@ -73,7 +73,6 @@ describe("UniqueQueue: one command per lock phase on its lock Redis", () => {
         Effect.gen(function*() {
           const locks = yield* RedisServer.start
           const { raw, settled } = yield* monitored(locks.url)
-          const connection = yield* Bull.connection
           for (const lock of Object.keys(expected) as Array<LockType.LockType>) {
             const name = Bull.uniqueName(`rt-${lock}`)
             const queue = yield* Bull.queue(name)
@@ -91,10 +90,7 @@ describe("UniqueQueue: one command per lock phase on its lock Redis", () => {
               ),
               (u) => Effect.promise(() => u.close())
             )
-            const worker = yield* Effect.acquireRelease(
-              Effect.sync(() => new Worker(name, null, { ...Bull.prefix, connection, autorun: false })),
-              (w) => Effect.promise(() => w.close())
-            )
+            const worker = yield* Bull.manualWorker(name)
             const fn = path.startsWith("hot")
               ? async (job: BullJob<Data>) => job.data.n
               : async (job: BullJob<Data>, _token?: string, _signal?: AbortSignal) => job.data.n

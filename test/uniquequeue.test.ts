@@ -386,14 +386,6 @@ describe("UniqueQueue.processor: a signal for a fn that declares it", () => {
   })
 })
 
-/** A Worker that takes jobs only when asked (`getNextJob`), closed with the scope. */
-const manualWorker = (name: string) =>
-  Effect.flatMap(Bull.connection, (connection) =>
-    Effect.acquireRelease(
-      Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
-      (w) => Effect.promise(() => w.close())
-    ))
-
 /** `work`'s answer, or `instead` once `ms` have passed: a bound for a wait that must end, never a measure. */
 const orAfter = <A>(work: Promise<A>, ms: number, instead: string): Promise<A | string> => {
   let timer: ReturnType<typeof setTimeout> | undefined
@@ -454,7 +446,7 @@ describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
           }
           return "done"
         })
-        const worker = yield* manualWorker(name)
+        const worker = yield* Bull.manualWorker(name)
         // The first add builds the runtime: the job below runs on the hot path.
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
         const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 1 }))
@@ -480,7 +472,7 @@ describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
         // Added by BullMQ itself (while_executing takes no lock at enqueue): the processor is the queue's first call.
         yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: "down-1" }))
         const processor = unique.processor(async (job: BullJob<Data>) => `done ${job.data.n}`)
-        const worker = yield* manualWorker(name)
+        const worker = yield* Bull.manualWorker(name)
         const job = (yield* Effect.promise(() => worker.getNextJob("t", { block: false }))) as BullJob<Data>
         const first = yield* rejection(() => processor(job, "t"))
         assert.strictEqual((first as { readonly _tag?: string })._tag, "RedisError", String(first))
@@ -628,15 +620,11 @@ describe("UniqueQueue.make: every option decoded once", () => {
 // Redis stalled: the processor has answered, and the proxy holds the job's release.
 const performedWithReleaseHeld = (label: string, timeout?: Duration.DurationInput) =>
   Effect.gen(function*() {
-    const connection = yield* Bull.connection
     const queued = yield* lockProxiedUniqueQueue(label, timeout)
     const added = yield* Effect.promise(() => queued.unique.add("Work", { n: 1 }))
     assert.strictEqual(added._tag, "Enqueued")
     const processor = queued.unique.processor(async () => "done")
-    const worker = yield* Effect.acquireRelease(
-      Effect.sync(() => new Worker(queued.name, null, { connection, autorun: false })),
-      (w) => Effect.promise(() => w.close())
-    )
+    const worker = yield* Bull.manualWorker(queued.name)
     const job = (yield* Effect.promise(() => worker.getNextJob("t", { block: false }))) as BullJob<Data>
     yield* queued.proxy.stall
     assert.strictEqual(yield* Effect.promise(() => processor(job, "t")), "done")
@@ -672,7 +660,7 @@ const closeTimedOutMidAdd = (label: string) =>
     // The first add builds the runtime: its job runs on the hot path.
     const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
     assert.strictEqual(added._tag, "Enqueued")
-    const worker = yield* manualWorker(name)
+    const worker = yield* Bull.manualWorker(name)
     const job = (yield* Effect.promise(() => worker.getNextJob("t", { block: false }))) as BullJob<Data>
     const cancelled = processor(job, "t").then(() => "completed", (error: Error) => error.message)
     yield* Effect.promise(() => running)
@@ -777,15 +765,11 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
 
     it.scoped("a job handed to the processor after close is put back (delayed, no attempt spent), keeping its lock", () =>
       Effect.gen(function*() {
-        const connection = yield* Bull.connection
         const { name, queue, unique } = yield* uniqueQueue({ lock: "until_executed" })
         const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
         const processor = unique.processor(async () => "done")
         yield* Effect.promise(() => unique.close())
-        const worker = yield* Effect.acquireRelease(
-          Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
-          (w) => Effect.promise(() => w.close())
-        )
+        const worker = yield* Bull.manualWorker(name)
         const job = yield* Effect.promise(() => worker.getNextJob("late", { block: false }))
         const error = yield* rejection(() => processor(job as BullJob<Data>, "late"))
         assert.strictEqual((error as Error).name, "DelayedError")

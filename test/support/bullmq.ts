@@ -63,6 +63,14 @@ export const worker = <Data = unknown>(
       (w) => Effect.promise(() => w.close(true))
     ))
 
+/** A Worker that takes jobs only when asked (`getNextJob`, a processor of the test's own), closed with the scope. */
+export const manualWorker = (name: string): Effect.Effect<Worker, never, RedisTest.TestRedis | Scope.Scope> =>
+  Effect.flatMap(connection, (connection) =>
+    Effect.acquireRelease(
+      Effect.sync(() => new Worker(name, null, { ...prefix, connection, autorun: false })),
+      (w) => Effect.promise(() => w.close())
+    ))
+
 /** Waits (real time, up to `limitMs`) until `done` holds; answers whether it did. */
 export const until = <E, R>(done: Effect.Effect<boolean, E, R>, limitMs = 60_000): Effect.Effect<boolean, E, R> =>
   Effect.gen(function*() {
