@@ -45,7 +45,8 @@ interface Case {
   readonly server: { readonly token: boolean; readonly readOnly: boolean }
   readonly bearer: Choice
   readonly tokenCookie: Choice
-  readonly csrfCookie: boolean
+  /** The browser's CSRF cookie: the one a page set, one planted by another site or service (cookies ignore ports), or none. */
+  readonly csrfCookie: "page" | "planted" | "none"
   readonly csrf: Choice
   readonly csrfIn: "form" | "header"
   readonly origin: "same" | "other" | "null" | "none"
@@ -65,7 +66,7 @@ const expected = (c: Case): number => {
   if (c.server.readOnly) return 403
   if (c.site !== "absent" && c.site !== "same-origin" && c.site !== "none") return 403
   if (c.origin === "other" || c.origin === "null") return 403
-  if (!bearer && (!c.csrfCookie || c.csrf !== "right")) return 403
+  if (!bearer && (c.csrfCookie !== "page" || c.csrf !== "right")) return 403
   return 200
 }
 
@@ -78,7 +79,7 @@ const arbitraryCase: fc.Arbitrary<Case> = fc.record({
   server: fc.record({ token: fc.boolean(), readOnly: fc.boolean() }),
   bearer: fc.constantFrom<Choice>("right", "wrong", "none"),
   tokenCookie: choice,
-  csrfCookie: fc.boolean(),
+  csrfCookie: passing(["page" as const], ["planted" as const, "none" as const]),
   csrf: choice,
   csrfIn: fc.constantFrom("form" as const, "header" as const),
   origin: passing(["same" as const, "none" as const], ["other" as const, "null" as const]),
@@ -111,9 +112,12 @@ describe("the admin UI's guards, by property", () => {
         const host = c.host === "loopback" ? `127.0.0.1:${port}` : `admin.example:${port}`
         // A page hands out the CSRF cookie (asked with the token, so it is handed out on every server).
         const page = await send(`${base}/api/session`, "GET", { host: `127.0.0.1:${port}`, authorization: `Bearer ${tokenValue}` })
-        const csrfValue = page.cookie!.split("=")[1]!
+        // "right" with a planted cookie is the planted value itself: all an attacker who chose it could send.
+        const planted = "a".repeat(64)
+        const csrfValue = c.csrfCookie === "planted" ? planted : (JSON.parse(page.body) as { csrf: string }).csrf
         const cookies: Array<string> = []
-        if (c.csrfCookie) cookies.push(page.cookie!)
+        if (c.csrfCookie === "page") cookies.push(page.cookie!)
+        if (c.csrfCookie === "planted") cookies.push(`unique_jobs_csrf=${planted}`)
         if (c.tokenCookie !== "none") cookies.push(`unique_jobs_token=${c.tokenCookie === "right" ? tokenValue : "x".repeat(tokenValue.length)}`)
         const headers: Record<string, string> = { host, "content-type": "application/x-www-form-urlencoded" }
         if (cookies.length > 0) headers.cookie = cookies.join("; ")
@@ -150,7 +154,10 @@ describe("the admin UI's guards, by property", () => {
     const foreign = fc.oneof(
       withPort(fc.tuple(label, fc.constantFrom("example", "evil.example", "nip.io")).map(([l, d]) => `${l}.${d}`)),
       withPort(fc.constantFrom("127.0.0.1.nip.io", "localhost.evil.example", "0.0.0.0", "[::2]", "10.0.0.1", "admin")),
-      fc.constantFrom("127.0.0.1:abc", "localhost@evil.example", "[::1]evil", "127.0.0.1 evil")
+      withPort(fc.constantFrom("evil-localhost", "notlocalhost", "app.localhost", "localhost.", "127.0.0.256")),
+      fc.constantFrom("127.0.0.1:abc", "localhost@evil.example", "[::1]evil", "127.0.0.1 evil", "127.0.0.1:"),
+      fc.tuple(fc.constantFrom("127.0.0.1", "localhost", "[::1]"), fc.oneof(fc.constant(0), fc.integer({ min: 65536, max: 99999 })))
+        .map(([n, p]) => `${n}:${p}`)
     )
     const host = fc.oneof(loopback.map((h) => ({ h, ok: true })), foreign.map((h) => ({ h, ok: false })))
     let n = 0
@@ -165,7 +172,7 @@ describe("the admin UI's guards, by property", () => {
         await harness.run(Lock.lock(definition, { digest, jid: "j" }))
         // Every other guard passes: the CSRF cookie and token of a page asked on the loopback.
         const page = await send(`${served.url}/api/session`, "GET", { host: `127.0.0.1:${served.port}` })
-        const headers = { host: h, cookie: page.cookie!, "x-csrf-token": page.cookie!.split("=")[1]!, "content-type": "application/x-www-form-urlencoded" }
+        const headers = { host: h, cookie: page.cookie!, "x-csrf-token": (JSON.parse(page.body) as { csrf: string }).csrf, "content-type": "application/x-www-form-urlencoded" }
         const answer = await send(`${served.url}/api/lock/unlock`, "POST", headers, new URLSearchParams({ digest, jid: "j" }).toString())
         const held = (await harness.run(harness.store.fetch({ prefix, name: digest }))).holders.length
         assert.deepStrictEqual([answer.status, held], ok ? [200, 0] : [403, 1], `${h}: ${answer.body.slice(0, 200)}`)
