@@ -7,8 +7,9 @@
  *
  * Safe by default: `serve` binds 127.0.0.1 and answers only loopback Host names, and binding elsewhere needs a token
  * for every request; `authorize` decides per request in the mounted forms; `readOnly` serves no change at all. Every
- * change is a POST with a CSRF token from a same-origin page; GET never writes; every value read from Redis is
- * escaped, and the Content-Security-Policy forbids any script. Every change is logged and counted
+ * change is a POST with a CSRF token (signed by the server) from a same-origin page, answered 303 to a page showing
+ * its result, and a destructive one is confirmed on a page of its own first; GET never writes; every value read from
+ * Redis is escaped, and the Content-Security-Policy forbids any script. Every change is logged and counted
  * (`Metrics.adminActions`).
  *
  * @example

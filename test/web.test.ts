@@ -250,6 +250,9 @@ describe("the admin UI's guards", () => {
       [{ prefix: "a b" }, "prefix"],
       [{ readOnly: "yes" }, "readOnly"],
       [{ authorize: "admin" }, "authorize"],
+      [{ trustProxy: "yes" }, "trustProxy"],
+      [{ secret: "a plain string of more than thirty-two characters" }, "secret"],
+      [{ secret: Redacted.make("short") }, "secret"],
       [{ colour: "red" }, "colour"]
     ] as ReadonlyArray<readonly [Web.Options, string]>) {
       const error = await harness.run(Effect.flip(Web.router(options)))
@@ -565,6 +568,17 @@ describe("the admin UI's changes are safe to repeat and to look at first (issue 
     })
     assert.strictEqual(allowed.status, 200, allowed.body)
     assert.strictEqual(await held(`${prefix}:mail0`), 0)
+    // Processes given one secret (behind one address) take each other's tokens.
+    const secret = Redacted.make("a-secret-shared-by-two-processes-0123")
+    const [one, two] = [await harness.run(Web.serve({ prefix, secret })), await harness.run(Web.serve({ prefix, secret }))]
+    const given = await session(one.url)
+    const shared = await send(`${two.url}/api/lock/unlock`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie: given.cookie, "x-csrf-token": given.csrf },
+      body: form({ digest: `${prefix}:mail3`, jid: "m3" })
+    })
+    assert.strictEqual(shared.status, 200, shared.body)
+    assert.strictEqual(await held(`${prefix}:mail3`), 0)
   })
 
   it("a change without its CSRF token is refused from the same Origin too, in a form and by the JSON API", async () => {

@@ -337,6 +337,7 @@ export const confirmDeletePage = (frame: Frame, shown: Locks.Digest, confirm: st
     html`<h1>Delete this digest?</h1>
 <p class="digest">${shown.digest}</p>
 ${changedNote(changed)}
+${shown.notOurs.map((n) => html`<p class="foreign">${n.lock}: ${n.reason} (left alone)</p>`)}
 ${
       none
         ? html`<p class="empty">No job holds this digest: there is nothing to delete.</p>`
@@ -536,7 +537,7 @@ td.num{text-align:right}.digest{font-family:ui-monospace,monospace;word-break:br
 pre.info{margin:0;max-width:32em;white-space:pre-wrap;word-break:break-all;font-size:12px}
 .filters label{margin-right:.8em;white-space:nowrap}.stale{color:#a60}.foreign{color:#a00}
 .message{background:#eef6ee;border:1px solid #9c9;padding:.5em;margin:.5em 0}.error{color:#a00}
-.actions form,td form{display:inline}.danger{margin-top:1em}button.delete,button.reap{color:#a00}
+.actions form,td form{display:inline}.danger{margin-top:1em}button.delete,button.reap,button.confirm,a.delete,a.reap{color:#a00}
 figure.chart{margin:.5em 0}.swatch{padding:0 .4em;border-left:1em solid}
 .swatch-0{border-color:#1f77b4}.swatch-1{border-color:#d62728}.swatch-2{border-color:#2ca02c}
 .swatch-3{border-color:#9467bd}.swatch-4{border-color:#ff7f0e}.swatch-5{border-color:#8c564b}.swatch-6{border-color:#17becf}
