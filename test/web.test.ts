@@ -609,6 +609,11 @@ describe("the admin UI's changes are safe to repeat and to look at first (issue 
       body: form({ digest: `${prefix}:mail0` })
     })
     assert.strictEqual(evil.status, 403, evil.body)
+    // A loopback server without a token reads the name a trusted proxy forwards: a public one is refused.
+    assert.strictEqual((await send(`${served.url}/api/session`, { headers: { "x-forwarded-host": "admin.example" } })).status, 200)
+    const behind = await harness.run(Web.serve({ prefix, trustProxy: true }))
+    assert.strictEqual((await send(`${behind.url}/api/session`, { headers: { "x-forwarded-host": "admin.example" } })).status, 403)
+    assert.strictEqual((await send(`${behind.url}/api/session`, { headers: { "x-forwarded-host": "localhost" } })).status, 200)
     const seen: Array<string | undefined> = []
     const mount = (trustProxy: boolean) =>
       harness.run(Harness.mountedInRouter({
