@@ -207,7 +207,9 @@ describe("the admin UI in Chromium", () => {
     for (const path of [
       "/", "/locks", `/locks?type=until_executed&stale=1&age=0&count=5`, `/lock?digest=${encodeURIComponent(`${prefix}:mail1`)}`,
       `/lock?digest=${encodeURIComponent(`${prefix}:run0:RUN`)}`, "/reaper", "/metrics", "/api/locks", `/api/lock?digest=${prefix}:mail0`,
-      "/api/reaper", "/api/metrics", "/api/session", "/api/openapi.json", "/assets/style.css"
+      "/api/reaper", "/api/metrics", "/api/session", "/api/openapi.json", "/assets/style.css",
+      `/lock/delete/confirm?digest=${encodeURIComponent(`${prefix}:run0`)}`,
+      `/lock/unlock/confirm?digest=${encodeURIComponent(`${prefix}:run0`)}&jid=r0`, "/reaper/confirm"
     ]) {
       const response = await page.goto(`${served.url}${path}`)
       assert.strictEqual(response?.status(), 200, path)
