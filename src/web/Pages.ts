@@ -296,13 +296,15 @@ export const resultMessage = (result: Result): Html => {
   }</div>`
 }
 
+/** Whether a run lock's holder still runs: not revoked, and its lease (or expiry) not passed. @internal */
+export const isRunning = (holder: Holder, now: number): boolean =>
+  holder.revokedAt === undefined && (holder.leaseUntil ?? holder.expiresAt ?? Number.POSITIVE_INFINITY) > now
+
 // The holders a confirmation names, each with what happens to it.
 const fateTable = (shown: Locks.Digest, jid?: string): Html => {
   const rows = (["queue", "run"] as const).flatMap((phase) =>
     shown[phase].holders.filter((h) => jid === undefined || h.jid === jid).map((h) => {
-      const now = shown[phase].now
-      const running = phase === "run" && h.revokedAt === undefined &&
-        (h.leaseUntil ?? h.expiresAt ?? Number.POSITIVE_INFINITY) > now
+      const running = phase === "run" && isRunning(h, shown[phase].now)
       return html`<tr data-jid="${h.jid}" data-fate="${running ? "revoked" : "removed"}"><td class="jid">${h.jid}</td><td>${phase}</td><td>${
         running
           ? html`<strong>revoked</strong>: running (lease until ${time(h.leaseUntil)}); it keeps its place until it stops, and is told at its next renewal`

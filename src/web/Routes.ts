@@ -235,10 +235,6 @@ export const unlockConfirmation = (secret: Uint8Array, shown: Locks.Digest, jid:
 
 const reapConfirmation = (secret: Uint8Array, prefix: string): string => Security.sign(secret, "confirm-reap", prefix)
 
-/** Whether a run lock's holder still runs: not revoked, and its lease (or expiry) not passed. @internal */
-export const isRunning = (holder: Locks.Digest["run"]["holders"][number], now: number): boolean =>
-  holder.revokedAt === undefined && (holder.leaseUntil ?? holder.expiresAt ?? Number.POSITIVE_INFINITY) > now
-
 export const routes = (pageSize: number): ReadonlyArray<Route> => {
   const filterParams = [
     { name: "pattern", description: "a Redis glob over lock names (default <prefix>:*)" },
@@ -356,7 +352,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       if (![...shown.queue.holders, ...shown.run.holders].some((h) => h.jid === jid)) {
         return yield* nothingFound(context, digest, jid, shown.queue.now)
       }
-      const running = shown.run.holders.some((h) => h.jid === jid && isRunning(h, shown.run.now))
+      const running = shown.run.holders.some((h) => h.jid === jid && Pages.isRunning(h, shown.run.now))
       if (running && !Security.same(fields.confirm ?? "", unlockConfirmation(context.secret, shown, jid!))) {
         return seeOther(confirmUrl(context, digest, jid, fields.confirm !== undefined))
       }
