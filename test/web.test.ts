@@ -395,6 +395,7 @@ describe("the admin UI's changes are safe to repeat and to look at first (issue 
     const served = await harness.run(Web.serve({ prefix }))
     const { cookie, csrf } = await session(served.url)
     const before = actions("unlock", "done")
+    const nothingBefore = actions("unlock", "nothing")
     const post = () =>
       send(`${served.url}/lock/unlock`, {
         method: "POST",
@@ -426,6 +427,7 @@ describe("the admin UI's changes are safe to repeat and to look at first (issue 
     assert.strictEqual(second.status, 303)
     const again = await send(`${served.url}${String(second.headers["location"])}`, { headers: { cookie } })
     assert.include(again.body, "found nothing")
+    assert.deepStrictEqual([actions("unlock", "done") - before, actions("unlock", "nothing") - nothingBefore], [1, 1])
   })
 
   it("deleting a digest asks first on a page of its own naming what goes and which running holders are revoked; a confirmation acts only on what it named", async () => {
