@@ -1,8 +1,8 @@
 /**
  * Properties of the admin UI's guards and pages. Random requests to change a lock, against servers with and without
- * a token and read-only, each with any mix of bearer header, token cookie, CSRF cookie and token (right, wrong,
- * missing), Origin, Sec-Fetch-Site and Host: Redis changes exactly when the model of the rules says it may, and the
- * status says so. Any Host name, on a server without a token: every page and change is answered exactly when it
+ * a token and read-only, each with any mix of bearer header, token cookie, CSRF cookie (a page's, planted, none) and
+ * token (right, wrong, missing), Origin, Sec-Fetch-Site, Host and X-Forwarded-* (untrusted): Redis changes exactly
+ * when the model of the rules says it may, and the status says so. Any Host name, on a server without a token: every page and change is answered exactly when it
  * names the loopback (no DNS rebinding). Random strings as jids, workers and arguments: every page renders them as
  * text (no markup of theirs survives, and the text reads back as the string). More cases:
  * UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/web.properties.test.ts
@@ -52,6 +52,8 @@ interface Case {
   readonly origin: "same" | "other" | "null" | "none"
   readonly site: "same-origin" | "same-site" | "cross-site" | "none" | "absent"
   readonly host: "loopback" | "foreign"
+  /** X-Forwarded-Host/-Proto/-For naming the site of the "other" Origin: ignored, since no server here trusts a proxy. */
+  readonly forwarded: boolean
 }
 
 /** What the rules say a change request gets. */
@@ -84,7 +86,8 @@ const arbitraryCase: fc.Arbitrary<Case> = fc.record({
   csrfIn: fc.constantFrom("form" as const, "header" as const),
   origin: passing(["same" as const, "none" as const], ["other" as const, "null" as const]),
   site: passing(["same-origin" as const, "none" as const, "absent" as const], ["same-site" as const, "cross-site" as const]),
-  host: fc.constantFrom("loopback" as const, "foreign" as const)
+  host: fc.constantFrom("loopback" as const, "foreign" as const),
+  forwarded: fc.boolean()
 })
 
 describe("the admin UI's guards, by property", () => {
@@ -124,6 +127,11 @@ describe("the admin UI's guards, by property", () => {
         if (c.bearer !== "none") headers.authorization = `Bearer ${c.bearer === "right" ? tokenValue : "wrong-token-wrong-token"}`
         if (c.origin !== "none") headers.origin = c.origin === "same" ? `http://${host}` : c.origin === "null" ? "null" : "http://evil.example"
         if (c.site !== "absent") headers["sec-fetch-site"] = c.site
+        if (c.forwarded) {
+          headers["x-forwarded-host"] = "evil.example"
+          headers["x-forwarded-proto"] = "http"
+          headers["x-forwarded-for"] = "203.0.113.9"
+        }
         const fields: Record<string, string> = { digest, jid: "j" }
         const csrf = c.csrf === "right" ? csrfValue : c.csrf === "wrong" ? "0".repeat(64) : undefined
         if (csrf !== undefined && c.csrfIn === "form") fields._csrf = csrf
