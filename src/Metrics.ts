@@ -111,8 +111,8 @@ export const reaped: {
 }
 
 /**
- * Changes made through the admin UI, labelled `action` (`unlock`, `delete`, `reap`) and `outcome` (`done`, `failed`,
- * or `refused`: read-only, no CSRF token, another origin).
+ * Changes made through the admin UI, labelled `action` (`unlock`, `delete`, `reap`) and `outcome` (`done`, `nothing`:
+ * a page's change found nothing to act on, `failed`, or `refused`: read-only, no CSRF token, another origin).
  *
  * @since 0.1.0
  * @category metrics

@@ -7,8 +7,9 @@
  *
  * Safe by default: `serve` binds 127.0.0.1 and answers only loopback Host names, and binding elsewhere needs a token
  * for every request; `authorize` decides per request in the mounted forms; `readOnly` serves no change at all. Every
- * change is a POST with a CSRF token from a same-origin page; GET never writes; every value read from Redis is
- * escaped, and the Content-Security-Policy forbids any script. Every change is logged and counted
+ * change is a POST with a CSRF token (signed by the server) from a same-origin page, answered 303 to a page showing
+ * its result, and a destructive one is confirmed on a page of its own first; GET never writes; every value read from
+ * Redis is escaped, and the Content-Security-Policy forbids any script. Every change is logged and counted
  * (`Metrics.adminActions`).
  *
  * @example
@@ -117,6 +118,17 @@ export interface Options {
     | undefined
   /** Locks per page, 1 to 1000: index members read per page. Default 100. */
   readonly pageSize?: number | undefined
+  /**
+   * Behind a proxy the app trusts: `X-Forwarded-Host` and `X-Forwarded-Proto` name the address a change's `Origin`
+   * must match, and `X-Forwarded-For` the client (`RequestInfo.remoteAddress`, logged with every change). Default
+   * false: anyone can send those headers, so they are ignored.
+   */
+  readonly trustProxy?: boolean | undefined
+  /**
+   * The key that signs CSRF tokens and the results shown after a change (at least 32 characters). Default: random,
+   * made when the UI is; give the same one to every process serving one address behind a balancer.
+   */
+  readonly secret?: Redacted.Redacted<string> | undefined
 }
 
 /**
@@ -152,6 +164,8 @@ interface Settings {
   readonly token: Redacted.Redacted<string> | undefined
   readonly authorize: Options["authorize"]
   readonly pageSize: number
+  readonly trustProxy: boolean
+  readonly secret: Uint8Array
   /** `serve` on the loopback without a token: only loopback Host names are answered. */
   readonly loopbackHosts: boolean
 }
@@ -186,8 +200,19 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
       reason: `expected a whole number from 1 to ${maxPageSize}, got ${describeValue(pageSize)}`
     })
   }
+  if (options.trustProxy !== undefined && typeof options.trustProxy !== "boolean") {
+    issues.push({ field: "trustProxy", reason: `expected true or false, got ${describeValue(options.trustProxy)}` })
+  }
+  const secret = options.secret
+  if (
+    secret !== undefined &&
+    (!Redacted.isRedacted(secret) || typeof Redacted.value(secret) !== "string" || Redacted.value(secret).length < 32)
+  ) {
+    issues.push({ field: "secret", reason: "expected a Redacted string of at least 32 characters" })
+  }
   for (const key of Object.keys(options)) {
-    if (!["prefix", "readOnly", "token", "authorize", "pageSize", "host", "port"].includes(key)) {
+    const known = ["prefix", "readOnly", "token", "authorize", "pageSize", "trustProxy", "secret", "host", "port"]
+    if (!known.includes(key)) {
       issues.push({ field: key, reason: "is not an option of the admin UI" })
     }
   }
@@ -197,7 +222,9 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
     readOnly: options.readOnly === true,
     token,
     authorize: options.authorize,
-    pageSize
+    pageSize,
+    trustProxy: options.trustProxy === true,
+    secret: secret === undefined ? Security.freshSecret() : Buffer.from(Redacted.value(secret))
   })
 }
 
@@ -209,11 +236,11 @@ const baseOf = (request: HttpServerRequest.HttpServerRequest, given: Option.Opti
   return mountOf(path, request.url) ?? ""
 }
 
-const infoOf = (request: HttpServerRequest.HttpServerRequest): RequestInfo => ({
+const infoOf = (request: HttpServerRequest.HttpServerRequest, trustProxy: boolean): RequestInfo => ({
   method: request.method,
   url: request.url,
   headers: request.headers,
-  remoteAddress: Option.getOrUndefined(request.remoteAddress),
+  remoteAddress: Security.clientOf(request.headers, trustProxy) ?? Option.getOrUndefined(request.remoteAddress),
   cookies: request.cookies
 })
 
@@ -272,21 +299,22 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
     }
   ]
   const openApi = openApiOf(table)
-  const notFound: Route = {
+  const notFound = (api: boolean): Route => ({
     method: "GET",
     path: "/*",
-    api: false,
+    api,
     summary: "no such page",
     handler: (context) =>
       Effect.fail(new Refusal(404, "Not found", `the admin UI has no page ${context.request.url.split("?")[0]}`))
-  }
+  })
   const serve = (route: Route) =>
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const base = baseOf(request, yield* Effect.serviceOption(BasePath))
       const url = new URL(request.url, "http://admin")
       const answer = (refusal: Refusal) => refusalResponse(refusal, route.api, { base, prefix: settings.prefix ?? "" })
-      if (settings.loopbackHosts && !Security.hostIsLoopback(request.headers["host"])) {
+      const host = Security.hostOf(request.headers, settings.trustProxy)
+      if (settings.loopbackHosts && !Security.hostIsLoopback(host)) {
         return answer(new Refusal(403, "Forbidden", "this server answers only loopback names (127.0.0.1, localhost)"))
       }
       // The token first: without it, nothing else is told.
@@ -310,18 +338,30 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
           if (fromCookie === undefined || !Security.same(fromCookie, token)) return unauthorized(route.api)
         }
       }
-      const principal = yield* Effect.either(authorizeWith(settings, infoOf(request)))
+      const principal = yield* Effect.either(authorizeWith(settings, infoOf(request, settings.trustProxy)))
       if (Either.isLeft(principal)) return answer(principal.left)
       if (principal.right.access === "forbidden")
         return answer(new Refusal(403, "Forbidden", "this request may not see the admin UI"))
       const canChange = principal.right.access === "full" && !settings.readOnly
+      // The cookie only names the browser; its token is this server's MAC of it, so a planted cookie gets nowhere.
       const cookieCsrf = request.cookies[Security.csrfCookie]
-      const newCsrf = cookieCsrf === undefined || !/^[0-9a-f]{64}$/.test(cookieCsrf) ? Security.freshCsrf() : undefined
+      const newCsrf = Security.isBrowserId(cookieCsrf) ? undefined : Security.freshCsrf()
+      const csrf = Security.csrfToken(settings.secret, newCsrf ?? cookieCsrf!, principal.right.who)
       const locks = yield* Effect.either(Locks.make(settings.prefix === undefined ? {} : { prefix: settings.prefix }))
       if (Either.isLeft(locks)) return answer(failureOf(locks.left))
-      const frame: Pages.Frame = { base, prefix: locks.right.prefix, canChange, csrf: newCsrf ?? cookieCsrf! }
-      const who = principal.right.who ?? Option.getOrElse(request.remoteAddress, () => "unknown")
-      const context: RequestContext = { request, frame, who, query: url.searchParams, locks: locks.right, newCsrf }
+      const frame: Pages.Frame = { base, prefix: locks.right.prefix, canChange, csrf }
+      const who = principal.right.who ??
+        Security.clientOf(request.headers, settings.trustProxy) ??
+        Option.getOrElse(request.remoteAddress, () => "unknown")
+      const context: RequestContext = {
+        request,
+        frame,
+        who,
+        query: url.searchParams,
+        locks: locks.right,
+        newCsrf,
+        secret: settings.secret
+      }
       if (route.method === "POST") {
         const action = route.action ?? "change"
         const refuse = (refusal: Refusal) =>
@@ -341,13 +381,13 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
             )
           )
         }
-        const cross = Security.crossOrigin(request.headers)
+        const cross = Security.crossOrigin(request.headers, settings.trustProxy)
         if (cross !== undefined)
           return yield* refuse(new Refusal(403, "Cross-origin", `a change from another site is refused: ${cross}`))
         if (!bearer) {
           const fields = yield* Effect.either(fieldsOf(request))
           const sent = request.headers["x-csrf-token"] ?? (Either.isRight(fields) ? fields.right._csrf : undefined)
-          if (cookieCsrf === undefined || sent === undefined || !Security.same(sent, cookieCsrf)) {
+          if (newCsrf !== undefined || sent === undefined || !Security.same(sent, csrf)) {
             return yield* refuse(
               new Refusal(
                 403,
@@ -358,9 +398,9 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
           }
         }
       }
+      // A change that acted counts itself ("done", or "nothing" when it found nothing to act on).
       const response = yield* Effect.either(route.handler(context))
-      if (route.method === "POST")
-        yield* counted(route.action ?? "change", Either.isRight(response) ? "done" : "failed")
+      if (route.method === "POST" && Either.isLeft(response)) yield* counted(route.action ?? "change", "failed")
       const out = Either.isRight(response) ? response.right : answer(response.left)
       return newCsrf === undefined
         ? out
@@ -373,7 +413,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
         ? HttpRouter.get(router, route.path, serve(route))
         : HttpRouter.post(router, route.path, serve(route))
   }
-  return HttpRouter.all(router, "*", serve(notFound))
+  return HttpRouter.all(HttpRouter.all(router, "/api/*", serve(notFound(true))), "*", serve(notFound(false)))
 }
 
 const settingsFrom = (options: Options, loopbackHosts: boolean) =>

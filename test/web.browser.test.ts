@@ -107,32 +107,63 @@ const walk = async (base: string, prefix: string, label: string, headers: Record
   }
   await page.screenshot({ path: new URL(`${label}-lock.png`, shots).pathname, fullPage: true })
 
-  // Unlock one jid: the holder leaves Redis.
+  // Every change the browser sends, to tell that a reload or the back button sends none.
+  const posts: Array<string> = []
+  page.on("request", (request) => {
+    if (request.method() === "POST") posts.push(request.url())
+  })
+
+  // Unlock one jid: the holder leaves Redis, and the browser lands on the lock page (303), where a reload posts nothing.
   assert.deepStrictEqual(await holdersOf(prefix, `${prefix}:mail1`), [Harness.markup[0]])
   await page.goto(`${base}/lock?digest=${encodeURIComponent(`${prefix}:mail1`)}`)
-  await Promise.all([page.waitForLoadState("load"), page.locator("button.unlock").first().click()])
+  await Promise.all([page.waitForURL(/\/lock\?digest=.*&result=/), page.locator("button.unlock").first().click()])
   await page.locator(".message").waitFor()
   assert.include(await page.locator(".message").textContent(), "removed 1 holder")
   assert.deepStrictEqual(await holdersOf(prefix, `${prefix}:mail1`), [])
+  assert.strictEqual(posts.length, 1)
+  const mail = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+  await harness.run(Lock.lock(mail, { digest: `${prefix}:mail1`, jid: "came-back" }))
+  await page.reload()
+  assert.include(await page.locator(".message").textContent(), "removed 1 holder")
+  assert.strictEqual(posts.length, 1, "a reload posted")
+  assert.deepStrictEqual(await holdersOf(prefix, `${prefix}:mail1`), ["came-back"])
 
-  // Delete a digest: its lock leaves Redis. A running holder is revoked, not removed.
+  // Delete a digest: a page of its own asks first, naming the holders; then its lock leaves Redis. A running holder
+  // is revoked, not removed. Back and reload after it post nothing.
   await page.goto(`${base}/lock?digest=${encodeURIComponent(`${prefix}:bill0`)}`)
-  await Promise.all([page.waitForLoadState("load"), page.locator("button.delete").click()])
+  await Promise.all([page.waitForURL(/\/lock\/delete\/confirm\?/), page.locator("a.delete").click()])
+  assert.deepStrictEqual(await page.locator("table.fates tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-jid"))), ["b0"])
+  assert.deepStrictEqual(await holdersOf(prefix, `${prefix}:bill0`), ["b0"])
+  await Promise.all([page.waitForURL(/\/lock\?digest=.*&result=/), page.locator("button.confirm").click()])
   await page.locator(".message").waitFor()
   assert.deepStrictEqual(await holdersOf(prefix, `${prefix}:bill0`), [])
+  const billing = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix })
+  await harness.run(Lock.lock(billing, { digest: `${prefix}:bill0`, jid: "later" }))
+  const sent = posts.length
+  await page.reload()
+  await page.goBack()
+  await page.goForward()
+  assert.strictEqual(posts.length, sent, "back or reload posted")
+  assert.deepStrictEqual(await holdersOf(prefix, `${prefix}:bill0`), ["later"])
   await page.goto(`${base}/lock?digest=${encodeURIComponent(`${prefix}:run0`)}`)
-  await Promise.all([page.waitForLoadState("load"), page.locator("button.delete").click()])
+  await Promise.all([page.waitForURL(/\/lock\/delete\/confirm\?/), page.locator("a.delete").click()])
+  assert.strictEqual(await page.locator("table.fates tr[data-jid=r0]").getAttribute("data-fate"), "revoked")
+  await page.screenshot({ path: new URL(`${label}-confirm.png`, shots).pathname, fullPage: true })
+  await Promise.all([page.waitForURL(/\/lock\?digest=.*&result=/), page.locator("button.confirm").click()])
   await page.locator(".message").waitFor()
   assert.include(await page.locator(".message").textContent(), "revoked 1 running holder")
   assert.deepStrictEqual(await holdersOf(prefix, `${prefix}:run0:RUN`), ["r0"])
 
-  // The reaper: a dry run reports the three stale members and removes nothing; then for real.
+  // The reaper: a dry run reports the three stale members and removes nothing; then for real, once confirmed.
   await page.goto(`${base}/reaper`)
-  await Promise.all([page.waitForLoadState("load"), page.getByRole("button", { name: "Dry run" }).click()])
+  await Promise.all([page.waitForURL(/\/reaper\?result=/), page.getByRole("button", { name: "Dry run" }).click()])
   assert.strictEqual(await page.locator(".report .members").textContent(), "3")
   assert.includeMembers(await indexOf(prefix), [0, 1, 2].map((i) => `${prefix}:old${i}`))
   await page.screenshot({ path: new URL(`${label}-reaper.png`, shots).pathname, fullPage: true })
-  await Promise.all([page.waitForLoadState("load"), page.getByRole("button", { name: "Reap now" }).click()])
+  await Promise.all([page.waitForURL(/\/reaper\/confirm/), page.getByRole("link", { name: "Reap now…" }).click()])
+  assert.strictEqual(await page.locator(".report .members").textContent(), "3")
+  assert.includeMembers(await indexOf(prefix), [0, 1, 2].map((i) => `${prefix}:old${i}`))
+  await Promise.all([page.waitForURL(/\/reaper\?result=/), page.getByRole("button", { name: "Reap now" }).click()])
   assert.include(await page.locator(".report").textContent(), "Reaped")
   assert.strictEqual(await page.locator(".report .members").textContent(), "3")
   const left = await indexOf(prefix)
@@ -176,7 +207,9 @@ describe("the admin UI in Chromium", () => {
     for (const path of [
       "/", "/locks", `/locks?type=until_executed&stale=1&age=0&count=5`, `/lock?digest=${encodeURIComponent(`${prefix}:mail1`)}`,
       `/lock?digest=${encodeURIComponent(`${prefix}:run0:RUN`)}`, "/reaper", "/metrics", "/api/locks", `/api/lock?digest=${prefix}:mail0`,
-      "/api/reaper", "/api/metrics", "/api/session", "/api/openapi.json", "/assets/style.css"
+      "/api/reaper", "/api/metrics", "/api/session", "/api/openapi.json", "/assets/style.css",
+      `/lock/delete/confirm?digest=${encodeURIComponent(`${prefix}:run0`)}`,
+      `/lock/unlock/confirm?digest=${encodeURIComponent(`${prefix}:run0`)}&jid=r0`, "/reaper/confirm"
     ]) {
       const response = await page.goto(`${served.url}${path}`)
       assert.strictEqual(response?.status(), 200, path)

@@ -1,8 +1,8 @@
 /**
  * Properties of the admin UI's guards and pages. Random requests to change a lock, against servers with and without
- * a token and read-only, each with any mix of bearer header, token cookie, CSRF cookie and token (right, wrong,
- * missing), Origin, Sec-Fetch-Site and Host: Redis changes exactly when the model of the rules says it may, and the
- * status says so. Any Host name, on a server without a token: every page and change is answered exactly when it
+ * a token and read-only, each with any mix of bearer header, token cookie, CSRF cookie (a page's, planted, none) and
+ * token (right, wrong, missing), Origin, Sec-Fetch-Site, Host and X-Forwarded-* (untrusted): Redis changes exactly
+ * when the model of the rules says it may, and the status says so. Any Host name, on a server without a token: every page and change is answered exactly when it
  * names the loopback (no DNS rebinding). Random strings as jids, workers and arguments: every page renders them as
  * text (no markup of theirs survives, and the text reads back as the string). More cases:
  * UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/web.properties.test.ts
@@ -45,12 +45,15 @@ interface Case {
   readonly server: { readonly token: boolean; readonly readOnly: boolean }
   readonly bearer: Choice
   readonly tokenCookie: Choice
-  readonly csrfCookie: boolean
+  /** The browser's CSRF cookie: the one a page set, one planted by another site or service (cookies ignore ports), or none. */
+  readonly csrfCookie: "page" | "planted" | "none"
   readonly csrf: Choice
   readonly csrfIn: "form" | "header"
   readonly origin: "same" | "other" | "null" | "none"
   readonly site: "same-origin" | "same-site" | "cross-site" | "none" | "absent"
   readonly host: "loopback" | "foreign"
+  /** X-Forwarded-Host/-Proto/-For naming the site of the "other" Origin: ignored, since no server here trusts a proxy. */
+  readonly forwarded: boolean
 }
 
 /** What the rules say a change request gets. */
@@ -65,7 +68,7 @@ const expected = (c: Case): number => {
   if (c.server.readOnly) return 403
   if (c.site !== "absent" && c.site !== "same-origin" && c.site !== "none") return 403
   if (c.origin === "other" || c.origin === "null") return 403
-  if (!bearer && (!c.csrfCookie || c.csrf !== "right")) return 403
+  if (!bearer && (c.csrfCookie !== "page" || c.csrf !== "right")) return 403
   return 200
 }
 
@@ -78,12 +81,13 @@ const arbitraryCase: fc.Arbitrary<Case> = fc.record({
   server: fc.record({ token: fc.boolean(), readOnly: fc.boolean() }),
   bearer: fc.constantFrom<Choice>("right", "wrong", "none"),
   tokenCookie: choice,
-  csrfCookie: fc.boolean(),
+  csrfCookie: passing(["page" as const], ["planted" as const, "none" as const]),
   csrf: choice,
   csrfIn: fc.constantFrom("form" as const, "header" as const),
   origin: passing(["same" as const, "none" as const], ["other" as const, "null" as const]),
   site: passing(["same-origin" as const, "none" as const, "absent" as const], ["same-site" as const, "cross-site" as const]),
-  host: fc.constantFrom("loopback" as const, "foreign" as const)
+  host: fc.constantFrom("loopback" as const, "foreign" as const),
+  forwarded: fc.boolean()
 })
 
 describe("the admin UI's guards, by property", () => {
@@ -111,15 +115,23 @@ describe("the admin UI's guards, by property", () => {
         const host = c.host === "loopback" ? `127.0.0.1:${port}` : `admin.example:${port}`
         // A page hands out the CSRF cookie (asked with the token, so it is handed out on every server).
         const page = await send(`${base}/api/session`, "GET", { host: `127.0.0.1:${port}`, authorization: `Bearer ${tokenValue}` })
-        const csrfValue = page.cookie!.split("=")[1]!
+        // "right" with a planted cookie is the planted value itself: all an attacker who chose it could send.
+        const planted = "a".repeat(64)
+        const csrfValue = c.csrfCookie === "planted" ? planted : (JSON.parse(page.body) as { csrf: string }).csrf
         const cookies: Array<string> = []
-        if (c.csrfCookie) cookies.push(page.cookie!)
+        if (c.csrfCookie === "page") cookies.push(page.cookie!)
+        if (c.csrfCookie === "planted") cookies.push(`unique_jobs_csrf=${planted}`)
         if (c.tokenCookie !== "none") cookies.push(`unique_jobs_token=${c.tokenCookie === "right" ? tokenValue : "x".repeat(tokenValue.length)}`)
         const headers: Record<string, string> = { host, "content-type": "application/x-www-form-urlencoded" }
         if (cookies.length > 0) headers.cookie = cookies.join("; ")
         if (c.bearer !== "none") headers.authorization = `Bearer ${c.bearer === "right" ? tokenValue : "wrong-token-wrong-token"}`
         if (c.origin !== "none") headers.origin = c.origin === "same" ? `http://${host}` : c.origin === "null" ? "null" : "http://evil.example"
         if (c.site !== "absent") headers["sec-fetch-site"] = c.site
+        if (c.forwarded) {
+          headers["x-forwarded-host"] = "evil.example"
+          headers["x-forwarded-proto"] = "http"
+          headers["x-forwarded-for"] = "203.0.113.9"
+        }
         const fields: Record<string, string> = { digest, jid: "j" }
         const csrf = c.csrf === "right" ? csrfValue : c.csrf === "wrong" ? "0".repeat(64) : undefined
         if (csrf !== undefined && c.csrfIn === "form") fields._csrf = csrf
@@ -150,7 +162,10 @@ describe("the admin UI's guards, by property", () => {
     const foreign = fc.oneof(
       withPort(fc.tuple(label, fc.constantFrom("example", "evil.example", "nip.io")).map(([l, d]) => `${l}.${d}`)),
       withPort(fc.constantFrom("127.0.0.1.nip.io", "localhost.evil.example", "0.0.0.0", "[::2]", "10.0.0.1", "admin")),
-      fc.constantFrom("127.0.0.1:abc", "localhost@evil.example", "[::1]evil", "127.0.0.1 evil")
+      withPort(fc.constantFrom("evil-localhost", "notlocalhost", "app.localhost", "localhost.", "127.0.0.256")),
+      fc.constantFrom("127.0.0.1:abc", "localhost@evil.example", "[::1]evil", "127.0.0.1 evil", "127.0.0.1:"),
+      fc.tuple(fc.constantFrom("127.0.0.1", "localhost", "[::1]"), fc.oneof(fc.constant(0), fc.integer({ min: 65536, max: 99999 })))
+        .map(([n, p]) => `${n}:${p}`)
     )
     const host = fc.oneof(loopback.map((h) => ({ h, ok: true })), foreign.map((h) => ({ h, ok: false })))
     let n = 0
@@ -165,7 +180,7 @@ describe("the admin UI's guards, by property", () => {
         await harness.run(Lock.lock(definition, { digest, jid: "j" }))
         // Every other guard passes: the CSRF cookie and token of a page asked on the loopback.
         const page = await send(`${served.url}/api/session`, "GET", { host: `127.0.0.1:${served.port}` })
-        const headers = { host: h, cookie: page.cookie!, "x-csrf-token": page.cookie!.split("=")[1]!, "content-type": "application/x-www-form-urlencoded" }
+        const headers = { host: h, cookie: page.cookie!, "x-csrf-token": (JSON.parse(page.body) as { csrf: string }).csrf, "content-type": "application/x-www-form-urlencoded" }
         const answer = await send(`${served.url}/api/lock/unlock`, "POST", headers, new URLSearchParams({ digest, jid: "j" }).toString())
         const held = (await harness.run(harness.store.fetch({ prefix, name: digest }))).holders.length
         assert.deepStrictEqual([answer.status, held], ok ? [200, 0] : [403, 1], `${h}: ${answer.body.slice(0, 200)}`)

@@ -11,7 +11,9 @@ import * as Scope from "effect/Scope"
 import { createServer, request as httpRequest } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import * as Lock from "../src/Lock.js"
 import * as Metrics from "../src/Metrics.js"
+import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisServer from "../src/RedisServer.js"
 import * as Web from "../src/Web.js"
@@ -46,6 +48,24 @@ const session = async (base: string, headers: Record<string, string> = {}) => {
   const cookie = String(answer.headers["set-cookie"] ?? "").split(";")[0]!
   return { cookie, csrf: (JSON.parse(answer.body) as { csrf: string }).csrf, canChange: (JSON.parse(answer.body) as { canChange: boolean }).canChange }
 }
+
+/** The page of a form: the value of its hidden field `name`. */
+const hidden = (body: string, name: string) => {
+  const match = new RegExp(`name="${name}" value="([^"]*)"`).exec(body)
+  assert.isNotNull(match, `no ${name} field in ${body.slice(0, 2000)}`)
+  return match![1]!.replace(/&amp;/g, "&").replace(/&quot;/g, "\"").replace(/&#39;/g, "'")
+}
+
+const raw = <A>(f: (redis: import("ioredis").Redis) => Promise<A>) =>
+  harness.run(Effect.promise(async () => {
+    const { Redis: IORedis } = await import("ioredis")
+    const redis = new IORedis(harness.url)
+    try {
+      return await f(redis)
+    } finally {
+      redis.disconnect()
+    }
+  }))
 
 const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString()
 const formHeaders = { "content-type": "application/x-www-form-urlencoded" }
@@ -124,9 +144,13 @@ describe("the admin UI's guards", () => {
     assert.strictEqual((await del({ cookie, "sec-fetch-site": "cross-site" }, { digest: `${prefix}:mail0`, _csrf: csrf })).status, 403, "another site")
     assert.strictEqual(await held(`${prefix}:mail0`), 1)
     assert.strictEqual(actions("delete", "refused") - refusedBefore, 5)
-    const allowed = await del({ cookie, origin: served.url, "sec-fetch-site": "same-origin" }, { digest: `${prefix}:mail0`, _csrf: csrf })
-    assert.strictEqual(allowed.status, 200)
-    assert.include(allowed.body, "removed 1 holder")
+    const confirm = await send(`${served.url}/lock/delete/confirm?digest=${prefix}:mail0`, { headers: { cookie } })
+    const allowed = await del(
+      { cookie, origin: served.url, "sec-fetch-site": "same-origin" },
+      { digest: `${prefix}:mail0`, _csrf: csrf, confirm: hidden(confirm.body, "confirm") }
+    )
+    assert.strictEqual(allowed.status, 303)
+    assert.include((await send(`${served.url}${String(allowed.headers["location"])}`, { headers: { cookie } })).body, "removed 1 holder")
     assert.strictEqual(await held(`${prefix}:mail0`), 0)
     assert.strictEqual(actions("delete", "done") - doneBefore, 1)
     // The token in a header works as well as in the form (the JSON API).
@@ -181,7 +205,8 @@ describe("the admin UI's guards", () => {
       headers: { ...formHeaders, cookie: admin.cookie, "x-role": "admin" },
       body: form({ digest: `${prefix}:bill2`, jid: "b2", _csrf: admin.csrf })
     })
-    assert.strictEqual(done.status, 200)
+    assert.strictEqual(done.status, 303)
+    assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: `${prefix}:bill2` }))).holders.length, 0)
   })
 
   it("a malformed digest, pattern, cursor or filter is a 400 naming it; options are decoded where given", async () => {
@@ -225,6 +250,9 @@ describe("the admin UI's guards", () => {
       [{ prefix: "a b" }, "prefix"],
       [{ readOnly: "yes" }, "readOnly"],
       [{ authorize: "admin" }, "authorize"],
+      [{ trustProxy: "yes" }, "trustProxy"],
+      [{ secret: "a plain string of more than thirty-two characters" }, "secret"],
+      [{ secret: Redacted.make("short") }, "secret"],
       [{ colour: "red" }, "colour"]
     ] as ReadonlyArray<readonly [Web.Options, string]>) {
       const error = await harness.run(Effect.flip(Web.router(options)))
@@ -357,5 +385,330 @@ describe("the admin UI's guards", () => {
     assert.strictEqual(answer.status, 503)
     assert.include(answer.body, "no answer within")
     await down.close()
+  })
+})
+
+describe("the admin UI's changes are safe to repeat and to look at first (issue 35)", () => {
+  it("a change answers 303 See Other to its result page; reloading that page repeats nothing; a second submit says it found nothing", async () => {
+    const prefix = RedisTest.uniquePrefix("web-prg")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const { cookie, csrf } = await session(served.url)
+    const before = actions("unlock", "done")
+    const nothingBefore = actions("unlock", "nothing")
+    const post = () =>
+      send(`${served.url}/lock/unlock`, {
+        method: "POST",
+        headers: { ...formHeaders, cookie },
+        body: form({ digest: `${prefix}:mail0`, jid: "m0", _csrf: csrf })
+      })
+    const first = await post()
+    assert.strictEqual(first.status, 303, first.body.slice(0, 500))
+    const location = String(first.headers["location"])
+    assert.match(location, /^\/lock\?digest=/)
+    assert.strictEqual(actions("unlock", "done") - before, 1)
+    assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: `${prefix}:mail0` }))).holders.length, 0)
+    // The result page, loaded three times (a reload): the same message, and nothing more done.
+    for (let i = 0; i < 3; i++) {
+      const page = await send(`${served.url}${location}`, { headers: { cookie } })
+      assert.strictEqual(page.status, 200)
+      assert.include(page.body, "removed 1 holder")
+      assert.include(page.body, "m0")
+    }
+    assert.strictEqual(actions("unlock", "done") - before, 1)
+    // A result message cannot be made up: a result not signed by this server shows nothing.
+    const made = Buffer.from(JSON.stringify({ action: "unlock", jid: "FORGED", at: 0, nothing: false, removed: 9, deleted: 0, revoked: 0 }))
+    const forged = location.replace(/result=[^&]*/, `result=${made.toString("base64url")}.${"A".repeat(43)}`)
+    const shown = await send(`${served.url}${forged}`, { headers: { cookie } })
+    assert.strictEqual(shown.status, 200)
+    assert.notInclude(shown.body, "FORGED")
+    // The same form sent again (a double submit, or back and submit): it says it found nothing, and unlocks nothing.
+    const second = await post()
+    assert.strictEqual(second.status, 303)
+    const again = await send(`${served.url}${String(second.headers["location"])}`, { headers: { cookie } })
+    assert.include(again.body, "found nothing")
+    assert.deepStrictEqual([actions("unlock", "done") - before, actions("unlock", "nothing") - nothingBefore], [1, 1])
+  })
+
+  it("deleting a digest asks first on a page of its own naming what goes and which running holders are revoked; a confirmation acts only on what it named", async () => {
+    const prefix = RedisTest.uniquePrefix("web-confirm")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const { cookie, csrf } = await session(served.url)
+    const held = async (name: string) => (await harness.run(harness.store.fetch({ prefix, name }))).holders.map((h) => h.jid)
+    const confirmPage = async (digest: string) => {
+      const page = await send(`${served.url}/lock/delete/confirm?digest=${encodeURIComponent(digest)}`, { headers: { cookie } })
+      assert.strictEqual(page.status, 200, page.body.slice(0, 500))
+      return page.body
+    }
+    // The lock page's delete leads to the confirmation page; it holds no form that deletes at once.
+    const lockPage = await send(`${served.url}/lock?digest=${prefix}:bill0`, { headers: { cookie } })
+    assert.include(lockPage.body, `href="/lock/delete/confirm?digest=${encodeURIComponent(`${prefix}:bill0`)}"`)
+    assert.notInclude(lockPage.body, `action="/lock/delete"`)
+    const running = await confirmPage(`${prefix}:run0`)
+    assert.include(running, "r0")
+    assert.match(running, /revoked/)
+    const queued = await confirmPage(`${prefix}:bill0`)
+    assert.include(queued, "b0")
+    assert.include(queued, `action="/lock/delete"`)
+    const del = (digest: string, fields: Record<string, string> = {}) =>
+      send(`${served.url}/lock/delete`, {
+        method: "POST",
+        headers: { ...formHeaders, cookie },
+        body: form({ digest, _csrf: csrf, ...fields })
+      })
+    // Without the confirmation: nothing is deleted, and the answer is the confirmation page.
+    const unconfirmed = await del(`${prefix}:bill0`)
+    assert.strictEqual(unconfirmed.status, 303)
+    assert.include(String(unconfirmed.headers["location"]), "/lock/delete/confirm?digest=")
+    assert.deepStrictEqual(await held(`${prefix}:bill0`), ["b0"])
+    // Confirmed, but another job holds the digest by then: it is kept, and the confirmation is asked again.
+    const confirmation = hidden(queued, "confirm")
+    await harness.run(harness.store.unlock({ prefix, name: `${prefix}:bill0` }, "b0"))
+    const other = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix })
+    await harness.run(Lock.lock(other, { digest: `${prefix}:bill0`, jid: "newcomer" }))
+    const stale = await del(`${prefix}:bill0`, { confirm: confirmation })
+    assert.strictEqual(stale.status, 303)
+    assert.include(String(stale.headers["location"]), "/lock/delete/confirm?digest=")
+    assert.deepStrictEqual(await held(`${prefix}:bill0`), ["newcomer"])
+    const asked = await send(`${served.url}${String(stale.headers["location"])}`, { headers: { cookie } })
+    assert.include(asked.body, "newcomer")
+    assert.include(asked.body, "changed")
+    // Confirmed on the current holders: deleted, then 303 to the lock page saying so.
+    const done = await del(`${prefix}:bill0`, { confirm: hidden(asked.body, "confirm") })
+    assert.strictEqual(done.status, 303)
+    assert.deepStrictEqual(await held(`${prefix}:bill0`), [])
+    const shown = await send(`${served.url}${String(done.headers["location"])}`, { headers: { cookie } })
+    assert.include(shown.body, "Deleted")
+    assert.include(shown.body, "removed 1 holder")
+    // The same confirmation sent again once a third job holds the digest: that job is kept.
+    await harness.run(Lock.lock(other, { digest: `${prefix}:bill0`, jid: "third" }))
+    const replay = await del(`${prefix}:bill0`, { confirm: hidden(asked.body, "confirm") })
+    assert.strictEqual(replay.status, 303)
+    assert.deepStrictEqual(await held(`${prefix}:bill0`), ["third"])
+  })
+
+  it("unlocking a running holder and a reap for real ask first: without the confirmation nothing changes", async () => {
+    const prefix = RedisTest.uniquePrefix("web-ask")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const { cookie, csrf } = await session(served.url)
+    const runHolder = async () => (await harness.run(harness.store.fetch({ prefix, name: `${prefix}:run0:RUN` }))).holders[0]!
+    const unlock = (fields: Record<string, string> = {}) =>
+      send(`${served.url}/lock/unlock`, {
+        method: "POST",
+        headers: { ...formHeaders, cookie },
+        body: form({ digest: `${prefix}:run0`, jid: "r0", _csrf: csrf, ...fields })
+      })
+    const asked = await unlock()
+    assert.strictEqual(asked.status, 303)
+    assert.include(String(asked.headers["location"]), "/lock/unlock/confirm?")
+    assert.isUndefined((await runHolder()).revokedAt)
+    const page = await send(`${served.url}${String(asked.headers["location"])}`, { headers: { cookie } })
+    assert.strictEqual(page.status, 200)
+    assert.include(page.body, "r0")
+    assert.include(page.body, "revoked")
+    const done = await unlock({ confirm: hidden(page.body, "confirm") })
+    assert.strictEqual(done.status, 303)
+    assert.isDefined((await runHolder()).revokedAt)
+    // The reaper: a pass for real without its confirmation runs nothing.
+    const inIndex = () => raw((redis) => redis.zscore(`${prefix}:digests`, `${prefix}:old0`))
+    assert.isNotNull(await inIndex())
+    const reap = (fields: Record<string, string>) =>
+      send(`${served.url}/reaper`, { method: "POST", headers: { ...formHeaders, cookie }, body: form({ _csrf: csrf, ...fields }) })
+    const unconfirmed = await reap({ dryRun: "0" })
+    assert.strictEqual(unconfirmed.status, 303)
+    assert.include(String(unconfirmed.headers["location"]), "/reaper/confirm")
+    assert.isNotNull(await inIndex())
+    const dry = await reap({ dryRun: "1" })
+    assert.strictEqual(dry.status, 303)
+    const report = await send(`${served.url}${String(dry.headers["location"])}`, { headers: { cookie } })
+    assert.include(report.body, "Dry run")
+    assert.isNotNull(await inIndex())
+    const confirm = await send(`${served.url}/reaper/confirm`, { headers: { cookie } })
+    assert.strictEqual(confirm.status, 200)
+    const reaped = await reap({ dryRun: "0", confirm: hidden(confirm.body, "confirm") })
+    assert.strictEqual(reaped.status, 303)
+    assert.isNull(await inIndex())
+    assert.include((await send(`${served.url}${String(reaped.headers["location"])}`, { headers: { cookie } })).body, "Reaped")
+  })
+
+  it("the CSRF token is signed by the server: a planted matching cookie and field change nothing, nor another server's token", async () => {
+    const prefix = RedisTest.uniquePrefix("web-forge")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const held = async (name: string) => (await harness.run(harness.store.fetch({ prefix, name }))).holders.length
+    const planted = "a".repeat(64)
+    for (const [headers, fields] of [
+      [{ cookie: `unique_jobs_csrf=${planted}` }, { _csrf: planted }],
+      [{ cookie: `unique_jobs_csrf=${planted}`, "x-csrf-token": planted }, {}]
+    ] as const) {
+      const answer = await send(`${served.url}/api/lock/delete`, {
+        method: "POST",
+        headers: { ...formHeaders, ...headers },
+        body: form({ digest: `${prefix}:mail0`, ...fields })
+      })
+      assert.strictEqual(answer.status, 403, answer.body)
+    }
+    assert.strictEqual(await held(`${prefix}:mail0`), 1)
+    // Another admin UI on this host (cookies ignore ports): its cookie and token do not work here.
+    const other = await harness.run(Web.serve({ prefix }))
+    const theirs = await session(other.url)
+    const refused = await send(`${served.url}/api/lock/delete`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie: theirs.cookie, "x-csrf-token": theirs.csrf },
+      body: form({ digest: `${prefix}:mail0` })
+    })
+    assert.strictEqual(refused.status, 403)
+    assert.strictEqual(await held(`${prefix}:mail0`), 1)
+    // The token this server gives for that same cookie works.
+    const ours = await session(served.url, { cookie: theirs.cookie })
+    const allowed = await send(`${served.url}/api/lock/delete`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie: theirs.cookie, "x-csrf-token": ours.csrf },
+      body: form({ digest: `${prefix}:mail0` })
+    })
+    assert.strictEqual(allowed.status, 200, allowed.body)
+    assert.strictEqual(await held(`${prefix}:mail0`), 0)
+    // Processes given one secret (behind one address) take each other's tokens.
+    const secret = Redacted.make("a-secret-shared-by-two-processes-0123")
+    const [one, two] = [await harness.run(Web.serve({ prefix, secret })), await harness.run(Web.serve({ prefix, secret }))]
+    const given = await session(one.url)
+    const shared = await send(`${two.url}/api/lock/unlock`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie: given.cookie, "x-csrf-token": given.csrf },
+      body: form({ digest: `${prefix}:mail3`, jid: "m3" })
+    })
+    assert.strictEqual(shared.status, 200, shared.body)
+    assert.strictEqual(await held(`${prefix}:mail3`), 0)
+  })
+
+  it("a change without its CSRF token is refused from the same Origin too, in a form and by the JSON API", async () => {
+    const prefix = RedisTest.uniquePrefix("web-origin-no-token")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const { cookie } = await session(served.url)
+    const same = { cookie, origin: served.url, "sec-fetch-site": "same-origin" }
+    for (const [path, fields] of [
+      ["/lock/unlock", { digest: `${prefix}:mail0`, jid: "m0" }],
+      ["/api/lock/unlock", { digest: `${prefix}:mail0`, jid: "m0" }],
+      ["/api/lock/delete", { digest: `${prefix}:mail0` }]
+    ] as const) {
+      const answer = await send(`${served.url}${path}`, { method: "POST", headers: { ...formHeaders, ...same }, body: form(fields) })
+      assert.strictEqual(answer.status, 403, path)
+    }
+    assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: `${prefix}:mail0` }))).holders.length, 1)
+  })
+
+  it("X-Forwarded-Host, -Proto and -For count only when the app trusts its proxy (trustProxy)", async () => {
+    const prefix = RedisTest.uniquePrefix("web-proxy")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const own = await session(served.url)
+    const evil = await send(`${served.url}/api/lock/delete`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie: own.cookie, "x-csrf-token": own.csrf, origin: "http://evil", "x-forwarded-host": "evil" },
+      body: form({ digest: `${prefix}:mail0` })
+    })
+    assert.strictEqual(evil.status, 403, evil.body)
+    // A loopback server without a token reads the name a trusted proxy forwards: a public one is refused.
+    assert.strictEqual((await send(`${served.url}/api/session`, { headers: { "x-forwarded-host": "admin.example" } })).status, 200)
+    const behind = await harness.run(Web.serve({ prefix, trustProxy: true }))
+    assert.strictEqual((await send(`${behind.url}/api/session`, { headers: { "x-forwarded-host": "admin.example" } })).status, 403)
+    assert.strictEqual((await send(`${behind.url}/api/session`, { headers: { "x-forwarded-host": "localhost" } })).status, 200)
+    const seen: Array<string | undefined> = []
+    const mount = (trustProxy: boolean) =>
+      harness.run(Harness.mountedInRouter({
+        prefix,
+        trustProxy,
+        authorize: (request) => {
+          seen.push(request.remoteAddress)
+          return "full"
+        }
+      }))
+    const proxied = { "x-forwarded-host": "admin.example", "x-forwarded-proto": "https", "x-forwarded-for": "203.0.113.7, 10.0.0.1" }
+    const change = async (base: string, headers: Record<string, string>, jid: string) => {
+      const { cookie, csrf } = await session(base, proxied)
+      return (await send(`${base}/api/lock/unlock`, {
+        method: "POST",
+        headers: { ...formHeaders, cookie, "x-csrf-token": csrf, ...headers },
+        body: form({ digest: `${prefix}:bill${jid.slice(1)}`, jid })
+      })).status
+    }
+    const untrusted = await mount(false)
+    assert.strictEqual(await change(untrusted, { ...proxied, origin: "https://admin.example" }, "b0"), 403)
+    assert.notInclude(seen, "203.0.113.7")
+    const trusted = await mount(true)
+    assert.strictEqual(await change(trusted, { ...proxied, origin: "http://admin.example" }, "b0"), 403, "another scheme")
+    assert.strictEqual(await change(trusted, { origin: "https://admin.example" }, "b0"), 403, "no forwarded host")
+    assert.strictEqual(await change(trusted, { ...proxied, origin: "https://admin.example" }, "b0"), 200)
+    assert.include(seen, "203.0.113.7")
+    const error = await harness.run(Effect.flip(Web.router({ trustProxy: "yes" as unknown as boolean })))
+    assert.include(error.message, "trustProxy")
+  })
+
+  it("a Host check by example: look-alikes of localhost and ports out of 1-65535 are refused, on pages and changes", async () => {
+    const prefix = RedisTest.uniquePrefix("web-hosts")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const { cookie, csrf } = await session(served.url)
+    for (const host of ["evil-localhost", "notlocalhost", "app.localhost:3000", "app.localhost", "localhost.", "127.0.0.1:99999", "127.0.0.1:0", "localhost:65536", "127.0.0.1:+80", "127.0.0.1:"]) {
+      assert.strictEqual((await send(`${served.url}/api/session`, { headers: { host } })).status, 403, host)
+      const change = await send(`${served.url}/api/lock/unlock`, {
+        method: "POST",
+        headers: { ...formHeaders, host, cookie, "x-csrf-token": csrf },
+        body: form({ digest: `${prefix}:bill0`, jid: "b0" })
+      })
+      assert.strictEqual(change.status, 403, host)
+    }
+    assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: `${prefix}:bill0` }))).holders.length, 1)
+    for (const host of ["127.0.0.1:65535", "localhost:1", "localhost", "[::1]:80"]) {
+      assert.strictEqual((await send(`${served.url}/api/session`, { headers: { host } })).status, 200, host)
+    }
+  })
+
+  it("a path of the JSON API it does not have answers a JSON 404", async () => {
+    const prefix = RedisTest.uniquePrefix("web-api-404")
+    const served = await harness.run(Web.serve({ prefix }))
+    for (const method of ["GET", "POST"]) {
+      const answer = await send(`${served.url}/api/nothing/here`, { method })
+      assert.strictEqual(answer.status, 404, method)
+      assert.include(String(answer.headers["content-type"]), "application/json")
+      assert.strictEqual(JSON.parse(answer.body).error, "Not found")
+    }
+    assert.include(String((await send(`${served.url}/nothing/here`)).headers["content-type"]), "text/html")
+  })
+
+  it("every lock the UI lists can be shown and deleted through it; a name too long for that is counted, not listed", async () => {
+    const prefix = RedisTest.uniquePrefix("web-long")
+    const served = await harness.run(Web.serve({ prefix }))
+    const take = (name: string) =>
+      harness.run(harness.store.lock({ prefix, name }, { jid: "j", limit: 1, ttlMs: 3_600_000, leaseMs: 0, info: "", fenced: false }))
+    const huge = `${prefix}:${"x".repeat(1_000_000)}`
+    const long = `${prefix}:${"y".repeat(3_000)}`
+    await take(huge)
+    await take(long)
+    await take(`${prefix}:short`)
+    const listed = JSON.parse((await send(`${served.url}/api/locks?count=1000`)).body) as { items: Array<{ name: string }>; omitted: number }
+    assert.deepStrictEqual(listed.items.map((i) => i.name).sort(), [`${prefix}:short`, long].sort())
+    assert.strictEqual(listed.omitted, 1)
+    const page = await send(`${served.url}/locks?count=1000`)
+    assert.notInclude(page.body, "x".repeat(1000))
+    assert.include(page.body, "1 lock(s) on this page not shown")
+    // Every listed one: its page, its confirmation and its deletion, through the UI.
+    const { cookie, csrf } = await session(served.url)
+    for (const name of listed.items.map((i) => i.name)) {
+      assert.strictEqual((await send(`${served.url}/lock?digest=${encodeURIComponent(name)}`, { headers: { cookie } })).status, 200)
+      const confirm = await send(`${served.url}/lock/delete/confirm?digest=${encodeURIComponent(name)}`, { headers: { cookie } })
+      assert.strictEqual(confirm.status, 200)
+      const deleted = await send(`${served.url}/lock/delete`, {
+        method: "POST",
+        headers: { ...formHeaders, cookie },
+        body: form({ digest: name, _csrf: csrf, confirm: hidden(confirm.body, "confirm") })
+      })
+      assert.strictEqual(deleted.status, 303, name.slice(0, 80))
+      assert.strictEqual((await send(`${served.url}${String(deleted.headers["location"])}`, { headers: { cookie } })).status, 200)
+      assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name }))).holders.length, 0, name.slice(0, 80))
+    }
   })
 })

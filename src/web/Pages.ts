@@ -39,6 +39,8 @@ export interface LocksView {
   readonly rows: ReadonlyArray<Locks.Row>
   readonly scanned: number
   readonly next: string
+  /** Index members read but not listed: the UI could not act on them (a name too long for an address). */
+  readonly omitted: number
 }
 
 export const lockTypes = ["until_executed", "until_executing", "until_expired", "while_executing", "until_and_while_executing"]
@@ -169,6 +171,10 @@ export const locksPage = (frame: Frame, view: LocksView): Html => {
 </tr>`
   })
   const paging = html`<p class="paging">read ${String(view.scanned)} index member(s), ${String(view.rows.length)} shown · ${
+    view.omitted === 0
+      ? ""
+      : html`<span class="omitted">${String(view.omitted)} lock(s) on this page not shown: a name too long for an address (the reaper, or <code>unique-jobs locks delete --pattern</code>, acts on them)</span> · `
+  }${
     f.cursor === "0" ? "" : html`<a href="${frame.base}/locks?${queryOf(f, "0")}">first page</a> · `
   }${
     view.next === "0"
@@ -206,7 +212,7 @@ const holdersTable = (frame: Frame, digest: string, phase: string, fetched: Lock
 <td>${holder.queue ?? ""}</td>
 <td><pre class="info">${holder.info === undefined ? "" : JSON.stringify(holder.info, null, 2)}</pre></td>
 <td>${
-      frame.canChange
+      frame.canChange && encodeURIComponent(holder.jid).length <= 4096
         ? html`<form method="post" action="${frame.base}/lock/unlock">${csrfField(frame)}<input type="hidden" name="digest" value="${digest}"><input type="hidden" name="jid" value="${holder.jid}"><button type="submit" class="unlock">Unlock</button></form>`
         : ""
     }</td>
@@ -238,27 +244,161 @@ ${holdersTable(frame, shown.digest, "queue", shown.queue)}
 ${holdersTable(frame, shown.digest, "run", shown.run)}
 ${
       frame.canChange && (shown.queue.holders.length > 0 || shown.run.holders.length > 0)
-        ? html`<form method="post" action="${frame.base}/lock/delete" class="danger">${csrfField(frame)}<input type="hidden" name="digest" value="${shown.digest}"><button type="submit" class="delete">Delete this digest</button> <small>Queue-lock holders go at once; a running holder (live lease) is revoked: it keeps its place until it stops, so no second copy starts.</small></form>`
+        ? html`<p class="danger"><a class="delete" href="${confirmHref(frame, "delete", shown.digest)}">Delete this digest…</a> <small>Asks first, naming what goes. Queue-lock holders go at once; a running holder (live lease) is revoked: it keeps its place until it stops, so no second copy starts.</small></p>`
         : ""
     }
 <p><a href="${frame.base}/locks">back to the locks</a></p>`
   )
 
-/** What an unlock or delete did, in words. @internal */
-export const removalMessage = (what: string, removal: Locks.Removal): Html =>
-  html`<div class="message" role="status"><strong>${what}</strong>: ${
-    removal.deleted.length === 0 && removal.removed.length === 0 && removal.revoked.length === 0
-      ? "nothing was held"
-      : html`removed ${String(removal.removed.length)} holder(s)${
-        removal.deleted.length > 0 ? html`, ${String(removal.deleted.length)} lock(s) gone` : ""
-      }${
-        removal.revoked.length > 0
-          ? html`; revoked ${String(removal.revoked.length)} running holder(s): each stops at its next renewal, and its place frees when it does (at ${
-            time(Math.max(...removal.revoked.map((r) => r.leaseUntil)))
-          } at the latest)`
-          : ""
-      }`
+const confirmHref = (frame: Frame, action: "delete" | "unlock", digest: string, jid?: string) =>
+  `${frame.base}/lock/${action}/confirm?digest=${encodeURIComponent(digest)}${
+    jid === undefined ? "" : `&jid=${encodeURIComponent(jid)}`
+  }`
+
+/**
+ * What an unlock or delete did, as the page it redirects to gets it back (signed in its address): a reload shows it
+ * again, dated, and repeats nothing. @internal
+ */
+export interface Result {
+  readonly action: "unlock" | "delete"
+  /** The jid unlocked (left out when too long for an address). */
+  readonly jid?: string | undefined
+  /** When it was done (Redis's clock, ms). */
+  readonly at: number
+  /** It found nothing to act on (a second submit, or gone since): nothing was done. */
+  readonly nothing: boolean
+  readonly removed: number
+  readonly deleted: number
+  readonly revoked: number
+  /** The latest lease among the revoked holders. */
+  readonly until?: number | undefined
+}
+
+/** A change's result, in words. @internal */
+export const resultMessage = (result: Result): Html => {
+  const what = result.action === "delete" ? "Deleted" : `Unlocked ${result.jid ?? "a holder"}`
+  return html`<div class="message" role="status"><strong>${what}</strong> at <time>${time(result.at)}</time>: ${
+    result.nothing
+      ? result.action === "delete"
+        ? "found nothing: no job held this digest, so nothing was done"
+        : "found nothing: it held no lock of this digest, so nothing was done"
+      : result.removed === 0 && result.revoked === 0 && result.deleted === 0
+        ? "nothing was held"
+        : html`removed ${String(result.removed)} holder(s)${
+          result.deleted > 0 ? html`, ${String(result.deleted)} lock(s) gone` : ""
+        }${
+          result.revoked > 0
+            ? html`; revoked ${String(result.revoked)} running holder(s): each stops at its next renewal, and its place frees when it does (at ${
+              time(result.until)
+            } at the latest)`
+            : ""
+        }`
   }</div>`
+}
+
+/** Whether a run lock's holder still runs: not revoked, and its lease (or expiry) not passed. @internal */
+export const isRunning = (holder: Holder, now: number): boolean =>
+  holder.revokedAt === undefined && (holder.leaseUntil ?? holder.expiresAt ?? Number.POSITIVE_INFINITY) > now
+
+// The holders a confirmation names, each with what happens to it.
+const fateTable = (shown: Locks.Digest, jid?: string): Html => {
+  const rows = (["queue", "run"] as const).flatMap((phase) =>
+    shown[phase].holders.filter((h) => jid === undefined || h.jid === jid).map((h) => {
+      const running = phase === "run" && isRunning(h, shown[phase].now)
+      return html`<tr data-jid="${h.jid}" data-fate="${running ? "revoked" : "removed"}"><td class="jid">${h.jid}</td><td>${phase}</td><td>${
+        running
+          ? html`<strong>revoked</strong>: running (lease until ${time(h.leaseUntil)}); it keeps its place until it stops, and is told at its next renewal`
+          : "removed at once"
+      }</td></tr>`
+    })
+  )
+  return html`<table class="holders fates">
+<thead><tr><th>jid</th><th>lock</th><th>what happens</th></tr></thead>
+<tbody>${rows}</tbody>
+</table>`
+}
+
+const confirmForm = (frame: Frame, action: string, fields: Record<string, string>, label: string, cancel: string) =>
+  html`<form method="post" action="${frame.base}${action}" class="danger">${csrfField(frame)}${
+    Object.entries(fields).map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}">`)
+  }<button type="submit" class="confirm">${label}</button> <a href="${cancel}">cancel</a></form>`
+
+const changedNote = (changed: boolean) =>
+  changed
+    ? html`<div class="message changed" role="status">The holders changed since you confirmed: nothing was done. Here is what holds it now.</div>`
+    : ""
+
+/** Deleting a digest, to confirm: what goes, and which running holders are revoked. @internal */
+export const confirmDeletePage = (frame: Frame, shown: Locks.Digest, confirm: string, changed: boolean): Html => {
+  const none = shown.queue.holders.length === 0 && shown.run.holders.length === 0
+  const back = `${frame.base}/lock?digest=${encodeURIComponent(shown.digest)}`
+  return layout(
+    frame,
+    `Delete ${shown.digest}?`,
+    "locks",
+    html`<h1>Delete this digest?</h1>
+<p class="digest">${shown.digest}</p>
+${changedNote(changed)}
+${shown.notOurs.map((n) => html`<p class="foreign">${n.lock}: ${n.reason} (left alone)</p>`)}
+${
+      none
+        ? html`<p class="empty">No job holds this digest: there is nothing to delete.</p>`
+        : html`<p>Deleting removes these holders of its queue and run locks. A running holder is revoked, not removed: no second copy starts while it runs. Only the holders named here are confirmed: if another job holds it by then, you are asked again.</p>
+${fateTable(shown)}
+${frame.canChange ? confirmForm(frame, "/lock/delete", { digest: shown.digest, confirm }, "Delete", back) : ""}`
+    }
+<p><a href="${back}">back to the lock</a></p>`
+  )
+}
+
+/** Unlocking a running holder, to confirm: it is revoked, and keeps its place until it stops. @internal */
+export const confirmUnlockPage = (
+  frame: Frame,
+  shown: Locks.Digest,
+  jid: string,
+  confirm: string,
+  changed: boolean
+): Html => {
+  const held = [...shown.queue.holders, ...shown.run.holders].some((h) => h.jid === jid)
+  const back = `${frame.base}/lock?digest=${encodeURIComponent(shown.digest)}`
+  return layout(
+    frame,
+    `Unlock ${jid}?`,
+    "locks",
+    html`<h1>Unlock <span class="jid">${jid}</span>?</h1>
+<p class="digest">${shown.digest}</p>
+${changedNote(changed)}
+${
+      held
+        ? html`${fateTable(shown, jid)}
+${frame.canChange ? confirmForm(frame, "/lock/unlock", { digest: shown.digest, jid, confirm }, "Unlock", back) : ""}`
+        : html`<p class="empty">${jid} holds no lock of this digest: there is nothing to unlock.</p>`
+    }
+<p><a href="${back}">back to the lock</a></p>`
+  )
+}
+
+/** A reaper pass for real, to confirm: what it removes (the last dry run's count, when it came from one). @internal */
+export const confirmReapPage = (frame: Frame, dryRun: Report | undefined, confirm: string): Html =>
+  layout(
+    frame,
+    "Reap now?",
+    "reaper",
+    html`<h1>Run a reaper pass now?</h1>
+<p>A pass removes index members whose lock is gone and holders whose expiry or lease has passed. It revokes no running holder and removes no live one.</p>
+${
+      dryRun === undefined || !dryRun.ran
+        ? html`<p>Run a dry run first to see what it would remove.</p>`
+        : html`<p class="report">The dry run found <span class="members">${String(dryRun.members)}</span> member(s) and ${
+          String(dryRun.holders)
+        } ended holder(s) to remove (what a pass removes now may differ: locks end and start meanwhile).</p>`
+    }
+${
+      frame.canChange
+        ? confirmForm(frame, "/reaper", { dryRun: "0", confirm }, "Reap now", `${frame.base}/reaper`)
+        : ""
+    }`
+  )
 
 const reportTable = (passes: ReadonlyArray<History.PassRecord>) =>
   passes.length === 0
@@ -287,7 +427,12 @@ export interface Report {
 }
 
 /** @internal */
-export const reaperPage = (frame: Frame, passes: ReadonlyArray<History.PassRecord>, report?: Report): Html => {
+export const reaperPage = (
+  frame: Frame,
+  passes: ReadonlyArray<History.PassRecord>,
+  shown?: { readonly report: Report; readonly result: string }
+): Html => {
+  const report = shown?.report
   const reapForm = (dryRun: boolean, label: string) =>
     html`<form method="post" action="${frame.base}/reaper">${csrfField(frame)}<input type="hidden" name="dryRun" value="${
       dryRun ? "1" : "0"
@@ -313,7 +458,9 @@ ${reportBlock}
 ${
       frame.canChange
         ? html`<div class="actions">${reapForm(true, "Dry run")}${
-          report?.dryRun === true && report.ran ? reapForm(false, "Reap now") : ""
+          shown !== undefined && shown.report.dryRun && shown.report.ran
+            ? html` <a class="reap" href="${frame.base}/reaper/confirm?result=${shown.result}">Reap now…</a>`
+            : ""
         }</div>`
         : ""
     }
@@ -392,7 +539,7 @@ td.num{text-align:right}.digest{font-family:ui-monospace,monospace;word-break:br
 pre.info{margin:0;max-width:32em;white-space:pre-wrap;word-break:break-all;font-size:12px}
 .filters label{margin-right:.8em;white-space:nowrap}.stale{color:#a60}.foreign{color:#a00}
 .message{background:#eef6ee;border:1px solid #9c9;padding:.5em;margin:.5em 0}.error{color:#a00}
-.actions form,td form{display:inline}.danger{margin-top:1em}button.delete,button.reap{color:#a00}
+.actions form,td form{display:inline}.danger{margin-top:1em}button.delete,button.reap,button.confirm,a.delete,a.reap{color:#a00}
 figure.chart{margin:.5em 0}.swatch{padding:0 .4em;border-left:1em solid}
 .swatch-0{border-color:#1f77b4}.swatch-1{border-color:#d62728}.swatch-2{border-color:#2ca02c}
 .swatch-3{border-color:#9467bd}.swatch-4{border-color:#ff7f0e}.swatch-5{border-color:#8c564b}.swatch-6{border-color:#17becf}

@@ -5,18 +5,21 @@
  * @internal
  */
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as History from "../History.js"
 import * as Locks from "../Locks.js"
 import * as Metrics from "../Metrics.js"
 import * as Reaper from "../Reaper.js"
 import type { RedisService } from "../Redis.js"
 import * as Pages from "./Pages.js"
-import { fieldsOf, jsonResponse, mapFailure, pageResponse, Refusal } from "./Responses.js"
+import { fieldsOf, jsonResponse, mapFailure, pageResponse, Refusal, withHeaders } from "./Responses.js"
+import * as Security from "./Security.js"
 
 /** The largest page a request may ask for. @internal */
 export const maxPageSize = 1000
@@ -30,13 +33,33 @@ export interface RequestContext {
   readonly locks: Context.Tag.Service<Locks.Locks>
   /** A fresh CSRF cookie to set, when the browser had none. */
   readonly newCsrf: string | undefined
+  /** The server's signing key: CSRF tokens, results carried in an address, confirmations. */
+  readonly secret: Uint8Array
+}
+
+/**
+ * The longest lock name or jid the UI acts on, in characters of its URL encoding: one fits a page's address, the
+ * Referer of the next and a form, within Node's 16 KiB of headers and the 64 KiB body. A longer one is not listed.
+ *
+ * @internal
+ */
+export const maxNameLength = 4096
+
+const encodedLength = (value: string): number => {
+  try {
+    return encodeURIComponent(value).length
+  } catch {
+    // A lone surrogate has no encoding: no address can carry it.
+    return Number.POSITIVE_INFINITY
+  }
 }
 
 // A digest as a lock name of the prefix: the run lock's name (`…:RUN`) shows its digest.
 const digestFrom = (value: string | undefined, prefix: string): Either.Either<string, Refusal> => {
   const bad = (reason: string) => Either.left(new Refusal(400, "Bad digest", reason))
   if (value === undefined || value === "") return bad("give the digest, such as ?digest=" + `${prefix}:…`)
-  if (value.length > 4096) return bad(`a digest of ${value.length} characters is longer than any lock's`)
+  if (encodedLength(value) > maxNameLength)
+    return bad(`a digest of ${value.length} characters is longer than any the UI acts on (${maxNameLength} encoded)`)
   if (/[\u0000-\u001f\u007f]/.test(value)) return bad("a digest has no control characters")
   if (!value.startsWith(`${prefix}:`)) return bad(`a lock's digest under this prefix starts with ${prefix}:`)
   const digest = value.endsWith(":RUN") ? value.slice(0, -4) : value
@@ -114,12 +137,15 @@ const matches =
 const locksView = (locks: Context.Tag.Service<Locks.Locks>, filters: Pages.Filters) =>
   Effect.gen(function*() {
     const page = yield* locks.list({ pattern: filters.pattern, cursor: filters.cursor, count: filters.count })
-    const rows = yield* locks.rows(page.items)
+    // What the UI could not open or act on (a name too long for an address) is counted, not listed nor read.
+    const actionable = page.items.filter((entry) => Either.isRight(digestFrom(entry.name, locks.prefix)))
+    const rows = yield* locks.rows(actionable)
     return {
       filters,
       rows: rows.filter(matches(filters)),
       scanned: page.items.length,
-      next: page.cursor
+      next: page.cursor,
+      omitted: page.items.length - actionable.length
     } satisfies Pages.LocksView
   })
 
@@ -159,6 +185,56 @@ export interface Route {
 export const counted = (action: string, outcome: string) =>
   Metric.increment(Metric.tagged(Metric.tagged(Metrics.adminActions, "action", action), "outcome", outcome))
 
+// A result as the lock page gets it back from its address: what the signed value must hold.
+const decodeResult = Schema.decodeUnknownOption(
+  Schema.Struct({
+    action: Schema.Literal("unlock", "delete"),
+    jid: Schema.optional(Schema.String),
+    at: Schema.Number,
+    nothing: Schema.Boolean,
+    removed: Schema.Number,
+    deleted: Schema.Number,
+    revoked: Schema.Number,
+    until: Schema.optional(Schema.Number)
+  })
+)
+const decodeReport = Schema.decodeUnknownOption(
+  Schema.Struct({
+    dryRun: Schema.Boolean,
+    ran: Schema.Boolean,
+    scanned: Schema.Number,
+    members: Schema.Number,
+    holders: Schema.Number,
+    orphans: Schema.Number,
+    at: Schema.Number
+  })
+)
+
+const seeOther = (location: string) => withHeaders(HttpServerResponse.redirect(location, { status: 303 }))
+
+const lockBind = (digest: string) => `lock\0${digest}`
+const reaperBind = (prefix: string) => `reaper\0${prefix}`
+
+// Every holder of both phases as a confirmation page showed them: a confirmation is for exactly these.
+const holdersMark = (shown: Locks.Digest, jid?: string): string =>
+  JSON.stringify(
+    (["queue", "run"] as const)
+      .flatMap((phase) => shown[phase].holders.map((h) => [phase, h.jid, h.lockedAt, h.fence, h.revokedAt ?? 0]))
+      .filter(([, holder]) => jid === undefined || holder === jid)
+      .map((entry) => JSON.stringify(entry))
+      .sort()
+  )
+
+/** The value a delete's confirmation carries: valid while the digest's holders are the ones it named. @internal */
+export const deleteConfirmation = (secret: Uint8Array, shown: Locks.Digest): string =>
+  Security.sign(secret, "confirm-delete", `${shown.digest}\0${holdersMark(shown)}`)
+
+/** The value an unlock's confirmation carries: valid while the jid holds what it named. @internal */
+export const unlockConfirmation = (secret: Uint8Array, shown: Locks.Digest, jid: string): string =>
+  Security.sign(secret, "confirm-unlock", `${shown.digest}\0${jid}\0${holdersMark(shown, jid)}`)
+
+const reapConfirmation = (secret: Uint8Array, prefix: string): string => Security.sign(secret, "confirm-reap", prefix)
+
 export const routes = (pageSize: number): ReadonlyArray<Route> => {
   const filterParams = [
     { name: "pattern", description: "a Redis glob over lock names (default <prefix>:*)" },
@@ -184,38 +260,150 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       Either.match(digestFrom(value, context.frame.prefix), { onLeft: Effect.fail, onRight: Effect.succeed }),
       (digest) => mapFailure(context.locks.show(digest))
     )
-  const removal = (context: RequestContext, jid: boolean) =>
+  // A change's fields: the digest, and the jid when `jid` (an unlock).
+  const target = (context: RequestContext, jid: boolean) =>
     Effect.gen(function*() {
       const fields = yield* fieldsOf(context.request)
       const digest = yield* Either.match(digestFrom(fields.digest, context.frame.prefix), {
         onLeft: Effect.fail,
         onRight: Effect.succeed
       })
-      if (jid && (fields.jid === undefined || fields.jid === "" || fields.jid.length > 4096)) {
-        return yield* Effect.fail(new Refusal(400, "Bad jid", "give the jid to unlock (1 to 4096 characters)"))
+      if (jid && (fields.jid === undefined || fields.jid === "" || encodedLength(fields.jid) > maxNameLength)) {
+        return yield* Effect.fail(
+          new Refusal(400, "Bad jid", `give the jid to unlock (1 to ${maxNameLength} characters, URL-encoded)`)
+        )
       }
-      const removed = yield* mapFailure(jid ? context.locks.unlock(digest, fields.jid!) : context.locks.delete(digest))
-      yield* Effect.logInfo(jid ? "admin unlock" : "admin delete").pipe(
+      return { fields, digest, jid: jid ? fields.jid : undefined }
+    })
+  const act = (context: RequestContext, digest: string, jid: string | undefined) =>
+    Effect.gen(function*() {
+      const removed = yield* mapFailure(
+        jid !== undefined ? context.locks.unlock(digest, jid) : context.locks.delete(digest)
+      )
+      yield* counted(jid !== undefined ? "unlock" : "delete", "done")
+      yield* Effect.logInfo(jid !== undefined ? "admin unlock" : "admin delete").pipe(
         Effect.annotateLogs({
           who: context.who,
           digest,
-          ...(jid ? { jid: fields.jid } : {}),
+          ...(jid !== undefined ? { jid } : {}),
           removed: removed.removed.length,
           revoked: removed.revoked.length
         })
       )
-      return { digest, removed, jid: fields.jid }
+      return removed
     })
-  const reaped = (context: RequestContext) =>
+  const removal = (context: RequestContext, jid: boolean) =>
+    Effect.flatMap(target(context, jid), ({ digest, jid }) => act(context, digest, jid))
+  const reaped = (context: RequestContext, dryRun: boolean) =>
     Effect.gen(function*() {
-      const fields = yield* fieldsOf(context.request)
-      const dryRun = fields.dryRun !== "0" && fields.dryRun !== "false"
       const pass = yield* mapFailure(Reaper.runOnce({ prefix: context.frame.prefix, dryRun }))
+      yield* counted("reap", "done")
       yield* Effect.logInfo(dryRun ? "admin reap (dry run)" : "admin reap").pipe(
         Effect.annotateLogs({ who: context.who, scanned: pass.scanned, members: pass.members, holders: pass.holders })
       )
       return pass
     })
+  const dryRunOf = (fields: Record<string, string>) => fields.dryRun !== "0" && fields.dryRun !== "false"
+  // After a change: 303 to the lock page, with what was done signed into its address (a reload shows it again and
+  // repeats nothing).
+  const toResult = (context: RequestContext, digest: string, result: Pages.Result) =>
+    seeOther(
+      `${context.frame.base}/lock?digest=${encodeURIComponent(digest)}&result=${
+        Security.seal(context.secret, lockBind(digest), result)
+      }`
+    )
+  const resultOf = (
+    action: Pages.Result["action"],
+    jid: string | undefined,
+    at: number,
+    removal?: Locks.Removal
+  ): Pages.Result => ({
+    action,
+    // A long jid stays out of the address: the message then says "a holder".
+    ...(jid !== undefined && jid.length <= 256 ? { jid } : {}),
+    at,
+    nothing: removal === undefined,
+    removed: removal?.removed.length ?? 0,
+    deleted: removal?.deleted.length ?? 0,
+    revoked: removal?.revoked.length ?? 0,
+    ...(removal !== undefined && removal.revoked.length > 0
+      ? { until: Math.max(...removal.revoked.map((r) => r.leaseUntil)) }
+      : {})
+  })
+  const nothingFound = (context: RequestContext, digest: string, jid: string | undefined, at: number) =>
+    Effect.as(
+      Effect.zipRight(
+        counted(jid !== undefined ? "unlock" : "delete", "nothing"),
+        Effect.logInfo(jid !== undefined ? "admin unlock found nothing" : "admin delete found nothing").pipe(
+          Effect.annotateLogs({ who: context.who, digest })
+        )
+      ),
+      toResult(context, digest, resultOf(jid !== undefined ? "unlock" : "delete", jid, at))
+    )
+  const confirmUrl = (context: RequestContext, digest: string, jid: string | undefined, changed: boolean) =>
+    `${context.frame.base}/lock/${jid === undefined ? "delete" : "unlock"}/confirm?digest=${
+      encodeURIComponent(digest)
+    }${jid === undefined ? "" : `&jid=${encodeURIComponent(jid)}`}${changed ? "&changed=1" : ""}`
+  // An unlock from a page: a running holder (revoked, not removed) is confirmed on a page of its own first.
+  const unlockFromPage: Handler = (context) =>
+    Effect.gen(function*() {
+      const { digest, fields, jid } = yield* target(context, true)
+      const shown = yield* mapFailure(context.locks.show(digest))
+      if (![...shown.queue.holders, ...shown.run.holders].some((h) => h.jid === jid)) {
+        return yield* nothingFound(context, digest, jid, shown.queue.now)
+      }
+      const running = shown.run.holders.some((h) => h.jid === jid && Pages.isRunning(h, shown.run.now))
+      if (running && !Security.same(fields.confirm ?? "", unlockConfirmation(context.secret, shown, jid!))) {
+        return seeOther(confirmUrl(context, digest, jid, fields.confirm !== undefined))
+      }
+      const removed = yield* act(context, digest, jid)
+      return toResult(context, digest, resultOf("unlock", jid, removed.now, removed))
+    })
+  // A delete from a page: only with the confirmation of the holders it removes, as its page named them.
+  const deleteFromPage: Handler = (context) =>
+    Effect.gen(function*() {
+      const { digest, fields } = yield* target(context, false)
+      const shown = yield* mapFailure(context.locks.show(digest))
+      if (shown.queue.holders.length === 0 && shown.run.holders.length === 0) {
+        return yield* nothingFound(context, digest, undefined, shown.queue.now)
+      }
+      if (!Security.same(fields.confirm ?? "", deleteConfirmation(context.secret, shown))) {
+        return seeOther(confirmUrl(context, digest, undefined, fields.confirm !== undefined))
+      }
+      const removed = yield* act(context, digest, undefined)
+      return toResult(context, digest, resultOf("delete", undefined, removed.now, removed))
+    })
+  // A reap from the page: a dry run at once, a pass for real only confirmed; either way 303 to the report.
+  const reapFromPage: Handler = (context) =>
+    Effect.gen(function*() {
+      const fields = yield* fieldsOf(context.request)
+      const dryRun = dryRunOf(fields)
+      if (!dryRun && !Security.same(fields.confirm ?? "", reapConfirmation(context.secret, context.frame.prefix))) {
+        return seeOther(`${context.frame.base}/reaper/confirm`)
+      }
+      const pass = yield* reaped(context, dryRun)
+      const report = {
+        dryRun: pass.dryRun,
+        ran: pass.ran,
+        scanned: pass.scanned,
+        members: pass.members,
+        holders: pass.holders,
+        orphans: pass.orphans,
+        at: Date.now()
+      }
+      return seeOther(
+        `${context.frame.base}/reaper?result=${
+          Security.seal(context.secret, reaperBind(context.frame.prefix), report)
+        }`
+      )
+    })
+  const reportOf = (context: RequestContext) =>
+    Option.flatMap(
+      Option.fromNullable(
+        Security.unseal(context.secret, reaperBind(context.frame.prefix), context.query.get("result"))
+      ),
+      decodeReport
+    )
   const locksPage: Handler = (context) =>
     Effect.map(listed(context), (view) => pageResponse(Pages.locksPage(context.frame, view)))
   const passes = (context: RequestContext) => mapFailure(History.passes(context.frame.prefix))
@@ -241,53 +429,110 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: false,
       summary: "one lock's page",
       handler: (context) =>
+        Effect.map(shown(context, context.query.get("digest") ?? undefined), (digest) => {
+          const result = Option.flatMap(
+            Option.fromNullable(
+              Security.unseal(context.secret, lockBind(digest.digest), context.query.get("result"))
+            ),
+            decodeResult
+          )
+          return pageResponse(
+            Pages.lockPage(context.frame, digest, Option.getOrUndefined(Option.map(result, Pages.resultMessage)))
+          )
+        })
+    },
+    {
+      method: "GET",
+      path: "/lock/delete/confirm",
+      api: false,
+      summary: "what deleting a digest removes and revokes, to confirm",
+      handler: (context) =>
         Effect.map(shown(context, context.query.get("digest") ?? undefined), (digest) =>
-          pageResponse(Pages.lockPage(context.frame, digest))
+          pageResponse(
+            Pages.confirmDeletePage(
+              context.frame,
+              digest,
+              deleteConfirmation(context.secret, digest),
+              context.query.get("changed") === "1"
+            )
+          )
         )
+    },
+    {
+      method: "GET",
+      path: "/lock/unlock/confirm",
+      api: false,
+      summary: "what unlocking a running holder does, to confirm",
+      handler: (context) =>
+        Effect.flatMap(shown(context, context.query.get("digest") ?? undefined), (digest) => {
+          const jid = context.query.get("jid") ?? ""
+          return jid === "" || encodedLength(jid) > maxNameLength
+            ? Effect.fail(new Refusal(400, "Bad jid", `give the jid to unlock (1 to ${maxNameLength} characters)`))
+            : Effect.succeed(
+              pageResponse(
+                Pages.confirmUnlockPage(
+                  context.frame,
+                  digest,
+                  jid,
+                  unlockConfirmation(context.secret, digest, jid),
+                  context.query.get("changed") === "1"
+                )
+              )
+            )
+        })
     },
     {
       method: "POST",
       path: "/lock/unlock",
       api: false,
       action: "unlock",
-      summary: "unlock one jid",
-      handler: (context) =>
-        Effect.flatMap(removal(context, true), ({ digest, jid, removed }) =>
-          Effect.map(mapFailure(context.locks.show(digest)), (shown) =>
-            pageResponse(Pages.lockPage(context.frame, shown, Pages.removalMessage(`Unlocked ${jid}`, removed)))
-          )
-        )
+      summary: "unlock one jid (a running one once confirmed), then 303 to the lock page",
+      handler: unlockFromPage
     },
     {
       method: "POST",
       path: "/lock/delete",
       api: false,
       action: "delete",
-      summary: "delete a digest",
-      handler: (context) =>
-        Effect.flatMap(removal(context, false), ({ digest, removed }) =>
-          Effect.map(mapFailure(context.locks.show(digest)), (shown) =>
-            pageResponse(Pages.lockPage(context.frame, shown, Pages.removalMessage("Deleted", removed)))
-          )
-        )
+      summary: "delete a digest once confirmed, then 303 to the lock page",
+      handler: deleteFromPage
     },
     {
       method: "GET",
       path: "/reaper",
       api: false,
       summary: "the reaper page",
-      handler: (context) => Effect.map(passes(context), (kept) => pageResponse(Pages.reaperPage(context.frame, kept)))
+      handler: (context) =>
+        Effect.map(passes(context), (kept) => {
+          const report = Option.getOrUndefined(reportOf(context))
+          const result = context.query.get("result")
+          const shown = report === undefined || result === null ? undefined : { report, result }
+          return pageResponse(Pages.reaperPage(context.frame, kept, shown))
+        })
+    },
+    {
+      method: "GET",
+      path: "/reaper/confirm",
+      api: false,
+      summary: "what a reaper pass for real removes, to confirm",
+      handler: (context) =>
+        Effect.succeed(
+          pageResponse(
+            Pages.confirmReapPage(
+              context.frame,
+              Option.getOrUndefined(reportOf(context)),
+              reapConfirmation(context.secret, context.frame.prefix)
+            )
+          )
+        )
     },
     {
       method: "POST",
       path: "/reaper",
       api: false,
       action: "reap",
-      summary: "run a reaper pass",
-      handler: (context) =>
-        Effect.flatMap(reaped(context), (pass) =>
-          Effect.map(passes(context), (kept) => pageResponse(Pages.reaperPage(context.frame, kept, pass)))
-        )
+      summary: "run a reaper pass (for real once confirmed), then 303 to its report",
+      handler: reapFromPage
     },
     {
       method: "GET",
@@ -305,7 +550,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       parameters: filterParams,
       handler: (context) =>
         Effect.map(listed(context), (view) =>
-          jsonResponse({ next: view.next, scanned: view.scanned, items: view.rows.map(rowJson) })
+          jsonResponse({ next: view.next, scanned: view.scanned, omitted: view.omitted, items: view.rows.map(rowJson) })
         )
     },
     {
@@ -323,7 +568,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: true,
       action: "unlock",
       summary: "unlock one jid of a digest (body: digest, jid)",
-      handler: (context) => Effect.map(removal(context, true), ({ removed }) => jsonResponse(removed))
+      handler: (context) => Effect.map(removal(context, true), jsonResponse)
     },
     {
       method: "POST",
@@ -331,7 +576,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: true,
       action: "delete",
       summary: "delete a digest (body: digest)",
-      handler: (context) => Effect.map(removal(context, false), ({ removed }) => jsonResponse(removed))
+      handler: (context) => Effect.map(removal(context, false), jsonResponse)
     },
     {
       method: "GET",
@@ -346,7 +591,10 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: true,
       action: "reap",
       summary: "run a reaper pass (body: dryRun, default true)",
-      handler: (context) => Effect.map(reaped(context), (pass) => jsonResponse(pass))
+      handler: (context) =>
+        Effect.flatMap(fieldsOf(context.request), (fields) =>
+          Effect.map(reaped(context, dryRunOf(fields)), (pass) => jsonResponse(pass))
+        )
     },
     {
       method: "GET",

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { randomBytes, timingSafeEqual } from "node:crypto"
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 
 /**
  * What a request may do: read and change, only read, or nothing.
@@ -19,8 +19,50 @@ export const tokenCookie = "unique_jobs_token"
 /** @internal */
 export const csrfCookie = "unique_jobs_csrf"
 
-/** A fresh CSRF token: 32 random bytes, hex. @internal */
+/** A fresh browser id for the CSRF cookie: 32 random bytes, hex. @internal */
 export const freshCsrf = (): string => randomBytes(32).toString("hex")
+
+/** Whether a CSRF cookie is one this UI could have set (a fresh one is set otherwise). @internal */
+export const isBrowserId = (value: string | undefined): value is string =>
+  value !== undefined && /^[0-9a-f]{64}$/.test(value)
+
+/** A server's signing secret when none is given: 32 random bytes, made when the router is. @internal */
+export const freshSecret = (): Uint8Array => randomBytes(32)
+
+/** An HMAC-SHA256 of `data` for one `purpose` (so a MAC made for one use is never valid for another). @internal */
+export const sign = (secret: Uint8Array, purpose: string, data: string): string =>
+  createHmac("sha256", secret).update(purpose).update("\0").update(data).digest("base64url")
+
+/**
+ * The CSRF token of a browser: the server's MAC of the browser's cookie and of who `authorize` said it is. A page of
+ * another site (or another service on this host: cookies ignore ports) can plant a cookie, but cannot make its token.
+ *
+ * @internal
+ */
+export const csrfToken = (secret: Uint8Array, browser: string, who: string | undefined): string =>
+  sign(secret, "csrf", `${browser}\0${who ?? ""}`)
+
+/**
+ * A value carried in an address (a change's result), signed and bound to `bind` (the page it is shown on): base64url
+ * JSON, a dot, its MAC. @internal
+ */
+export const seal = (secret: Uint8Array, bind: string, payload: unknown): string => {
+  const body = Buffer.from(JSON.stringify(payload)).toString("base64url")
+  return `${body}.${sign(secret, "sealed", `${bind}\0${body}`)}`
+}
+
+/** What `seal` sealed for `bind`, or undefined for anything else (not ours, altered, another page's). @internal */
+export const unseal = (secret: Uint8Array, bind: string, sealed: string | null): unknown => {
+  if (sealed === null || sealed.length > 8192) return undefined
+  const dot = sealed.lastIndexOf(".")
+  const body = sealed.slice(0, dot)
+  if (dot < 0 || !same(sealed.slice(dot + 1), sign(secret, "sealed", `${bind}\0${body}`))) return undefined
+  try {
+    return JSON.parse(Buffer.from(body, "base64url").toString("utf8")) as unknown
+  } catch {
+    return undefined
+  }
+}
 
 /** Equal strings, compared in time that does not depend on where they differ. @internal */
 export const same = (a: string, b: string): boolean => {
@@ -35,32 +77,50 @@ export const bearerOf = (authorization: string | undefined): string | undefined 
   return match === null ? undefined : match[1]
 }
 
+type Headers = Readonly<Record<string, string | undefined>>
+
+// A proxy appends to a forwarded header: the first value is what the client's side of the first proxy saw.
+const firstOf = (value: string | undefined): string | undefined => value?.split(",")[0]?.trim() || undefined
+
+/** The Host the request was sent to: `X-Forwarded-Host` only when the app trusts its proxy. @internal */
+export const hostOf = (headers: Headers, trustProxy: boolean): string | undefined =>
+  (trustProxy ? firstOf(headers["x-forwarded-host"]) : undefined) ?? headers["host"]
+
+/** The client's address by `X-Forwarded-For`, only when the app trusts its proxy. @internal */
+export const clientOf = (headers: Headers, trustProxy: boolean): string | undefined =>
+  trustProxy ? firstOf(headers["x-forwarded-for"]) : undefined
+
 /**
- * Why a change must be refused for where it comes from, or undefined: an `Origin` other than the request's own, or a
- * `Sec-Fetch-Site` other than same-origin or none (typed into the address bar).
+ * Why a change must be refused for where it comes from, or undefined: an `Origin` other than the request's own host
+ * (and scheme, when a trusted proxy names it), or a `Sec-Fetch-Site` other than same-origin or none (typed into the
+ * address bar). Forwarded headers count only with `trustProxy`: anyone can send them.
  *
  * @internal
  */
-export const crossOrigin = (headers: Readonly<Record<string, string | undefined>>): string | undefined => {
+export const crossOrigin = (headers: Headers, trustProxy: boolean): string | undefined => {
   const site = headers["sec-fetch-site"]
   if (site !== undefined && site !== "same-origin" && site !== "none") return `Sec-Fetch-Site is ${site}`
   const origin = headers["origin"]
   if (origin === undefined) return undefined
-  const host = headers["x-forwarded-host"] ?? headers["host"]
+  const host = hostOf(headers, trustProxy)?.toLowerCase()
   if (host === undefined) return "an Origin without a Host"
-  let originHost: string
+  let url: URL
   try {
-    originHost = new URL(origin).host
+    url = new URL(origin)
   } catch {
     return `Origin ${origin} is not a URL`
   }
-  return originHost === host ? undefined : `Origin ${origin} is not this server's (${host})`
+  if (url.host !== host) return `Origin ${origin} is not this server's (${host})`
+  const proto = trustProxy ? firstOf(headers["x-forwarded-proto"])?.toLowerCase() : undefined
+  return proto === undefined || url.protocol === `${proto}:` ? undefined : `Origin ${origin} is not ${proto}://${host}`
 }
 
 const loopbackNames = new Set(["127.0.0.1", "localhost", "[::1]", "::1"])
 
 /** Whether a host name (or address) is the loopback. @internal */
-export const isLoopback = (host: string): boolean => loopbackNames.has(host) || /^127(\.\d{1,3}){3}$/.test(host)
+export const isLoopback = (host: string): boolean =>
+  loopbackNames.has(host) ||
+  (/^127(\.\d{1,3}){3}$/.test(host) && host.split(".").every((octet) => Number(octet) <= 255))
 
 /**
  * Whether a Host header names the loopback: a server bound there answers no other name, so a page of another site
@@ -70,6 +130,9 @@ export const isLoopback = (host: string): boolean => loopbackNames.has(host) || 
  */
 export const hostIsLoopback = (host: string | undefined): boolean => {
   if (host === undefined) return false
-  const match = /^(\[[^\]]+\]|[^:[\]]+)(?::\d{1,5})?$/.exec(host)
-  return match !== null && isLoopback(match[1]!.toLowerCase())
+  const match = /^(\[[^\]]+\]|[^:[\]]+)(?::(\d{1,5}))?$/.exec(host)
+  if (match === null) return false
+  // A port is 1 to 65535, in digits: anything else is no address a browser sent.
+  const port = match[2] === undefined ? 1 : Number(match[2])
+  return port >= 1 && port <= 65535 && isLoopback(match[1]!.toLowerCase())
 }
