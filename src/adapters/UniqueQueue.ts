@@ -538,10 +538,15 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
         const fast = takesSignal ? undefined : fastFor(job.name)
         if (fast === undefined) return undefined
         const ours = BullMQ.toJob(job)
+        // Whether its fn has started: Redis failing before then puts the job back (BullMQ.failedAs).
+        const active: BullMQ.Active = { job, token, moved: false, started: false }
         const started = HotPath.serverFast(
           fast.processing,
           ours,
-          () => untilDone(job, token),
+          () => {
+            active.started = true
+            return untilDone(job, token)
+          },
           (effect) => run(BullMQ.performing(job, token, effect))
         )
         if (started === undefined) return undefined
@@ -552,7 +557,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
             (failure: unknown) =>
               cancellation !== undefined
                 ? Promise.reject(cancellation)
-                : run(BullMQ.failed(defined(job.name).definition, job, ours)(failure))
+                : run(BullMQ.failedAs(defined(job.name).definition, active, ours)(failure))
           ),
           () => started.interrupt(cancellation = new Error(`job ${job.id} was cancelled`)),
           started.after
