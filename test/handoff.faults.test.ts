@@ -11,8 +11,11 @@ import type { Job as BullJob } from "bullmq"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
+import * as Layer from "effect/Layer"
+import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
-import type * as LockOptions from "../src/Options.js"
+import * as LockOptions from "../src/Options.js"
+import * as Redis from "../src/Redis.js"
 import * as Bull from "./support/bullmq.js"
 import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
@@ -146,5 +149,53 @@ describe("a lock Redis paused past the store's timeout under a UniqueQueue load 
         assert.include(job?.failedReason ?? "", "WRONGTYPE")
         assert.strictEqual(handed, 1, "handed once: not put back")
       }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 60_000)
+
+    it.scoped("BullMQ.processor (the Effect face): a handoff Redis does not answer in time puts the job back, no attempt spent; it runs once Redis answers", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const proxy = yield* Proxy.start(source.url)
+        const name = Bull.uniqueName("effect")
+        const queue = yield* Bull.queue(name)
+        const definition = LockOptions.unsafeMake({
+          lock: "until_and_while_executing",
+          lockPrefix: RedisTest.uniquePrefix("effect")
+        })
+        let ran = 0
+        // Built in the test's scope: the processor's store stays open while its jobs run.
+        const context = yield* Layer.build(
+          Layer.merge(Redis.layer({ url: proxy.url, timeout: "1 second" }), BullMQ.layer(queue))
+        )
+        const processor = yield* BullMQ.processor({ definition }, () => Effect.sync(() => ++ran)).pipe(
+          Effect.provide(context)
+        )
+        yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: "effect-1", attempts: 1 }))
+        const worker = yield* Bull.manualWorker(name)
+        const job = yield* Effect.promise(() => worker.getNextJob("t0", { block: false }))
+        yield* proxy.stall
+        const first = yield* Effect.promise(() => processor(job!, "t0").then(String, (error: Error) => error.name))
+        yield* proxy.resume
+        assert.strictEqual(first, "DelayedError")
+        assert.strictEqual(ran, 0)
+        assert.strictEqual(yield* Effect.promise(() => queue.getJobState("effect-1")), "delayed")
+        assert.strictEqual((yield* Effect.promise(() => queue.getJob("effect-1")))?.attemptsMade, 0, "no attempt spent")
+        // Once Redis answers, the job runs (its late handoff was undone by the store, or it waits out its own lease).
+        let answer = ""
+        for (let attempt = 1; attempt <= 40 && answer !== "1"; attempt++) {
+          yield* Effect.promise(() => queue.promoteJobs())
+          const again = yield* Effect.promise(() => worker.getNextJob(`t${attempt}`, { block: false }))
+          if (again === undefined) {
+            yield* Effect.promise(() => sleep(250))
+            continue
+          }
+          answer = yield* Effect.promise(() =>
+            processor(again, `t${attempt}`).then(async (value) => {
+              await again.moveToCompleted(value, `t${attempt}`, false)
+              return String(value)
+            }, (error: Error) => error.name)
+          )
+        }
+        assert.strictEqual(answer, "1")
+        assert.strictEqual(ran, 1)
+      }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 120_000)
   })
 })
