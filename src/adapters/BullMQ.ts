@@ -621,7 +621,9 @@ export const awaitingItself = (definition: Definition): Definition => {
  * perform's value; `Skipped` and `Rejected` complete with `undefined` (a rejected job is in the dead-letter queue);
  * `Rescheduled` fails with BullMQ's `DelayedError` (the job was moved to delayed under its id); a failure fails
  * with an Error, so BullMQ retries it by its `attempts` and `backoff`, an `ExecutionConflict` (`raise`) included.
- * A failure on the job's last attempt first calls `Middleware.died`, so `until_executed` lets its lock go. A copy
+ * A failure on the job's last attempt first calls `Middleware.died`, so `until_executed` lets its lock go. A job
+ * whose handoff or run lock Redis failed to take before its perform started (a timeout, a closed connection, a
+ * failover) is put back on its queue instead, delayed, with no attempt spent, and ends with `DelayedError`. A copy
  * BullMQ redelivered while its first copy still holds the run lock is rescheduled, whatever the server strategy:
  * it is not a duplicate, and the first copy may be dead.
  *

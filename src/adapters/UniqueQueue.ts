@@ -103,7 +103,8 @@ export interface UniqueQueue<DataType = unknown> {
    * run lock is lost, `close`'s timeout passes or BullMQ cancels the job (`worker.cancelJob`). As with BullMQ's own
    * processors, only a `fn` that declares it (three parameters) is given one; BullMQ cancels only such a job. A job
    * turned away completes with `undefined`. A job it is handed after `close()` began is put back (delayed by a
-   * second, no attempt spent) for a worker that is still open.
+   * second, no attempt spent) for a worker that is still open; so is one whose handoff or run lock Redis failed to
+   * take before `fn` started (a timeout, a closed connection, a failover: delayed 0.5 s, doubling up to 8 s).
    */
   readonly processor: <R>(
     fn: (job: BullJob<DataType>, token: string | undefined, signal: AbortSignal) => Promise<R>
