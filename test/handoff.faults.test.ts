@@ -4,7 +4,9 @@
  * lock's acquisition must not fail unrun: each goes back to its queue (no attempt spent) and runs once Redis answers.
  * The pause is a TCP proxy in front of the lock store that holds what either side sends (BullMQ reaches Redis
  * directly): what the store sent during the pause still runs in Redis when it resumes, after the caller gave up, so a
- * handoff whose answer was lost is part of the workload. Counts only; no timing is asserted.
+ * handoff whose answer was lost is part of the workload. Also: the same through `BullMQ.processor`, an answer Redis
+ * would give again (WRONGTYPE) failing the job, and a dead job's release tried again across a dropped connection.
+ * Counts only; no timing is asserted.
  */
 import { assert, describe, layer } from "@effect/vitest"
 import type { Job as BullJob } from "bullmq"
@@ -19,7 +21,7 @@ import * as Redis from "../src/Redis.js"
 import * as Bull from "./support/bullmq.js"
 import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
-import { type Data, sleep } from "./support/uniquequeue.js"
+import { type Data, lockKeys, sleep } from "./support/uniquequeue.js"
 
 const workload = 300
 
@@ -93,7 +95,7 @@ const pausedRun = (options: LockOptions.Options, pauseMs: number, takesSignal: b
     return { settled, ended, failed: failed.length, reasons, tally, putBack, lockPrefix }
   }).pipe(Logger.withMinimumLogLevel(LogLevel.None))
 
-describe("a lock Redis paused past the store's timeout under a UniqueQueue load (issue 35, observation 2)", () => {
+describe("Redis failing before a job's perform, on one Redis (issue 35, observation 2)", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     const cases: ReadonlyArray<[string, LockOptions.Options, boolean]> = [
       // The handoff (one script: the queue lock to the run lock), on the processor's fiber.
@@ -196,6 +198,40 @@ describe("a lock Redis paused past the store's timeout under a UniqueQueue load 
         }
         assert.strictEqual(answer, "1")
         assert.strictEqual(ran, 1)
+      }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 120_000)
+
+    it.scoped("an until_executed job that fails for good while its lock Redis drops the connection: the release is tried again and the lock goes", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const proxy = yield* Proxy.start(source.url)
+        const name = Bull.uniqueName("died")
+        const queue = yield* Bull.queue(name)
+        const lockPrefix = RedisTest.uniquePrefix("died")
+        const unique = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            UniqueQueue.make<Data>(queue, {
+              lock: "until_executed",
+              lockPrefix,
+              redis: { url: proxy.url, timeout: "1 second" },
+              defaults: {},
+              history: false
+            })
+          ),
+          (u) => Effect.promise(() => u.close({ timeout: 10_000 }).catch(() => undefined))
+        )
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { attempts: 1 }))
+        // The fn fails on its only attempt just as the lock Redis's connection closes: the release finds no connection.
+        yield* Bull.worker(name, unique.processor(async () => {
+          await Effect.runPromise(proxy.drop)
+          throw new Error("boom")
+        }))
+        const state = Effect.promise(() => queue.getJobState(added.job.jid))
+        assert.isTrue(yield* Bull.until(Effect.map(state, (s) => s === "failed" || s === "completed")))
+        assert.strictEqual(yield* state, "failed")
+        assert.isTrue(
+          yield* Bull.until(Effect.map(lockKeys(lockPrefix), (keys) => keys.length === 0), 60_000),
+          "the dead job's lock was released once Redis answered"
+        )
       }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 120_000)
   })
 })
