@@ -440,7 +440,8 @@ const annotations = (target: Target) => ({
 // A queue lock often has no TTL: an unlock lost to a dropped connection would keep its digest locked for good. So a
 // failed release is tried again (100 ms, doubling, at most 2 s apart) for up to 30 s, which outlasts a reconnect or a
 // failover; the job's outcome waits for it, and never fails because of it.
-const releaseRetry = Schedule.exponential("100 millis").pipe(
+/** @internal */
+export const releaseRetry = Schedule.exponential("100 millis").pipe(
   Schedule.union(Schedule.spaced("2 seconds")),
   Schedule.upTo("30 seconds")
 )

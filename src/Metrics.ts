@@ -76,6 +76,19 @@ export const uniquenessLapsed = Internal.family(
 )
 
 /**
+ * Jobs a queue adapter put back on their queue, no attempt spent, because Redis failed (a timeout, a closed
+ * connection, a failover) before their perform started: at the handoff or the run lock's acquisition. Labelled
+ * `lock_type` and `phase`. Each is also a warning naming the job.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const putBack = Internal.family(
+  "unique_jobs_jobs_put_back_total",
+  "Jobs put back on their queue, no attempt spent, after Redis failed before their perform"
+)
+
+/**
  * How long a lock was held, in milliseconds, from acquire to release in one process.
  *
  * @since 0.1.0

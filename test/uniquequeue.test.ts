@@ -466,25 +466,46 @@ describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "nothing is left held")
       }), 60_000)
 
-    it.scoped("a worker started while its lock Redis is down: its job fails RedisError, and once Redis is back it runs", () =>
+    it.scoped("a worker started while its lock Redis is down: its job is put back, no attempt spent, and once Redis is back it runs", () =>
       Effect.gen(function*() {
         const { name, queue, server, unique } = yield* downLockRedisQueue("uqdown")
         // Added by BullMQ itself (while_executing takes no lock at enqueue): the processor is the queue's first call.
-        yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: "down-1" }))
-        const processor = unique.processor(async (job: BullJob<Data>) => `done ${job.data.n}`)
+        yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: "down-1", attempts: 1 }))
+        let ran = 0
+        const processor = unique.processor(async (job: BullJob<Data>) => {
+          ran++
+          return `done ${job.data.n}`
+        })
         const worker = yield* Bull.manualWorker(name)
         const job = (yield* Effect.promise(() => worker.getNextJob("t", { block: false }))) as BullJob<Data>
         const first = yield* rejection(() => processor(job, "t"))
-        assert.strictEqual((first as { readonly _tag?: string })._tag, "RedisError", String(first))
+        // Not a failure of the job's: BullMQ's DelayedError, and the job waits delayed with its one attempt unspent.
+        assert.strictEqual((first as Error).name, "DelayedError", String(first))
+        assert.strictEqual(yield* Effect.promise(() => queue.getJobState("down-1")), "delayed")
+        assert.strictEqual((yield* Effect.promise(() => queue.getJob("down-1")))?.attemptsMade, 0)
+        assert.strictEqual(ran, 0)
         yield* server.restart
-        // The failed build is let go once it has failed, and the next call builds anew: a bounded number of tries.
+        // The failed build is let go once it has failed, and the next call builds anew: a bounded number of tries,
+        // each taking the job again (put back while the store is not built yet).
         let answer: unknown = undefined
         for (let attempt = 0; attempt < 20 && answer !== "done 1"; attempt++) {
-          if (attempt > 0) yield* Effect.promise(() => sleep(100))
-          answer = yield* Effect.promise(() => processor(job, "t").then((value) => value, (error: unknown) => String(error)))
+          yield* Effect.promise(() => queue.promoteJobs())
+          const again = (yield* Effect.promise(() => worker.getNextJob(`t${attempt}`, { block: false }))) as
+            | BullJob<Data>
+            | undefined
+          if (again === undefined) {
+            yield* Effect.promise(() => sleep(100))
+            continue
+          }
+          answer = yield* Effect.promise(() =>
+            processor(again, `t${attempt}`).then(async (value) => {
+              await again.moveToCompleted(value, `t${attempt}`, false)
+              return value
+            }, (error: unknown) => String(error))
+          )
         }
         assert.strictEqual(answer, "done 1")
-        yield* Effect.promise(() => job.moveToCompleted(answer, "t", false))
+        assert.strictEqual(ran, 1)
         assert.strictEqual(yield* Effect.promise(() => queue.getJobState("down-1")), "completed")
       }), 60_000)
 

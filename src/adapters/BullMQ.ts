@@ -29,6 +29,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
@@ -37,6 +38,7 @@ import { makeDeadlines } from "../internal/deadlines.js"
 import type { Job } from "../Job.js"
 import { JobQueue, type Presence, QueueError } from "../JobQueue.js"
 import * as Lock from "../Lock.js"
+import * as Metrics from "../Metrics.js"
 import * as BullOptions from "../internal/bullmqOptions.js"
 import * as Middleware from "../Middleware.js"
 import { Defaults, resolve } from "../Defaults.js"
@@ -98,12 +100,14 @@ export interface BullMQ extends Context.Tag.Service<JobQueue> {
  */
 export const BullMQ = Context.GenericTag<BullMQ>("effect-unique-jobs/BullMQ")
 
-/** The BullMQ job a processor is running, with the token that lets it move that job. */
-interface Active {
+/** The BullMQ job a processor is running, with the token that lets it move that job. @internal */
+export interface Active {
   readonly job: BullJob
   readonly token: string | undefined
   /** Set by `schedule`: the job was moved to delayed, so the processor must end with `DelayedError`. */
   moved: boolean
+  /** Set when its perform starts: a failure before then spent nothing of the job (see `putBack`). */
+  started: boolean
 }
 
 // Which job the current fiber performs: `schedule` and `kill` receive the job being performed (a server strategy's
@@ -576,7 +580,7 @@ export const performing = <A, E, R>(
   job: BullJob,
   token: string | undefined,
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | DelayedError, R> => Effect.suspend(() => performingAs({ job, token, moved: false }, effect))
+): Effect.Effect<A, E | DelayedError, R> => Effect.suspend(() => performingAs({ job, token, moved: false, started: false }, effect))
 
 const performingAs = <A, E, R>(active: Active, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DelayedError, R> =>
   endedAs(active, Effect.locally(effect, currentActive, active))
@@ -617,7 +621,9 @@ export const awaitingItself = (definition: Definition): Definition => {
  * perform's value; `Skipped` and `Rejected` complete with `undefined` (a rejected job is in the dead-letter queue);
  * `Rescheduled` fails with BullMQ's `DelayedError` (the job was moved to delayed under its id); a failure fails
  * with an Error, so BullMQ retries it by its `attempts` and `backoff`, an `ExecutionConflict` (`raise`) included.
- * A failure on the job's last attempt first calls `Middleware.died`, so `until_executed` lets its lock go. A copy
+ * A failure on the job's last attempt first calls `Middleware.died`, so `until_executed` lets its lock go. A job
+ * whose handoff or run lock Redis failed to take before its perform started (a timeout, a closed connection, a
+ * failover) is put back on its queue instead, delayed, with no attempt spent, and ends with `DelayedError`. A copy
  * BullMQ redelivered while its first copy still holds the run lock is rescheduled, whatever the server strategy:
  * it is not a duplicate, and the first copy may be dead.
  *
@@ -630,7 +636,7 @@ export const handle = <A, E, R, Args extends ReadonlyArray<unknown> = ReadonlyAr
   job: BullJob,
   token?: string | undefined
 ): Effect.Effect<Strategy.ServerOutcome<A>, Error, R | RedisService | JobQueue> =>
-  Effect.suspend(() => handleAs(unique, perform, { job, token, moved: false }))
+  Effect.suspend(() => handleAs(unique, perform, { job, token, moved: false, started: false }))
 
 const handleAs = <A, E, R, Args extends ReadonlyArray<unknown>, ArgsError>(
   unique: Defined<Args, ArgsError>,
@@ -646,12 +652,102 @@ const handleAs = <A, E, R, Args extends ReadonlyArray<unknown>, ArgsError>(
     Middleware.server(awaitingItself(resolve(unique.definition, settings)))(
       ours,
       unique.decode === undefined
-        ? (running) => perform(job, running, token, ours.args as unknown as Args)
-        : (running) => Effect.flatMap(args, (decoded) => perform(job, running, token, decoded))
+        ? (running) => {
+          active.started = true
+          return perform(job, running, token, ours.args as unknown as Args)
+        }
+        : (running) => {
+          active.started = true
+          return Effect.flatMap(args, (decoded) => perform(job, running, token, decoded))
+        }
     ))
   // `currentActive` is set on the job's own fiber by the processor.
-  return endedAs(active, run).pipe(Effect.catchAll(failed(unique.definition, job, ours)))
+  return endedAs(active, run).pipe(Effect.catchAll(failedAs(unique.definition, active, ours)))
 }
+
+// Redis answered with an error that passes: a failover's redirection, a cluster or a replica not ready yet, a busy
+// or loading server. Any other answer (a script's error, a wrong type, a refused password) comes again on a retry.
+const passingReply = /^(CLUSTERDOWN|TRYAGAIN|MOVED|ASK|LOADING|BUSY|MASTERDOWN|READONLY)\b/
+const refusedReason = /\b(WRONGPASS|NOAUTH|NOPERM|WRONGTYPE)\b|unexpected reply/
+
+// A `RedisError` that another try may not meet: no answer (a timeout, a closed or refused connection, a MOVED storm
+// that ran out of redirections), or an answer that passes.
+const passing = (error: { readonly reason: string; readonly script?: string | undefined; readonly cause?: unknown }) => {
+  const cause = error.cause
+  if (cause instanceof Error && cause.name === "ReplyError") return passingReply.test(cause.message)
+  return error.script === undefined && !refusedReason.test(error.reason)
+}
+
+/**
+ * Whether `failure`, met by a job whose perform has not started, is Redis's and not the job's: a passing
+ * `RedisError` at the handoff or the run lock's acquisition (or the lock store's build), or a run lock lost before
+ * the perform could start (its answer came too late to count as held).
+ *
+ * @internal
+ */
+export const failedBeforePerform = (failure: unknown): boolean => {
+  if (typeof failure !== "object" || failure === null || !("_tag" in failure)) return false
+  if (failure._tag === "LockLost") return true
+  return failure._tag === "RedisError" && passing(failure as unknown as Parameters<typeof passing>[0])
+}
+
+// Put back k times in a row (BullMQ counts every start of a job, its attempts only when they end): 0.5 s, 1 s, 2 s,
+// 4 s, then 8 s, so a Redis that stays down costs a few calls per job and minute, and one back soon runs them.
+const putBackDelayMs = (job: BullJob): number => {
+  const again = Math.max(0, (job.attemptsStarted ?? 0) - job.attemptsMade - 1)
+  return 500 * 2 ** Math.min(again, 4)
+}
+
+/**
+ * Puts the active job back on its queue, delayed and with no attempt spent (`moveToDelayed`, as `close` does), and
+ * ends with BullMQ's `DelayedError` so that BullMQ neither fails nor completes it: Redis failed before its perform
+ * started (`failedBeforePerform`), so nothing of it ran. What it held keeps its end: a queue lock stays its own (its
+ * jid re-enters it), and a run lock a lost answer took ends by its lease (its next start waits for that, as a copy
+ * meeting its own run lock does). A move BullMQ does not answer in time leaves the job active: BullMQ finds it stalled
+ * and offers it again. Logged at Warning and counted (`Metrics.putBack`).
+ *
+ * @internal
+ */
+export const putBack = (definition: Definition, active: Active, failure: unknown): Effect.Effect<never, DelayedError> =>
+  Effect.suspend(() => {
+    const { job, token } = active
+    const delayMs = putBackDelayMs(job)
+    active.moved = true
+    const reason = failure instanceof Error ? failure.message : String(failure)
+    return Effect.tryPromise(() => job.moveToDelayed(Date.now() + delayMs, token)).pipe(
+      Effect.timeout(defaultTimeout),
+      Effect.matchCauseEffect({
+        onSuccess: () =>
+          Effect.zipRight(
+            Metric.increment(Metrics.putBack.of(definition.lock, "run")),
+            Effect.logWarning(
+              `Redis failed before the job's perform started (${reason}); put back on its queue to run in ` +
+                `${delayMs} ms, no attempt spent`
+            )
+          ),
+        onFailure: (cause) =>
+          Effect.logWarning(
+            `Redis failed before the job's perform started (${reason}), and BullMQ did not take the job back; it ` +
+              "stays active until BullMQ finds it stalled and offers it again",
+            cause
+          )
+      }),
+      Effect.annotateLogs({ package: "effect-unique-jobs", module: "BullMQ", jid: job.id ?? "" }),
+      Effect.zipRight(Effect.fail(new DelayedError()))
+    )
+  })
+
+/**
+ * A failure of `active`'s processing as BullMQ must see it: put back when Redis failed before its perform started
+ * (`putBack`), else as `failed` says.
+ *
+ * @internal
+ */
+export const failedAs = (definition: Definition, active: Active, ours: Job) =>
+(failure: unknown): Effect.Effect<never, Error, RedisService> =>
+  !active.started && !active.moved && active.token !== undefined && failedBeforePerform(failure)
+    ? putBack(definition, active, failure)
+    : failed(definition, active.job, ours)(failure)
 
 /** A failure as BullMQ must see it; on the job's last attempt, `Middleware.died` first. @internal */
 export const failed = (definition: Definition, job: BullJob, ours: Job) =>
@@ -662,7 +758,12 @@ export const failed = (definition: Definition, job: BullJob, ours: Job) =>
   return Effect.flatMap(lastAttempt(job, error), (last) =>
     !last ? Effect.fail(error) : Effect.zipRight(
       Effect.catchAllCause(
-        Middleware.died(definition)(ours),
+        // Its queue lock often has no TTL: a release lost to a blip would keep the digest locked for good, so it is
+        // tried again as a queue lock's release is (for up to 30 s).
+        Effect.retry(Middleware.died(definition)(ours), {
+          schedule: Lock.releaseRetry,
+          while: (error) => error._tag === "RedisError"
+        }),
         (cause) => Effect.logWarning("releasing the lock of a dead job failed; its TTL or the reaper ends it", cause)
       ),
       Effect.fail(error)
@@ -690,7 +791,7 @@ export const processorWith = <R>(
 ) =>
 async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefined> => {
   const defined = typeof unique === "function" ? unique(job) : unique
-  const active: Active = { job, token, moved: false }
+  const active: Active = { job, token, moved: false, started: false }
   let boundary: Lock.Boundary | undefined
   // The job's own fiber is the perform's boundary: a run lock lost while it runs interrupts this fiber (no fork).
   // Its fiber refs are set, not scoped with `Effect.locally` (about 15 Effect steps each): the fiber ends with the job.
@@ -702,6 +803,14 @@ async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefine
     )
   }) as Effect.Effect<Strategy.ServerOutcome<A>, Error, R>
   let exit = await runExit(handled, signal)
+  // Failed before the job's own steps could run (the lock store's build: its Redis down at the first job), as a
+  // failure at the handoff does: put back.
+  if (Exit.isFailure(exit) && !active.started && !active.moved && token !== undefined) {
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isSome(failure) && failedBeforePerform(failure.value)) {
+      exit = await Effect.runPromiseExit(putBack(defined.definition, active, failure.value))
+    }
+  }
   // Interrupted for its lost run lock, or cancelled by BullMQ (`worker.cancelJob`): ended as a perform that failed
   // with that error ends (on its last attempt its locks go as a dead job's do; a strategy that moved the job to
   // delayed first: DelayedError). An interruption of ours (close's timeout) stays a cancellation.

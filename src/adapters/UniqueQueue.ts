@@ -103,7 +103,8 @@ export interface UniqueQueue<DataType = unknown> {
    * run lock is lost, `close`'s timeout passes or BullMQ cancels the job (`worker.cancelJob`). As with BullMQ's own
    * processors, only a `fn` that declares it (three parameters) is given one; BullMQ cancels only such a job. A job
    * turned away completes with `undefined`. A job it is handed after `close()` began is put back (delayed by a
-   * second, no attempt spent) for a worker that is still open.
+   * second, no attempt spent) for a worker that is still open; so is one whose handoff or run lock Redis failed to
+   * take before `fn` started (a timeout, a closed connection, a failover: delayed 0.5 s, doubling up to 8 s).
    */
   readonly processor: <R>(
     fn: (job: BullJob<DataType>, token: string | undefined, signal: AbortSignal) => Promise<R>
@@ -538,10 +539,15 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
         const fast = takesSignal ? undefined : fastFor(job.name)
         if (fast === undefined) return undefined
         const ours = BullMQ.toJob(job)
+        // Whether its fn has started: Redis failing before then puts the job back (BullMQ.failedAs).
+        const active: BullMQ.Active = { job, token, moved: false, started: false }
         const started = HotPath.serverFast(
           fast.processing,
           ours,
-          () => untilDone(job, token),
+          () => {
+            active.started = true
+            return untilDone(job, token)
+          },
           (effect) => run(BullMQ.performing(job, token, effect))
         )
         if (started === undefined) return undefined
@@ -552,7 +558,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
             (failure: unknown) =>
               cancellation !== undefined
                 ? Promise.reject(cancellation)
-                : run(BullMQ.failed(defined(job.name).definition, job, ours)(failure))
+                : run(BullMQ.failedAs(defined(job.name).definition, active, ours)(failure))
           ),
           () => started.interrupt(cancellation = new Error(`job ${job.id} was cancelled`)),
           started.after

@@ -943,6 +943,9 @@ export const make = (options: Options = {}): Effect.Effect<Store, RedisError, Sc
     return yield* Keeper.scoped(store)
   })
 
+// How long ioredis waits before it tries a call again while a cluster fails over (its default).
+const clusterRetryMs = 100
+
 /**
  * A store on Redis Cluster that owns its ioredis `Cluster`: connected when built (every slot known), closed with its
  * scope. Calls follow MOVED and ASK and wait out CLUSTERDOWN, TRYAGAIN and a failover as ioredis does, always within
@@ -962,6 +965,15 @@ export const makeCluster = (options: ClusterOptions): Effect.Effect<Store, Redis
       lazyConnect: true,
       enableAutoPipelining: options.enableAutoPipelining ?? false,
       slotsRefreshTimeout: Math.min(timeoutMs, 1000),
+      // A failover is ridden out within the call's timeout: ioredis tries a call again every `clusterRetryMs` while
+      // the cluster is down, a replica is taking over or a node's connection is closed, and each try (a MOVED to the
+      // dead master included) spends one redirection. Its default of 16 gave up after about 1.5 s, well inside a
+      // failover (about 3 s); two per pause over the whole timeout, and its own 16 for MOVED and ASK, outlast it.
+      // The timeout still ends every call (the store's deadline, ioredis' commandTimeout).
+      retryDelayOnFailover: clusterRetryMs,
+      retryDelayOnClusterDown: clusterRetryMs,
+      retryDelayOnTryAgain: clusterRetryMs,
+      maxRedirections: 16 + 2 * Math.ceil(timeoutMs / clusterRetryMs),
       ...own,
       redisOptions: {
         autoResendUnfulfilledCommands: false,

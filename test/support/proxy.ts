@@ -16,6 +16,8 @@ export interface Proxy {
   readonly stall: Effect.Effect<void>
   /** Sends what was held, in order, and forwards again. */
   readonly resume: Effect.Effect<void>
+  /** Closes every connection it carries, as a restarted Redis or a failover does; new ones are carried as before. */
+  readonly drop: Effect.Effect<void>
 }
 
 export const start = (target: string): Effect.Effect<Proxy, never, Scope.Scope> =>
@@ -65,6 +67,9 @@ export const start = (target: string): Effect.Effect<Proxy, never, Scope.Scope> 
       resume: Effect.sync(() => {
         state.stalled = false
         for (const send of held.splice(0)) send()
+      }),
+      drop: Effect.sync(() => {
+        for (const socket of sockets) socket.destroy()
       })
     }
   })
