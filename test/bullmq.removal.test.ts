@@ -1,0 +1,134 @@
+/**
+ * Jobs an operator takes out of BullMQ, and their locks: `queue.drain()`, `queue.obliterate()` and `job.remove()`
+ * by hand leave queue locks that only a BullMQ-aware reap frees — `unique-jobs reap --bullmq-queue NAME` (run here
+ * in-process, as the executable runs it) — and `UniqueQueue`'s own `remove`, `drain` and `obliterate` let the locks
+ * go with the jobs. Real BullMQ queues on a private redis-server; counts, never timings.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import type { Queue } from "bullmq"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Cli from "../src/Cli.js"
+import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
+import * as Redis from "../src/Redis.js"
+import * as Bull from "./support/bullmq.js"
+import { capturedConsole } from "./support/cli.js"
+import * as RedisTest from "./support/redis.js"
+import type { Data } from "./support/uniquequeue.js"
+
+/** The jids holding `digest`'s queue lock. */
+const holdersOf = (prefix: string, digest: string) =>
+  Effect.flatMap(Redis.RedisService, (redis) =>
+    Effect.map(redis.fetch({ prefix, name: digest }), (fetched) => fetched.holders.map((h) => h.jid)))
+
+/** The command in-process: its answer lines, and its error's message when it failed. */
+const cli = (...args: Array<string>) =>
+  Effect.gen(function*() {
+    const { capture, lines } = yield* capturedConsole
+    const ran = yield* Cli.run(["node", "unique-jobs", ...args]).pipe(
+      Effect.withConsole(capture),
+      Effect.provide(Cli.platform),
+      Effect.either
+    )
+    // The default logger writes to the console too: the answer is the JSON line.
+    const answer = lines.find((line) => line.startsWith("{"))
+    return { lines, answer, error: Either.isLeft(ran) ? (ran.left as { message: string }).message : undefined }
+  })
+
+/** A UniqueQueue over `queue` with the locks on the test server under `lockPrefix`, closed with the scope. */
+const uniqueOver = (queue: Queue, lockPrefix: string, lock: "until_executed" | "until_and_while_executing" = "until_executed") =>
+  Effect.flatMap(RedisTest.TestRedis, ({ source }) =>
+    Effect.acquireRelease(
+      Effect.sync(() => UniqueQueue.make<Data>(queue, { lock, lockPrefix, redis: { url: source.url }, defaults: {} })),
+      (u) => Effect.promise(() => u.close())
+    ))
+
+const added = (unique: UniqueQueue.UniqueQueue<Data>, n: number) =>
+  Effect.promise(async () => {
+    const outcome = await unique.add("Work", { n })
+    assert.strictEqual(outcome._tag, "Enqueued", `add ${n}`)
+    return { digest: outcome.digest, jid: outcome.job.jid }
+  })
+
+describe("observation 7: unique-jobs reap --bullmq-queue frees the locks of jobs removed from BullMQ by hand", () => {
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    it.scoped(
+      "drained, removed and obliterated by hand: the reap frees exactly those locks; another queue's, a live job's, a running job's and foreign keys stay; the next add is Enqueued",
+      () =>
+        Effect.gen(function*() {
+          const { raw, source } = yield* RedisTest.TestRedis
+          const prefix = RedisTest.uniquePrefix("reap-bull")
+          const [drained, removed, obliterated, other] = yield* Effect.forEach(
+            ["drained", "removed", "oblit", "other"],
+            (name) => Bull.queue(Bull.uniqueName(name))
+          )
+          const uniques = yield* Effect.forEach([drained!, removed!, obliterated!, other!], (q) => uniqueOver(q, prefix))
+          const [uDrained, uRemoved, uObliterated, uOther] = uniques as [
+            UniqueQueue.UniqueQueue<Data>,
+            UniqueQueue.UniqueQueue<Data>,
+            UniqueQueue.UniqueQueue<Data>,
+            UniqueQueue.UniqueQueue<Data>
+          ]
+          const d = yield* Effect.forEach([1, 2, 3], (n) => added(uDrained, n))
+          const r = yield* Effect.forEach([1, 2, 3], (n) => added(uRemoved, n))
+          const o = yield* Effect.forEach([1, 2], (n) => added(uObliterated, n))
+          const x = yield* Effect.forEach([1, 2], (n) => added(uOther, n))
+          // r[2] runs: a worker took it and holds it (its until_executed lock is kept while it runs).
+          const taker = yield* Bull.manualWorker(removed!.name)
+          const running = yield* Effect.promise(() => taker.getNextJob("taker"))
+          assert.strictEqual(running?.id, r[0]!.jid)
+          // A key under the prefix that is not one of ours, and a lock of another prefix.
+          yield* Effect.promise(() => raw.set(`${prefix}:foreign`, "x"))
+          const otherPrefix = RedisTest.uniquePrefix("reap-bull-other")
+          const elsewhere = yield* uniqueOver(drained!, otherPrefix)
+          const kept = yield* added(elsewhere, 9)
+
+          // The operator, through BullMQ directly.
+          yield* Effect.promise(() => drained!.drain())
+          yield* Effect.promise(async () => (await removed!.getJob(r[1]!.jid))!.remove())
+          yield* Effect.promise(() => obliterated!.obliterate())
+          yield* Effect.promise(() => other!.drain())
+          yield* Effect.sleep("50 millis") // past the grace below
+
+          const where = ["--redis-url", source.url, "--prefix", prefix, "--grace", "20 millis"]
+          const queues = ["--bullmq-queue", drained!.name, "--bullmq-queue", removed!.name]
+          // The obliterated queue has no keys left: told it, the reap refuses until told that is expected.
+          const refused = yield* cli("reap", ...where, ...queues, "--bullmq-queue", obliterated!.name, "--json")
+          assert.match(refused.error ?? "", new RegExp(`BullMQ has no queue "${obliterated!.name}" under prefix "bull"`))
+          assert.include(refused.error ?? "", "--bullmq-allow-missing")
+          const allQueues = [...queues, "--bullmq-queue", obliterated!.name, "--bullmq-allow-missing"]
+
+          const dry = yield* cli("reap", ...where, ...allQueues, "--dry-run", "--json")
+          assert.isUndefined(dry.error, dry.error)
+          const dryPass = JSON.parse(dry.answer ?? "") as { orphans: number; freed: Array<{ lock: string; jid: string }> }
+          const expected = [...d, r[1]!, ...o].map((l) => `${l.digest} ${l.jid}`).sort()
+          assert.deepStrictEqual(dryPass.freed.map((f) => `${f.lock} ${f.jid}`).sort(), expected)
+          assert.strictEqual(dryPass.orphans, expected.length)
+          for (const lock of [...d, r[1]!, ...o]) assert.deepStrictEqual(yield* holdersOf(prefix, lock.digest), [lock.jid])
+
+          const real = yield* cli("reap", ...where, ...allQueues, "--json")
+          assert.isUndefined(real.error, real.error)
+          const pass = JSON.parse(real.answer ?? "") as { orphans: number; freed: Array<{ lock: string; jid: string }> }
+          assert.strictEqual(pass.orphans, expected.length)
+          assert.deepStrictEqual(pass.freed.map((f) => `${f.lock} ${f.jid}`).sort(), expected)
+          for (const lock of [...d, r[1]!, ...o]) assert.deepStrictEqual(yield* holdersOf(prefix, lock.digest), [])
+          // Kept: the running job's, the waiting job's, the queue it was not told about, another prefix's.
+          for (const lock of [r[0]!, r[2]!, ...x]) assert.deepStrictEqual(yield* holdersOf(prefix, lock.digest), [lock.jid])
+          assert.deepStrictEqual(yield* holdersOf(otherPrefix, kept.digest), [kept.jid])
+          assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:foreign`)), "x")
+          // The obliterated queue was read, never written: no keys of it came back.
+          assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`bull:${obliterated!.name}:*`)), [])
+
+          // The same data again: Enqueued.
+          for (const [unique, n] of [[uDrained, 1], [uRemoved, 2], [uObliterated, 1]] as const) {
+            const again = yield* Effect.promise(() => unique.add("Work", { n }))
+            assert.strictEqual(again._tag, "Enqueued")
+          }
+          const stillHeld = yield* Effect.promise(() => uOther.add("Work", { n: 1 }))
+          assert.strictEqual(stillHeld._tag, "Skipped", "the queue the reap was not told about keeps its locks")
+        }),
+      { timeout: 180_000 }
+    )
+  })
+})
+
