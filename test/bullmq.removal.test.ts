@@ -14,7 +14,7 @@ import * as Redis from "../src/Redis.js"
 import * as Bull from "./support/bullmq.js"
 import { capturedConsole } from "./support/cli.js"
 import * as RedisTest from "./support/redis.js"
-import type { Data } from "./support/uniquequeue.js"
+import { type Data, lockProxiedUniqueQueue } from "./support/uniquequeue.js"
 
 /** The jids holding `digest`'s queue lock. */
 const holdersOf = (prefix: string, digest: string) =>
@@ -132,3 +132,131 @@ describe("observation 7: unique-jobs reap --bullmq-queue frees the locks of jobs
   })
 })
 
+/** A new queue, a lock prefix of its own and a UniqueQueue over them. */
+const fresh = (label: string, lock: "until_executed" | "until_and_while_executing" = "until_executed") =>
+  Effect.gen(function*() {
+    const prefix = RedisTest.uniquePrefix(`uq-${label}`)
+    const queue = yield* Bull.queue(Bull.uniqueName(label))
+    return { prefix, queue, unique: yield* uniqueOver(queue, prefix, lock) }
+  })
+
+const rejected = (f: () => Promise<unknown>) =>
+  Effect.promise(() => f().then(() => undefined, (error: unknown) => error as { _tag?: string; message: string }))
+
+describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs' locks go with them", () => {
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    it.scoped("remove: a waiting job goes with its queue lock; a running job, a missing id and a bad id change nothing", () =>
+      Effect.gen(function*() {
+        const { prefix, queue, unique } = yield* fresh("remove")
+        const [first, second] = yield* Effect.forEach([1, 2], (n) => added(unique, n))
+        const taker = yield* Bull.manualWorker(queue.name)
+        const running = yield* Effect.promise(() => taker.getNextJob("taker"))
+        assert.strictEqual(running?.id, first!.jid)
+
+        assert.strictEqual(yield* Effect.promise(() => unique.remove(second!.jid)), 1)
+        assert.isUndefined(yield* Effect.promise(() => queue.getJob(second!.jid)))
+        assert.deepStrictEqual(yield* holdersOf(prefix, second!.digest), [], "its lock went with it")
+        assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 2 })))._tag, "Enqueued")
+
+        assert.strictEqual(yield* Effect.promise(() => unique.remove(first!.jid)), 0, "BullMQ keeps a running job")
+        assert.deepStrictEqual(yield* holdersOf(prefix, first!.digest), [first!.jid])
+        assert.strictEqual(yield* Effect.promise(() => unique.remove("no-such-job")), 0)
+        const bad = yield* rejected(() => unique.remove("" as string))
+        assert.strictEqual(bad?._tag, "InvalidLockOptions")
+        assert.include(bad?.message, "jobId: expected the id of a job")
+      }), { timeout: 120_000 })
+
+    it.scoped("remove with the lock Redis stalled: the job is gone, and the error says its lock may be left and what frees it", () =>
+      Effect.gen(function*() {
+        const { proxy, queue, unique } = yield* lockProxiedUniqueQueue("uq-remove-stalled", "1 second")
+        const first = yield* added(unique, 1)
+        yield* proxy.stall
+        const failed = yield* rejected(() => unique.remove(first.jid))
+        yield* proxy.resume
+        assert.strictEqual(failed?._tag, "RedisError")
+        assert.include(failed?.message, `job ${first.jid} was removed from queue "${queue.name}" but its lock may be left`)
+        assert.include(failed?.message, `unique-jobs reap --bullmq-queue ${queue.name} frees it`)
+        assert.isUndefined(yield* Effect.promise(() => queue.getJob(first.jid)))
+      }), { timeout: 120_000 })
+
+    it.scoped("drain: waiting and prioritized jobs go with their locks; delayed ones only with drain(true); a running job keeps its lock", () =>
+      Effect.gen(function*() {
+        const { prefix, queue, unique } = yield* fresh("drain", "until_and_while_executing")
+        const waiting = yield* Effect.forEach([1, 2, 3], (n) => added(unique, n))
+        const taker = yield* Bull.manualWorker(queue.name)
+        const running = yield* Effect.promise(() => taker.getNextJob("taker"))
+        assert.strictEqual(running?.id, waiting[0]!.jid)
+        const prioritized = yield* Effect.promise(() => unique.add("Work", { n: 4 }, { priority: 2 }))
+        const delayed = yield* Effect.promise(() => unique.add("Work", { n: 5 }, { delay: 600_000 }))
+        assert.deepStrictEqual([prioritized._tag, delayed._tag], ["Enqueued", "Enqueued"])
+
+        assert.strictEqual(yield* Effect.promise(() => unique.drain()), 3)
+        for (const lock of [waiting[1]!, waiting[2]!, { digest: prioritized.digest }]) {
+          assert.deepStrictEqual(yield* holdersOf(prefix, lock.digest), [])
+        }
+        assert.deepStrictEqual(yield* holdersOf(prefix, delayed.digest), [delayed.job.jid], "delayed: kept by drain()")
+        assert.deepStrictEqual(yield* holdersOf(prefix, waiting[0]!.digest), [waiting[0]!.jid], "running: kept")
+        assert.strictEqual(yield* Effect.promise(() => unique.drain(true)), 1)
+        assert.deepStrictEqual(yield* holdersOf(prefix, delayed.digest), [])
+        for (const n of [2, 3, 4, 5]) assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n })))._tag, "Enqueued")
+        assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 1 })))._tag, "Skipped", "the running job's")
+        const bad = yield* rejected(() => unique.drain("yes" as unknown as boolean))
+        assert.include(bad?.message, "delayed: expected true")
+      }), { timeout: 120_000 })
+
+    it.scoped("drain while a worker runs 300 jobs: every job ran or was removed, none ran twice, and no lock is left", () =>
+      Effect.gen(function*() {
+        const { prefix, queue, unique } = yield* fresh("drain-live")
+        const n = 300
+        yield* Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => added(unique, i), { concurrency: 16, discard: true })
+        const ran: Array<number> = []
+        yield* Bull.worker<Data>(queue.name, unique.processor(async (job) => {
+          ran.push(job.data.n)
+          await new Promise((resolve) => setTimeout(resolve, 2))
+        }), { concurrency: 4 })
+        assert.isTrue(yield* Bull.until(Effect.sync(() => ran.length >= 5)), "the worker started")
+        const removed = yield* Effect.promise(() => unique.drain())
+        assert.isTrue(
+          yield* Bull.until(Effect.promise(async () => (await queue.getJobCountByTypes("waiting", "active")) === 0), 120_000)
+        )
+        // Every job ran or was removed (one a worker finished just as it was removed may count twice).
+        assert.isTrue(yield* Bull.until(Effect.sync(() => ran.length + removed >= n), 120_000), `${ran.length} + ${removed}`)
+        assert.isAbove(removed, 0)
+        assert.strictEqual(new Set(ran).size, ran.length, "no job ran twice")
+        assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [], "no lock left")
+      }), { timeout: 240_000 })
+
+    it.scoped("obliterate: refused while a job runs (nothing removed); with force every lock but the running job's goes, and that one at its end", () =>
+      Effect.gen(function*() {
+        const { prefix, queue, unique } = yield* fresh("oblit", "until_and_while_executing")
+        let release: () => void = () => {}
+        const held = new Promise<void>((resolve) => {
+          release = resolve
+        })
+        yield* Effect.addFinalizer(() => Effect.sync(() => release()))
+        const first = yield* added(unique, 1)
+        yield* Bull.worker<Data>(queue.name, unique.processor(async () => {
+          await held
+        }), { concurrency: 1 })
+        const runLock = `${first.digest}:RUN`
+        assert.isTrue(yield* Bull.until(Effect.map(holdersOf(prefix, runLock), (jids) => jids.length === 1)))
+        const rest = yield* Effect.forEach([2, 3], (n) => added(unique, n))
+        const delayed = yield* Effect.promise(() => unique.add("Work", { n: 4 }, { delay: 600_000 }))
+
+        const refused = yield* rejected(() => unique.obliterate())
+        assert.strictEqual(refused?._tag, "QueueError")
+        assert.include(refused?.message, "1 job(s) of queue")
+        for (const lock of rest) assert.deepStrictEqual(yield* holdersOf(prefix, lock.digest), [lock.jid])
+        assert.strictEqual(yield* Effect.promise(() => queue.count()), 3, "nothing removed")
+
+        assert.strictEqual(yield* Effect.promise(() => unique.obliterate({ force: true })), 3)
+        for (const lock of [...rest, { digest: delayed.digest }]) assert.deepStrictEqual(yield* holdersOf(prefix, lock.digest), [])
+        assert.deepStrictEqual(yield* holdersOf(prefix, runLock), [first.jid], "the running job keeps its run lock")
+        release()
+        assert.isTrue(yield* Bull.until(Effect.map(holdersOf(prefix, runLock), (jids) => jids.length === 0)), "at its end")
+        for (const n of [1, 2, 3, 4]) assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n })))._tag, "Enqueued")
+        const bad = yield* rejected(() => unique.obliterate({ count: 0 }))
+        assert.include(bad?.message, "opts.count: expected a whole number")
+      }), { timeout: 120_000 })
+  })
+})
