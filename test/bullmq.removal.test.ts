@@ -12,7 +12,7 @@ import * as Cli from "../src/Cli.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Redis from "../src/Redis.js"
 import * as Bull from "./support/bullmq.js"
-import { capturedConsole } from "./support/cli.js"
+import { capturedConsole, closedPort } from "./support/cli.js"
 import * as RedisTest from "./support/redis.js"
 import { type Data, lockProxiedUniqueQueue } from "./support/uniquequeue.js"
 
@@ -142,6 +142,45 @@ const fresh = (label: string, lock: "until_executed" | "until_and_while_executin
 
 const rejected = (f: () => Promise<unknown>) =>
   Effect.promise(() => f().then(() => undefined, (error: unknown) => error as { _tag?: string; message: string }))
+
+describe("unique-jobs reap --bullmq-queue: mistakes and an unreachable BullMQ free nothing, and say why in one line", () => {
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    it.scoped("a wrong prefix, a BullMQ Redis that is not there, --grace without a queue, a bad --grace or name: exit 1, every lock kept", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const { prefix, queue, unique } = yield* fresh("reap-mistakes")
+        const locks = yield* Effect.forEach([1, 2], (n) => added(unique, n))
+        yield* Effect.promise(() => queue.drain())
+        yield* Effect.sleep("50 millis")
+        const where = ["--redis-url", source.url, "--prefix", prefix]
+        const asked = ["--bullmq-queue", queue.name, "--grace", "20"]
+        const port = yield* closedPort
+        const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string | RegExp]> = [
+          [[...asked, "--bullmq-prefix", "bullx"], `BullMQ has no queue "${queue.name}" under prefix "bullx" (the locks' Redis)`],
+          [[...asked, "--bullmq-url", `redis://:secret@127.0.0.1:${port}`], /^cannot reach BullMQ's Redis \(--bullmq-url\)/],
+          [["--grace", "20"], "--grace asks about BullMQ's jobs: name the queues with --bullmq-queue"],
+          [["--bullmq-url", source.url], "--bullmq-url asks about BullMQ's jobs: name the queues with --bullmq-queue"],
+          [["--bullmq-queue", queue.name, "--grace", "soon"], /^--grace: expected a duration/],
+          [["--bullmq-queue", queue.name, "--grace", "0"], /^--grace: expected a duration of at least 1 ms/],
+          [["--bullmq-queue", "-x"], `--bullmq-queue "-x" is not a queue name`],
+          [["--bullmq-queue", "a:b"], `--bullmq-queue "a:b": Queue name cannot contain :`]
+        ]
+        for (const [args, said] of cases) {
+          const ran = yield* cli("reap", ...where, ...args, "--json")
+          if (typeof said === "string") assert.include(ran.error ?? "", said, args.join(" "))
+          else assert.match(ran.error ?? "", said, args.join(" "))
+          assert.notInclude(ran.error ?? "", "secret")
+          assert.isUndefined(ran.answer)
+        }
+        for (const lock of locks) assert.deepStrictEqual(yield* holdersOf(prefix, lock.digest), [lock.jid])
+        // "20" is 20 ms; "1m" a minute, so the locks taken just now are not asked about.
+        const young = yield* cli("reap", ...where, "--bullmq-queue", queue.name, "--grace", "1m", "--json")
+        assert.strictEqual((JSON.parse(young.answer ?? "") as { orphans: number }).orphans, 0)
+        const freed = yield* cli("reap", ...where, ...asked, "--json")
+        assert.strictEqual((JSON.parse(freed.answer ?? "") as { orphans: number }).orphans, 2)
+      }), { timeout: 120_000 })
+  })
+})
 
 describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs' locks go with them", () => {
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
