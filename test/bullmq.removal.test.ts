@@ -4,13 +4,15 @@
  * in-process, as the executable runs it) — and `UniqueQueue`'s own `remove`, `drain` and `obliterate` let the locks
  * go with the jobs. Real BullMQ queues on a private redis-server; counts, never timings.
  */
-import { assert, describe, layer } from "@effect/vitest"
-import type { Queue } from "bullmq"
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Queue as BullQueue, type Queue } from "bullmq"
+import { Cluster as IOCluster } from "ioredis"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Cli from "../src/Cli.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Redis from "../src/Redis.js"
+import * as RedisCluster from "../src/RedisCluster.js"
 import * as Bull from "./support/bullmq.js"
 import { capturedConsole, closedPort } from "./support/cli.js"
 import * as RedisTest from "./support/redis.js"
@@ -298,4 +300,36 @@ describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs
         assert.include(bad?.message, "opts.count: expected a whole number")
       }), { timeout: 120_000 })
   })
+})
+
+describe("unique-jobs reap --cluster --bullmq-queue: BullMQ on the locks' cluster", () => {
+  it.scopedLive("a prefix with no {hashtag} is refused before any call, naming what to pass; with BullMQ's {bull} the drained jobs' locks are freed", () =>
+    Effect.gen(function*() {
+      const cluster = yield* RedisCluster.start({ masters: 1, replicas: 0 })
+      const nodes = cluster.startupNodes.map((n) => `${n.host}:${n.port}`)
+      const connection = yield* Effect.acquireRelease(
+        Effect.sync(() => new IOCluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: null } })),
+        (client) => Effect.sync(() => client.disconnect())
+      )
+      const queue = yield* Effect.acquireRelease(
+        Effect.sync(() => new BullQueue(Bull.uniqueName("cq"), { connection, prefix: "{bull}" })),
+        (q) => Effect.promise(() => q.close())
+      )
+      const prefix = RedisTest.uniquePrefix("cluster-reap")
+      const unique = yield* Effect.acquireRelease(
+        Effect.sync(() => UniqueQueue.make<Data>(queue, { lock: "until_executed", lockPrefix: prefix, redis: { nodes }, defaults: {} })),
+        (u) => Effect.promise(() => u.close())
+      )
+      yield* Effect.forEach([1, 2, 3], (n) => added(unique, n), { discard: true })
+      yield* Effect.promise(() => queue.drain())
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+      const where = ["--cluster", nodes.join(","), "--prefix", prefix, "--bullmq-queue", queue.name, "--grace", "20"]
+      const untagged = yield* cli("reap", ...where, "--json")
+      assert.include(untagged.error ?? "", `on a Redis Cluster: BullMQ there needs a {hashtag} in its prefix`)
+      assert.include(untagged.error ?? "", `--bullmq-prefix "{bull}"`)
+      const reaped = yield* cli("reap", ...where, "--bullmq-prefix", "{bull}", "--json")
+      assert.isUndefined(reaped.error, reaped.error)
+      assert.strictEqual((JSON.parse(reaped.answer ?? "") as { orphans: number }).orphans, 3)
+      assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 1 })))._tag, "Enqueued")
+    }), { timeout: 180_000 })
 })

@@ -91,6 +91,19 @@ const known = (client: IORedis | Cluster, queue: Queue, options: Options): Effec
  */
 export const make = (options: Options): Effect.Effect<BullMQ.BullMQ & JobQueue["Type"], QueuesError, Scope.Scope> =>
   Effect.gen(function*() {
+    // BullMQ keeps a queue's keys in one slot only under a hash tag: without one, every call to it fails CROSSSLOT.
+    const untagged = "nodes" in options.connection && !/\{[^}]+\}/.test(options.prefix)
+      ? options.names.find((name) => !/\{[^}]+\}/.test(name))
+      : undefined
+    if (untagged !== undefined) {
+      return yield* Effect.fail(
+        new QueuesError(
+          `--bullmq-queue ${JSON.stringify(untagged)} on a Redis Cluster: BullMQ there needs a {hashtag} in its ` +
+            `prefix, and --bullmq-prefix ${JSON.stringify(options.prefix)} has none: pass the prefix your queues use, ` +
+            `such as --bullmq-prefix "{bull}"`
+        )
+      )
+    }
     const client = yield* connect(options)
     const queues: Array<Queue> = []
     for (const name of new Set(options.names)) {
