@@ -127,7 +127,7 @@ export interface UniqueQueue<DataType = unknown> {
    * As `queue.obliterate(opts)`: pauses the queue, removes every job that is not running as `remove` does (their
    * queue locks go with them), then lets BullMQ delete what is left. Without `force` it refuses, removing nothing,
    * while a job runs; with `force` a running job's locks stay its own: they go as its run ends. Answers how many
-   * jobs' locks went with them.
+   * jobs it removed before BullMQ deleted the rest.
    */
   readonly obliterate: (opts?: { readonly force?: boolean | undefined; readonly count?: number | undefined }) => Promise<number>
   /**
