@@ -15,6 +15,7 @@ import type * as Terminal from "@effect/platform/Terminal"
 import type * as Context from "effect/Context"
 import * as Config from "effect/Config"
 import * as Console from "effect/Console"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -24,6 +25,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
+import { JobQueue } from "./JobQueue.js"
 import * as CliPlatform from "./internal/cliPlatform.js"
 import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
@@ -381,26 +383,127 @@ const locksCommand = Command.make("locks").pipe(
   Command.withDescription("inspect and clean locks")
 )
 
-const reap = Command.make("reap", { dryRun, redisUrl, prefix, json }, (o) =>
-  Effect.zipRight(checkPrefix(o.prefix), withRedis(
+// Where the reap asks about jobs: BullMQ's queues, by name.
+const bullmq = Options.all({
+  queues: Options.text("bullmq-queue").pipe(
+    Options.repeated,
+    Options.withDescription(
+      "a BullMQ queue whose jobs' locks to free when the job is gone (drained, removed, obliterated, completed); " +
+        "repeat for each queue. A lock of a queue not named here is kept"
+    )
+  ),
+  url: Options.text("bullmq-url").pipe(
+    Options.optional,
+    Options.withDescription("the Redis BullMQ keeps the queues in (default: the locks' Redis)")
+  ),
+  prefix: Options.text("bullmq-prefix").pipe(
+    Options.withDefault("bull"),
+    Options.withDescription("BullMQ's key prefix (its prefix option)")
+  ),
+  allowMissing: Options.boolean("bullmq-allow-missing").pipe(
+    Options.withDescription("a named queue with no keys (obliterated) counts as empty: its locks are freed")
+  ),
+  grace: Options.text("grace").pipe(
+    Options.optional,
+    Options.withDescription("how old a lock must be before its job is asked about: 90s, 10m, 1h or \"10 minutes\" (default 10m)")
+  )
+})
+
+interface Bullmq {
+  readonly queues: ReadonlyArray<string>
+  readonly url: Option.Option<string>
+  readonly prefix: string
+  readonly allowMissing: boolean
+  readonly grace: Option.Option<string>
+}
+
+const checkBullmq = (o: Bullmq): Effect.Effect<void, CliError> => {
+  const empty = o.queues.find((name) => name === "" || name.startsWith("-"))
+  if (empty !== undefined) return fail(`--bullmq-queue ${JSON.stringify(empty)} is not a queue name`)
+  if (o.queues.length > 0) return o.prefix === "" ? fail("--bullmq-prefix must not be empty (BullMQ's is bull)") : Effect.void
+  const given = [Option.isSome(o.url) && "--bullmq-url", o.prefix !== "bull" && "--bullmq-prefix",
+    o.allowMissing && "--bullmq-allow-missing", Option.isSome(o.grace) && "--grace"].filter((flag) => flag !== false)
+  return given.length === 0 ? Effect.void : fail(`${given.join(", ")} asks about BullMQ's jobs: name the queues with --bullmq-queue`)
+}
+
+// The adapter over the named queues: BullMQ's url, else the locks' own Redis.
+const queuesOf = (o: Bullmq, connection: Connection) =>
+  Effect.gen(function*() {
+    const url = Option.filter(o.url, (value) => value !== "")
+    const locksUrl = Option.isSome(connection.cluster) ? Option.none() : given(connection.url, "REDIS_URL")
+    const nodes = given(connection.cluster, "REDIS_CLUSTER_NODES")
+    const where = Option.isSome(url)
+      ? { connection: { url: url.value }, where: "--bullmq-url" }
+      : Option.isSome(locksUrl)
+      ? { connection: { url: locksUrl.value }, where: "the locks' Redis" }
+      : Option.isSome(nodes)
+      ? { connection: { nodes: nodes.value.split(",").map((n) => n.trim()).filter((n) => n !== "") }, where: "the locks' cluster" }
+      : undefined
+    if (where === undefined) return yield* Effect.fail(noRedis())
+    const queues = yield* Effect.tryPromise({
+      try: () => import("./internal/bullmqQueues.js"),
+      catch: () => new CliError("--bullmq-queue needs the bullmq package: npm install bullmq")
+    })
+    return yield* queues.make({
+      names: o.queues,
+      prefix: o.prefix,
+      allowMissing: o.allowMissing,
+      timeout: connectTimeout,
+      ...where
+    }).pipe(Effect.mapError((error) => new CliError(error.message)))
+  })
+
+// "90s", "10m", "1500" (milliseconds) as a shell is typed; anything else ("10 minutes") as the Reaper reads it.
+const graceOf = (text: string): Duration.DurationInput => {
+  const compact = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim())
+  if (compact === null) return text as Duration.DurationInput
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[compact[2] as "ms" ?? "ms"]
+  return Number(compact[1]) * unit
+}
+
+const freedLines = (dryRun: boolean, freed: ReadonlyArray<Redis.ReapCandidate>): Array<string> =>
+  freed.map((f) => `${dryRun ? "would free" : "freed"} ${f.lock} (job ${f.jid} of queue ${f.queue ?? "-"}: gone)`)
+
+const reap = Command.make("reap", { dryRun, redisUrl, prefix, json, bullmq }, (o) =>
+  Effect.zipRight(Effect.zipRight(checkPrefix(o.prefix), checkBullmq(o.bullmq)), withRedis(
     o.redisUrl,
     Effect.gen(function*() {
-      const runner = yield* Reaper.make({ prefix: o.prefix, dryRun: o.dryRun }).pipe(
-        Effect.mapError((error) => new CliError(error.message))
-      )
-      const pass = yield* runner.pass((sofar) =>
-        progress(`walked ${sofar.scanned}, ${o.dryRun ? "would remove" : "removed"} ${
-          sofar.members + sofar.holders + sofar.orphans
-        }`)
+      const asks = o.bullmq.queues.length > 0
+      const runner = yield* Reaper.make({
+        prefix: o.prefix,
+        dryRun: o.dryRun,
+        ...(Option.isSome(o.bullmq.grace) ? { grace: graceOf(o.bullmq.grace.value) } : {})
+      }).pipe(Effect.mapError((error) => new CliError(error.issues.map((i) => `--${i.field}: ${i.reason}`).join("; "))))
+      const freed: Array<Redis.ReapCandidate> = []
+      const walk = runner.pass((sofar, orphans) =>
+        Effect.zipRight(
+          Effect.sync(() => freed.push(...orphans)),
+          progress(`walked ${sofar.scanned}, ${o.dryRun ? "would remove" : "removed"} ${
+            sofar.members + sofar.holders + sofar.orphans
+          }`)
+        )
       ).pipe(Effect.ensuring(runner.release))
+      // Told the queues, the pass asks them whether each old enough holder's job is gone.
+      const pass = yield* (asks
+        ? Effect.scoped(Effect.flatMap(queuesOf(o.bullmq, o.redisUrl), (queue) => Effect.provideService(walk, JobQueue, queue)))
+        : walk)
       yield* progressDone
-      yield* print(o.json, pass, () =>
+      const grace = Option.getOrElse(o.bullmq.grace, () => "10 minutes")
+      yield* print(o.json, asks ? { ...pass, freed } : pass, () =>
         pass.ran
-          ? `${pass.scanned} members walked in ${pass.steps} step(s); ${o.dryRun ? "would remove" : "removed"} ` +
-            `${pass.members} members, ${pass.holders} ended holders, ${pass.orphans} orphans`
+          ? [
+            ...freedLines(o.dryRun, freed),
+            `${pass.scanned} members walked in ${pass.steps} step(s); ${o.dryRun ? "would remove" : "removed"} ` +
+            `${pass.members} members, ${pass.holders} ended holders, ${pass.orphans} orphans`,
+            asks
+              ? `(a lock younger than ${grace} is not asked about: its job may still be on its way; --grace)`
+              : "(orphans, locks whose job is gone, are freed only with --bullmq-queue)"
+          ].join("\n")
           : "another reaper is running; nothing done")
     })
-  ))).pipe(Command.withDescription("one reaper pass: what no live holder needs (orphans are left: no queue here)"))
+  ))).pipe(Command.withDescription(
+    "one reaper pass: what no live holder needs; with --bullmq-queue, also the locks whose BullMQ job is gone"
+  ))
 
 const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
   Effect.zipRight(checkPrefix(o.prefix), withLocks(o, (locks) =>

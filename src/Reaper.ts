@@ -89,8 +89,13 @@ export interface Pass {
  */
 export interface Runner {
   readonly owner: string
-  /** One pass over the whole index, if this runner gets (or holds) the lease; `onStep` sees each step's totals. */
-  readonly pass: (onStep?: (sofar: Pass) => Effect.Effect<void>) => Effect.Effect<Pass, RedisError | QueueError, RedisService>
+  /**
+   * One pass over the whole index, if this runner gets (or holds) the lease; `onStep` sees each step's totals and the
+   * orphans the step released (in a dry run: would release), each a holder whose job its queue said is gone.
+   */
+  readonly pass: (
+    onStep?: (sofar: Pass, orphans: ReadonlyArray<ReapCandidate>) => Effect.Effect<void>
+  ) => Effect.Effect<Pass, RedisError | QueueError, RedisService>
   /** Gives the lease up (only this runner's). */
   readonly release: Effect.Effect<void, never, RedisService>
 }
@@ -223,13 +228,17 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
             // Another runner took the lease (this one stalled past it): it walks the index now.
             if (step.refused === true) break
             let orphans = 0
+            const freed: Array<ReapCandidate> = []
             if (Option.isSome(queue) && step.candidates.length > 0) {
               const orphaned = yield* orphansOf(queue.value, step.candidates)
               for (const candidate of orphaned) {
                 // Released only if it is still that holder's entry (a no-horizon queue lock, re-entrant by jid).
                 const released = settings.dryRun ||
                   (yield* redis.unlock({ prefix: settings.prefix, name: candidate.lock }, candidate.jid, 0))
-                if (released) orphans++
+                if (released) {
+                  orphans++
+                  freed.push(candidate)
+                }
               }
             }
             sofar = {
@@ -245,7 +254,7 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
               yield* Metric.incrementBy(Metrics.reaped.holder, step.removedHolders.length)
               yield* Metric.incrementBy(Metrics.reaped.orphan, orphans)
             }
-            if (onStep !== undefined) yield* onStep(sofar)
+            if (onStep !== undefined) yield* onStep(sofar, freed)
             if (step.next < 0) break
             // A released orphan may have taken its index member with it: step back as many, so no member is skipped
             // (walking one again is harmless).

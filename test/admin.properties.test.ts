@@ -9,7 +9,6 @@
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/admin.properties.test.ts
  */
 import { assert, describe, layer } from "@effect/vitest"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as fc from "effect/FastCheck"
@@ -18,6 +17,7 @@ import * as Cli from "../src/Cli.js"
 import * as Locks from "../src/Locks.js"
 import * as Redis from "../src/Redis.js"
 import * as Memory from "../src/internal/memory.js"
+import { capturedConsole } from "./support/cli.js"
 import * as RedisTest from "./support/redis.js"
 
 const runs = Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? 40)
@@ -184,16 +184,6 @@ const whereOf = ({ options, source }: RedisTest.TestRedis["Type"]): ReadonlyArra
     ? ["--cluster", options.nodes.map((n) => typeof n === "string" ? n : `${n.host}:${n.port}`).join(",")]
     : ["--redis-url", source.url]
 
-/** A console whose `log` lines (the CLI's answers) are kept, for `Effect.withConsole`. */
-const capturedConsole = Effect.map(Effect.console, (console) => {
-  const lines: Array<string> = []
-  const capture: Console.Console = {
-    ...console,
-    log: (...args) => Effect.sync(() => void lines.push(args.join(" "))),
-    unsafe: { ...console.unsafe, log: (...args) => void lines.push(args.join(" ")) }
-  }
-  return { capture, lines }
-})
 describe("the admin surface (properties)", () => {
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
     it.effect("both stores alike; a live run holder is revoked, never removed; nothing unrevoked is left where asked; foreign keys untouched", () =>

@@ -11,6 +11,8 @@ import { afterAll, assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
+import * as Bull from "./support/bullmq.js"
+import { closedPort } from "./support/cli.js"
 import { inTurn, isLockLost, probe } from "./support/probe.js"
 import * as RedisTest from "./support/redis.js"
 
@@ -44,17 +46,6 @@ const cli = (...args: Array<string>) =>
       resume(Effect.succeed({ code, stdout, stderr }))
     })
   })
-
-/** A loopback port nothing listens on. */
-const closedPort = Effect.promise(() =>
-  new Promise<number>((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
-)
 
 describe("unique-jobs (the command)", () => {
   layer(RedisTest.layer())((it) => {
@@ -212,6 +203,25 @@ describe("unique-jobs (the command)", () => {
         assert.deepStrictEqual(JSON.parse(del.stdout), { matched: 1200, deleted: 1200, dryRun: false, revoked: [], refused: [] })
         assert.strictEqual(yield* Effect.promise(() => raw.zcard(`${prefix}:digests`)), 0)
         assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${prefix}:m*`)), [])
+      }), { timeout: 180_000 })
+
+    it.scoped("reap --bullmq-queue, as it ships (bullmq loaded only then): the lock of a job its queue no longer has is freed", () =>
+      Effect.gen(function*() {
+        yield* build
+        const { source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("cli-bullmq")
+        const queue = yield* Bull.queue(Bull.uniqueName("cli-reap"))
+        yield* Effect.promise(() => queue.waitUntilReady().then(() => queue.getJobCounts()))
+        const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+        // Locks whose jobs are not in their queue: one of the named queue, one of a queue not named.
+        yield* Lock.lock(definition, { digest: `${prefix}:gone`, jid: "gone", info: { queue: queue.name } })
+        yield* Lock.lock(definition, { digest: `${prefix}:other`, jid: "other", info: { queue: "not-named" } })
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20))) // past the grace (real time)
+        const ran = yield* cli("reap", "--redis-url", source.url, "--prefix", prefix, "--bullmq-queue", queue.name, "--grace", "10", "--json")
+        assert.strictEqual(ran.code, 0, ran.stderr)
+        const pass = JSON.parse(ran.stdout) as { orphans: number; freed: Array<{ lock: string; jid: string }> }
+        assert.deepStrictEqual(pass.freed.map((f) => [f.lock, f.jid]), [[`${prefix}:gone`, "gone"]])
+        assert.strictEqual(pass.orphans, 1)
       }), { timeout: 180_000 })
 
     it.scoped("stdout carries only the answer: reap --json parses when the pass logged; --log-level after the subcommand; no colour codes in a pipe", () =>

@@ -112,6 +112,26 @@ export interface UniqueQueue<DataType = unknown> {
   /** Releases the locks a job that will never run again still holds (the processor does it on a last failure). */
   readonly died: (job: BullJob<DataType>) => Promise<boolean>
   /**
+   * `queue.remove(jobId)`, and the queue lock the job held goes with it (as `died` lets it go: `until_expired` keeps
+   * its lock until its TTL). A running job is not removed (BullMQ answers 0) and keeps its locks. Answers BullMQ's 1
+   * (removed) or 0.
+   */
+  readonly remove: (jobId: string, opts?: { readonly removeChildren?: boolean | undefined }) => Promise<number>
+  /**
+   * As `queue.drain(delayed)`: removes the waiting and prioritized jobs (and the delayed ones with `delayed`), a page
+   * at a time and each as `remove` does, so each one's queue lock goes with it; as many as were there when it was
+   * called, oldest first, so a producer adding meanwhile never keeps it going. A job a worker takes meanwhile runs,
+   * with its locks. Answers how many it removed (a job a worker finishes at that very moment may be among them).
+   */
+  readonly drain: (delayed?: boolean) => Promise<number>
+  /**
+   * As `queue.obliterate(opts)`: pauses the queue, removes every job that is not running as `remove` does (their
+   * queue locks go with them), then lets BullMQ delete what is left. Without `force` it refuses, removing nothing,
+   * while a job runs; with `force` a running job's locks stay its own: they go as its run ends. Answers how many
+   * jobs it removed before BullMQ deleted the rest.
+   */
+  readonly obliterate: (opts?: { readonly force?: boolean | undefined; readonly count?: number | undefined }) => Promise<number>
+  /**
    * Waits for the jobs its processors are running (so each releases its lock), then closes the runtime (lock
    * connection, dead-letter queue) and the queue. Safe in either order with `worker.close()`; a second call
    * answers the first one's promise.
@@ -230,6 +250,9 @@ interface Cancellable {
 // How long a job handed to a closed queue's processor waits before BullMQ offers it again: long enough not to spin
 // while the worker is still open, short enough for another worker to take it soon.
 const putBackMs = 1_000
+
+// Jobs read and removed at once by drain and obliterate: one page of BullMQ reads, then its removals together.
+const removalPage = 100
 
 /**
  * Wraps `queue`. Every option is checked here, once: an impossible combination, a value of the wrong kind
@@ -466,6 +489,62 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       return yield* Effect.fail(new JobIdTaken({ queue: queue.name, jid, state }))
     })
 
+  // A call to BullMQ bounded as the adapter's are: a queue whose Redis does not answer fails it.
+  const bounded = <A>(operation: string, jid: string | undefined, f: () => Promise<A>) =>
+    Effect.tryPromise({
+      try: f,
+      catch: (cause) =>
+        new QueueError({ operation, jid, reason: cause instanceof Error ? cause.message : String(cause), cause })
+    }).pipe(Effect.timeoutFail({
+      duration: BullMQ.defaultTimeout,
+      onTimeout: () =>
+        new QueueError({
+          operation,
+          jid,
+          reason: `BullMQ's Redis did not answer within ${Duration.format(Duration.decode(BullMQ.defaultTimeout))}`
+        })
+    }))
+  // BullMQ's remove is one script that refuses a job a worker holds: a job it removed never runs, so its queue lock
+  // goes (only that jid's hold: the lock is re-entrant by jid); a run lock is never touched here.
+  // A release that fails after the removal says what is left and what frees it.
+  const removeJob = (operation: string, job: BullJob, removeChildren: boolean) =>
+    Effect.flatMap(bounded(operation, job.id, () => queue.remove(job.id!, { removeChildren })), (code) =>
+      code !== 1 ? Effect.succeed(0) : Middleware.died(defined(job.name).definition)(BullMQ.toJob(job)).pipe(
+        Effect.mapError((error) =>
+          error._tag === "RedisError"
+            ? new Redis.RedisError({
+              ...error,
+              reason: `${error.reason}; job ${job.id} was removed from queue "${queue.name}" but its lock may be left: ` +
+                `once Redis answers, unique-jobs reap --bullmq-queue ${queue.name} frees it`
+            })
+            : error
+        ),
+        Effect.as(1)
+      ))
+  // The jobs of `types` there now, oldest first and a page at a time, each removed with its lock; a job scheduler's
+  // next run is BullMQ's own (its drain keeps it too). Answers how many went.
+  const removeAll = (operation: string, types: Array<"waiting" | "prioritized" | "delayed" | "waiting-children">) =>
+    Effect.gen(function*() {
+      const total = yield* bounded(operation, undefined, () => queue.getJobCountByTypes(...types))
+      let seen = 0
+      let removed = 0
+      while (seen < total) {
+        const page = yield* bounded(operation, undefined, () => queue.getJobs(types, 0, removalPage - 1, true))
+        if (page.length === 0) break
+        seen += page.length
+        const asked = page.filter((job) => job.id !== undefined && job.repeatJobKey === undefined)
+        // A job a worker finished since the page was read is not removed: its record is the user's (one call a page).
+        const presence = yield* Effect.flatMap(BullMQ.BullMQ, (bull) => bull.exists(asked.map(BullMQ.toJob)))
+        const answers = yield* Effect.forEach(
+          asked.filter((_, i) => presence[i] === "exists"),
+          (job) => removeJob(operation, job, true),
+          { concurrency: removalPage }
+        )
+        removed += answers.reduce((sum: number, n) => sum + n, 0)
+      }
+      return removed
+    })
+
   return {
     queue,
     add: (name, data, opts) => {
@@ -582,6 +661,63 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       closing !== undefined
         ? Promise.reject(closed("died", job.id))
         : run(Middleware.died(defined(job.name).definition)(BullMQ.toJob(job))),
+    remove: (jobId, opts) => {
+      if (closing !== undefined) return Promise.reject(closed("remove", jobId))
+      if (typeof jobId !== "string" || jobId === "") {
+        const reason = `expected the id of a job, a non-empty string, got ${LockOptions.describeValue(jobId)}`
+        return Promise.reject(LockOptions.invalidOptions([{ field: "jobId", reason }]))
+      }
+      return run(Effect.flatMap(bounded("remove", jobId, () => queue.getJob(jobId)), (job) =>
+        job === undefined || job === null ? Effect.succeed(0) : removeJob("remove", job, opts?.removeChildren ?? true)))
+    },
+    drain: (delayed = false) => {
+      if (closing !== undefined) return Promise.reject(closed("drain", undefined))
+      if (typeof delayed !== "boolean") {
+        const reason = `expected true (delayed jobs too) or false, got ${LockOptions.describeValue(delayed)}`
+        return Promise.reject(LockOptions.invalidOptions([{ field: "delayed", reason }]))
+      }
+      return run(removeAll("drain", delayed ? ["waiting", "prioritized", "delayed"] : ["waiting", "prioritized"]))
+    },
+    obliterate: (opts) => {
+      if (closing !== undefined) return Promise.reject(closed("obliterate", undefined))
+      const force = opts?.force ?? false
+      const count = opts?.count ?? 1000
+      const refused: Array<Issue> = []
+      if (opts !== undefined && !LockOptions.isRecord(opts)) {
+        refused.push({ field: "opts", reason: `expected { force?, count? }, got ${LockOptions.describeValue(opts)}` })
+      } else {
+        if (typeof force !== "boolean") {
+          refused.push({ field: "opts.force", reason: `expected true or false, got ${LockOptions.describeValue(force)}` })
+        }
+        if (!Number.isSafeInteger(count) || count < 1) {
+          const reason = `expected a whole number of keys per call from 1 up, such as 1000, got ${LockOptions.describeValue(count)}`
+          refused.push({ field: "opts.count", reason })
+        }
+      }
+      if (refused.length > 0) return Promise.reject(LockOptions.invalidOptions(refused))
+      return run(Effect.gen(function*() {
+        // Paused first, as BullMQ's obliterate does: no job starts from here on, so "running" is settled.
+        yield* bounded("obliterate", undefined, () => queue.pause())
+        if (!force) {
+          const running = yield* bounded("obliterate", undefined, () => queue.getActiveCount())
+          if (running > 0) {
+            return yield* new QueueError({
+              operation: "obliterate",
+              reason: `${running} job(s) of queue "${queue.name}" are running: nothing was removed (the queue is ` +
+                "left paused, as BullMQ leaves it); wait for them, or pass force: true"
+            })
+          }
+        }
+        const removed = yield* removeAll("obliterate", ["waiting", "prioritized", "delayed", "waiting-children"])
+        // Unbounded in time, as BullMQ's own: it deletes the queue a chunk (`count`) per call.
+        yield* Effect.tryPromise({
+          try: () => queue.obliterate({ force, count }),
+          catch: (cause) =>
+            new QueueError({ operation: "obliterate", reason: cause instanceof Error ? cause.message : String(cause), cause })
+        })
+        return removed
+      }))
+    },
     close: (closeOptions) => {
       if (closing !== undefined) return closing
       const timeout = closeTimeout(closeOptions)
