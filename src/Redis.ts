@@ -12,6 +12,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import type { LayoutMismatch } from "./Errors.js"
 import * as IORedisStore from "./internal/ioredis.js"
 import * as Keeper from "./internal/leaseKeeper.js"
 import * as Memory from "./internal/memory.js"
@@ -28,6 +29,7 @@ export type {
   HolderRequest,
   LockKey,
   LockResult,
+  PrefixLayout,
   ReapCandidate,
   ReapRequest,
   ReapResult,
@@ -42,6 +44,20 @@ export type {
  * @category tags
  */
 export class RedisService extends Context.Tag("effect-unique-jobs/RedisService")<RedisService, Store>() {}
+
+/**
+ * Checks, once, that `prefix`'s keys live where this process's store puts them: Redis records a prefix's layout (one
+ * Redis, or a cluster and its `shards`) the first time the prefix is used, and this records it when nothing has yet.
+ * Fails with `LayoutMismatch`, naming both layouts, when the record differs: a process configured otherwise would
+ * lock keys the others never look at. `BullMQ.processor`, `BullMQ.worker` and `UniqueQueue` check their prefixes when
+ * built; without it, the store's first call under the prefix checks (and fails with a `RedisError` of operation
+ * `"layout"`). The memory store has no layout: it always succeeds.
+ *
+ * @since 0.1.0
+ * @category layout
+ */
+export const checkLayout = (prefix: string): Effect.Effect<void, LayoutMismatch | RedisError, RedisService> =>
+  Effect.flatMap(RedisService, (store) => store.layout === undefined ? Effect.void : Effect.asVoid(store.layout(prefix)))
 
 /**
  * Connection options: `url`, the per-call `timeout`, auto-pipelining, and any other ioredis option.
