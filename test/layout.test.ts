@@ -9,12 +9,16 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import { Redis as IORedis } from "ioredis"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import { LayoutMismatch } from "../src/Errors.js"
 import * as Layout from "../src/internal/layout.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
+import * as Locks from "../src/Locks.js"
+import * as Reaper from "../src/Reaper.js"
 import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
+import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
 
 // Digests as the library writes them (legacy MD5, modern SHA3-256) and a few odd names a user's lockPrefix allows.
@@ -152,6 +156,135 @@ describe("a prefix's layout is recorded and checked (observation 1, one Redis)",
           assert.strictEqual(first, "Performed")
           assert.strictEqual(two._tag, "Left", `${a} then ${b}: the second process ran the job beside the first`)
           if (two._tag === "Left") assert.instanceOf((two.left as Redis.RedisError).cause, LayoutMismatch)
+        }
+      }))
+  })
+})
+
+describe("a prefix's layout: refused at build, foreign records, never a lock", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("UniqueQueue on one Redis, where the prefix is recorded as a cluster's: its first add fails with LayoutMismatch, nothing added", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const lockPrefix = RedisTest.uniquePrefix("uq")
+        // A process on the cluster layout took the prefix first.
+        const clustered = yield* storeOf(4)
+        yield* Redis.checkLayout(lockPrefix).pipe(Effect.provideService(Redis.RedisService, clustered))
+        const queue = yield* Bull.queue(Bull.uniqueName("layout"))
+        const unique = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            UniqueQueue.make(queue, { lock: "until_executed", lockPrefix, redis: { url: source.url }, defaults: {}, history: false })
+          ),
+          (u) => Effect.promise(() => u.close())
+        )
+        for (let attempt = 0; attempt < 2; attempt++) {
+          const refused = yield* Effect.promise(() => unique.add("Work", { n: 1 }).then(() => undefined, (error: unknown) => error))
+          assert.instanceOf(refused, LayoutMismatch, `attempt ${attempt}`)
+          const mismatch = refused as LayoutMismatch
+          assert.strictEqual(mismatch.recorded, "Redis Cluster with 4 shards")
+          assert.strictEqual(mismatch.configured, "one Redis (standalone)")
+          assert.strictEqual(mismatch.prefix, lockPrefix)
+        }
+        assert.strictEqual(yield* Effect.promise(() => queue.count()), 0, "nothing was added")
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${lockPrefix}:*`)), [`${lockPrefix}:layout`])
+        assert.strictEqual(
+          yield* Effect.promise(() => raw.get(`${lockPrefix}:layout`)),
+          JSON.stringify({ layout: "cluster", shards: 4 })
+        )
+      }))
+
+    it.scoped("checkLayout records the layout once; a store of the same layout agrees; the record has no TTL", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("check")
+        for (const store of [yield* storeOf(undefined), yield* storeOf(undefined)]) {
+          yield* Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, store))
+          const seen = yield* store.layout!(prefix)
+          assert.deepStrictEqual(seen, { cluster: false, shards: 1, recorded: true })
+        }
+        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:layout`)), JSON.stringify({ layout: "standalone" }))
+        assert.strictEqual(yield* Effect.promise(() => raw.pttl(`${prefix}:layout`)), -1)
+        const other = yield* Effect.flip(Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(48))))
+        assert.strictEqual(other._tag, "LayoutMismatch")
+        assert.include(other.message, "configured for Redis Cluster with 48 shards")
+        assert.include(other.message, "as one Redis (standalone)")
+      }))
+
+    it.scoped("a key of that name this library did not write (a string, a hash) refuses the prefix, naming the key; nothing is written", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const writes: Array<(key: string) => Promise<unknown>> = [(key) => raw.set(key, "blue"), (key) => raw.hset(key, "a", "1")]
+        for (const write of writes) {
+          const prefix = RedisTest.uniquePrefix("foreign")
+          const key = `${prefix}:layout`
+          yield* Effect.promise(() => write(key))
+          const store = yield* storeOf(undefined)
+          const built = yield* Effect.flip(Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, store)))
+          assert.strictEqual(built._tag, "LayoutMismatch")
+          assert.isTrue((built as LayoutMismatch).foreign)
+          assert.include(built.message, key)
+          const locked = yield* Effect.flip(store.lock({ prefix, name: `${prefix}:abc` }, {
+            jid: "j",
+            limit: 1,
+            ttlMs: 0,
+            leaseMs: 0,
+            info: "",
+            fenced: false
+          }))
+          assert.strictEqual(locked.operation, "layout")
+          assert.deepStrictEqual((yield* Effect.promise(() => raw.keys(`${prefix}:*`))).sort(), [key])
+          yield* Effect.promise(() => raw.del(key))
+          // Once the key is gone, the prefix is recorded and locks.
+          const after = yield* store.lock({ prefix, name: `${prefix}:abc` }, {
+            jid: "j",
+            limit: 1,
+            ttlMs: 60_000,
+            leaseMs: 0,
+            info: "",
+            fenced: false
+          })
+          assert.strictEqual(after._tag, "Acquired")
+        }
+      }))
+
+    it.scoped("the record is never listed, counted, reaped or deleted as a lock", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        for (const shards of [undefined, 4] as const) {
+          const prefix = RedisTest.uniquePrefix("admin")
+          const store = yield* storeOf(shards)
+          const unique = yield* UniqueJob.make({ worker: "Report", lock: "until_executed", lockPrefix: prefix })
+          const queue = yield* MemoryQueue.make()
+          const program = Effect.gen(function*() {
+            for (let n = 0; n < 5; n++) yield* unique.enqueue([n])
+            const locks = yield* Locks.make({ prefix })
+            // Every page (a cluster layout's scan goes a shard at a time).
+            const names: Array<string> = []
+            let cursor = "0"
+            do {
+              const page = yield* locks.list({ count: 1000, cursor })
+              names.push(...page.items.map((entry) => entry.name))
+              cursor = page.cursor
+            } while (cursor !== "0")
+            assert.strictEqual(names.length, 5)
+            assert.notInclude(names, `${prefix}:layout`)
+            assert.strictEqual((yield* locks.stats).indexSize, 5)
+            let deleted = 0
+            do {
+              const page = yield* locks.deleteByPattern(`${prefix}:*`, { count: 1000, cursor })
+              deleted += page.deleted
+              cursor = page.cursor
+            } while (cursor !== "0")
+            assert.strictEqual(deleted, 5)
+            const reaper = yield* Reaper.make({ prefix })
+            yield* reaper.pass()
+            yield* reaper.release
+          }).pipe(Effect.provideService(Redis.RedisService, store), Effect.provideService(JobQueue, queue))
+          yield* program
+          assert.strictEqual(
+            yield* Effect.promise(() => raw.get(`${prefix}:layout`)),
+            shards === undefined ? JSON.stringify({ layout: "standalone" }) : JSON.stringify({ layout: "cluster", shards })
+          )
         }
       }))
   })
