@@ -25,6 +25,8 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
 import * as CliPlatform from "./internal/cliPlatform.js"
+import * as IORedisStore from "./internal/ioredis.js"
+import * as RedisOptions from "./internal/redisOptions.js"
 import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
 import * as Reaper from "./Reaper.js"
@@ -144,6 +146,20 @@ const given = (flag: Option.Option<string>, variable: string): Option.Option<str
 const noRedis = () =>
   new CliError("no Redis: pass --redis-url redis://host:port (or --cluster host:port,…), or set REDIS_URL (or REDIS_CLUSTER_NODES)")
 
+// The CLI and the web UI read each prefix's layout as Redis records it (one Redis, or a cluster and its shards), so
+// they see what the app wrote with no flag; where nothing is recorded yet, the default layout. They record nothing.
+const adopting: IORedisStore.Own = { layout: "adopt" }
+
+// Worded as Redis.make words a bad option.
+const decoded = <A>(
+  options: Either.Either<A, { readonly issues: ReadonlyArray<{ readonly field: string; readonly reason: string }> }>
+): Effect.Effect<A, CliError> =>
+  Either.match(options, {
+    onLeft: (invalid) =>
+      fail(`Redis options failed: ${invalid.issues.map((issue) => `${issue.field}: ${issue.reason}`).join("; ")}`),
+    onRight: Effect.succeed
+  })
+
 /**
  * The store the flags (else the variables) name: one Redis, or a cluster. `oneShot`: a command line tries once and says at
  * once that Redis is not there; a server reconnects, each call still bounded.
@@ -157,19 +173,25 @@ const storeOf = (
   }
   const url = Option.isSome(connection.cluster) ? Option.none() : given(connection.url, "REDIS_URL")
   if (Option.isSome(url)) {
-    return Redis.make({
-      url: url.value,
-      timeout: connectTimeout,
-      ...(oneShot ? { client: { maxRetriesPerRequest: 0, retryStrategy: () => null } } : {})
-    })
+    return Effect.flatMap(
+      decoded(RedisOptions.decode({
+        url: url.value,
+        timeout: connectTimeout,
+        ...(oneShot ? { client: { maxRetriesPerRequest: 0, retryStrategy: () => null } } : {})
+      })),
+      (options) => IORedisStore.make(options, adopting)
+    )
   }
   const nodes = given(connection.cluster, "REDIS_CLUSTER_NODES")
   if (Option.isNone(nodes)) return Effect.fail(noRedis())
-  return Redis.makeCluster({
-    nodes: nodes.value.split(",").map((node) => node.trim()).filter((node) => node !== ""),
-    timeout: connectTimeout,
-    ...(oneShot ? { client: { clusterRetryStrategy: () => null } } : {})
-  })
+  return Effect.flatMap(
+    decoded(RedisOptions.decodeCluster({
+      nodes: nodes.value.split(",").map((node) => node.trim()).filter((node) => node !== ""),
+      timeout: connectTimeout,
+      ...(oneShot ? { client: { clusterRetryStrategy: () => null } } : {})
+    })),
+    (options) => IORedisStore.makeCluster(options, adopting)
+  )
 }
 
 /** Runs `self` with the store the flags name; a missing or unreachable Redis is a CliError. */

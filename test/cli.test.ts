@@ -11,6 +11,7 @@ import { afterAll, assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
+import { closedPort } from "./support/layout.js"
 import { inTurn, isLockLost, probe } from "./support/probe.js"
 import * as RedisTest from "./support/redis.js"
 
@@ -44,17 +45,6 @@ const cli = (...args: Array<string>) =>
       resume(Effect.succeed({ code, stdout, stderr }))
     })
   })
-
-/** A loopback port nothing listens on. */
-const closedPort = Effect.promise(() =>
-  new Promise<number>((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
-)
 
 describe("unique-jobs (the command)", () => {
   layer(RedisTest.layer())((it) => {

@@ -4,6 +4,7 @@
  * with no cluster: a lock's queue and run phases, its index shard and its fencing counter share one hash slot.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -19,6 +20,7 @@ import * as Reaper from "../src/Reaper.js"
 import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as Bull from "./support/bullmq.js"
+import { closedPort, runCli, thirtyLocks } from "./support/layout.js"
 import * as RedisTest from "./support/redis.js"
 
 // Digests as the library writes them (legacy MD5, modern SHA3-256) and a few odd names a user's lockPrefix allows.
@@ -286,6 +288,47 @@ describe("a prefix's layout: refused at build, foreign records, never a lock", (
             shards === undefined ? JSON.stringify({ layout: "standalone" }) : JSON.stringify({ layout: "cluster", shards })
           )
         }
+      }))
+  })
+})
+
+describe("the CLI reads the layout Redis records (observation 1, one Redis)", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("an app on shards 48 or 4 holding 30 until_executed locks: locks list, stats and reap see all 30 with no flag", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        for (const shards of [48, 4]) {
+          const prefix = RedisTest.uniquePrefix(`cli${shards}`)
+          yield* thirtyLocks(yield* storeOf(shards), prefix)
+          const where = ["--redis-url", source.url, "--prefix", prefix, "--json"]
+          const list = yield* runCli(["locks", "list", "--limit", "1000", ...where])
+          assert.isTrue(list.exit._tag === "Success", String(list.exit))
+          assert.strictEqual((JSON.parse(list.stdout) as Array<unknown>).length, 30, `shards ${shards}: locks list`)
+          const stats = yield* runCli(["stats", ...where])
+          assert.strictEqual((JSON.parse(stats.stdout) as { indexSize: number }).indexSize, 30, `shards ${shards}: stats`)
+          const reap = yield* runCli(["reap", ...where])
+          assert.strictEqual((JSON.parse(reap.stdout) as { scanned: number }).scanned, 30, `shards ${shards}: reap`)
+        }
+      }))
+
+    it.scoped("unique-jobs --cluster that reaches no node names the nodes it tried, not a url (observation 3)", () =>
+      Effect.gen(function*() {
+        const ports = [yield* closedPort, yield* closedPort]
+        const nodes = ports.map((port) => `127.0.0.1:${port}`)
+        const ran = yield* runCli(["stats", "--cluster", nodes.join(","), "--json"])
+        assert.strictEqual(ran.exit._tag, "Failure")
+        const message = ran.exit._tag === "Failure" ? String(Cause.squash(ran.exit.cause)) : ""
+        assert.include(message, `the Redis Cluster at ${nodes.join(", ")}`)
+        assert.notInclude(message, "configured url")
+      }))
+
+    it.scoped("where nothing is recorded the CLI keeps today's default and records nothing", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("cli-none")
+        const stats = yield* runCli(["stats", "--redis-url", source.url, "--prefix", prefix, "--json"])
+        assert.strictEqual((JSON.parse(stats.stdout) as { indexSize: number }).indexSize, 0)
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${prefix}:*`)), [])
       }))
   })
 })

@@ -10,6 +10,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { LayoutMismatch } from "../Errors.js"
 import { makeDeadlines } from "./deadlines.js"
@@ -321,6 +322,8 @@ export type Client = Scripts.ScriptClient & {
   /** ioredis' `Cluster`: the scripts are loaded on every master. */
   readonly isCluster?: boolean
   nodes?(role: "master"): Array<{ script(subcommand: "LOAD", script: string): Promise<unknown> }>
+  /** ioredis' `Cluster`: reads the slots again (a master that died during the build is replaced). */
+  refreshSlotsCache?(callback?: (error?: Error | null) => void): void
 }
 
 /**
@@ -562,11 +565,27 @@ export const makeFromClient = (
 
     // Load once now, on every master of a cluster; a later SCRIPT FLUSH, or a replica promoted since, is answered by
     // EVAL on NOSCRIPT.
-    const loaders = client.isCluster === true && client.nodes !== undefined ? client.nodes("master") : [client]
-    yield* Effect.forEach(
-      loaders.flatMap((node) => Object.values(scripts).map((script) => [node, script] as const)),
-      ([node, script]) => call("load scripts", () => node.script("LOAD", script.source), () => undefined),
-      { discard: true }
+    const load = Effect.suspend(() => {
+      const loaders = client.isCluster === true && client.nodes !== undefined ? client.nodes("master") : [client]
+      return Effect.forEach(
+        loaders.flatMap((node) => Object.values(scripts).map((script) => [node, script] as const)),
+        ([node, script]) => call("load scripts", () => node.script("LOAD", script.source), () => undefined),
+        { discard: true }
+      )
+    })
+    // A cluster built during a failover lists the master that died until its slots are read again: read them and try
+    // again, until the timeout, as a Redis restarting is waited for at connect. A refusal (a denied command, a script
+    // Redis cannot compile) is the same the next time.
+    const refreshSlots = Effect.async<void>((resume) => {
+      if (client.refreshSlotsCache === undefined) return resume(Effect.void)
+      client.refreshSlotsCache(() => resume(Effect.void))
+    })
+    yield* client.isCluster !== true ? load : load.pipe(
+      Effect.tapError(() => refreshSlots),
+      Effect.retry({
+        schedule: Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(timeout)),
+        while: (error) => !/^(ERR|NOPERM|NOAUTH|WRONGPASS)/.test(error.reason)
+      })
     )
 
     // The items' indices, grouped by shard (one group on one Redis).
@@ -1087,7 +1106,7 @@ export const make = (options: Options = {}, tool?: Own): Effect.Effect<Store, Re
       timeout
     )
     const db = yield* databaseOf(client)
-    yield* connect(client, timeout, url !== undefined, lastError)
+    yield* connect(client, timeout, url !== undefined ? "Redis at the configured url" : "Redis", lastError)
     yield* selectDatabase(client, db)
     const store = yield* makeFromClient(failFast(client, clientOptions), { timeout, layout: tool?.layout })
     // Its finalizer runs before the client's: the lease keeper stops before the connection closes.
@@ -1124,7 +1143,8 @@ export const makeCluster = (options: ClusterOptions, tool?: Own): Effect.Effect<
     }
     const nodes = options.nodes.map((node) => typeof node === "string" ? node.replace(/^redis:\/\//, "") : { ...node })
     const { client, lastError } = yield* owned(() => new Cluster(nodes, clusterOptions), timeout)
-    yield* connect(client, timeout, true, lastError)
+    const named = nodes.map((node) => typeof node === "string" ? node : `${node.host}:${node.port}`).join(", ")
+    yield* connect(client, timeout, `the Redis Cluster at ${named} (none answered with its slots)`, lastError, named)
     const store = yield* makeFromClient(client, { timeout, shards: options.shards, layout: tool?.layout })
     return yield* Keeper.scoped(store)
   })
@@ -1142,16 +1162,15 @@ const refused = (error: Error): boolean =>
 const connect = (
   client: Redis | Cluster,
   timeout: Duration.Duration,
-  configured: boolean,
-  lastError: () => Error | undefined
+  where: string,
+  lastError: () => Error | undefined,
+  clusterNodes?: string
 ): Effect.Effect<void, RedisError> => {
   // The error's message only: a reply error to AUTH carries the command, password included.
   const cannotReach = (cause: unknown) =>
     new RedisError({
       operation: "connect",
-      reason: `cannot reach Redis${configured ? " at the configured url" : ""}: ${
-        cause instanceof Error ? cause.message : String(cause)
-      }`
+      reason: `cannot reach ${where}: ${cause instanceof Error ? cause.message : String(cause)}`
     })
   return Effect.async<void, RedisError>((resume) => {
     let done = false
@@ -1185,8 +1204,8 @@ const connect = (
         return new RedisError({
           operation: "connect",
           reason: `no connection within ${Duration.format(timeout)}${
-            last === undefined ? "" : ` (last error: ${last.message})`
-          }`
+            clusterNodes === undefined ? "" : ` to the Redis Cluster at ${clusterNodes}`
+          }${last === undefined ? "" : ` (last error: ${last.message})`}`
         })
       }
     })
