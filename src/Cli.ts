@@ -470,6 +470,51 @@ const web = Command.make("web", {
     }).pipe(Effect.scoped, Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
   )).pipe(Command.withDescription("the admin UI in a browser (binds 127.0.0.1 unless given a token)"))
 
+// The layout Redis records for the prefix, read by the store `withRedis` gives (one that adopts it).
+const layoutOf = (prefix: string) =>
+  Effect.flatMap(Redis.RedisService, (store) =>
+    store.layout === undefined ? Effect.succeed(undefined) : store.layout(prefix))
+
+const describeLayout = (layout: Redis.PrefixLayout): string =>
+  `${layout.cluster ? `Redis Cluster, ${layout.shards} shards` : "one Redis (standalone)"}${
+    layout.recorded ? "" : " (nothing recorded yet: the default, recorded by the first lock)"
+  }`
+
+const layoutShow = Command.make("show", { redisUrl, prefix, json }, (o) =>
+  Effect.zipRight(
+    checkPrefix(o.prefix),
+    withRedis(
+      o.redisUrl,
+      Effect.flatMap(layoutOf(o.prefix), (layout) =>
+        layout === undefined
+          ? fail("this store has no layout")
+          : print(o.json, layout, () => `${o.prefix}: ${describeLayout(layout)}`))
+    )
+  )).pipe(
+    Command.withDescription("where the prefix's keys live as Redis records it (one Redis, or a cluster and its shards)")
+  )
+
+const layoutReset = Command.make("reset", { redisUrl, prefix, json }, (o) =>
+  Effect.zipRight(
+    checkPrefix(o.prefix),
+    withRedis(
+      o.redisUrl,
+      Effect.flatMap(Redis.resetLayout(o.prefix), (reset) =>
+        print(o.json, { reset }, () =>
+          reset
+            ? `${o.prefix}: the layout record is deleted; the next process to lock under the prefix records its own`
+            : `${o.prefix}: nothing recorded, nothing to reset`))
+    )
+  )).pipe(Command.withDescription(
+    "move a drained prefix to another layout: refused while it holds locks; stop its processes first, then start " +
+      "them with the new layout"
+  ))
+
+const layoutCommand = Command.make("layout").pipe(
+  Command.withSubcommands([layoutShow, layoutReset]),
+  Command.withDescription("where a prefix's keys live, and moving a drained prefix to another layout")
+)
+
 /**
  * The whole command.
  *
@@ -478,7 +523,7 @@ const web = Command.make("web", {
  */
 export const command = Command.make("unique-jobs").pipe(
   Command.withDescription("unique-job locks in Redis: digests, locks, the reaper, stats"),
-  Command.withSubcommands([digest, locksCommand, reap, stats, web])
+  Command.withSubcommands([digest, locksCommand, reap, stats, layoutCommand, web])
 )
 
 /**

@@ -57,7 +57,39 @@ export class RedisService extends Context.Tag("effect-unique-jobs/RedisService")
  * @category layout
  */
 export const checkLayout = (prefix: string): Effect.Effect<void, LayoutMismatch | RedisError, RedisService> =>
-  Effect.flatMap(RedisService, (store) => store.layout === undefined ? Effect.void : Effect.asVoid(store.layout(prefix)))
+  Effect.flatMap(RedisService, (store) =>
+    store.layout === undefined ? Effect.void : Effect.asVoid(store.layout(prefix)))
+
+/**
+ * Moves `prefix` to another layout, the drained way: refused (a `RedisError` of operation `"layout reset"`) while the
+ * index of its recorded layout holds any lock; else deletes the record, and the next process to lock under the prefix
+ * records its own layout. Stop every process of the prefix first, and start them again configured for the new layout:
+ * a process still running keeps the layout it read. Answers whether a record was deleted (`unique-jobs layout reset`).
+ *
+ * @since 0.1.0
+ * @category layout
+ */
+export const resetLayout = (prefix: string): Effect.Effect<boolean, LayoutMismatch | RedisError, RedisService> =>
+  Effect.gen(function*() {
+    const store = yield* RedisService
+    if (store.resetLayout === undefined) return false
+    // Every shard of the recorded layout's index, until one lock is found.
+    let cursor = "0"
+    do {
+      const page = yield* store.scan(prefix, cursor, "*", 1000)
+      if (page.members.length > 0) {
+        return yield* Effect.fail(
+          new RedisError({
+            operation: "layout reset",
+            reason: `prefix ${prefix} still holds locks (${page.members[0]!.name}, …): drain it first (stop its ` +
+              `producers, let its jobs finish or delete their locks with unique-jobs locks del), then reset`
+          })
+        )
+      }
+      cursor = page.cursor
+    } while (cursor !== "0")
+    return yield* store.resetLayout(prefix)
+  })
 
 /**
  * Connection options: `url`, the per-call `timeout`, auto-pipelining, and any other ioredis option.

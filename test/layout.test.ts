@@ -332,3 +332,39 @@ describe("the CLI reads the layout Redis records (observation 1, one Redis)", ()
       }))
   })
 })
+
+describe("moving a prefix to another layout: drain, then unique-jobs layout reset", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("refused while any lock is held; once drained, the record goes and the next process records its own", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("move")
+        const where = ["--redis-url", source.url, "--prefix", prefix]
+        const old = yield* storeOf(24)
+        yield* thirtyLocks(old, prefix)
+        const shown = yield* runCli(["layout", "show", ...where, "--json"])
+        assert.deepStrictEqual(JSON.parse(shown.stdout), { cluster: true, shards: 24, recorded: true })
+        // Locks held: refused, nothing changed.
+        const refused = yield* runCli(["layout", "reset", ...where])
+        assert.strictEqual(refused.exit._tag, "Failure")
+        assert.include(refused.exit._tag === "Failure" ? String(Cause.squash(refused.exit.cause)) : "", "still holds locks")
+        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:layout`)), JSON.stringify({ layout: "cluster", shards: 24 }))
+        // Drained (here, every lock deleted), the reset goes through.
+        const deleted = yield* runCli(["locks", "del", `${prefix}:*`, ...where, "--json"])
+        assert.strictEqual((JSON.parse(deleted.stdout) as { deleted: number }).deleted, 30)
+        const reset = yield* runCli(["layout", "reset", ...where, "--json"])
+        assert.deepStrictEqual(JSON.parse(reset.stdout), { reset: true })
+        assert.isNull(yield* Effect.promise(() => raw.get(`${prefix}:layout`)))
+        const again = yield* runCli(["layout", "reset", ...where, "--json"])
+        assert.deepStrictEqual(JSON.parse(again.stdout), { reset: false })
+        // A process on the new layout records it and locks; one on the old is now refused.
+        const moved = yield* storeOf(4)
+        yield* thirtyLocks(moved, prefix)
+        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:layout`)), JSON.stringify({ layout: "cluster", shards: 4 }))
+        const stale = yield* Effect.flip(Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(24))))
+        assert.strictEqual(stale._tag, "LayoutMismatch")
+        const stats = yield* runCli(["stats", ...where, "--json"])
+        assert.strictEqual((JSON.parse(stats.stdout) as { indexSize: number }).indexSize, 30)
+      }))
+  })
+})

@@ -892,7 +892,11 @@ export const makeFromClient = (
           )
       },
       handoff: (from, to, request, options) =>
-        withLayout(from.prefix, () => withLayout(to.prefix, () => store.handoff(from, to, request, options), true), true),
+        withLayout(
+          from.prefix,
+          () => withLayout(to.prefix, () => store.handoff(from, to, request, options), true),
+          true
+        ),
       holders: (lock) => withLayout(lock.prefix, () => store.holders(lock)),
       fetch: (lock) => withLayout(lock.prefix, () => store.fetch(lock)),
       reap: (request) => withLayout(request.prefix, () => store.reap(request)),
@@ -912,7 +916,19 @@ export const makeFromClient = (
             )
           ),
           (known): PrefixLayout => ({ cluster: known.cluster, shards: known.shards, recorded: layouts.has(prefix) })
-        )
+        ),
+      resetLayout: (prefix) =>
+        Effect.flatMap(checked.layout!(prefix), (known) => {
+          if (!known.recorded) return Effect.succeed(false)
+          const read = known.cluster ? Layout.cluster(known.shards) : Layout.standalone
+          return Effect.map(
+            script("layout", scripts.layout, [1, Layout.recordKey(prefix), Layout.encode(read), "-"], (reply) => reply),
+            (reply) => {
+              layouts.delete(prefix)
+              return reply !== null && String(reply) === Layout.encode(read)
+            }
+          )
+        })
     }
     // The promise calls: the question first only while the prefix's layout is not known yet.
     const directLock = (lock: LockKey, request: HolderRequest) =>

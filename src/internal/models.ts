@@ -330,6 +330,11 @@ export interface Store {
    * `RedisError` of operation `"layout"` while it differs. Absent on a store with no layout (the memory store).
    */
   readonly layout?: ((prefix: string) => Effect.Effect<PrefixLayout, LayoutMismatch | RedisError>) | undefined
+  /**
+   * Deletes `prefix`'s layout record when it still says what this store read (`layout`): the next lock under the
+   * prefix records its own. Answers whether it was deleted. Only for a drained prefix (`Redis.resetLayout` checks).
+   */
+  readonly resetLayout?: ((prefix: string) => Effect.Effect<boolean, LayoutMismatch | RedisError>) | undefined
 }
 
 /**
