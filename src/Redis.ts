@@ -142,7 +142,8 @@ export const makeFromClient = (
 
 /**
  * What `makeFromClient` takes beside the client: the per-call `timeout`, and for an ioredis `Cluster` how many
- * `shards` the index is split into (24 by default; every process of a prefix must agree).
+ * `shards` the index is split into (24 by default; every process of a prefix must agree: Redis records it, and a
+ * store configured otherwise is refused).
  *
  * @since 0.1.0
  * @category models

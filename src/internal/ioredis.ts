@@ -59,7 +59,10 @@ export interface ClusterOptions {
   readonly nodes: ReadonlyArray<string | { readonly host: string; readonly port: number }>
   /** Per-call limit, redirects and failover retries included. Default 5 seconds. */
   readonly timeout?: Duration.DurationInput | undefined
-  /** How many shards the index and the fencing counter are split into (1 to 1024). Default 24. Every process of a prefix must agree. */
+  /**
+   * How many shards the index and the fencing counter are split into (1 to 1024). Default 24. Every process of a
+   * prefix must agree: the first lock records it (`<prefix>:layout`), and a store configured otherwise is refused.
+   */
   readonly shards?: number | undefined
   /** ioredis' automatic pipelining, per node. */
   readonly enableAutoPipelining?: boolean | undefined
