@@ -27,6 +27,8 @@ import * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
 import { JobQueue } from "./JobQueue.js"
 import * as CliPlatform from "./internal/cliPlatform.js"
+import * as IORedisStore from "./internal/ioredis.js"
+import * as RedisOptions from "./internal/redisOptions.js"
 import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
 import * as Reaper from "./Reaper.js"
@@ -146,6 +148,20 @@ const given = (flag: Option.Option<string>, variable: string): Option.Option<str
 const noRedis = () =>
   new CliError("no Redis: pass --redis-url redis://host:port (or --cluster host:port,…), or set REDIS_URL (or REDIS_CLUSTER_NODES)")
 
+// The CLI and the web UI read each prefix's layout as Redis records it (one Redis, or a cluster and its shards), so
+// they see what the app wrote with no flag; where nothing is recorded yet, the default layout. They record nothing.
+const adopting: IORedisStore.Own = { layout: "adopt" }
+
+// Worded as Redis.make words a bad option.
+const decoded = <A>(
+  options: Either.Either<A, { readonly issues: ReadonlyArray<{ readonly field: string; readonly reason: string }> }>
+): Effect.Effect<A, CliError> =>
+  Either.match(options, {
+    onLeft: (invalid) =>
+      fail(`Redis options failed: ${invalid.issues.map((issue) => `${issue.field}: ${issue.reason}`).join("; ")}`),
+    onRight: Effect.succeed
+  })
+
 /**
  * The store the flags (else the variables) name: one Redis, or a cluster. `oneShot`: a command line tries once and says at
  * once that Redis is not there; a server reconnects, each call still bounded.
@@ -159,19 +175,25 @@ const storeOf = (
   }
   const url = Option.isSome(connection.cluster) ? Option.none() : given(connection.url, "REDIS_URL")
   if (Option.isSome(url)) {
-    return Redis.make({
-      url: url.value,
-      timeout: connectTimeout,
-      ...(oneShot ? { client: { maxRetriesPerRequest: 0, retryStrategy: () => null } } : {})
-    })
+    return Effect.flatMap(
+      decoded(RedisOptions.decode({
+        url: url.value,
+        timeout: connectTimeout,
+        ...(oneShot ? { client: { maxRetriesPerRequest: 0, retryStrategy: () => null } } : {})
+      })),
+      (options) => IORedisStore.make(options, adopting)
+    )
   }
   const nodes = given(connection.cluster, "REDIS_CLUSTER_NODES")
   if (Option.isNone(nodes)) return Effect.fail(noRedis())
-  return Redis.makeCluster({
-    nodes: nodes.value.split(",").map((node) => node.trim()).filter((node) => node !== ""),
-    timeout: connectTimeout,
-    ...(oneShot ? { client: { clusterRetryStrategy: () => null } } : {})
-  })
+  return Effect.flatMap(
+    decoded(RedisOptions.decodeCluster({
+      nodes: nodes.value.split(",").map((node) => node.trim()).filter((node) => node !== ""),
+      timeout: connectTimeout,
+      ...(oneShot ? { client: { clusterRetryStrategy: () => null } } : {})
+    })),
+    (options) => IORedisStore.makeCluster(options, adopting)
+  )
 }
 
 /** Runs `self` with the store the flags name; a missing or unreachable Redis is a CliError. */
@@ -551,6 +573,51 @@ const web = Command.make("web", {
     }).pipe(Effect.scoped, Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
   )).pipe(Command.withDescription("the admin UI in a browser (binds 127.0.0.1 unless given a token)"))
 
+// The layout Redis records for the prefix, read by the store `withRedis` gives (one that adopts it).
+const layoutOf = (prefix: string) =>
+  Effect.flatMap(Redis.RedisService, (store) =>
+    store.layout === undefined ? Effect.succeed(undefined) : store.layout(prefix))
+
+const describeLayout = (layout: Redis.PrefixLayout): string =>
+  `${layout.cluster ? `Redis Cluster, ${layout.shards} shards` : "one Redis (standalone)"}${
+    layout.recorded ? "" : " (nothing recorded yet: the default, recorded by the first lock)"
+  }`
+
+const layoutShow = Command.make("show", { redisUrl, prefix, json }, (o) =>
+  Effect.zipRight(
+    checkPrefix(o.prefix),
+    withRedis(
+      o.redisUrl,
+      Effect.flatMap(layoutOf(o.prefix), (layout) =>
+        layout === undefined
+          ? fail("this store has no layout")
+          : print(o.json, layout, () => `${o.prefix}: ${describeLayout(layout)}`))
+    )
+  )).pipe(
+    Command.withDescription("where the prefix's keys live as Redis records it (one Redis, or a cluster and its shards)")
+  )
+
+const layoutReset = Command.make("reset", { redisUrl, prefix, json }, (o) =>
+  Effect.zipRight(
+    checkPrefix(o.prefix),
+    withRedis(
+      o.redisUrl,
+      Effect.flatMap(Redis.resetLayout(o.prefix), (reset) =>
+        print(o.json, { reset }, () =>
+          reset
+            ? `${o.prefix}: the layout record is deleted; the next process to lock under the prefix records its own`
+            : `${o.prefix}: nothing recorded, nothing to reset`))
+    )
+  )).pipe(Command.withDescription(
+    "move a drained prefix to another layout: refused while it holds locks; stop its processes first, then start " +
+      "them with the new layout"
+  ))
+
+const layoutCommand = Command.make("layout").pipe(
+  Command.withSubcommands([layoutShow, layoutReset]),
+  Command.withDescription("where a prefix's keys live, and moving a drained prefix to another layout")
+)
+
 /**
  * The whole command.
  *
@@ -559,7 +626,7 @@ const web = Command.make("web", {
  */
 export const command = Command.make("unique-jobs").pipe(
   Command.withDescription("unique-job locks in Redis: digests, locks, the reaper, stats"),
-  Command.withSubcommands([digest, locksCommand, reap, stats, web])
+  Command.withSubcommands([digest, locksCommand, reap, stats, layoutCommand, web])
 )
 
 /**

@@ -105,3 +105,37 @@ export class InvalidJobArgs extends Schema.TaggedError<InvalidJobArgs>("effect-u
       : `${this.worker} job ${this.jid} was not enqueued: its arguments do not encode with the worker's args schema (${issues})`
   }
 }
+
+/**
+ * Where a prefix's keys live (one Redis, or a cluster and its number of `shards`) is recorded in Redis the first time
+ * the prefix is used (`<prefix>:layout`), and this process is configured otherwise: its locks would be keys the other
+ * processes never look at, so the same job could run twice at once. Nothing was written. Configure this process as
+ * the record says, or move the prefix to the new layout first (README, "Moving a prefix to another layout").
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LayoutMismatch extends Schema.TaggedError<LayoutMismatch>("effect-unique-jobs/LayoutMismatch")(
+  "LayoutMismatch",
+  {
+    prefix: Schema.String,
+    /** The key that holds the record. */
+    key: Schema.String,
+    /** What the record says, in words (or, for a key this library did not write, what it holds). */
+    recorded: Schema.String,
+    /** What this process is configured for, in words. */
+    configured: Schema.String,
+    /** The key holds something this library did not write. */
+    foreign: Schema.Boolean
+  }
+) {
+  override get message(): string {
+    return this.foreign
+      ? `the layout of prefix ${this.prefix} cannot be read: ${this.key} holds ${this.recorded}, which this library ` +
+        `did not write; use another lockPrefix, or delete ${this.key} if nothing else uses it (this process is ` +
+        `configured for ${this.configured})`
+      : `prefix ${this.prefix} is recorded in Redis (${this.key}) as ${this.recorded}, but this process is ` +
+        `configured for ${this.configured}: configure it as the processes that use the prefix are (Redis Cluster: ` +
+        `the same shards), or stop them all and move the prefix first (unique-jobs layout reset, once it holds no lock)`
+  }
+}

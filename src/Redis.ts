@@ -12,6 +12,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import type { LayoutMismatch } from "./Errors.js"
 import * as IORedisStore from "./internal/ioredis.js"
 import * as Keeper from "./internal/leaseKeeper.js"
 import * as Memory from "./internal/memory.js"
@@ -28,6 +29,7 @@ export type {
   HolderRequest,
   LockKey,
   LockResult,
+  PrefixLayout,
   ReapCandidate,
   ReapRequest,
   ReapResult,
@@ -42,6 +44,52 @@ export type {
  * @category tags
  */
 export class RedisService extends Context.Tag("effect-unique-jobs/RedisService")<RedisService, Store>() {}
+
+/**
+ * Checks, once, that `prefix`'s keys live where this process's store puts them: Redis records a prefix's layout (one
+ * Redis, or a cluster and its `shards`) the first time the prefix is used, and this records it when nothing has yet.
+ * Fails with `LayoutMismatch`, naming both layouts, when the record differs: a process configured otherwise would
+ * lock keys the others never look at. `BullMQ.processor`, `BullMQ.worker` and `UniqueQueue` check their prefixes when
+ * built; without it, the store's first call under the prefix checks (and fails with a `RedisError` of operation
+ * `"layout"`). The memory store has no layout: it always succeeds.
+ *
+ * @since 0.1.0
+ * @category layout
+ */
+export const checkLayout = (prefix: string): Effect.Effect<void, LayoutMismatch | RedisError, RedisService> =>
+  Effect.flatMap(RedisService, (store) =>
+    store.layout === undefined ? Effect.void : Effect.asVoid(store.layout(prefix)))
+
+/**
+ * Moves `prefix` to another layout, the drained way: refused (a `RedisError` of operation `"layout reset"`) while the
+ * index of its recorded layout holds any lock; else deletes the record, and the next process to lock under the prefix
+ * records its own layout. Stop every process of the prefix first, and start them again configured for the new layout:
+ * a process still running keeps the layout it read. Answers whether a record was deleted (`unique-jobs layout reset`).
+ *
+ * @since 0.1.0
+ * @category layout
+ */
+export const resetLayout = (prefix: string): Effect.Effect<boolean, LayoutMismatch | RedisError, RedisService> =>
+  Effect.gen(function*() {
+    const store = yield* RedisService
+    if (store.resetLayout === undefined) return false
+    // Every shard of the recorded layout's index, until one lock is found.
+    let cursor = "0"
+    do {
+      const page = yield* store.scan(prefix, cursor, "*", 1000)
+      if (page.members.length > 0) {
+        return yield* Effect.fail(
+          new RedisError({
+            operation: "layout reset",
+            reason: `prefix ${prefix} still holds locks (${page.members[0]!.name}, …): drain it first (stop its ` +
+              `producers, let its jobs finish or delete their locks with unique-jobs locks del), then reset`
+          })
+        )
+      }
+      cursor = page.cursor
+    } while (cursor !== "0")
+    return yield* store.resetLayout(prefix)
+  })
 
 /**
  * Connection options: `url`, the per-call `timeout`, auto-pipelining, and any other ioredis option.
@@ -94,7 +142,8 @@ export const makeFromClient = (
 
 /**
  * What `makeFromClient` takes beside the client: the per-call `timeout`, and for an ioredis `Cluster` how many
- * `shards` the index is split into (24 by default; every process of a prefix must agree).
+ * `shards` the index is split into (24 by default; every process of a prefix must agree: Redis records it, and a
+ * store configured otherwise is refused).
  *
  * @since 0.1.0
  * @category models

@@ -18,8 +18,10 @@ const setup = (options: LockOptions.Options) =>
     index: `${definition.lockPrefix}:digests`
   }))
 
+// Less the prefix's layout record: not a lock's key.
 const keysUnder = (prefix: string) =>
-  Effect.flatMap(RedisTest.TestRedis, ({ raw }) => Effect.promise(() => raw.keys(`${prefix}:*`)))
+  Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
+    Effect.promise(async () => (await raw.keys(`${prefix}:*`)).filter((key) => key !== `${prefix}:layout`)))
 
 const redisTime = Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
   Effect.promise(async () => {

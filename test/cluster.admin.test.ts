@@ -130,6 +130,8 @@ describe("a master that stalls", () => {
     const victim = new IORedis(masters[0]!, "127.0.0.1")
     const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       const short = yield* Redis.makeCluster({ nodes, timeout: 500 })
+      // The prefix's layout read before the stall, as a running process has it (its record is in one slot).
+      yield* Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, short))
       yield* Effect.promise(() => victim.ping())
       // Every client of that master waits 3 s (its replica-less shard answers nothing meanwhile).
       const paused = victim.call("CLIENT", "PAUSE", "3000", "ALL")

@@ -39,6 +39,8 @@ describe("foundation: one round trip per phase, whatever the strategy", () => {
             client: (c) => Effect.as(Ref.update(seen, (n) => n + 1), Strategy.rejected(c, "mine"))
           }
         })
+        // Checked once per prefix by the store, before its first lock: the phases after it are counted.
+        yield* Redis.checkLayout(job.definition.lockPrefix)
         const first = yield* counted(job.enqueue([1]))
         assert.strictEqual(first.value._tag, "Enqueued")
         assert.strictEqual(first.calls, 1)

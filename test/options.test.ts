@@ -343,7 +343,7 @@ for (const store of stores) {
             assert.deepStrictEqual(yield* redis.holders({ prefix: Digest.defaultPrefix, name: unprefixed }), [])
             const queued = yield* rawKeys(`${pfx}:*`)
             if (Option.isSome(queued)) {
-              assert.deepStrictEqual(queued.value, [`${outcome.digest}:LOCKED`, `${pfx}:digests`].sort())
+              assert.deepStrictEqual(queued.value, [`${outcome.digest}:LOCKED`, `${pfx}:digests`, `${pfx}:layout`].sort())
             }
             // The run lock too, while the job runs.
             const holder = yield* running(job.server, outcome.job)
@@ -359,7 +359,7 @@ for (const store of stores) {
             if (Option.isSome(runKeys)) {
               assert.deepStrictEqual(
                 runKeys.value,
-                [`${outcome.digest}:RUN:LOCKED`, `${pfx}:digests`, `${pfx}:fence`].sort()
+                [`${outcome.digest}:RUN:LOCKED`, `${pfx}:digests`, `${pfx}:fence`, `${pfx}:layout`].sort()
               )
             }
             assert.strictEqual((yield* holder.finish)._tag, "Performed")

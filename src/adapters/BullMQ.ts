@@ -33,7 +33,7 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
-import { InvalidJobArgs } from "../Errors.js"
+import { InvalidJobArgs, type LayoutMismatch } from "../Errors.js"
 import { makeDeadlines } from "../internal/deadlines.js"
 import type { Job } from "../Job.js"
 import { JobQueue, type Presence, QueueError } from "../JobQueue.js"
@@ -43,7 +43,7 @@ import * as BullOptions from "../internal/bullmqOptions.js"
 import * as Middleware from "../Middleware.js"
 import { Defaults, resolve } from "../Defaults.js"
 import { type Definition, InvalidLockOptions } from "../Options.js"
-import type { RedisService } from "../Redis.js"
+import { checkLayout, type RedisError, type RedisService } from "../Redis.js"
 import * as Strategy from "../Strategy.js"
 
 /**
@@ -834,7 +834,8 @@ async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefine
 }
 
 /**
- * A BullMQ processor function from an Effect perform, run on the current runtime.
+ * A BullMQ processor function from an Effect perform, run on the current runtime. Fails with `LayoutMismatch` when
+ * Redis records the lock prefix's layout otherwise than this process's store has it (`Redis.checkLayout`).
  *
  * @since 0.1.0
  * @category processor
@@ -844,11 +845,14 @@ export const processor = <A, E, R, Args extends ReadonlyArray<unknown> = Readonl
   perform: Perform<A, E, R, Args>
 ): Effect.Effect<
   (job: BullJob, token?: string, signal?: AbortSignal) => Promise<A | undefined>,
-  never,
+  LayoutMismatch | RedisError,
   R | RedisService | JobQueue
 > =>
   Effect.zipRight(
-    Effect.flatMap(Defaults, (settings) => warnIfDropping(resolve(unique.definition, settings))),
+    Effect.flatMap(Defaults, (settings) => {
+      const resolved = resolve(unique.definition, settings)
+      return Effect.zipRight(warnIfDropping(resolved), settings.enabled ? checkLayout(resolved.lockPrefix) : Effect.void)
+    }),
     Effect.map(
       Effect.runtime<R | RedisService | JobQueue>(),
       (runtime) =>
@@ -885,7 +889,7 @@ export const worker = <A, E, R, Args extends ReadonlyArray<unknown> = ReadonlyAr
   unique: Defined<Args, ArgsError> & { readonly queue: string },
   perform: Perform<A, E, R, Args>,
   options: WorkerOptions
-): Effect.Effect<Worker, never, R | RedisService | JobQueue | Scope.Scope> =>
+): Effect.Effect<Worker, LayoutMismatch | RedisError, R | RedisService | JobQueue | Scope.Scope> =>
   Effect.flatMap(processor(unique, perform), (fn) =>
     Effect.acquireRelease(
       Effect.sync(() => new Worker(unique.queue, fn, options)),

@@ -207,6 +207,9 @@ const clusterOf = (connection: ClusterConnection): Redis.ClusterOptions => {
 const isClusterOptions = (options: Redis.Options | Redis.ClusterOptions): options is Redis.ClusterOptions =>
   "nodes" in options
 
+const prefixesOf = (definitions: ReadonlyArray<LockOptions.Definition>, settings: Defaults.Settings) =>
+  new Set(definitions.map((definition) => Defaults.resolve(definition, settings).lockPrefix))
+
 const isQueue = (value: unknown): value is Queue =>
   LockOptions.isRecord(value) && typeof value.name === "string" && typeof value.add === "function"
 
@@ -346,7 +349,13 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     BullMQ.layer(queue, { deadLetter }),
     Layer.succeed(Defaults.Defaults, settings),
     // The prefix is decoded already: the layer cannot fail.
-    history === false ? Layer.empty : Layer.orDie(History.layer({ prefix: Defaults.resolve(fallback, settings).lockPrefix }))
+    history === false ? Layer.empty : Layer.orDie(History.layer({ prefix: Defaults.resolve(fallback, settings).lockPrefix })),
+    // Every prefix's layout checked at the build: a process configured otherwise fails its first call, runs nothing.
+    settings.enabled
+      ? Layer.effectDiscard(
+        Effect.forEach(prefixesOf([fallback, ...named.values()], settings), Redis.checkLayout, { discard: true })
+      )
+      : Layer.empty
   ).pipe(Layer.provideMerge(
     isClusterOptions(redisOptions) ? Redis.layerCluster(redisOptions) : Redis.layer(redisOptions)
   ))

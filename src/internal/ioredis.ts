@@ -10,7 +10,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import { LayoutMismatch } from "../Errors.js"
 import { makeDeadlines } from "./deadlines.js"
 import * as Direct from "./direct.js"
 import * as Keeper from "./leaseKeeper.js"
@@ -20,6 +22,7 @@ import type {
   HolderRequest,
   LockKey,
   LockResult,
+  PrefixLayout,
   ReapCandidate,
   ReapRequest,
   ReapResult,
@@ -56,7 +59,10 @@ export interface ClusterOptions {
   readonly nodes: ReadonlyArray<string | { readonly host: string; readonly port: number }>
   /** Per-call limit, redirects and failover retries included. Default 5 seconds. */
   readonly timeout?: Duration.DurationInput | undefined
-  /** How many shards the index and the fencing counter are split into (1 to 1024). Default 24. Every process of a prefix must agree. */
+  /**
+   * How many shards the index and the fencing counter are split into (1 to 1024). Default 24. Every process of a
+   * prefix must agree: the first lock records it (`<prefix>:layout`), and a store configured otherwise is refused.
+   */
   readonly shards?: number | undefined
   /** ioredis' automatic pipelining, per node. */
   readonly enableAutoPipelining?: boolean | undefined
@@ -319,6 +325,8 @@ export type Client = Scripts.ScriptClient & {
   /** ioredis' `Cluster`: the scripts are loaded on every master. */
   readonly isCluster?: boolean
   nodes?(role: "master"): Array<{ script(subcommand: "LOAD", script: string): Promise<unknown> }>
+  /** ioredis' `Cluster`: reads the slots again (a master that died during the build is replaced). */
+  refreshSlotsCache?(callback?: (error?: Error | null) => void): void
 }
 
 /**
@@ -329,11 +337,29 @@ export type Client = Scripts.ScriptClient & {
  */
 export const makeFromClient = (
   client: Client,
-  options?: { readonly timeout?: Duration.DurationInput | undefined; readonly shards?: number | undefined }
+  options?: {
+    readonly timeout?: Duration.DurationInput | undefined
+    readonly shards?: number | undefined
+    /**
+     * "check" (the default): a prefix's layout is recorded by its first use, and a prefix recorded otherwise is
+     * refused. "adopt" (the CLI, the web UI): the recorded layout is used, and nothing is recorded.
+     */
+    readonly layout?: "check" | "adopt" | undefined
+  }
 ): Effect.Effect<Store, RedisError> =>
   Effect.gen(function*() {
-    // The one place the layout is chosen: a Cluster's keys in shards, one Redis's as the spec names them.
-    const layout = client.isCluster === true ? Layout.cluster(options?.shards) : Layout.standalone
+    // What this store is configured for: a Cluster's keys in shards, one Redis's as the spec names them. Each prefix's
+    // layout is what Redis records for it (layoutOf), asked once per prefix before the first call under it.
+    const configured = client.isCluster === true ? Layout.cluster(options?.shards) : Layout.standalone
+    const adopt = options?.layout === "adopt"
+    const layouts = new Map<string, Layout.Layout>()
+    const layoutFor = (prefix: string): Layout.Layout => layouts.get(prefix) ?? configured
+    // The calls below name keys through the layout of the lock's prefix; `shards` is the prefix's own (layoutFor).
+    const layout: Pick<Layout.Layout, "shardOf" | "keysOf" | "index"> = {
+      shardOf: (lock) => layoutFor(lock.prefix).shardOf(lock),
+      keysOf: (lock) => layoutFor(lock.prefix).keysOf(lock),
+      index: (prefix, shard) => layoutFor(prefix).index(prefix, shard)
+    }
     const keysOf = layout.keysOf
     // From the generated module: nothing is read from disk, so bundles work.
     const scripts = Scripts.loadScripts()
@@ -469,19 +495,106 @@ export const makeFromClient = (
       attempt(60)
     }
 
+    // A prefix's layout as Redis records it, asked once per prefix (concurrent first calls share the one question):
+    // recorded by the first lock under the prefix when none is ("check"), refused when it differs from this store's.
+    // Until a record is read, each call asks again: a question that failed (Redis did not answer), and a call that
+    // writes no lock (a release, a renewal, an admin read), which records nothing.
+    const asking = new Map<string, Promise<Layout.Layout>>()
+    const mismatch = (prefix: string, recorded: string, foreign: boolean) => {
+      const refusal = new LayoutMismatch({
+        prefix,
+        key: Layout.recordKey(prefix),
+        recorded,
+        configured: Layout.describe(configured),
+        foreign
+      })
+      return new RedisError({ operation: "layout", reason: refusal.message, cause: refusal })
+    }
+    const settleLayout = (prefix: string, reply: unknown): Layout.Layout => {
+      if (reply === null || reply === undefined) return configured
+      const text = String(reply)
+      const recorded = Layout.decode(text)
+      if (recorded === undefined) throw mismatch(prefix, JSON.stringify(text.slice(0, 200)), true)
+      // Adopting a cluster layout on one Redis works (its keys are names like any other); one Redis's layout on a
+      // cluster does not (a lock's keys span slots).
+      const usable = adopt ? recorded.cluster || !configured.cluster : Layout.same(recorded, configured)
+      if (!usable) throw mismatch(prefix, Layout.describe(recorded), false)
+      layouts.set(prefix, recorded)
+      return recorded
+    }
+    const layoutPromise = (prefix: string, lock: boolean): Promise<Layout.Layout> => {
+      const known = layouts.get(prefix)
+      if (known !== undefined) return Promise.resolve(known)
+      const record = lock && !adopt
+      const question = `${record ? "1" : "0"}${prefix}`
+      let pending = asking.get(question)
+      if (pending === undefined) {
+        const asked = sendPromise(
+          "layout",
+          scripts.layout,
+          [1, Layout.recordKey(prefix), Layout.encode(configured), record ? "1" : "0"],
+          (reply) => reply
+        ).then(
+          (reply) => settleLayout(prefix, reply),
+          (error: RedisError) =>
+            Promise.reject(
+              isWrongType(error) ? mismatch(prefix, "a key of another type", true) : error
+            )
+        )
+        pending = asked.finally(() => asking.delete(question))
+        asking.set(question, pending)
+      }
+      return pending
+    }
+    const layoutOf = (prefix: string, lock = false): Effect.Effect<Layout.Layout, RedisError> =>
+      Effect.async((resume) => {
+        layoutPromise(prefix, lock).then(
+          (known) => resume(Effect.succeed(known)),
+          (error: RedisError) => resume(Effect.fail(error))
+        )
+      })
+    // `self` once the prefix's layout is known: nothing more to pay after the first call under it. `lock`: the call
+    // may write a lock, so the layout is recorded first when none is.
+    const withLayout = <A>(
+      prefix: string,
+      self: () => Effect.Effect<A, RedisError>,
+      lock = false
+    ): Effect.Effect<A, RedisError> => layouts.has(prefix) ? self() : Effect.flatMap(layoutOf(prefix, lock), self)
+    // Which slot a renewal goes to: a shard's hash tag depends only on the shard count and the shard, not the prefix.
+    const slotGroup = (lock: LockKey): number => {
+      const own = layoutFor(lock.prefix)
+      return own.shards * (Layout.maxShards + 1) + own.shardOf(lock)
+    }
+
     // Load once now, on every master of a cluster; a later SCRIPT FLUSH, or a replica promoted since, is answered by
     // EVAL on NOSCRIPT.
-    const loaders = client.isCluster === true && client.nodes !== undefined ? client.nodes("master") : [client]
-    yield* Effect.forEach(
-      loaders.flatMap((node) => Object.values(scripts).map((script) => [node, script] as const)),
-      ([node, script]) => call("load scripts", () => node.script("LOAD", script.source), () => undefined),
-      { discard: true }
+    const load = Effect.suspend(() => {
+      const loaders = client.isCluster === true && client.nodes !== undefined ? client.nodes("master") : [client]
+      return Effect.forEach(
+        loaders.flatMap((node) => Object.values(scripts).map((script) => [node, script] as const)),
+        ([node, script]) => call("load scripts", () => node.script("LOAD", script.source), () => undefined),
+        { discard: true }
+      )
+    })
+    // A cluster built during a failover lists the master that died until its slots are read again: read them and try
+    // again, until the timeout, as a Redis restarting is waited for at connect. A refusal (a denied command, a script
+    // Redis cannot compile) is the same the next time.
+    const refreshSlots = Effect.async<void>((resume) => {
+      if (client.refreshSlotsCache === undefined) return resume(Effect.void)
+      client.refreshSlotsCache(() => resume(Effect.void))
+    })
+    yield* client.isCluster !== true ? load : load.pipe(
+      Effect.tapError(() => refreshSlots),
+      Effect.retry({
+        schedule: Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(timeout)),
+        while: (error) => !/^(ERR|NOPERM|NOAUTH|WRONGPASS)/.test(error.reason)
+      })
     )
 
     // The items' indices, grouped by shard (one group on one Redis).
-    const shardGroups = <I>(items: ReadonlyArray<I>, shardOf: (item: I) => number): Array<Array<number>> => {
-      if (layout.shards === 1) return [items.map((_, i) => i)]
-      const groups = new Map<number, Array<number>>()
+    const shardGroups = <I>(items: ReadonlyArray<I>, shardOf: (item: I) => number | string): Array<Array<number>> => {
+      if (client.isCluster !== true) return [items.map((_, i) => i)]
+      const groups = new Map<number | string, Array<number>>()
       items.forEach((item, i) => {
         const shard = shardOf(item)
         const group = groups.get(shard)
@@ -494,7 +607,7 @@ export const makeFromClient = (
     // One call per shard the items fall in, sent together, the answers put back in the items' order.
     const perShard = <I, A>(
       items: ReadonlyArray<I>,
-      shardOf: (item: I) => number,
+      shardOf: (item: I) => number | string,
       run: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<A>, RedisError>
     ): Effect.Effect<ReadonlyArray<A>, RedisError> => {
       const groups = shardGroups(items, shardOf)
@@ -538,6 +651,7 @@ export const makeFromClient = (
     // step stopped, the shard's members (ZRANGE) and the script over their declared keys, until `batch` members are
     // looked at or the last shard ends. Each shard's call is all or nothing; the step is not, across shards.
     const reapShards = (request: ReapRequest): Effect.Effect<ReapResult, RedisError> => {
+      const layout = layoutFor(request.prefix)
       const zrange = client.zrange
       if (zrange === undefined) return Effect.fail(new RedisError({ operation: "reap", reason: "this client has no ZRANGE" }))
       // The arguments first, in reap.lua's order and words: the runner's lease is claimed before any script of the
@@ -628,10 +742,10 @@ export const makeFromClient = (
       // was whichever shard refused first.
       renewAll: (renewals) => {
         if (renewals.length === 0) return Effect.succeed([])
-        const invalid = layout.shards > 1 ? renewals.find((renewal) => !isLease(renewal.leaseMs)) : undefined
-        const shard = invalid === undefined ? undefined : layout.shardOf(invalid.lock)
-        const sent = shard === undefined ? renewals : renewals.filter((renewal) => layout.shardOf(renewal.lock) === shard)
-        return perShard(sent, (renewal) => layout.shardOf(renewal.lock), renewBatch)
+        const invalid = client.isCluster === true ? renewals.find((renewal) => !isLease(renewal.leaseMs)) : undefined
+        const shard = invalid === undefined ? undefined : slotGroup(invalid.lock)
+        const sent = shard === undefined ? renewals : renewals.filter((renewal) => slotGroup(renewal.lock) === shard)
+        return perShard(sent, (renewal) => slotGroup(renewal.lock), renewBatch)
       },
       handoff: (from, to, request, { keepOnConflict }) =>
         script(
@@ -669,7 +783,7 @@ export const makeFromClient = (
         return script("fetch", scripts.fetch, [2, keys.locked, keys.index, lock.name], toFetched)
       },
       reap: (request) =>
-        layout.shards > 1
+        layoutFor(request.prefix).shards > 1
           ? reapShards(request)
           : script(
             "reap",
@@ -690,6 +804,7 @@ export const makeFromClient = (
       scan: (prefix, cursor, pattern, count) => {
         const zscan = client.zscan
         if (zscan === undefined) return Effect.fail(new RedisError({ operation: "scan", reason: "this client has no ZSCAN" }))
+        const layout = layoutFor(prefix)
         const at = Layout.scanCursor.decode(layout, cursor)
         return call(
           "scan",
@@ -763,12 +878,77 @@ export const makeFromClient = (
           )
       }
     }
-    Direct.register(store, {
+    // Every call under a prefix checks its layout first (once), and a prefix recorded otherwise fails each call.
+    const checked: Store = {
+      ...store,
+      lock: (lock, request) => withLayout(lock.prefix, () => store.lock(lock, request), true),
+      unlock: (lock, jid, fence) => withLayout(lock.prefix, () => store.unlock(lock, jid, fence)),
+      renew: (lock, jid, leaseMs, fence) => withLayout(lock.prefix, () => store.renew(lock, jid, leaseMs, fence)),
+      renewAll: (renewals) => {
+        const unknown = new Set<string>()
+        for (const renewal of renewals) if (!layouts.has(renewal.lock.prefix)) unknown.add(renewal.lock.prefix)
+        return unknown.size === 0
+          ? store.renewAll(renewals)
+          : Effect.zipRight(
+            Effect.forEach(unknown, (prefix) => layoutOf(prefix), { discard: true }),
+            Effect.suspend(() => store.renewAll(renewals))
+          )
+      },
+      handoff: (from, to, request, options) =>
+        withLayout(
+          from.prefix,
+          () => withLayout(to.prefix, () => store.handoff(from, to, request, options), true),
+          true
+        ),
+      holders: (lock) => withLayout(lock.prefix, () => store.holders(lock)),
+      fetch: (lock) => withLayout(lock.prefix, () => store.fetch(lock)),
+      reap: (request) => withLayout(request.prefix, () => store.reap(request)),
+      scan: (prefix, cursor, pattern, count) => withLayout(prefix, () => store.scan(prefix, cursor, pattern, count)),
+      remove: (locks, options) => {
+        const prefix = onePrefix(locks)
+        return locks.length === 0 || prefix === undefined
+          ? store.remove(locks, options)
+          : withLayout(prefix, () => store.remove(locks, options))
+      },
+      layout: (prefix) =>
+        Effect.map(
+          layoutOf(prefix, true).pipe(
+            Effect.catchIf(
+              (error) => error.cause instanceof LayoutMismatch,
+              (error) => Effect.fail(error.cause as LayoutMismatch)
+            )
+          ),
+          (known): PrefixLayout => ({ cluster: known.cluster, shards: known.shards, recorded: layouts.has(prefix) })
+        ),
+      resetLayout: (prefix) =>
+        Effect.flatMap(checked.layout!(prefix), (known) => {
+          if (!known.recorded) return Effect.succeed(false)
+          const read = known.cluster ? Layout.cluster(known.shards) : Layout.standalone
+          return Effect.map(
+            script("layout", scripts.layout, [1, Layout.recordKey(prefix), Layout.encode(read), "-"], (reply) => reply),
+            (reply) => {
+              layouts.delete(prefix)
+              return reply !== null && String(reply) === Layout.encode(read)
+            }
+          )
+        })
+    }
+    // The promise calls: the question first only while the prefix's layout is not known yet.
+    const directLock = (lock: LockKey, request: HolderRequest) =>
+      sendPromise("lock", scripts.lock, lockArgs(lock, request), toLockResultReply, releaseLate(lock, request.jid))
+    const directUnlock = (lock: LockKey, jid: string, fence: number) =>
+      sendPromise("unlock", scripts.unlock, unlockArgs(lock, jid, fence), isOne)
+    Direct.register(checked, {
       lock: (lock, request) =>
-        sendPromise("lock", scripts.lock, lockArgs(lock, request), toLockResultReply, releaseLate(lock, request.jid)),
-      unlock: (lock, jid, fence) => sendPromise("unlock", scripts.unlock, unlockArgs(lock, jid, fence), isOne)
+        layouts.has(lock.prefix)
+          ? directLock(lock, request)
+          : layoutPromise(lock.prefix, true).then(() => directLock(lock, request)),
+      unlock: (lock, jid, fence) =>
+        layouts.has(lock.prefix)
+          ? directUnlock(lock, jid, fence)
+          : layoutPromise(lock.prefix, false).then(() => directUnlock(lock, jid, fence))
     })
-    return store
+    return checked
   })
 
 /**
@@ -902,12 +1082,21 @@ const owned = <C extends Redis | Cluster>(create: () => C, timeout: Duration.Dur
   })
 
 /**
+ * What only this package's own tools choose: the CLI and the web UI adopt each prefix's recorded layout.
+ *
+ * @internal
+ */
+export interface Own {
+  readonly layout?: "check" | "adopt" | undefined
+}
+
+/**
  * A store that owns its ioredis connection: connected (and checked) when built, closed with its scope.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options = {}): Effect.Effect<Store, RedisError, Scope.Scope> =>
+export const make = (options: Options = {}, tool?: Own): Effect.Effect<Store, RedisError, Scope.Scope> =>
   Effect.gen(function*() {
     const timeout = Duration.decode(options.timeout ?? defaultTimeout)
     const clientOptions: IORedisOptions = {
@@ -936,9 +1125,9 @@ export const make = (options: Options = {}): Effect.Effect<Store, RedisError, Sc
       timeout
     )
     const db = yield* databaseOf(client)
-    yield* connect(client, timeout, url !== undefined, lastError)
+    yield* connect(client, timeout, url !== undefined ? "Redis at the configured url" : "Redis", lastError)
     yield* selectDatabase(client, db)
-    const store = yield* makeFromClient(failFast(client, clientOptions), { timeout })
+    const store = yield* makeFromClient(failFast(client, clientOptions), { timeout, layout: tool?.layout })
     // Its finalizer runs before the client's: the lease keeper stops before the connection closes.
     return yield* Keeper.scoped(store)
   })
@@ -954,7 +1143,7 @@ const clusterRetryMs = 100
  * @since 0.1.0
  * @category constructors
  */
-export const makeCluster = (options: ClusterOptions): Effect.Effect<Store, RedisError, Scope.Scope> =>
+export const makeCluster = (options: ClusterOptions, tool?: Own): Effect.Effect<Store, RedisError, Scope.Scope> =>
   Effect.gen(function*() {
     const timeout = Duration.decode(options.timeout ?? defaultTimeout)
     const timeoutMs = Duration.toMillis(timeout)
@@ -985,8 +1174,9 @@ export const makeCluster = (options: ClusterOptions): Effect.Effect<Store, Redis
     }
     const nodes = options.nodes.map((node) => typeof node === "string" ? node.replace(/^redis:\/\//, "") : { ...node })
     const { client, lastError } = yield* owned(() => new Cluster(nodes, clusterOptions), timeout)
-    yield* connect(client, timeout, true, lastError)
-    const store = yield* makeFromClient(client, { timeout, shards: options.shards })
+    const named = nodes.map((node) => typeof node === "string" ? node : `${node.host}:${node.port}`).join(", ")
+    yield* connect(client, timeout, `the Redis Cluster at ${named} (none answered with its slots)`, lastError, named)
+    const store = yield* makeFromClient(client, { timeout, shards: options.shards, layout: tool?.layout })
     return yield* Keeper.scoped(store)
   })
 
@@ -1003,16 +1193,15 @@ const refused = (error: Error): boolean =>
 const connect = (
   client: Redis | Cluster,
   timeout: Duration.Duration,
-  configured: boolean,
-  lastError: () => Error | undefined
+  where: string,
+  lastError: () => Error | undefined,
+  clusterNodes?: string
 ): Effect.Effect<void, RedisError> => {
   // The error's message only: a reply error to AUTH carries the command, password included.
   const cannotReach = (cause: unknown) =>
     new RedisError({
       operation: "connect",
-      reason: `cannot reach Redis${configured ? " at the configured url" : ""}: ${
-        cause instanceof Error ? cause.message : String(cause)
-      }`
+      reason: `cannot reach ${where}: ${cause instanceof Error ? cause.message : String(cause)}`
     })
   return Effect.async<void, RedisError>((resume) => {
     let done = false
@@ -1046,8 +1235,8 @@ const connect = (
         return new RedisError({
           operation: "connect",
           reason: `no connection within ${Duration.format(timeout)}${
-            last === undefined ? "" : ` (last error: ${last.message})`
-          }`
+            clusterNodes === undefined ? "" : ` to the Redis Cluster at ${clusterNodes}`
+          }${last === undefined ? "" : ` (last error: ${last.message})`}`
         })
       }
     })

@@ -124,8 +124,16 @@ const baseOf = (lock: LockKey): string => {
   return rest.endsWith(":RUN") ? rest.slice(0, -4) : rest
 }
 
-/** The cluster layout over `shards` shards (1 to `maxShards`). @internal */
+const made = new Map<number, Layout>()
+
+/** The cluster layout over `shards` shards (1 to `maxShards`), made once per shard count. @internal */
 export const cluster = (shards: number = defaultShards): Layout => {
+  let layout = made.get(shards)
+  if (layout === undefined) made.set(shards, layout = makeCluster(shards))
+  return layout
+}
+
+const makeCluster = (shards: number): Layout => {
   const tags = tagsOf(shards)
   const shardOf = (lock: LockKey) => hashOf(baseOf(lock)) % shards
   return {
@@ -172,3 +180,40 @@ export const reapStart = {
     rank: start % 2 ** 32
   })
 }
+
+/**
+ * The key that records where a prefix's keys live: `<prefix>:layout`, a string no lock, index or counter of any
+ * prefix is named (a lock's keys end in `:LOCKED`, and a digest is hexadecimal). It is never in an index, so the
+ * admin API, the CLI and the reaper never list, reap or delete it.
+ *
+ * @internal
+ */
+export const recordKey = (prefix: string): string => `${prefix}:layout`
+
+/** What `recordKey` holds: `{"layout":"standalone"}` or `{"layout":"cluster","shards":24}`. @internal */
+export const encode = (layout: Layout): string =>
+  layout.cluster ? JSON.stringify({ layout: "cluster", shards: layout.shards }) : JSON.stringify({ layout: "standalone" })
+
+/** A recorded layout read back; undefined when the text is not one `encode` writes (someone else's key). @internal */
+export const decode = (text: string): Layout | undefined => {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  if (typeof value !== "object" || value === null) return undefined
+  const { layout, shards } = value as { readonly layout?: unknown; readonly shards?: unknown }
+  if (layout === "standalone" && shards === undefined) return standalone
+  return layout === "cluster" && typeof shards === "number" && Number.isSafeInteger(shards) && shards >= 1 &&
+      shards <= maxShards
+    ? cluster(shards)
+    : undefined
+}
+
+/** Whether two layouts put every key in the same place. @internal */
+export const same = (a: Layout, b: Layout): boolean => a.cluster === b.cluster && a.shards === b.shards
+
+/** A layout in words, as errors and the CLI name it. @internal */
+export const describe = (layout: Layout): string =>
+  layout.cluster ? `Redis Cluster with ${layout.shards} shard${layout.shards === 1 ? "" : "s"}` : "one Redis (standalone)"

@@ -7,6 +7,7 @@
  */
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import type { LayoutMismatch } from "../Errors.js"
 import * as Layout from "./layout.js"
 
 /**
@@ -323,4 +324,30 @@ export interface Store {
   readonly journal: (key: string, entry: string, keep: number, ttlMs: number) => Effect.Effect<void, RedisError>
   /** The newest `count` entries `journal` kept at `key`, newest first (none when the key is of another type). */
   readonly journaled: (key: string, count: number) => Effect.Effect<ReadonlyArray<string>, RedisError>
+  /**
+   * Where `prefix`'s keys live for this store, as Redis records it (`<prefix>:layout`, recorded by the first store
+   * that uses the prefix): the store's own calls under the prefix check it once, before the first, and fail with a
+   * `RedisError` of operation `"layout"` while it differs. Absent on a store with no layout (the memory store).
+   */
+  readonly layout?: ((prefix: string) => Effect.Effect<PrefixLayout, LayoutMismatch | RedisError>) | undefined
+  /**
+   * Deletes `prefix`'s layout record when it still says what this store read (`layout`): the next lock under the
+   * prefix records its own. Answers whether it was deleted. Only for a drained prefix (`Redis.resetLayout` checks).
+   */
+  readonly resetLayout?: ((prefix: string) => Effect.Effect<boolean, LayoutMismatch | RedisError>) | undefined
+}
+
+/**
+ * Where a prefix's keys live (`Store.layout`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PrefixLayout {
+  /** Redis Cluster's layout: every key of a lock hash-tagged with its shard. */
+  readonly cluster: boolean
+  /** How many shards the index and the fencing counter are split into (1 on one Redis). */
+  readonly shards: number
+  /** Whether Redis records it; false: nothing under the prefix yet, and this is what the store would record. */
+  readonly recorded: boolean
 }

@@ -43,6 +43,7 @@ export type ScriptName =
   | "claim"
   | "tally"
   | "journal"
+  | "layout"
 
 /** Each script's own file under `lua/`. @internal */
 export const files: Record<ScriptName, keyof typeof sources> = {
@@ -56,7 +57,8 @@ export const files: Record<ScriptName, keyof typeof sources> = {
   remove: "remove.lua",
   claim: "claim.lua",
   tally: "tally.lua",
-  journal: "journal.lua"
+  journal: "journal.lua",
+  layout: "layout.lua"
 }
 
 /** The prelude: every file under `lua/lib/`, in path order. @internal */
@@ -150,7 +152,8 @@ export const loadScripts = (): Record<ScriptName, Script> => {
     remove: make("remove"),
     claim: make("claim"),
     tally: make("tally"),
-    journal: make("journal")
+    journal: make("journal"),
+    layout: make("layout")
   }
 }
 

@@ -98,15 +98,15 @@ export const layer = (options: Omit<Redis.Options, "url"> = {}): Layer.Layer<Red
   ).pipe(Layer.provideMerge(layerServer))
 
 /**
- * Every key under `prefix` that has no TTL, less the documented ones: the index (`<prefix>:digests`) and the fencing
- * counter (`<prefix>:fence`). A queue lock without `lockTtl` whose job still exists is documented too: pass its
+ * Every key under `prefix` that has no TTL, less the documented ones: the index (`<prefix>:digests`), the fencing
+ * counter (`<prefix>:fence`) and the prefix's layout record (`<prefix>:layout`). A queue lock without `lockTtl` whose job still exists is documented too: pass its
  * digests in `queued`. The rest is a lock that would never end.
  */
 export const keysWithoutTtl = (prefix: string, queued: ReadonlyArray<string> = []) =>
   Effect.flatMap(TestRedis, ({ keys, raw }) =>
     Effect.promise(async () => {
       const documented = (key: string) =>
-        key === `${prefix}:digests` || key === `${prefix}:fence` || /^.*:\{[^}]*\}:(digests|fence)$/.test(key) &&
+        key === `${prefix}:digests` || key === `${prefix}:fence` || key === `${prefix}:layout` || /^.*:\{[^}]*\}:(digests|fence)$/.test(key) &&
           key.startsWith(`${prefix}:{`)
       const allowed = new Set(queued.map((d) => keysOf(prefix, d).locked))
       const found = await keys(`${prefix}:*`)
