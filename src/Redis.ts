@@ -25,6 +25,7 @@ export type {
   Fetched,
   HandoffResult,
   Holder,
+  HolderPage,
   HolderRequest,
   LockKey,
   LockResult,
