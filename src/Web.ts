@@ -44,6 +44,7 @@ import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
 import { RedisService } from "./Redis.js"
 import { BasePath, mountOf, type NodeHandler, toNode } from "./web/Node.js"
+import * as Gate from "./web/Gate.js"
 import * as Pages from "./web/Pages.js"
 import {
   cookieOptions,
@@ -117,6 +118,13 @@ export interface Options {
     | undefined
   /** Locks per page, 1 to 1000: index members read per page. Default 100. */
   readonly pageSize?: number | undefined
+  /**
+   * Requests that read Redis at once, 1 to 64 (default 4): a dashboard open in many tabs shares the store's connection
+   * with nothing else waiting behind it for long.
+   */
+  readonly concurrency?: number | undefined
+  /** Requests that wait for a turn beyond those, 0 to 1000 (default 16); one more is answered 503 with Retry-After. */
+  readonly queue?: number | undefined
 }
 
 /**
@@ -152,6 +160,8 @@ interface Settings {
   readonly token: Redacted.Redacted<string> | undefined
   readonly authorize: Options["authorize"]
   readonly pageSize: number
+  readonly concurrency: number
+  readonly queue: number
   /** `serve` on the loopback without a token: only loopback Host names are answered. */
   readonly loopbackHosts: boolean
 }
@@ -186,8 +196,17 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
       reason: `expected a whole number from 1 to ${maxPageSize}, got ${describeValue(pageSize)}`
     })
   }
+  const limit = (field: "concurrency" | "queue") => {
+    const { fallback, max, min } = Gate.limits[field]
+    const value = options[field] ?? fallback
+    if (Number.isSafeInteger(value) && value >= min && value <= max) return value
+    issues.push({ field, reason: `expected a whole number from ${min} to ${max}, such as ${fallback}; got ${describeValue(value)}` })
+    return fallback
+  }
+  const concurrency = limit("concurrency")
+  const queue = limit("queue")
   for (const key of Object.keys(options)) {
-    if (!["prefix", "readOnly", "token", "authorize", "pageSize", "host", "port"].includes(key)) {
+    if (!["prefix", "readOnly", "token", "authorize", "pageSize", "concurrency", "queue", "host", "port"].includes(key)) {
       issues.push({ field: key, reason: "is not an option of the admin UI" })
     }
   }
@@ -197,7 +216,9 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
     readOnly: options.readOnly === true,
     token,
     authorize: options.authorize,
-    pageSize
+    pageSize,
+    concurrency,
+    queue
   })
 }
 
@@ -272,6 +293,8 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
     }
   ]
   const openApi = openApiOf(table)
+  // One gate per router: every request that reads Redis takes a turn.
+  const gate = Gate.make(settings.concurrency, settings.queue)
   const notFound: Route = {
     method: "GET",
     path: "/*",
@@ -358,10 +381,14 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
           }
         }
       }
-      const response = yield* Effect.either(route.handler(context))
+      const response = yield* Effect.either(gate.run(route.handler(context)))
       if (route.method === "POST")
         yield* counted(route.action ?? "change", Either.isRight(response) ? "done" : "failed")
-      const out = Either.isRight(response) ? response.right : answer(response.left)
+      const out = Either.isRight(response)
+        ? response.right
+        : response.left instanceof Gate.Busy
+        ? HttpServerResponse.setHeader(answer(response.left), "retry-after", String(Gate.retryAfterSeconds))
+        : answer(response.left)
       return newCsrf === undefined
         ? out
         : HttpServerResponse.unsafeSetCookie(out, Security.csrfCookie, newCsrf, cookieOptions(base))
