@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { Defaults } from "./Defaults.js"
 import { describeValue, formatIssues, invalidOptions, type InvalidLockOptions, isRecord, PrefixSchema } from "./Options.js"
-import type { Fetched, HolderPage, LockKey, RedisError, Removal } from "./Redis.js"
+import type { Fetched, Holder, HolderPage, LockKey, RedisError, Removal } from "./Redis.js"
 import { RedisService } from "./Redis.js"
 import * as Tracing from "./internal/tracing.js"
 
@@ -302,11 +302,11 @@ const notOurs = (
     return [{ lock, reason: `${lock}:LOCKED is not in the index: not a lock of this library` }]
   }
   const foreign = fetched.holders.filter((holder) => holder.foreign !== undefined).map((holder) => holder.jid)
-  return foreign.length === 0 ? [] : [{
-    lock,
-    reason: `field(s) ${foreign.map((jid) => JSON.stringify(jid)).join(", ")} not in this library's entry shape (not holders)`
-  }]
+  return foreign.length === 0 ? [] : [{ lock, reason: foreignReason(foreign.map((jid) => JSON.stringify(jid)).join(", ")) }]
 }
+
+const foreignReason = (fields: string) => `field(s) ${fields} not in this library's entry shape (not holders)`
+const foreignFields = /^field\(s\) (.*) not in this library's entry shape \(not holders\)$/s
 
 const decodePrefix = Schema.decodeUnknownEither(Schema.Struct({ prefix: Schema.optional(PrefixSchema) }), {
   errors: "all",
@@ -466,6 +466,57 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
         })),
       stats
     })
+  })
+
+/**
+ * Every holder of a digest's two locks, a bounded page per call (`show`), walked until both locks' cursors are "0": for
+ * one digest an operator asked about (the CLI's `locks show`), not for a page of many. A holder that HSCAN answers
+ * twice (the hash changed during the walk) is kept once; `size` is the last page's count.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const showAll = (
+  locks: Context.Tag.Service<Locks>,
+  digest: string,
+  options: { readonly count?: number | undefined; readonly bytes?: number | undefined } = {}
+): Effect.Effect<Digest, RedisError | InvalidLockOptions> =>
+  Effect.gen(function*() {
+    let page = yield* locks.show(digest, options)
+    const holders = { queue: new Map<string, Holder>(), run: new Map<string, Holder>() }
+    // What is not ours, by lock: the foreign fields each page named, as one list.
+    const notOurs = new Map<string, { readonly reasons: Set<string>; readonly fields: Array<string> }>()
+    const done = { queue: false, run: false }
+    for (;;) {
+      for (const phase of ["queue", "run"] as const) {
+        if (done[phase]) continue
+        for (const holder of page[phase].holders) holders[phase].set(holder.jid, holder)
+        done[phase] = page[phase].cursor === "0"
+      }
+      for (const item of page.notOurs) {
+        const kept = notOurs.get(item.lock) ?? { reasons: new Set<string>(), fields: [] }
+        notOurs.set(item.lock, kept)
+        const fields = foreignFields.exec(item.reason)?.[1]
+        if (fields === undefined) kept.reasons.add(item.reason)
+        else kept.fields.push(fields)
+      }
+      if (done.queue && done.run) break
+      // A lock walked to its end reads its first page again (left out): bounded, and simpler than reading one lock alone.
+      page = yield* locks.show(digest, {
+        ...options,
+        queueCursor: done.queue ? "0" : page.queue.cursor,
+        runCursor: done.run ? "0" : page.run.cursor
+      })
+    }
+    return {
+      digest,
+      queue: { ...page.queue, holders: Array.from(holders.queue.values()), cursor: "0" },
+      run: { ...page.run, holders: Array.from(holders.run.values()), cursor: "0" },
+      notOurs: Array.from(notOurs, ([lock, { fields, reasons }]) => [
+        ...Array.from(reasons, (reason) => ({ lock, reason })),
+        ...(fields.length === 0 ? [] : [{ lock, reason: foreignReason(fields.join(", ")) }])
+      ]).flat()
+    }
   })
 
 /**

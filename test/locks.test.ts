@@ -102,6 +102,29 @@ describe("Locks", () => {
         assert.strictEqual(few!.lock.holders.length, 4)
       }))
 
+    it.effect("showAll walks both locks' holders a page per call: every holder once, the foreign fields named in one list", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("showall")
+        const shared = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockLimit: 250, lockInfo: true })
+        const running = LockOptions.unsafeMake({ lock: "while_executing", lockPrefix: prefix, lockLimit: 40, lockLease: 60_000 })
+        for (let i = 0; i < 250; i++) yield* Lock.lock(shared, { digest: `${prefix}:d`, jid: `q${i}` })
+        for (let i = 0; i < 40; i++) yield* Lock.lock(running, { digest: `${prefix}:d`, jid: `r${i}`, phase: "run" })
+        const key = RedisTest.keysOf(prefix, `${prefix}:d`).locked
+        for (let i = 0; i < 3; i++) yield* Effect.promise(() => raw.hset(key, `gem${i}`, "1750000000.123456"))
+        const locks = yield* Locks.make({ prefix })
+        const all = yield* Locks.showAll(locks, `${prefix}:d`, { count: 20 })
+        assert.strictEqual(all.queue.holders.length, 250)
+        assert.strictEqual(all.queue.size, 253)
+        assert.strictEqual(all.run.holders.length, 40)
+        assert.deepStrictEqual([all.queue.cursor, all.run.cursor], ["0", "0"])
+        assert.strictEqual(all.notOurs.length, 1)
+        assert.deepStrictEqual(
+          [...all.notOurs[0]!.reason.matchAll(/"(gem\d)"/g)].map((m) => m[1]).sort(),
+          ["gem0", "gem1", "gem2"]
+        )
+      }))
+
     it.effect("delete, unlock and show act only on this library's locks: a user's hash or string is left alone", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis

@@ -191,13 +191,14 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       Either.match(digestFrom(value, context.frame.prefix), { onLeft: Effect.fail, onRight: Effect.succeed }),
       (digest) => {
         const holders = context.query.get("holders") ?? ""
-        if (holders !== "" && !/^\d{1,7}$/.test(holders)) {
+        if (holders !== "" && !(/^\d{1,4}$/.test(holders) && Number(holders) >= 1 && Number(holders) <= 1000)) {
           return Effect.fail(new Refusal(400, "Bad request", `holders: a whole number from 1 to 1000, got ${JSON.stringify(holders)}`))
         }
+        // An empty cursor is the first page, as "0" is.
         return mapFailure(context.locks.show(digest, {
           count: holders === "" ? undefined : Number(holders),
-          queueCursor: context.query.get("queueCursor") ?? undefined,
-          runCursor: context.query.get("runCursor") ?? undefined
+          queueCursor: context.query.get("queueCursor") || undefined,
+          runCursor: context.query.get("runCursor") || undefined
         }))
       }
     )
