@@ -246,18 +246,20 @@ const bounded = (
   issues: Array<{ readonly field: string; readonly reason: string }>
 ): number => {
   if (value === undefined) return bounds.fallback
-  if (typeof value === "number" && Number.isSafeInteger(value) && value >= bounds.min && value <= bounds.max) return value
-  issues.push({
-    field,
-    reason: `expected a whole number from ${bounds.min} to ${bounds.max.toLocaleString("en")}, such as ${bounds.fallback}; got ${
-      describeValue(value)
-    }`
-  })
+  const within = typeof value === "number" && Number.isSafeInteger(value) && value >= bounds.min && value <= bounds.max
+  if (within) return value
+  const range = `${bounds.min} to ${bounds.max.toLocaleString("en")}`
+  const reason = `expected a whole number from ${range}, such as ${bounds.fallback}; got ${describeValue(value)}`
+  issues.push({ field, reason })
   return bounds.fallback
 }
 
 // HSCAN's cursor: an unsigned 64-bit number, as a page answered it.
-const cursorOf = (field: string, value: unknown, issues: Array<{ readonly field: string; readonly reason: string }>) => {
+const cursorOf = (
+  field: string,
+  value: unknown,
+  issues: Array<{ readonly field: string; readonly reason: string }>
+): string => {
   if (value === undefined) return "0"
   if (typeof value === "string" && /^\d{1,20}$/.test(value) && BigInt(value) <= 18446744073709551615n) return value
   issues.push({ field, reason: `expected "0" or the cursor a page answered, got ${describeValue(value)}` })
@@ -302,7 +304,8 @@ const notOurs = (
     return [{ lock, reason: `${lock}:LOCKED is not in the index: not a lock of this library` }]
   }
   const foreign = fetched.holders.filter((holder) => holder.foreign !== undefined).map((holder) => holder.jid)
-  return foreign.length === 0 ? [] : [{ lock, reason: foreignReason(foreign.map((jid) => JSON.stringify(jid)).join(", ")) }]
+  const named = foreign.map((jid) => JSON.stringify(jid)).join(", ")
+  return foreign.length === 0 ? [] : [{ lock, reason: foreignReason(named) }]
 }
 
 const foreignReason = (fields: string) => `field(s) ${fields} not in this library's entry shape (not holders)`
@@ -410,7 +413,10 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
             notOurs: reasons.length === 0 ? undefined : reasons.map((r) => r.reason).join("; ")
           }
         }), { concurrency: "unbounded" })
-    const rows = (entries: ReadonlyArray<Entry>, o: RowOptions = {}): Effect.Effect<ReadonlyArray<Row>, RedisError | InvalidLockOptions> => {
+    const rows = (
+      entries: ReadonlyArray<Entry>,
+      o: RowOptions = {}
+    ): Effect.Effect<ReadonlyArray<Row>, RedisError | InvalidLockOptions> => {
       const issues: Array<{ readonly field: string; readonly reason: string }> = []
       const holders = bounded("holders", o.holders, holderBounds.holders, issues)
       const bytes = bounded("bytes", o.bytes, holderBounds.rowBytes, issues)
@@ -501,7 +507,7 @@ export const showAll = (
         else kept.fields.push(fields)
       }
       if (done.queue && done.run) break
-      // A lock walked to its end reads its first page again (left out): bounded, and simpler than reading one lock alone.
+      // A lock walked to its end reads its first page again (left out): bounded, simpler than reading one lock alone.
       page = yield* locks.show(digest, {
         ...options,
         queueCursor: done.queue ? "0" : page.queue.cursor,

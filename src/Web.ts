@@ -200,13 +200,15 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
     const { fallback, max, min } = Gate.limits[field]
     const value = options[field] ?? fallback
     if (Number.isSafeInteger(value) && value >= min && value <= max) return value
-    issues.push({ field, reason: `expected a whole number from ${min} to ${max}, such as ${fallback}; got ${describeValue(value)}` })
+    const reason = `expected a whole number from ${min} to ${max}, such as ${fallback}; got ${describeValue(value)}`
+    issues.push({ field, reason })
     return fallback
   }
   const concurrency = limit("concurrency")
   const queue = limit("queue")
   for (const key of Object.keys(options)) {
-    if (!["prefix", "readOnly", "token", "authorize", "pageSize", "concurrency", "queue", "host", "port"].includes(key)) {
+    const known = ["prefix", "readOnly", "token", "authorize", "pageSize", "concurrency", "queue", "host", "port"]
+    if (!known.includes(key)) {
       issues.push({ field: key, reason: "is not an option of the admin UI" })
     }
   }

@@ -30,7 +30,7 @@ const leadingFields = (text: string): Record<string, unknown> => {
   }
 }
 
-/** An entry's queue as the scripts store it (a JSON string literal): the name, or undefined when unreadable. @internal */
+/** An entry's queue, stored as a JSON string literal: its name, or undefined when unreadable. @internal */
 export const queueOf = (literal: string): string | undefined => {
   if (literal === "") return undefined
   try {

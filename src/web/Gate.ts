@@ -17,10 +17,11 @@ export const limits = {
 /** What `Gate.make` answers a request it turned away: a 503 and the seconds to wait before asking again. @internal */
 export const retryAfterSeconds = 1
 
-/** A request turned away because `concurrency` are served and `queue` wait already: answered with Retry-After. @internal */
+/** A request turned away: `concurrency` are served and `queue` wait already. Answered with Retry-After. @internal */
 export class Busy extends Refusal {
   constructor(concurrency: number, queue: number) {
-    super(503, "Busy", `the admin UI serves ${concurrency} request(s) at once and ${queue} more wait; try again in a moment`)
+    const reason = `the admin UI serves ${concurrency} request(s) at once and ${queue} more wait; try again in a moment`
+    super(503, "Busy", reason)
   }
 }
 

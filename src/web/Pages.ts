@@ -160,7 +160,11 @@ export const locksPage = (frame: Frame, view: LocksView): Html => {
 <td class="digest">${lockLink(frame, row.entry.digest, row.entry.name)}</td>
 <td>${row.type}</td>
 <td>${row.entry.phase}</td>
-<td class="num">${String(row.lock.size)}${row.lock.size > row.lock.holders.length ? html` <small>(first ${String(row.lock.holders.length)} read)</small>` : ""}</td>
+<td class="num">${String(row.lock.size)}${
+      row.lock.size > row.lock.holders.length
+        ? html` <small>(first ${String(row.lock.holders.length)} read)</small>`
+        : ""
+    }</td>
 <td>${queueOf(row)}</td>
 <td>${workerOf(row)}</td>
 <td>${since === undefined ? "-" : html`<time datetime="${time(since)}">${span(row.lock.now - since)} ago</time>`}</td>
@@ -197,7 +201,9 @@ ${paging}`
 const nextHolders = (frame: Frame, digest: string, phase: "queue" | "run", cursor: string) =>
   cursor === "0"
     ? ""
-    : html` · <a rel="next" class="holders-next" href="${frame.base}/lock?digest=${encodeURIComponent(digest)}&amp;${phase}Cursor=${cursor}">next page of holders</a>`
+    : html` · <a rel="next" class="holders-next" href="${frame.base}/lock?digest=${
+      encodeURIComponent(digest)
+    }&amp;${phase}Cursor=${cursor}">next page of holders</a>`
 
 const holdersTable = (frame: Frame, digest: string, phase: "queue" | "run", fetched: Locks.Digest["queue"]): Html => {
   if (fetched.holders.length === 0 && fetched.cursor === "0") return html`<p class="empty">No ${phase} lock held.</p>`
@@ -211,7 +217,9 @@ const holdersTable = (frame: Frame, digest: string, phase: "queue" | "run", fetc
 <td>${holder.revokedAt === undefined ? "" : html`revoked ${time(holder.revokedAt)}`}</td>
 <td>${holder.queue ?? ""}</td>
 <td><pre class="info">${holder.info === undefined ? "" : JSON.stringify(holder.info, null, 2)}</pre>${
-      holder.truncated === undefined ? "" : html`<small class="cut">entry of ${String(holder.truncated)} bytes, cut: its leading fields only</small>`
+      holder.truncated === undefined
+        ? ""
+        : html`<small class="cut">entry of ${String(holder.truncated)} bytes, cut: its leading fields only</small>`
     }</td>
 <td>${
       frame.canChange

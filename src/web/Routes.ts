@@ -174,7 +174,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
   const digestParam = [
     { name: "digest", description: "the lock's digest (its name)", required: true },
     { name: "holders", description: "holders read per lock, 1 to 1000 (default 100)" },
-    { name: "queueCursor", description: "where the queue lock's holders page starts (the previous answer's queue.cursor)" },
+    { name: "queueCursor", description: "where the queue lock's holders page starts (the last answer's queue.cursor)" },
     { name: "runCursor", description: "where the run lock's holders page starts (the previous answer's run.cursor)" }
   ]
   const listed = (context: RequestContext) =>
@@ -192,7 +192,8 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       (digest) => {
         const holders = context.query.get("holders") ?? ""
         if (holders !== "" && !(/^\d{1,4}$/.test(holders) && Number(holders) >= 1 && Number(holders) <= 1000)) {
-          return Effect.fail(new Refusal(400, "Bad request", `holders: a whole number from 1 to 1000, got ${JSON.stringify(holders)}`))
+          const reason = `holders: a whole number from 1 to 1000, got ${JSON.stringify(holders)}`
+          return Effect.fail(new Refusal(400, "Bad request", reason))
         }
         // An empty cursor is the first page, as "0" is.
         return mapFailure(context.locks.show(digest, {
