@@ -26,6 +26,9 @@
  *   --web [--locks=N]                                 the admin UI's pages with N locks in the index (100,000), the
  *                                                     metrics panel's Redis cost per job, the cost of tracing:
  *                                                     results/web.md
+ *   --web-load [--locks=N] [--holders=N] [--out=name] one page and ten at once over N locks (100) of N holders (2,000)
+ *                                                     each, beside a worker's 50 run locks on a 1 s lease: Redis time
+ *                                                     (SLOWLOG), longest call, statuses, PING wait: results/web-load.md
  *   --targets                                         every target of issue 20 in one run (fixed work: 2.5 min on an
  *                                                     EPYC VM, 4-5 on a slower Xeon one), each with
  *                                                     our figure, the peer's, the ratio and a verdict: results/targets.md
@@ -56,6 +59,7 @@ import * as Targets from "./targets.js"
 import * as Throughput from "./throughput.js"
 import * as Verdicts from "./verdicts.js"
 import * as Web from "./web.js"
+import * as WebLoad from "./webLoad.js"
 import * as Worker from "./worker.js"
 
 const args = process.argv.slice(2)
@@ -141,6 +145,15 @@ const main = async () => {
       args.includes("--pipelining"),
       concurrencyArg === undefined ? 64 : Number(concurrencyArg.slice(14)),
       args.includes("--phased")
+    )
+  }
+  if (args.includes("--web-load")) {
+    const value = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+    return WebLoad.main(
+      log,
+      Number(value("locks") ?? 100),
+      Number(value("holders") ?? 2_000),
+      value("out") ?? "web-load"
     )
   }
   if (args.includes("--web")) {

@@ -296,7 +296,7 @@ const show = Command.make(
       yield* checkArgument("digest", o.digest, "locks show")
       return yield* withLocks(o, (locks) =>
         Effect.gen(function*() {
-          const shown = yield* locks.show(o.digest)
+          const shown = yield* Locks.showAll(locks, o.digest)
           // A field in another shape is not a holder: it is listed under notOurs, not as one locked in 1970.
           const rows = (["queue", "run"] as const).flatMap((phase) =>
             shown[phase].holders.filter((h) => h.foreign === undefined).map((h) => [

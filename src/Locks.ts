@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { Defaults } from "./Defaults.js"
 import { describeValue, formatIssues, invalidOptions, type InvalidLockOptions, isRecord, PrefixSchema } from "./Options.js"
-import type { Fetched, LockKey, RedisError, Removal } from "./Redis.js"
+import type { Fetched, Holder, HolderPage, LockKey, RedisError, Removal } from "./Redis.js"
 import { RedisService } from "./Redis.js"
 import * as Tracing from "./internal/tracing.js"
 
@@ -71,7 +71,8 @@ export interface Page<A> {
 }
 
 /**
- * One digest's two locks, each read whole.
+ * One digest's two locks, a page of each one's holders: `size` counts them all, `cursor` is where `show`'s next page
+ * of that lock starts ("0": none left).
  *
  * @since 0.1.0
  * @category models
@@ -88,18 +89,22 @@ export interface Digest {
 }
 
 /**
- * An index member read whole (`rows`): its lock's holders (this library's only), the lock type stored with
- * `lockInfo`, and whether the next reaper pass removes it.
+ * An index member read for a list (`rows`): its lock's first holders (this library's only; `lock.size` counts them
+ * all), the lock type stored with `lockInfo`, and whether the next reaper pass removes it.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Row {
   readonly entry: Entry
+  /** At most `holders` of its holders, each entry cut at `bytes` (`Holder.truncated`); `size` counts them all. */
   readonly lock: Fetched
   /** By the `type` stored with `lockInfo`; `unknown` for a lock taken without it. */
   readonly type: string
-  /** Its key is gone or every holder has ended: what the next reaper pass removes. */
+  /**
+   * Its key is gone or every holder has ended: what the next reaper pass removes. Judged on a read of every holder:
+   * a lock with more holders than one read takes (about `holders`, at least) is not called stale.
+   */
   readonly stale: boolean
   /** Why the key is not one of this library's locks (a key of another type, foreign fields); undefined when it is. */
   readonly notOurs: string | undefined
@@ -124,6 +129,36 @@ export interface Stats {
 }
 
 /**
+ * Which holders `show` reads of each of a digest's two locks: a page of them, bounded whatever the lock holds.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ShowOptions {
+  /** Holders per lock, 1 to 1000 (a hint on Redis: a small hash comes whole). Default 100. */
+  readonly count?: number | undefined
+  /** Where the queue lock's page starts: "0" (default) or the `queue.cursor` of the page before. */
+  readonly queueCursor?: string | undefined
+  /** Where the run lock's page starts: "0" (default) or the `run.cursor` of the page before. */
+  readonly runCursor?: string | undefined
+  /** Entries longer than this many bytes are cut (`Holder.truncated`), 256 to 1,048,576. Default 65,536. */
+  readonly bytes?: number | undefined
+}
+
+/**
+ * What `rows` reads of each lock.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RowOptions {
+  /** Holders kept per lock, 1 to 100. Default 10. */
+  readonly holders?: number | undefined
+  /** Entries longer than this many bytes are cut (`Holder.truncated`), 256 to 65,536. Default 1,024. */
+  readonly bytes?: number | undefined
+}
+
+/**
  * @since 0.1.0
  * @category tags
  */
@@ -133,9 +168,19 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
   readonly list: (
     options?: { readonly pattern?: string | undefined; readonly cursor?: string | undefined; readonly count?: number | undefined }
   ) => Effect.Effect<Page<Entry>, RedisError | InvalidLockOptions>
-  readonly show: (digest: string) => Effect.Effect<Digest, RedisError>
-  /** Each entry's lock read whole, the reads sent together: one round trip's wait for a page. */
-  readonly rows: (entries: ReadonlyArray<Entry>) => Effect.Effect<ReadonlyArray<Row>, RedisError>
+  /**
+   * A digest's queue and run locks, a page of each one's holders (see `ShowOptions`). A bad option fails with
+   * `InvalidLockOptions` naming it.
+   */
+  readonly show: (digest: string, options?: ShowOptions) => Effect.Effect<Digest, RedisError | InvalidLockOptions>
+  /**
+   * Each entry's lock read once, its first holders only (see `RowOptions`), the reads sent together: one round trip's
+   * wait for a page, and bounded Redis work per lock whatever it holds.
+   */
+  readonly rows: (
+    entries: ReadonlyArray<Entry>,
+    options?: RowOptions
+  ) => Effect.Effect<ReadonlyArray<Row>, RedisError | InvalidLockOptions>
   /**
    * Removes every holder of a digest's two locks (queue and run), but revokes a run lock's holder whose lease is live
    * (see `Removal`). Fails with `NotALock`, changing nothing, when either key exists and is not one of ours.
@@ -185,6 +230,42 @@ export const canMatch = (pattern: string, prefix: string): boolean => {
 /** The largest page `list` and `deleteByPattern` take. */
 const maxPage = 10_000
 
+/** The bounds of the holders' reads, as the options name them. */
+const holderBounds = {
+  count: { min: 1, max: 1000, fallback: 100 },
+  showBytes: { min: 256, max: 1_048_576, fallback: 65_536 },
+  holders: { min: 1, max: 100, fallback: 10 },
+  rowBytes: { min: 256, max: 65_536, fallback: 1024 }
+} as const
+
+// A whole number option within its bounds, else the issue naming it.
+const bounded = (
+  field: string,
+  value: unknown,
+  bounds: { readonly min: number; readonly max: number; readonly fallback: number },
+  issues: Array<{ readonly field: string; readonly reason: string }>
+): number => {
+  if (value === undefined) return bounds.fallback
+  const within = typeof value === "number" && Number.isSafeInteger(value) && value >= bounds.min && value <= bounds.max
+  if (within) return value
+  const range = `${bounds.min} to ${bounds.max.toLocaleString("en")}`
+  const reason = `expected a whole number from ${range}, such as ${bounds.fallback}; got ${describeValue(value)}`
+  issues.push({ field, reason })
+  return bounds.fallback
+}
+
+// HSCAN's cursor: an unsigned 64-bit number, as a page answered it.
+const cursorOf = (
+  field: string,
+  value: unknown,
+  issues: Array<{ readonly field: string; readonly reason: string }>
+): string => {
+  if (value === undefined) return "0"
+  if (typeof value === "string" && /^\d{1,20}$/.test(value) && BigInt(value) <= 18446744073709551615n) return value
+  issues.push({ field, reason: `expected "0" or the cursor a page answered, got ${describeValue(value)}` })
+  return "0"
+}
+
 const entryOf = (name: string, score: number): Entry =>
   name.endsWith(":RUN")
     ? { name, digest: name.slice(0, -4), phase: "run", score }
@@ -211,7 +292,7 @@ const ours = (fetched: Fetched): Fetched =>
     ? fetched
     : { ...fetched, holders: fetched.holders.filter((holder) => holder.foreign === undefined) }
 
-const nothingFetched: Fetched = { holders: [], ttlMs: undefined, indexScore: undefined, now: 0 }
+const nothingFetched: Fetched = { holders: [], size: 0, cursor: "0", ttlMs: undefined, indexScore: undefined, now: 0 }
 
 // What a fetched lock holds that is not ours: a key of another type, holders of a key not in the index, foreign entries.
 const notOurs = (
@@ -223,11 +304,12 @@ const notOurs = (
     return [{ lock, reason: `${lock}:LOCKED is not in the index: not a lock of this library` }]
   }
   const foreign = fetched.holders.filter((holder) => holder.foreign !== undefined).map((holder) => holder.jid)
-  return foreign.length === 0 ? [] : [{
-    lock,
-    reason: `field(s) ${foreign.map((jid) => JSON.stringify(jid)).join(", ")} not in this library's entry shape (not holders)`
-  }]
+  const named = foreign.map((jid) => JSON.stringify(jid)).join(", ")
+  return foreign.length === 0 ? [] : [{ lock, reason: foreignReason(named) }]
 }
+
+const foreignReason = (fields: string) => `field(s) ${fields} not in this library's entry shape (not holders)`
+const foreignFields = /^field\(s\) (.*) not in this library's entry shape \(not holders\)$/s
 
 const decodePrefix = Schema.decodeUnknownEither(Schema.Struct({ prefix: Schema.optional(PrefixSchema) }), {
   errors: "all",
@@ -274,18 +356,27 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
           reason: `expected a whole number from 1 to ${maxPage}, such as 100; got ${describeValue(count)}`
         }]))
     // A key of another type fails fetch (WRONGTYPE): for show, that is an answer, not an error.
-    const fetchOrType = (name: string) =>
-      redis.fetch(key(name)).pipe(
+    const fetchOrType = (name: string, page: HolderPage) =>
+      redis.fetch(key(name), page).pipe(
         Effect.map((fetched) => ({ fetched, wrongType: false })),
         Effect.catchIf(
           (error) => error.reason.startsWith("WRONGTYPE"),
           () => Effect.succeed({ fetched: nothingFetched, wrongType: true })
         )
       )
-    const show = (digest: string) =>
-      Effect.map(
+    const show = (digest: string, o: ShowOptions = {}): Effect.Effect<Digest, RedisError | InvalidLockOptions> => {
+      const issues: Array<{ readonly field: string; readonly reason: string }> = []
+      const count = bounded("count", o.count, holderBounds.count, issues)
+      const bytes = bounded("bytes", o.bytes, holderBounds.showBytes, issues)
+      const queueCursor = cursorOf("queueCursor", o.queueCursor, issues)
+      const runCursor = cursorOf("runCursor", o.runCursor, issues)
+      if (issues.length > 0) return Effect.fail(invalidOptions(issues))
+      return Effect.map(
         // The two reads go out together (one connection pipelines them): one round trip's wait, not two.
-        Effect.all([fetchOrType(digest), fetchOrType(`${digest}:RUN`)], { concurrency: 2 }),
+        Effect.all([
+          fetchOrType(digest, { cursor: queueCursor, count, bytes }),
+          fetchOrType(`${digest}:RUN`, { cursor: runCursor, count, bytes })
+        ], { concurrency: 2 }),
         ([queue, run]): Digest => ({
           digest,
           queue: ours(queue.fetched),
@@ -293,6 +384,7 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
           notOurs: [notOurs(digest, queue), notOurs(`${digest}:RUN`, run)].flat()
         })
       )
+    }
     // Strict: a key of the two that is not ours fails the call before anything is written.
     const removeDigest = (digest: string, jid?: string) =>
       Effect.flatMap(
@@ -306,18 +398,30 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       )
     // A page's reads go out together: one connection pipelines them, so a page costs one round trip's wait.
     // A member whose key is of another type (a user's string) is a row, not a failure: the reaper keeps it.
-    const rows = (entries: ReadonlyArray<Entry>) =>
+    // Each lock is read once, a page of `holders` of its holders: the type and the staleness come from what that read.
+    const readRows = (entries: ReadonlyArray<Entry>, holders: number, bytes: number) =>
       Effect.forEach(entries, (entry) =>
-        Effect.map(fetchOrType(entry.name), (read): Row => {
+        Effect.map(fetchOrType(entry.name, { cursor: "0", count: holders, bytes }), (read): Row => {
           const reasons = notOurs(entry.name, read)
+          const kept = ours(read.fetched)
           return {
             entry,
-            lock: ours(read.fetched),
+            lock: { ...kept, holders: kept.holders.slice(0, holders), cursor: "0" },
             type: typeOf(read.fetched),
-            stale: !read.wrongType && ended(read.fetched),
+            // Every holder read (the walk of the hash ended within this one read) and none live.
+            stale: !read.wrongType && read.fetched.cursor === "0" && ended(read.fetched),
             notOurs: reasons.length === 0 ? undefined : reasons.map((r) => r.reason).join("; ")
           }
         }), { concurrency: "unbounded" })
+    const rows = (
+      entries: ReadonlyArray<Entry>,
+      o: RowOptions = {}
+    ): Effect.Effect<ReadonlyArray<Row>, RedisError | InvalidLockOptions> => {
+      const issues: Array<{ readonly field: string; readonly reason: string }> = []
+      const holders = bounded("holders", o.holders, holderBounds.holders, issues)
+      const bytes = bounded("bytes", o.bytes, holderBounds.rowBytes, issues)
+      return issues.length > 0 ? Effect.fail(invalidOptions(issues)) : readRows(entries, holders, bytes)
+    }
     const stats = Effect.gen(function*() {
       let cursor = "0"
       let indexSize = 0
@@ -328,7 +432,7 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       do {
         const next = yield* scanPage("*", cursor, 500)
         cursor = next.cursor
-        for (const row of yield* rows(next.items)) {
+        for (const row of yield* readRows(next.items, holderBounds.holders.fallback, holderBounds.rowBytes.fallback)) {
           indexSize++
           byPhase[row.entry.phase]++
           if (oldest === undefined || row.entry.score < oldest.score) oldest = row.entry
@@ -349,8 +453,8 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       prefix,
       list: (o) =>
         admin("list", "ZSCAN", { "unique_jobs.pattern": o?.pattern ?? `${prefix}:*` }, page(o?.pattern ?? `${prefix}:*`, o?.cursor ?? "0", o?.count ?? 100)),
-      show: (digest) => admin("show", "fetch", { "unique_jobs.digest": digest }, show(digest)),
-      rows: (entries) => admin("rows", "fetch", { "unique_jobs.count": entries.length }, rows(entries)),
+      show: (digest, o) => admin("show", "fetch", { "unique_jobs.digest": digest }, show(digest, o)),
+      rows: (entries, o) => admin("rows", "fetch", { "unique_jobs.count": entries.length }, rows(entries, o)),
       delete: (digest) => admin("delete", "remove", { "unique_jobs.digest": digest }, removeDigest(digest)),
       unlock: (digest, jid) =>
         admin("unlock", "remove", { "unique_jobs.digest": digest, "unique_jobs.jid": jid }, removeDigest(digest, jid)),
@@ -368,6 +472,57 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
         })),
       stats
     })
+  })
+
+/**
+ * Every holder of a digest's two locks, a bounded page per call (`show`), walked until both locks' cursors are "0": for
+ * one digest an operator asked about (the CLI's `locks show`), not for a page of many. A holder that HSCAN answers
+ * twice (the hash changed during the walk) is kept once; `size` is the last page's count.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const showAll = (
+  locks: Context.Tag.Service<Locks>,
+  digest: string,
+  options: { readonly count?: number | undefined; readonly bytes?: number | undefined } = {}
+): Effect.Effect<Digest, RedisError | InvalidLockOptions> =>
+  Effect.gen(function*() {
+    let page = yield* locks.show(digest, options)
+    const holders = { queue: new Map<string, Holder>(), run: new Map<string, Holder>() }
+    // What is not ours, by lock: the foreign fields each page named, as one list.
+    const notOurs = new Map<string, { readonly reasons: Set<string>; readonly fields: Array<string> }>()
+    const done = { queue: false, run: false }
+    for (;;) {
+      for (const phase of ["queue", "run"] as const) {
+        if (done[phase]) continue
+        for (const holder of page[phase].holders) holders[phase].set(holder.jid, holder)
+        done[phase] = page[phase].cursor === "0"
+      }
+      for (const item of page.notOurs) {
+        const kept = notOurs.get(item.lock) ?? { reasons: new Set<string>(), fields: [] }
+        notOurs.set(item.lock, kept)
+        const fields = foreignFields.exec(item.reason)?.[1]
+        if (fields === undefined) kept.reasons.add(item.reason)
+        else kept.fields.push(fields)
+      }
+      if (done.queue && done.run) break
+      // A lock walked to its end reads its first page again (left out): bounded, simpler than reading one lock alone.
+      page = yield* locks.show(digest, {
+        ...options,
+        queueCursor: done.queue ? "0" : page.queue.cursor,
+        runCursor: done.run ? "0" : page.run.cursor
+      })
+    }
+    return {
+      digest,
+      queue: { ...page.queue, holders: Array.from(holders.queue.values()), cursor: "0" },
+      run: { ...page.run, holders: Array.from(holders.run.values()), cursor: "0" },
+      notOurs: Array.from(notOurs, ([lock, { fields, reasons }]) => [
+        ...Array.from(reasons, (reason) => ({ lock, reason })),
+        ...(fields.length === 0 ? [] : [{ lock, reason: foreignReason(fields.join(", ")) }])
+      ]).flat()
+    }
   })
 
 /**

@@ -26,6 +26,7 @@ export type {
   Fetched,
   HandoffResult,
   Holder,
+  HolderPage,
   HolderRequest,
   LockKey,
   LockResult,

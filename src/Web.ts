@@ -45,6 +45,7 @@ import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
 import { RedisService } from "./Redis.js"
 import { BasePath, mountOf, type NodeHandler, toNode } from "./web/Node.js"
+import * as Gate from "./web/Gate.js"
 import * as Pages from "./web/Pages.js"
 import {
   cookieOptions,
@@ -129,6 +130,13 @@ export interface Options {
    * made when the UI is; give the same one to every process serving one address behind a balancer.
    */
   readonly secret?: Redacted.Redacted<string> | undefined
+  /**
+   * Requests that read Redis at once, 1 to 64 (default 4): a dashboard open in many tabs shares the store's connection
+   * with nothing else waiting behind it for long.
+   */
+  readonly concurrency?: number | undefined
+  /** Requests that wait for a turn beyond those, 0 to 1000 (default 16); one more is answered 503 with Retry-After. */
+  readonly queue?: number | undefined
 }
 
 /**
@@ -166,6 +174,8 @@ interface Settings {
   readonly pageSize: number
   readonly trustProxy: boolean
   readonly secret: Uint8Array
+  readonly concurrency: number
+  readonly queue: number
   /** `serve` on the loopback without a token: only loopback Host names are answered. */
   readonly loopbackHosts: boolean
 }
@@ -210,8 +220,18 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
   ) {
     issues.push({ field: "secret", reason: "expected a Redacted string of at least 32 characters" })
   }
+  const limit = (field: "concurrency" | "queue") => {
+    const { fallback, max, min } = Gate.limits[field]
+    const value = options[field] ?? fallback
+    if (Number.isSafeInteger(value) && value >= min && value <= max) return value
+    const reason = `expected a whole number from ${min} to ${max}, such as ${fallback}; got ${describeValue(value)}`
+    issues.push({ field, reason })
+    return fallback
+  }
+  const concurrency = limit("concurrency")
+  const queue = limit("queue")
   for (const key of Object.keys(options)) {
-    const known = ["prefix", "readOnly", "token", "authorize", "pageSize", "trustProxy", "secret", "host", "port"]
+    const known = ["prefix", "readOnly", "token", "authorize", "pageSize", "concurrency", "queue", "trustProxy", "secret", "host", "port"]
     if (!known.includes(key)) {
       issues.push({ field: key, reason: "is not an option of the admin UI" })
     }
@@ -224,7 +244,9 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
     authorize: options.authorize,
     pageSize,
     trustProxy: options.trustProxy === true,
-    secret: secret === undefined ? Security.freshSecret() : Buffer.from(Redacted.value(secret))
+    secret: secret === undefined ? Security.freshSecret() : Buffer.from(Redacted.value(secret)),
+    concurrency,
+    queue
   })
 }
 
@@ -299,6 +321,8 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
     }
   ]
   const openApi = openApiOf(table)
+  // One gate per router: every request that reads Redis takes a turn.
+  const gate = Gate.make(settings.concurrency, settings.queue)
   const notFound = (api: boolean): Route => ({
     method: "GET",
     path: "/*",
@@ -399,9 +423,13 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
         }
       }
       // A change that acted counts itself ("done", or "nothing" when it found nothing to act on).
-      const response = yield* Effect.either(route.handler(context))
+      const response = yield* Effect.either(gate.run(route.handler(context)))
       if (route.method === "POST" && Either.isLeft(response)) yield* counted(route.action ?? "change", "failed")
-      const out = Either.isRight(response) ? response.right : answer(response.left)
+      const out = Either.isRight(response)
+        ? response.right
+        : response.left instanceof Gate.Busy
+        ? HttpServerResponse.setHeader(answer(response.left), "retry-after", String(Gate.retryAfterSeconds))
+        : answer(response.left)
       return newCsrf === undefined
         ? out
         : HttpServerResponse.unsafeSetCookie(out, Security.csrfCookie, newCsrf, cookieOptions(base))

@@ -4,9 +4,11 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as TestClock from "effect/TestClock"
 import * as Lock from "../src/Lock.js"
 import * as Locks from "../src/Locks.js"
 import * as LockOptions from "../src/Options.js"
+import * as Redis from "../src/Redis.js"
 import * as RedisTest from "./support/redis.js"
 
 describe("Locks", () => {
@@ -84,6 +86,45 @@ describe("Locks", () => {
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [])
       }), { timeout: 60_000 })
 
+    // Short entries make a small hash a listpack, which Redis' HSCAN answers whole whatever its COUNT: the row keeps
+    // its first `holders` all the same.
+    it.effect("a list row keeps at most `holders` of its lock's holders and counts them all", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("rows")
+        const shared = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockLimit: 30 })
+        for (let i = 0; i < 30; i++) yield* Lock.lock(shared, { digest: `${prefix}:shared`, jid: `j${i}` })
+        const locks = yield* Locks.make({ prefix })
+        const entries = (yield* locks.list()).items
+        const [row] = yield* locks.rows(entries)
+        assert.strictEqual(row!.lock.size, 30)
+        assert.strictEqual(row!.lock.holders.length, 10)
+        const [few] = yield* locks.rows(entries, { holders: 4 })
+        assert.strictEqual(few!.lock.holders.length, 4)
+      }))
+
+    it.effect("showAll walks both locks' holders a page per call: every holder once, the foreign fields named in one list", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("showall")
+        const shared = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockLimit: 250, lockInfo: true })
+        const running = LockOptions.unsafeMake({ lock: "while_executing", lockPrefix: prefix, lockLimit: 40, lockLease: 60_000 })
+        for (let i = 0; i < 250; i++) yield* Lock.lock(shared, { digest: `${prefix}:d`, jid: `q${i}` })
+        for (let i = 0; i < 40; i++) yield* Lock.lock(running, { digest: `${prefix}:d`, jid: `r${i}`, phase: "run" })
+        const key = RedisTest.keysOf(prefix, `${prefix}:d`).locked
+        for (let i = 0; i < 3; i++) yield* Effect.promise(() => raw.hset(key, `gem${i}`, "1750000000.123456"))
+        const locks = yield* Locks.make({ prefix })
+        const all = yield* Locks.showAll(locks, `${prefix}:d`, { count: 20 })
+        assert.strictEqual(all.queue.holders.length, 250)
+        assert.strictEqual(all.queue.size, 253)
+        assert.strictEqual(all.run.holders.length, 40)
+        assert.deepStrictEqual([all.queue.cursor, all.run.cursor], ["0", "0"])
+        assert.strictEqual(all.notOurs.length, 1)
+        assert.deepStrictEqual(
+          [...all.notOurs[0]!.reason.matchAll(/"(gem\d)"/g)].map((m) => m[1]).sort(),
+          ["gem0", "gem1", "gem2"]
+        )
+      }))
+
     it.effect("delete, unlock and show act only on this library's locks: a user's hash or string is left alone", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
@@ -145,6 +186,34 @@ describe("Locks", () => {
         assert.deepStrictEqual(pages.flatMap((page) => page.refused.map((r) => r.lock)), [`${prefix}:listed`])
         assert.strictEqual(yield* Effect.promise(() => raw.get(keyOf("listed").locked)), "listed")
         assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(keyOf("user").locked)), { name: "bob" })
+      }))
+  })
+
+  // The memory store reads a page of holders in jid order: the first ten read can all have ended while one after them
+  // lives. A lock read in part is never called stale (before, every lock was read whole).
+  layer(Redis.layerMemory)((it) => {
+    it.effect("rows read each lock's first holders only, count them all, and call a lock read in part never stale", () =>
+      Effect.gen(function*() {
+        const prefix = "rows"
+        const store = yield* Redis.RedisService
+        const lock = { prefix, name: `${prefix}:wide` }
+        const request = (jid: string, ttlMs: number) =>
+          ({ jid, limit: 100, ttlMs, leaseMs: 0, info: `{"type":"until_executed"}`, fenced: false }) as const
+        for (let i = 0; i < 40; i++) yield* store.lock(lock, request(`a${String(i).padStart(2, "0")}`, 1000))
+        yield* store.lock(lock, request("z-live", 60_000))
+        yield* TestClock.adjust(5000)
+        const locks = yield* Locks.make({ prefix })
+        const [entry] = (yield* locks.list()).items
+        const [row] = yield* locks.rows([entry!])
+        assert.deepStrictEqual(row!.lock.holders.map((h) => h.jid), Array.from({ length: 10 }, (_, i) => `a0${i}`))
+        assert.strictEqual(row!.lock.size, 41)
+        assert.strictEqual(row!.type, "until_executed")
+        assert.isFalse(row!.stale, "a lock with a live holder past the page read was called stale")
+        const [few] = yield* locks.rows([entry!], { holders: 3 })
+        assert.strictEqual(few!.lock.holders.length, 3)
+        // Once only ended holders are left, a read of them all says stale.
+        yield* TestClock.adjust(60_000)
+        assert.isTrue((yield* locks.rows([entry!], { holders: 100 }))[0]!.stale)
       }))
   })
 })

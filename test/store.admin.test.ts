@@ -126,6 +126,81 @@ for (const target of stores) {
           assert.isAtLeast(gone.now, fetched.now)
         }))
 
+      it.effect("fetch a page: 300 holders walked by cursor, a bounded page per call, size counting them all", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("fetch-page")
+          const lock = keyOf(prefix, "wide")
+          // Entries over 64 bytes: Redis keeps the hash as a table (a small hash of short entries is a listpack, which
+          // HSCAN answers whole, up to hash-max-listpack-entries of them).
+          const info = JSON.stringify({ worker: "PageWorker", queue: "default", args: ["an argument"] })
+          yield* Effect.forEach(
+            Array.from({ length: 300 }, (_, i) => `j${i}`),
+            (jid) => s.lock(lock, { ...queueLock(jid, 60_000, 300), info }),
+            { discard: true }
+          )
+          const seen = new Set<string>()
+          let cursor = "0"
+          let pages = 0
+          do {
+            const page = yield* s.fetch(lock, { cursor, count: 50, bytes: 0 })
+            assert.strictEqual(page.size, 300)
+            // HSCAN's COUNT is a hint on Redis (a few more may come); never the whole hash at once.
+            assert.isAtMost(page.holders.length, target.name === "memory" ? 50 : 100)
+            for (const holder of page.holders) seen.add(holder.jid)
+            cursor = page.cursor
+            pages++
+          } while (cursor !== "0" && pages < 100)
+          assert.strictEqual(cursor, "0")
+          assert.isAtLeast(pages, 3)
+          assert.strictEqual(seen.size, 300)
+          // A lock that is gone: no holder, size 0, the walk ends at once.
+          const gone = yield* s.fetch(keyOf(prefix, "never"), { cursor: "0", count: 10, bytes: 0 })
+          assert.deepStrictEqual([gone.holders, gone.size, gone.cursor], [[], 0, "0"])
+        }))
+
+      it.effect("fetch a page cuts a long entry at bytes: the leading fields kept, its whole length told", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const prefix = RedisTest.uniquePrefix("fetch-cut")
+          const lock = keyOf(prefix, "long")
+          const info = JSON.stringify({ type: "until_executed", worker: "W", queue: "q", args: ["x".repeat(5000)] })
+          yield* s.lock(lock, { ...queueLock("long", 60_000, 2), info, queue: "q" })
+          yield* s.lock(lock, { ...queueLock("short", 60_000, 2), queue: "q" })
+          const whole = yield* s.fetch(lock)
+          const page = yield* s.fetch(lock, { cursor: "0", count: 10, bytes: 256 })
+          const long = whole.holders.find((h) => h.jid === "long")!
+          const cut = page.holders.find((h) => h.jid === "long")!
+          const entry = `{"t":${long.lockedAt},"x":${long.expiresAt},"l":0,"q":"q","i":${info}}`
+          assert.deepStrictEqual(cut, {
+            ...long,
+            info: { type: "until_executed", worker: "W", queue: "q" },
+            truncated: Buffer.byteLength(entry)
+          })
+          // An entry within bytes is read whole.
+          assert.deepStrictEqual(page.holders.find((h) => h.jid === "short"), whole.holders.find((h) => h.jid === "short"))
+        }))
+
+      it.effect("fetch a page: count, bytes and cursor out of range fail before anything, in the same words on both stores", () =>
+        Effect.gen(function*() {
+          const s = yield* store
+          const lock = keyOf(RedisTest.uniquePrefix("fetch-args"), "a")
+          const reason = (page: Redis.HolderPage) =>
+            Effect.map(Effect.flip(s.fetch(lock, page)), (error) => error.reason)
+          assert.strictEqual(
+            yield* reason({ cursor: "0", count: 1001, bytes: 0 }),
+            "ERR count must be a whole number from 0 to 1000, got 1001"
+          )
+          assert.strictEqual(
+            yield* reason({ cursor: "0", count: 10, bytes: -1 }),
+            "ERR bytes must be a whole number from 0 to 2^50, got -1"
+          )
+          assert.strictEqual(
+            yield* reason({ cursor: "x", count: 10, bytes: 0 }),
+            "ERR cursor must be the number a page answered, such as 0, got x"
+          )
+        }))
+
       it.effect("reap: a member whose key went is removed; a live lock stays", () =>
         Effect.gen(function*() {
           const s = yield* store

@@ -517,7 +517,8 @@ const comparableAnswer = (call: Call, answer: Answer, foreigners: ReadonlySet<st
     return Either.right({
       ...fetched,
       holders: [...holders].sort(byJid),
-      ...(foreign ? { ttlMs: -3, indexScore: -3 } : {})
+      // A foreign entry is Redis' only: it counts in size there (every entry of the hash), not on the memory store.
+      ...(foreign ? { ttlMs: -3, indexScore: -3, size: -3 } : {})
     })
   }
   if (call._tag === "reap") {

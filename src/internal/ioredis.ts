@@ -14,6 +14,7 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { LayoutMismatch } from "../Errors.js"
 import { makeDeadlines } from "./deadlines.js"
+import { cutHolder, holderOf, queueOf } from "./entries.js"
 import * as Direct from "./direct.js"
 import * as Keeper from "./leaseKeeper.js"
 import type {
@@ -103,26 +104,25 @@ const toHolders = (flat: ReadonlyArray<unknown>): Array<Holder> => {
 }
 
 const toFetched = (reply: unknown): Fetched => {
-  const [entries, pttl, score, now] = toArray(reply, "fetch")
+  const [entries, pttl, score, now, size, cursor, cut] = toArray(reply, "fetch")
+  const holders = toHolders(toArray(entries, "fetch"))
+  // A cut entry is read as far as it goes; its place among the holders counts from 1.
+  const flatCut = toArray(cut, "fetch")
+  for (let i = 0; i < flatCut.length; i += 2) {
+    const at = Number(flatCut[i]) - 1
+    holders[at] = cutHolder(holders[at]!.jid, String(toArray(entries, "fetch")[at * 2 + 1]), Number(flatCut[i + 1]))
+  }
   return {
-    holders: toHolders(toArray(entries, "fetch")),
+    holders,
+    size: Number(size),
+    cursor: String(cursor),
     ttlMs: Number(pttl) >= 0 ? Number(pttl) : undefined,
     indexScore: score === null || score === undefined ? undefined : Number(score),
     now: Number(now)
   }
 }
 
-// An entry's q as reap.lua returns it: the JSON string literal, or "" when the entry names no queue.
-const queueOf = (literal: string): string | undefined => {
-  if (literal === "") return undefined
-  try {
-    const name: unknown = JSON.parse(literal)
-    return typeof name === "string" ? name : undefined
-  } catch {
-    return undefined
-  }
-}
-
+// An entry's q as reap.lua returns it (the JSON string literal, or "" when the entry names no queue): queueOf.
 const toReapResult = (reply: unknown): ReapResult => {
   const [scanned, next, members, holders, candidates, held] = toArray(reply, "reap")
   const flatHolders = toArray(holders, "reap")
@@ -287,17 +287,7 @@ export const parseHolder = (jid: string, raw: string): Holder => {
       info = match.i
     }
   }
-  const queue = match.q === undefined ? undefined : queueOf(match.q)
-  return {
-    jid,
-    lockedAt: Number(match.t),
-    expiresAt: Number(match.x) > 0 ? Number(match.x) : undefined,
-    leaseUntil: Number(match.l) > 0 ? Number(match.l) : undefined,
-    fence: Number(match.f ?? 0),
-    info,
-    ...(queue === undefined ? {} : { queue }),
-    ...(match.r === undefined ? {} : { revokedAt: Number(match.r) })
-  }
+  return holderOf(jid, match, info)
 }
 
 /**
@@ -778,9 +768,10 @@ export const makeFromClient = (
           () => client.hgetall(keysOf(lock).locked),
           (reply) => Object.entries(reply as Record<string, string>).map(([jid, raw]) => parseHolder(jid, raw))
         ),
-      fetch: (lock) => {
+      fetch: (lock, page) => {
         const keys = keysOf(lock)
-        return script("fetch", scripts.fetch, [2, keys.locked, keys.index, lock.name], toFetched)
+        const args = page === undefined ? ["0", 0, 0] : [page.cursor, page.count, page.bytes]
+        return script("fetch", scripts.fetch, [2, keys.locked, keys.index, lock.name, ...args], toFetched)
       },
       reap: (request) =>
         layoutFor(request.prefix).shards > 1

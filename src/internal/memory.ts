@@ -18,6 +18,7 @@ import type {
   Store
 } from "./models.js"
 import { keysOf, RedisError } from "./models.js"
+import { cutHolder } from "./entries.js"
 import * as Layout from "./layout.js"
 
 /** @internal */
@@ -40,6 +41,12 @@ interface Hash {
 }
 
 type RemoveOptions = NonNullable<Parameters<Store["remove"]>[1]>
+
+// An entry as the scripts write it (lua/lib/prelude.lua), to cut where fetch.lua cuts.
+const rawOf = (entry: Entry): string =>
+  `{"t":${entry.t},"x":${entry.x},"l":${entry.l}${entry.f > 0 ? `,"f":${entry.f}` : ""}${
+    entry.r === undefined ? "" : `,"r":${entry.r}`
+  }${entry.q === "" ? "" : `,"q":${JSON.stringify(entry.q)}`}${entry.info === "" ? "" : `,"i":${entry.info}`}}`
 
 const horizon = (entry: Entry): number => (entry.x > 0 && entry.l > 0 ? Math.min(entry.x, entry.l) : entry.x || entry.l)
 const live = (entry: Entry, now: number): boolean => {
@@ -280,6 +287,37 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
       ...(entry.r === undefined ? {} : { revokedAt: entry.r })
     }))
 
+  // fetch.lua's page: HSCAN's guarantee (a holder there from the walk's start to its end is read once at least) kept
+  // by walking jids in byte order from the last one a cursor answered. A cursor stays good for a reload; the oldest go
+  // once many are kept (a cursor not known starts over, as a made-up one does on Redis).
+  const holderCursors = new Map<string, string>()
+  const holderPage = (hash: Hash | undefined, page: NonNullable<Parameters<Store["fetch"]>[1]>) => {
+    const count = whole(page.count, "count", 0, 1000)
+    const bytes = whole(page.bytes, "bytes", 0)
+    if (!/^\d{1,20}$/.test(page.cursor)) {
+      throw new Refused(`ERR cursor must be the number a page answered, such as 0, got ${page.cursor}`)
+    }
+    if (count === 0) return { holders: holdersOf(hash), cursor: "0" }
+    const jids = Array.from(hash?.entries.keys() ?? []).sort(compareNames)
+    const after = holderCursors.get(page.cursor)
+    const from = after === undefined ? 0 : jids.findIndex((jid) => compareNames(jid, after) > 0)
+    const taken = from === -1 ? [] : jids.slice(from, from + count)
+    let cursor = "0"
+    if (from !== -1 && from + count < jids.length) {
+      cursor = String(++lastCursor)
+      holderCursors.set(cursor, taken[taken.length - 1]!)
+      if (holderCursors.size > 10_000) holderCursors.delete(holderCursors.keys().next().value!)
+    }
+    const holders = taken.map((jid): Holder => {
+      const entry = hash!.entries.get(jid)!
+      const raw = Buffer.from(rawOf(entry))
+      return bytes > 0 && raw.length > bytes
+        ? cutHolder(jid, raw.subarray(0, bytes).toString("utf8"), raw.length)
+        : holdersOf({ entries: new Map([[jid, entry]]), expiresAt: undefined })[0]!
+    })
+    return { holders, cursor }
+  }
+
   // reap.lua: ZRANGE of the step's ranks (score, then name), every read before the first write.
   const reap = (request: Parameters<Store["reap"]>[0], now: number): ReapResult => {
     const batch = whole(request.batch, "batch", 1, 1000)
@@ -514,12 +552,17 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
         return { ...result, queueLockHeld }
       }),
     holders: (lock) => run("holders", (now) => holdersOf(getHash(keysOf(lock).locked, now))),
-    fetch: (lock) =>
+    fetch: (lock, page) =>
       run("fetch", (now) => {
         const { index, locked } = keysOf(lock)
         const hash = getHash(locked, now)
+        const read = page === undefined
+          ? { holders: holdersOf(hash), cursor: "0" }
+          : holderPage(hash, page)
         return {
-          holders: holdersOf(hash),
+          holders: read.holders,
+          size: hash?.entries.size ?? 0,
+          cursor: read.cursor,
           ttlMs: hash?.expiresAt === undefined ? undefined : hash.expiresAt - now,
           indexScore: indexes.get(index)?.get(lock.name),
           now

@@ -123,6 +123,11 @@ export interface Holder {
    * go or its lease passes, and is never renewed.
    */
   readonly revokedAt?: number | undefined
+  /**
+   * The entry's whole length in bytes when a page read it cut (`HolderPage.bytes`): `info` then holds only the leading
+   * fields it could read whole (type, worker, queue; not the arguments). Undefined when read whole.
+   */
+  readonly truncated?: number | undefined
 }
 
 /**
@@ -140,13 +145,39 @@ export interface Renewal {
 }
 
 /**
- * One lock read whole (`Store.fetch`): its holders, its key's TTL, its index score, and Redis time when read.
+ * Which of a lock's holders `Store.fetch` reads: a page of them, bounded whatever the lock holds.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HolderPage {
+  /** "0" for the first page, else the `cursor` the previous page answered. */
+  readonly cursor: string
+  /**
+   * Holders to read, 1 to 1000 (0: every one, as with no page). Redis' HSCAN takes it as a hint: a page may hold a few
+   * more, and a small hash of short entries (a listpack: up to hash-max-listpack-entries of at most 64 bytes) comes
+   * whole. Fewer only where the hash ends, or a sparse one that the script's few HSCAN calls (8) did not fill the
+   * page from. The memory store answers exactly this many.
+   */
+  readonly count: number
+  /** Entries longer than this many bytes are cut to their first bytes (`Holder.truncated`); 0 reads them whole. */
+  readonly bytes: number
+}
+
+/**
+ * One lock read at one instant (`Store.fetch`): its holders (all, or a page), its key's TTL, its index score, and
+ * Redis time when read.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Fetched {
+  /** Every holder, or a page of them. A holder may show on two pages when the hash changed between them. */
   readonly holders: ReadonlyArray<Holder>
+  /** How many entries the holders hash has (this library's or not), however many `holders` holds. */
+  readonly size: number
+  /** Where the next page of holders starts; "0" once the hash is read to its end (always, for a whole read). */
+  readonly cursor: string
   /** The holders key's remaining time in ms; undefined when it has none or is gone. */
   readonly ttlMs: number | undefined
   /** The lock's score in `<prefix>:digests` (its expiry, or when it was taken); undefined when not indexed. */
@@ -283,8 +314,11 @@ export interface Store {
   ) => Effect.Effect<HandoffResult, RedisError>
   /** The entries of a lock's holders hash. */
   readonly holders: (lock: LockKey) => Effect.Effect<ReadonlyArray<Holder>, RedisError>
-  /** One lock read whole in one script call: holders with their metadata, the key's TTL, the index score, Redis time. */
-  readonly fetch: (lock: LockKey) => Effect.Effect<Fetched, RedisError>
+  /**
+   * One lock read in one script call: holders with their metadata (all of them, or the `page` asked for: the admin's
+   * reads, bounded whatever the lock holds), their count, the key's TTL, the index score, Redis time.
+   */
+  readonly fetch: (lock: LockKey, page?: HolderPage) => Effect.Effect<Fetched, RedisError>
   /**
    * One bounded reaper step in one script call: removes index members whose lock key is gone and holders whose
    * expiry or lease has passed (dropping a lock, and its member, once no holder is left), never a live holder.

@@ -162,7 +162,11 @@ export const locksPage = (frame: Frame, view: LocksView): Html => {
 <td class="digest">${lockLink(frame, row.entry.digest, row.entry.name)}</td>
 <td>${row.type}</td>
 <td>${row.entry.phase}</td>
-<td class="num">${String(row.lock.holders.length)}</td>
+<td class="num">${String(row.lock.size)}${
+      row.lock.size > row.lock.holders.length
+        ? html` <small>(first ${String(row.lock.holders.length)} read)</small>`
+        : ""
+    }</td>
 <td>${queueOf(row)}</td>
 <td>${workerOf(row)}</td>
 <td>${since === undefined ? "-" : html`<time datetime="${time(since)}">${span(row.lock.now - since)} ago</time>`}</td>
@@ -199,8 +203,16 @@ ${paging}`
   )
 }
 
-const holdersTable = (frame: Frame, digest: string, phase: string, fetched: Locks.Digest["queue"]): Html => {
-  if (fetched.holders.length === 0) return html`<p class="empty">No ${phase} lock held.</p>`
+// The link to a lock's next page of holders (the other lock's holders start again from their first page).
+const nextHolders = (frame: Frame, digest: string, phase: "queue" | "run", cursor: string) =>
+  cursor === "0"
+    ? ""
+    : html` · <a rel="next" class="holders-next" href="${frame.base}/lock?digest=${
+      encodeURIComponent(digest)
+    }&amp;${phase}Cursor=${cursor}">next page of holders</a>`
+
+const holdersTable = (frame: Frame, digest: string, phase: "queue" | "run", fetched: Locks.Digest["queue"]): Html => {
+  if (fetched.holders.length === 0 && fetched.cursor === "0") return html`<p class="empty">No ${phase} lock held.</p>`
   const rows = fetched.holders.map((holder) =>
     html`<tr data-jid="${holder.jid}">
 <td class="jid">${holder.jid}</td>
@@ -210,7 +222,11 @@ const holdersTable = (frame: Frame, digest: string, phase: string, fetched: Lock
 <td class="num">${holder.fence === 0 ? "-" : String(holder.fence)}</td>
 <td>${holder.revokedAt === undefined ? "" : html`revoked ${time(holder.revokedAt)}`}</td>
 <td>${holder.queue ?? ""}</td>
-<td><pre class="info">${holder.info === undefined ? "" : JSON.stringify(holder.info, null, 2)}</pre></td>
+<td><pre class="info">${holder.info === undefined ? "" : JSON.stringify(holder.info, null, 2)}</pre>${
+      holder.truncated === undefined
+        ? ""
+        : html`<small class="cut">entry of ${String(holder.truncated)} bytes, cut: its leading fields only</small>`
+    }</td>
 <td>${
       frame.canChange && encodeURIComponent(holder.jid).length <= 4096
         ? html`<form method="post" action="${frame.base}/lock/unlock">${csrfField(frame)}<input type="hidden" name="digest" value="${digest}"><input type="hidden" name="jid" value="${holder.jid}"><button type="submit" class="unlock">Unlock</button></form>`
@@ -221,6 +237,9 @@ const holdersTable = (frame: Frame, digest: string, phase: string, fetched: Lock
   return html`<p>${
     fetched.ttlMs === undefined ? "no TTL" : `key TTL ${span(fetched.ttlMs)}`
   } · index score ${fetched.indexScore === undefined ? "not in the index" : time(fetched.indexScore)}</p>
+<p class="holders-count">${String(fetched.size)} holder(s), showing ${
+    fetched.holders.length === fetched.size && fetched.cursor === "0" ? "all" : `${fetched.holders.length} on this page`
+  }${nextHolders(frame, digest, phase, fetched.cursor)}</p>
 <table class="holders">
 <thead><tr><th>jid</th><th>locked at</th><th>expires</th><th>lease until</th><th>fence</th><th></th><th>queue</th><th>lock info</th><th></th></tr></thead>
 <tbody>

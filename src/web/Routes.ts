@@ -155,6 +155,7 @@ const rowJson = (row: Locks.Row) => ({
   phase: row.entry.phase,
   type: row.type,
   holders: row.lock.holders,
+  holderCount: row.lock.size,
   ttlMs: row.lock.ttlMs,
   queue: Pages.queueOf(row),
   worker: Pages.workerOf(row),
@@ -246,7 +247,12 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
     { name: "cursor", description: "the cursor of the page (from the previous answer's next)" },
     { name: "count", description: `index members read for the page, 1 to ${maxPageSize}` }
   ]
-  const digestParam = [{ name: "digest", description: "the lock's digest (its name)", required: true }]
+  const digestParam = [
+    { name: "digest", description: "the lock's digest (its name)", required: true },
+    { name: "holders", description: "holders read per lock, 1 to 1000 (default 100)" },
+    { name: "queueCursor", description: "where the queue lock's holders page starts (the last answer's queue.cursor)" },
+    { name: "runCursor", description: "where the run lock's holders page starts (the previous answer's run.cursor)" }
+  ]
   const listed = (context: RequestContext) =>
     Effect.flatMap(
       Either.match(filtersFrom(context.query, context.frame.prefix, pageSize), {
@@ -255,10 +261,23 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       }),
       (filters) => mapFailure(locksView(context.locks, filters))
     )
+  // A page of each lock's holders: `holders` per lock, from `queueCursor` and `runCursor` (checked by Locks.show).
   const shown = (context: RequestContext, value: string | undefined) =>
     Effect.flatMap(
       Either.match(digestFrom(value, context.frame.prefix), { onLeft: Effect.fail, onRight: Effect.succeed }),
-      (digest) => mapFailure(context.locks.show(digest))
+      (digest) => {
+        const holders = context.query.get("holders") ?? ""
+        if (holders !== "" && !(/^\d{1,4}$/.test(holders) && Number(holders) >= 1 && Number(holders) <= 1000)) {
+          const reason = `holders: a whole number from 1 to 1000, got ${JSON.stringify(holders)}`
+          return Effect.fail(new Refusal(400, "Bad request", reason))
+        }
+        // An empty cursor is the first page, as "0" is.
+        return mapFailure(context.locks.show(digest, {
+          count: holders === "" ? undefined : Number(holders),
+          queueCursor: context.query.get("queueCursor") || undefined,
+          runCursor: context.query.get("runCursor") || undefined
+        }))
+      }
     )
   // A change's fields: the digest, and the jid when `jid` (an unlock).
   const target = (context: RequestContext, jid: boolean) =>
