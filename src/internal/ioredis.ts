@@ -892,7 +892,7 @@ export const makeFromClient = (
           true
         ),
       holders: (lock) => withLayout(lock.prefix, () => store.holders(lock)),
-      fetch: (lock) => withLayout(lock.prefix, () => store.fetch(lock)),
+      fetch: (lock, page) => withLayout(lock.prefix, () => store.fetch(lock, page)),
       reap: (request) => withLayout(request.prefix, () => store.reap(request)),
       scan: (prefix, cursor, pattern, count) => withLayout(prefix, () => store.scan(prefix, cursor, pattern, count)),
       remove: (locks, options) => {
