@@ -82,13 +82,13 @@ const victimBesides = async (tag: string) => {
   }
 }
 
-/** Every key matching `pattern` that has no TTL, from every master. */
+/** Every key matching `pattern` that has no TTL, from every master, but the documented permanent ones (index, fence, layout record). */
 const keysWithoutTtl = async (pattern: string) => {
   const client = await reader()
   try {
     const keys = (await Promise.all(client.nodes("master").map((node) => node.keys(pattern)))).flat()
     const ttls = await Promise.all(keys.map((key) => client.pttl(key)))
-    return keys.filter((key, i) => ttls[i] === -1 && !/:(digests|fence)$/.test(key))
+    return keys.filter((key, i) => ttls[i] === -1 && !/:(digests|fence|layout)$/.test(key))
   } finally {
     client.disconnect()
   }
