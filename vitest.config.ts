@@ -1,8 +1,48 @@
 import { defineConfig } from "vitest/config"
 
+/**
+ * The test tiers (issue 36). `npm test` runs the fast tier: every file not named below, on one private Redis, with no
+ * browser, no cluster and no second ioredis. The other tiers are fixed amounts of real time or need more of the
+ * machine; `npm run test:full` runs them all, and each runs alone (`npm run test:<tier>`, or
+ * `UNIQUE_JOBS_TIER=<tier> npx vitest run`). A file named on the command line runs whatever its tier.
+ */
+export const tiers = {
+  // Real-time work at full size: faults and partitions, leases and the keeper at scale, the multi-process races, the
+  // long properties, the command as it ships (a build, then a process per call).
+  slow: [
+    "test/cli.process.test.ts",
+    "test/connection.test.ts",
+    "test/faults.test.ts",
+    "test/handoff.faults.test.ts",
+    "test/keeper.test.ts",
+    "test/lease.test.ts",
+    "test/lifecycle.properties.test.ts",
+    "test/multiprocess.test.ts",
+    "test/properties.redis.test.ts",
+    "test/reaper.properties.test.ts",
+    "test/release.properties.test.ts",
+    "test/store.properties.test.ts"
+  ],
+  // Debian's Chromium driven by playwright-core.
+  browser: ["test/web.browser.test.ts"],
+  // A private Redis Cluster (redis-server --cluster-enabled yes, made with redis-cli).
+  cluster: ["test/cluster*.test.ts", "test/layout.cluster.test.ts"]
+} as const
+
+const others: ReadonlyArray<string> = Object.values(tiers).flat()
+// "full": every tier but the fast one, in one pool (the browser's walk beside the slow files); "all": every file.
+const chosen: Record<string, ReadonlyArray<string>> = { ...tiers, full: others, all: ["test/**/*.test.ts"] }
+const tier = process.env.UNIQUE_JOBS_TIER ?? "fast"
+if (tier !== "fast" && chosen[tier] === undefined) {
+  throw new Error(`UNIQUE_JOBS_TIER=${tier}: expected one of fast, ${Object.keys(chosen).join(", ")}`)
+}
+// Files named on the command line (the mutation runs, test:ioredis6, a contributor's one file) run whatever their tier.
+const named = process.argv.some((arg) => /\.test\.ts$/.test(arg))
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
+    include: tier === "fast" || named ? ["test/**/*.test.ts"] : [...chosen[tier]!],
+    exclude: ["**/node_modules/**", ...(tier === "fast" && !named ? others : [])],
     setupFiles: ["test/support/setup.ts"],
     // Generous: these only catch hangs. Tests count a fixed amount of work, so a busy machine (or another copy of
     // the suite beside this one) makes them slower, never red; a tight limit would bring the speed back in.

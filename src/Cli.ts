@@ -551,7 +551,12 @@ const web = Command.make("web", {
     Options.withDescription("the address to bind (anything but the loopback needs UNIQUE_JOBS_WEB_TOKEN)")
   ),
   port: Options.integer("port").pipe(Options.withDefault(7380), Options.withDescription("the port (0: a free one)")),
-  readOnly: Options.boolean("read-only").pipe(Options.withDescription("serve no change at all"))
+  readOnly: Options.boolean("read-only").pipe(Options.withDescription("serve no change at all")),
+  trustProxy: Options.boolean("trust-proxy").pipe(
+    Options.withDescription(
+      "behind a reverse proxy you run: take the Host and client address from X-Forwarded-Host/-For (never without one)"
+    )
+  )
 }, (o) =>
   Effect.zipRight(
     checkPrefix(o.prefix),
@@ -559,19 +564,28 @@ const web = Command.make("web", {
       const token = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_TOKEN")).pipe(
         Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_TOKEN: ${error.message}`))
       )
+      // Replicas behind one load balancer share it, so a form one served is accepted by another.
+      const secret = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_SECRET")).pipe(
+        Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_SECRET: ${error.message}`))
+      )
       const store = yield* storeOf(o.redisUrl, false)
       const served = yield* Web.serve({
         host: o.host,
         port: o.port,
         prefix: o.prefix,
         readOnly: o.readOnly,
+        trustProxy: o.trustProxy,
+        ...(Option.isSome(secret) && Redacted.value(secret.value) !== "" ? { secret: secret.value } : {}),
         // An empty variable is no token, as if unset.
         ...(Option.isSome(token) && Redacted.value(token.value) !== "" ? { token: token.value } : {})
       }).pipe(Effect.provideService(Redis.RedisService, store))
       yield* Console.log(`unique-jobs web: ${served.url}/ (prefix ${o.prefix}${o.readOnly ? ", read-only" : ""}); Ctrl-C stops`)
       return yield* Effect.never
     }).pipe(Effect.scoped, Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
-  )).pipe(Command.withDescription("the admin UI in a browser (binds 127.0.0.1 unless given a token)"))
+  )).pipe(Command.withDescription(
+    "the admin UI in a browser (binds 127.0.0.1 unless UNIQUE_JOBS_WEB_TOKEN is set; replicas behind one balancer " +
+      "share UNIQUE_JOBS_WEB_SECRET, 32 characters or more)"
+  ))
 
 // The layout Redis records for the prefix, read by the store `withRedis` gives (one that adopts it).
 const layoutOf = (prefix: string) =>

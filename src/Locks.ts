@@ -229,6 +229,9 @@ export const canMatch = (pattern: string, prefix: string): boolean => {
 
 /** The largest page `list` and `deleteByPattern` take. */
 const maxPage = 10_000
+/** The most ZSCAN calls one page of `list` makes while it holds fewer than it asked for: more than a cluster index's
+ * default 24 shards, so a sparse index fills its first page. */
+const pageReads = 64
 
 /** The bounds of the holders' reads, as the options name them. */
 const holderBounds = {
@@ -338,11 +341,20 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
     const redis = yield* RedisService
     const prefix = options.prefix ?? (yield* Defaults).lockPrefix
     const key = (name: string): LockKey => ({ prefix, name })
-    const scanPage = (pattern: string, cursor: string, count: number) =>
-      Effect.map(redis.scan(prefix, cursor, pattern, count), (scanned) => ({
-        cursor: scanned.cursor,
-        items: scanned.members.map((member) => entryOf(member.name, member.score))
-      }))
+    // ZSCAN's pages vary (a cluster's index is one sorted set per shard, and a shard may hold no match): a page goes
+    // on reading until it holds `count` or the walk is over, within `pageReads` calls, so a pattern that matches
+    // nothing still costs a bounded amount per page.
+    const scanPage = (pattern: string, cursor: string, count: number): Effect.Effect<Page<Entry>, RedisError> => {
+      const items: Array<Entry> = []
+      const more = (at: string, reads: number): Effect.Effect<Page<Entry>, RedisError> =>
+        Effect.flatMap(redis.scan(prefix, at, pattern, count - items.length), (scanned) => {
+          for (const member of scanned.members) items.push(entryOf(member.name, member.score))
+          return scanned.cursor === "0" || items.length >= count || reads + 1 >= pageReads
+            ? Effect.succeed({ cursor: scanned.cursor, items })
+            : more(scanned.cursor, reads + 1)
+        })
+      return more(cursor, 0)
+    }
     // A caller's page size goes to ZSCAN's COUNT: checked here, so a bad one is named rather than a syntax error.
     const page = (
       pattern: string,

@@ -581,9 +581,9 @@ export const makeFromClient = (
       })
     )
 
-    // The items' indices, grouped by shard (one group on one Redis).
+    // The items' indices, grouped by shard: one group for a standalone layout, and one per shard for a prefix whose
+    // recorded cluster layout a standalone Redis adopted (each script names its own shard's index).
     const shardGroups = <I>(items: ReadonlyArray<I>, shardOf: (item: I) => number | string): Array<Array<number>> => {
-      if (client.isCluster !== true) return [items.map((_, i) => i)]
       const groups = new Map<number | string, Array<number>>()
       items.forEach((item, i) => {
         const shard = shardOf(item)

@@ -119,8 +119,11 @@ export const make = (raw: IORedis, namespace: string, layout: Layout.Layout = La
   // error is raised inside the shim's `call`.
   const prelude = shim(namespace).split("\n").filter((line) => !/^\s*(--|$)/.test(line)).join(" ")
   const sources = new Map(Object.values(Scripts.loadScripts()).map((s) => [s.sha, s.source]))
+  // The layout record reads no clock, and its key has no hash tag: on a cluster the shim's clock key would be in
+  // another slot, so it runs unshimmed.
+  const unshimmed = Scripts.loadScripts().layout.source
   const evalShimmed = (source: string, numKeys: number, args: ReadonlyArray<string | number>) =>
-    raw.eval(`${prelude} ${source}`, numKeys, ...args)
+    raw.eval(source === unshimmed ? source : `${prelude} ${source}`, numKeys, ...args)
   const client: Redis.Client = {
     ...(layout.cluster ? { isCluster: true } : {}),
     zrange: (key, start, stop) => raw.zrange(key, start, stop),
