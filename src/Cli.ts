@@ -9,6 +9,7 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import type * as ValidationError from "@effect/cli/ValidationError"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Terminal from "@effect/platform/Terminal"
@@ -141,9 +142,14 @@ const progressDone = Effect.sync(() => {
   if (process.stderr.isTTY) process.stderr.write("\n")
 })
 
-// A flag, else its variable; an empty one is none.
-const given = (flag: Option.Option<string>, variable: string): Option.Option<string> =>
-  Option.filter(Option.orElse(flag, () => Option.fromNullable(process.env[variable])), (value) => value !== "")
+// A flag, else its variable (read through the ConfigProvider: the environment); an empty one is none.
+const given = (flag: Option.Option<string>, variable: string): Effect.Effect<Option.Option<string>, CliError> =>
+  Effect.map(
+    Option.isSome(flag)
+      ? Effect.succeed(flag)
+      : Effect.mapError(Config.option(Config.string(variable)), (error) => new CliError(`${variable}: ${error.message}`)),
+    Option.filter((value) => value !== "")
+  )
 
 const noRedis = () =>
   new CliError("no Redis: pass --redis-url redis://host:port (or --cluster host:port,…), or set REDIS_URL (or REDIS_CLUSTER_NODES)")
@@ -169,32 +175,29 @@ const decoded = <A>(
 const storeOf = (
   connection: Connection,
   oneShot: boolean
-): Effect.Effect<Redis.Store, CliError | Redis.RedisError, Scope.Scope> => {
-  if (Option.isSome(connection.url) && Option.isSome(connection.cluster)) {
-    return Effect.fail(new CliError("--redis-url and --cluster name two places for the locks: pass one"))
-  }
-  const url = Option.isSome(connection.cluster) ? Option.none() : given(connection.url, "REDIS_URL")
-  if (Option.isSome(url)) {
-    return Effect.flatMap(
-      decoded(RedisOptions.decode({
+): Effect.Effect<Redis.Store, CliError | Redis.RedisError, Scope.Scope> =>
+  Effect.gen(function*() {
+    if (Option.isSome(connection.url) && Option.isSome(connection.cluster)) {
+      return yield* fail("--redis-url and --cluster name two places for the locks: pass one")
+    }
+    const url = Option.isSome(connection.cluster) ? Option.none() : yield* given(connection.url, "REDIS_URL")
+    if (Option.isSome(url)) {
+      const options = yield* decoded(RedisOptions.decode({
         url: url.value,
         timeout: connectTimeout,
         ...(oneShot ? { client: { maxRetriesPerRequest: 0, retryStrategy: () => null } } : {})
-      })),
-      (options) => IORedisStore.make(options, adopting)
-    )
-  }
-  const nodes = given(connection.cluster, "REDIS_CLUSTER_NODES")
-  if (Option.isNone(nodes)) return Effect.fail(noRedis())
-  return Effect.flatMap(
-    decoded(RedisOptions.decodeCluster({
+      }))
+      return yield* IORedisStore.make(options, adopting)
+    }
+    const nodes = yield* given(connection.cluster, "REDIS_CLUSTER_NODES")
+    if (Option.isNone(nodes)) return yield* Effect.fail(noRedis())
+    const options = yield* decoded(RedisOptions.decodeCluster({
       nodes: nodes.value.split(",").map((node) => node.trim()).filter((node) => node !== ""),
       timeout: connectTimeout,
       ...(oneShot ? { client: { clusterRetryStrategy: () => null } } : {})
-    })),
-    (options) => IORedisStore.makeCluster(options, adopting)
-  )
-}
+    }))
+    return yield* IORedisStore.makeCluster(options, adopting)
+  })
 
 /** Runs `self` with the store the flags name; a missing or unreachable Redis is a CliError. */
 const withRedis = <A>(
@@ -452,8 +455,8 @@ const checkBullmq = (o: Bullmq): Effect.Effect<void, CliError> => {
 const queuesOf = (o: Bullmq, connection: Connection) =>
   Effect.gen(function*() {
     const url = Option.filter(o.url, (value) => value !== "")
-    const locksUrl = Option.isSome(connection.cluster) ? Option.none() : given(connection.url, "REDIS_URL")
-    const nodes = given(connection.cluster, "REDIS_CLUSTER_NODES")
+    const locksUrl = Option.isSome(connection.cluster) ? Option.none() : yield* given(connection.url, "REDIS_URL")
+    const nodes = yield* given(connection.cluster, "REDIS_CLUSTER_NODES")
     const where = Option.isSome(url)
       ? { connection: { url: url.value }, where: "--bullmq-url" }
       : Option.isSome(locksUrl)
@@ -650,7 +653,33 @@ export const command = Command.make("unique-jobs").pipe(
  * @since 0.1.0
  * @category commands
  */
-export const run = Command.run(command, { name: "unique-jobs", version: "0.1.0" })
+export const run = (
+  args: ReadonlyArray<string>
+): Effect.Effect<void, CliError | ValidationError.ValidationError, FileSystem.FileSystem | Path.Path | Terminal.Terminal> =>
+  Effect.zipRight(checkQueueValues(args), runCommand(args))
+
+const runCommand = Command.run(command, { name: "unique-jobs", version: "0.1.0" })
+
+// @effect/cli drops an empty value of a repeated option (`--bullmq-queue ""`), and one missing at the end: the reap
+// would ask about no queue, and free none of the locks it was asked to. So reap's are read from the command line.
+const checkQueueValues = (args: ReadonlyArray<string>): Effect.Effect<void, CliError> => {
+  const end = args.indexOf("--")
+  const given = (end === -1 ? args : args.slice(0, end)).slice(2)
+  // The subcommand: the first word that is no option of the command's own (--log-level, --completions take a value).
+  let at = 0
+  while (at < given.length && given[at]!.startsWith("-")) {
+    at += ["--log-level", "--completions"].includes(given[at]!.toLowerCase()) ? 2 : 1
+  }
+  if (given[at] !== "reap") return Effect.void
+  for (let i = at + 1; i < given.length; i++) {
+    if (given[i]!.toLowerCase() !== "--bullmq-queue") continue
+    const value = given[i + 1]
+    if (value === undefined) return fail("--bullmq-queue needs a value: a queue name")
+    if (value.trim() === "") return fail(`--bullmq-queue ${JSON.stringify(value)} is not a queue name`)
+    i++
+  }
+  return Effect.void
+}
 
 /**
  * What `run` needs of the platform, on Node's own modules: its path module, a file system that refuses (the

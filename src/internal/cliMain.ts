@@ -1,0 +1,89 @@
+/**
+ * The `unique-jobs` executable's work, from its argv to its exit code and what it prints: what the bin runs, and what
+ * the tests run in-process. The bin keeps only what belongs to the process (its streams' colours, its exit, signals).
+ *
+ * @internal
+ */
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
+import * as Cli from "../Cli.js"
+
+/**
+ * `--log-level` is @effect/cli's own option, read only before the subcommand: moved there from wherever it was
+ * written (up to a `--`).
+ *
+ * @internal
+ */
+export const withLogLevelFirst = (argv: ReadonlyArray<string>): Array<string> => {
+  const moved: Array<string> = []
+  const rest: Array<string> = []
+  for (let i = 2; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === "--") {
+      rest.push(...argv.slice(i))
+      break
+    }
+    if (arg.startsWith("--log-level=")) moved.push(arg)
+    else if (arg === "--log-level" && i + 1 < argv.length) moved.push(arg, argv[++i]!)
+    else rest.push(arg)
+  }
+  return [...argv.slice(0, 2), ...moved, ...rest]
+}
+
+/**
+ * Whether each stream shows colours: a terminal, with NO_COLOR unset. Where none is seen (output piped to a file or
+ * another program) no escape code is printed.
+ *
+ * @internal
+ */
+export interface Colours {
+  readonly stdout: boolean
+  readonly stderr: boolean
+}
+
+const plain = (colours: boolean) => (args: ReadonlyArray<unknown>): Array<unknown> =>
+  colours ? [...args] : args.map((arg) => (typeof arg === "string" ? arg.replace(/\u001b\[[0-9;]*m/g, "") : arg))
+
+// The console in place, its lines without escape codes where the stream shows no colours (@effect/cli's help and
+// errors are written in colour).
+const plainConsole = (colours: Colours) =>
+  Effect.map(Effect.console, (current): Console.Console => {
+    const out = plain(colours.stdout)
+    const err = plain(colours.stderr)
+    return {
+      ...current,
+      log: (...args) => current.log(...out(args)),
+      error: (...args) => current.error(...err(args)),
+      unsafe: {
+        ...current.unsafe,
+        log: (...args) => current.unsafe.log(...out(args)),
+        error: (...args) => current.unsafe.error(...err(args))
+      }
+    }
+  })
+
+// Logs go to stderr, through the console in place: stdout carries only the answer (`--json` is parsed by scripts).
+const logger = (colours: boolean) =>
+  Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true, colors: colours }))
+
+/**
+ * Runs the command on `argv` (`process.argv`: the node binary and the script first) with the console in place, and
+ * answers its exit code: 0, or 1 when it failed. A failure of the command's own is one line on stderr,
+ * `unique-jobs: <message>`; the command line's own errors (an unknown option, a missing argument) are printed by
+ * @effect/cli, on the console's error, before they reach here.
+ *
+ * @internal
+ */
+export const main = (argv: ReadonlyArray<string>, colours: Colours): Effect.Effect<number> =>
+  Effect.flatMap(plainConsole(colours), (console) =>
+    Cli.run(withLogLevelFirst(argv)).pipe(
+      Effect.as(0),
+      Effect.catchAll((error) =>
+        Effect.as(error instanceof Cli.CliError ? Console.error(`unique-jobs: ${error.message}`) : Effect.void, 1)
+      ),
+      Effect.withConsole(console)
+    )).pipe(
+      Effect.provide(logger(colours.stderr)),
+      Effect.provide(Cli.platform)
+    )
