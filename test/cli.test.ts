@@ -8,7 +8,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
-import { cli, closedPort, type Ran } from "./support/cli.js"
+import { cli, cliWith, closedPort, type Ran } from "./support/cli.js"
 import { inTurn, isLockLost, probe } from "./support/probe.js"
 import * as RedisTest from "./support/redis.js"
 
@@ -252,7 +252,7 @@ describe("unique-jobs (the command)", () => {
         assert.strictEqual(both.stderr.trim(), "unique-jobs: --redis-url and --cluster name two places for the locks: pass one")
       }), { timeout: 180_000 })
 
-    it.scoped("web: off the loopback only with a token; no Redis, said", () =>
+    it.scoped("web: off the loopback only with a token; no Redis, said; a short shared secret refused", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const open = yield* cli("web", "--host", "0.0.0.0", "--port", "0", "--redis-url", source.url)
@@ -261,6 +261,13 @@ describe("unique-jobs (the command)", () => {
         const noUrl = yield* cli("web", "--port", "0")
         assert.strictEqual(noUrl.code, 1)
         assert.include(noUrl.stderr, "no Redis")
+        // The CSRF key replicas share comes from the environment, never the command line (ps shows that); a short one
+        // is refused naming it, before anything is served.
+        const short = yield* cliWith({ UNIQUE_JOBS_WEB_SECRET: "too short" }, "web", "--port", "0", "--trust-proxy", "--redis-url", source.url)
+        assert.strictEqual(short.code, 1)
+        assert.include(short.stderr, "secret")
+        assert.include(short.stderr, "at least 32 characters")
+        assert.notInclude(short.stdout, "Ctrl-C stops")
       }), { timeout: 180_000 })
   })
 })

@@ -58,9 +58,10 @@ const stream = () => {
 
 // REDIS_URL and REDIS_CLUSTER_NODES blank, as the spawned command is run: a command names its Redis by flags. The
 // rest of the environment as it is.
-const environment = ConfigProvider.fromMap(new Map([["REDIS_URL", ""], ["REDIS_CLUSTER_NODES", ""]])).pipe(
-  ConfigProvider.orElse(() => ConfigProvider.fromEnv())
-)
+const environment = (env: Record<string, string>) =>
+  ConfigProvider.fromMap(new Map([["REDIS_URL", ""], ["REDIS_CLUSTER_NODES", ""], ...Object.entries(env)])).pipe(
+    ConfigProvider.orElse(() => ConfigProvider.fromEnv())
+  )
 
 /**
  * Runs `unique-jobs args…` in this process, as the executable runs it (`CliMain.main`, output in a pipe: no colours),
@@ -68,7 +69,10 @@ const environment = ConfigProvider.fromMap(new Map([["REDIS_URL", ""], ["REDIS_C
  * REDIS_CLUSTER_NODES blank: its exit code, and its stdout and stderr as the process would have written them (the
  * answers, @effect/cli's own messages, the one-line errors and the logs).
  */
-export const cli = (...args: Array<string>): Effect.Effect<Ran> =>
+export const cli = (...args: Array<string>): Effect.Effect<Ran> => cliWith({}, ...args)
+
+/** `cli` with these variables set in the command's environment (UNIQUE_JOBS_WEB_TOKEN, …). */
+export const cliWith = (env: Record<string, string>, ...args: Array<string>): Effect.Effect<Ran> =>
   Effect.suspend(() => {
     const out = stream()
     const err = stream()
@@ -96,7 +100,7 @@ export const cli = (...args: Array<string>): Effect.Effect<Ran> =>
     const ran = Effect.flatMap(capture, (console) =>
       CliMain.main(["node", "unique-jobs", ...args], { stdout: false, stderr: false }).pipe(
         Effect.withConsole(console),
-        Effect.withConfigProvider(environment)
+        Effect.withConfigProvider(environment(env))
       ))
     return Effect.map(
       Effect.promise((signal) => Effect.runPromiseExit(ran, { signal })),
