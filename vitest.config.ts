@@ -48,9 +48,10 @@ export default defineConfig({
     // the suite beside this one) makes them slower, never red; a tight limit would bring the speed back in.
     testTimeout: 120_000,
     hookTimeout: 120_000,
-    // Each file starts its own redis-server; two cores, so keep the pool small.
+    // Each file starts its own redis-server; two cores, so keep the pool small. The other tiers mostly wait on real
+    // time (leases, partitions, a browser), so they share the two cores three ways.
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    poolOptions: { forks: { maxForks: Number(process.env.UNIQUE_JOBS_TEST_FORKS ?? (tier === "fast" ? 2 : 3)), minForks: 1 } },
     reporters: ["default"]
   }
 })

@@ -559,10 +559,11 @@ const web = Command.make("web", {
     Options.withDescription(
       "behind a reverse proxy you run: take the Host and client address from X-Forwarded-Host/-For (never without one)"
     )
-  )
+  ),
+  bullmq
 }, (o) =>
   Effect.zipRight(
-    checkPrefix(o.prefix),
+    Effect.zipRight(checkPrefix(o.prefix), checkBullmq(o.bullmq)),
     Effect.gen(function*() {
       const token = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_TOKEN")).pipe(
         Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_TOKEN: ${error.message}`))
@@ -572,17 +573,26 @@ const web = Command.make("web", {
         Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_SECRET: ${error.message}`))
       )
       const store = yield* storeOf(o.redisUrl, false)
+      // Told the queues, the page's reaper pass frees the locks whose BullMQ job is gone, as `reap` does.
+      const queue = o.bullmq.queues.length > 0 ? yield* queuesOf(o.bullmq, o.redisUrl) : undefined
       const served = yield* Web.serve({
         host: o.host,
         port: o.port,
         prefix: o.prefix,
         readOnly: o.readOnly,
         trustProxy: o.trustProxy,
+        ...(Option.isSome(o.bullmq.grace) ? { reaperGrace: graceOf(o.bullmq.grace.value) } : {}),
         ...(Option.isSome(secret) && Redacted.value(secret.value) !== "" ? { secret: secret.value } : {}),
         // An empty variable is no token, as if unset.
         ...(Option.isSome(token) && Redacted.value(token.value) !== "" ? { token: token.value } : {})
-      }).pipe(Effect.provideService(Redis.RedisService, store))
-      yield* Console.log(`unique-jobs web: ${served.url}/ (prefix ${o.prefix}${o.readOnly ? ", read-only" : ""}); Ctrl-C stops`)
+      }).pipe(
+        Effect.provideService(Redis.RedisService, store),
+        (serving) => (queue === undefined ? serving : Effect.provideService(serving, JobQueue, queue))
+      )
+      const queues = o.bullmq.queues.length > 0 ? `, BullMQ queues ${o.bullmq.queues.join(", ")}` : ""
+      yield* Console.log(
+        `unique-jobs web: ${served.url}/ (prefix ${o.prefix}${o.readOnly ? ", read-only" : ""}${queues}); Ctrl-C stops`
+      )
       return yield* Effect.never
     }).pipe(Effect.scoped, Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
   )).pipe(Command.withDescription(

@@ -29,6 +29,7 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -43,6 +44,7 @@ import type { AddressInfo } from "node:net"
 import { describeValue, formatIssues, type InvalidLockOptions, invalidOptions, isRecord } from "./internal/decoding.js"
 import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
+import * as Reaper from "./Reaper.js"
 import { RedisService } from "./Redis.js"
 import { BasePath, mountOf, type NodeHandler, toNode } from "./web/Node.js"
 import * as Gate from "./web/Gate.js"
@@ -131,6 +133,12 @@ export interface Options {
    */
   readonly secret?: Redacted.Redacted<string> | undefined
   /**
+   * A reaper pass from the page asks the queue about holders with no expiry older than this (1 ms to 1000 years;
+   * default 10 minutes), and frees those whose job is gone: when the UI runs with a `JobQueue` in its context
+   * (`BullMQ.layer`, or `unique-jobs web --bullmq-queue NAME`). Without one such holders are left alone.
+   */
+  readonly reaperGrace?: Duration.DurationInput | undefined
+  /**
    * Requests that read Redis at once, 1 to 64 (default 4): a dashboard open in many tabs shares the store's connection
    * with nothing else waiting behind it for long.
    */
@@ -174,6 +182,7 @@ interface Settings {
   readonly pageSize: number
   readonly trustProxy: boolean
   readonly secret: Uint8Array
+  readonly reaperGrace: Duration.DurationInput | undefined
   readonly concurrency: number
   readonly queue: number
   /** `serve` on the loopback without a token: only loopback Host names are answered. */
@@ -220,6 +229,13 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
   ) {
     issues.push({ field: "secret", reason: "expected a Redacted string of at least 32 characters" })
   }
+  // Decoded as the reaper decodes it, so the UI is refused at build, not at its first pass.
+  if (options.reaperGrace !== undefined) {
+    const reaper = Effect.runSync(Effect.either(Reaper.make({ grace: options.reaperGrace })))
+    if (Either.isLeft(reaper)) {
+      for (const issue of reaper.left.issues) issues.push({ field: "reaperGrace", reason: issue.reason })
+    }
+  }
   const limit = (field: "concurrency" | "queue") => {
     const { fallback, max, min } = Gate.limits[field]
     const value = options[field] ?? fallback
@@ -231,7 +247,20 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
   const concurrency = limit("concurrency")
   const queue = limit("queue")
   for (const key of Object.keys(options)) {
-    const known = ["prefix", "readOnly", "token", "authorize", "pageSize", "concurrency", "queue", "trustProxy", "secret", "host", "port"]
+    const known = [
+      "prefix",
+      "readOnly",
+      "token",
+      "authorize",
+      "pageSize",
+      "concurrency",
+      "queue",
+      "trustProxy",
+      "secret",
+      "reaperGrace",
+      "host",
+      "port"
+    ]
     if (!known.includes(key)) {
       issues.push({ field: key, reason: "is not an option of the admin UI" })
     }
@@ -245,6 +274,7 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
     pageSize,
     trustProxy: options.trustProxy === true,
     secret: secret === undefined ? Security.freshSecret() : Buffer.from(Redacted.value(secret)),
+    reaperGrace: options.reaperGrace,
     concurrency,
     queue
   })
@@ -384,7 +414,8 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
         query: url.searchParams,
         locks: locks.right,
         newCsrf,
-        secret: settings.secret
+        secret: settings.secret,
+        reaperGrace: settings.reaperGrace
       }
       if (route.method === "POST") {
         const action = route.action ?? "change"

@@ -10,7 +10,9 @@ import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { createServer, request as httpRequest } from "node:http"
 import type { AddressInfo } from "node:net"
+import { Queue } from "bullmq"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as Lock from "../src/Lock.js"
 import * as Metrics from "../src/Metrics.js"
 import * as LockOptions from "../src/Options.js"
@@ -709,6 +711,62 @@ describe("the admin UI's changes are safe to repeat and to look at first (issue 
       assert.strictEqual(deleted.status, 303, name.slice(0, 80))
       assert.strictEqual((await send(`${served.url}${String(deleted.headers["location"])}`, { headers: { cookie } })).status, 200)
       assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name }))).holders.length, 0, name.slice(0, 80))
+    }
+  })
+})
+
+describe("the admin UI's reap asks the queue when it has one (issue 35)", () => {
+  it("served with BullMQ's JobQueue in its context, a pass frees the lock whose job is gone and keeps the live job's; without one, both stay and the page says why", async () => {
+    const prefix = RedisTest.uniquePrefix("web-orphans")
+    const name = `web-orphans-${process.pid}`
+    const queue = new Queue(name, { connection: { url: harness.url } })
+    try {
+      const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+      const live = await queue.add("Live", { n: 1 }, { jobId: "live-1" })
+      await harness.run(Lock.lock(definition, { digest: `${prefix}:live`, jid: live.id!, info: { queue: name } }))
+      await harness.run(Lock.lock(definition, { digest: `${prefix}:gone`, jid: "gone-1", info: { queue: name } }))
+      const held = async () =>
+        (await harness.run(Effect.flatMap(Redis.RedisService, (store) =>
+          Effect.forEach(["live", "gone"], (d) => store.fetch({ prefix, name: `${prefix}:${d}` }))))).map((lock) =>
+          lock.holders.map((holder) => holder.jid)
+        )
+      await new Promise((resolve) => setTimeout(resolve, 20))
+
+      const reapWith = async (served: { readonly url: string }) => {
+        const { cookie, csrf } = await session(served.url)
+        const answer = await send(`${served.url}/api/reaper`, {
+          method: "POST",
+          headers: { ...formHeaders, cookie, "x-csrf-token": csrf },
+          body: form({ dryRun: "0" })
+        })
+        assert.strictEqual(answer.status, 200, answer.body)
+        return {
+          orphans: (JSON.parse(answer.body) as { orphans: number }).orphans,
+          page: (await send(`${served.url}/reaper`)).body
+        }
+      }
+
+      // No queue to ask: the holder with no expiry stays whatever became of its job.
+      const alone = await reapWith(await harness.run(Web.serve({ prefix, reaperGrace: 1 })))
+      assert.strictEqual(alone.orphans, 0)
+      assert.include(alone.page, "this UI has no queue to ask")
+      assert.deepStrictEqual(await held(), [["live-1"], ["gone-1"]])
+
+      // BullMQ's JobQueue in the UI's context: the job that is gone has its lock freed, the waiting one keeps its own.
+      const served = await harness.run(
+        Web.serve({ prefix, reaperGrace: 1 }).pipe(Effect.provide(BullMQ.layer(queue)))
+      )
+      const asked = await reapWith(served)
+      assert.strictEqual(asked.orphans, 1)
+      assert.include(asked.page, "It also asks the queue")
+      assert.deepStrictEqual(await held(), [["live-1"], []])
+
+      // A grace the reaper would refuse is refused when the UI is made, naming it.
+      const bad = await harness.run(Effect.either(Web.serve({ prefix, reaperGrace: -5 })))
+      assert.isTrue(bad._tag === "Left" && bad.left.message.includes("reaperGrace"))
+    } finally {
+      await queue.obliterate({ force: true }).catch(() => undefined)
+      await queue.close()
     }
   })
 })

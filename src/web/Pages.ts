@@ -449,7 +449,8 @@ export interface Report {
 export const reaperPage = (
   frame: Frame,
   passes: ReadonlyArray<History.PassRecord>,
-  shown?: { readonly report: Report; readonly result: string }
+  shown: { readonly report: Report; readonly result: string } | undefined,
+  asksQueue: boolean
 ): Html => {
   const report = shown?.report
   const reapForm = (dryRun: boolean, label: string) =>
@@ -472,7 +473,11 @@ export const reaperPage = (
     "Reaper",
     "reaper",
     html`<h1>Reaper</h1>
-<p>A pass removes index members whose lock is gone and holders whose expiry or lease has passed; never a live holder. Orphans (holders whose job is gone) are left to a reaper with the queue beside it.</p>
+<p>A pass removes index members whose lock is gone and holders whose expiry or lease has passed; never a live holder. ${
+      asksQueue
+        ? html`It also asks the queue about holders with no expiry older than the grace, and frees those whose job is gone (orphans).`
+        : html`Orphans (holders whose job is gone) are left alone: this UI has no queue to ask (serve it with a <code>JobQueue</code> in its context, or <code>unique-jobs web --bullmq-queue NAME</code>).`
+    }</p>
 ${reportBlock}
 ${
       frame.canChange

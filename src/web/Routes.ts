@@ -7,12 +7,14 @@
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as History from "../History.js"
+import { JobQueue } from "../JobQueue.js"
 import * as Locks from "../Locks.js"
 import * as Metrics from "../Metrics.js"
 import * as Reaper from "../Reaper.js"
@@ -35,6 +37,8 @@ export interface RequestContext {
   readonly newCsrf: string | undefined
   /** The server's signing key: CSRF tokens, results carried in an address, confirmations. */
   readonly secret: Uint8Array
+  /** How old a holder with no expiry must be before a pass asks the queue about it (the reaper's default when unset). */
+  readonly reaperGrace: Duration.DurationInput | undefined
 }
 
 /**
@@ -315,10 +319,21 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
     Effect.flatMap(target(context, jid), ({ digest, jid }) => act(context, digest, jid))
   const reaped = (context: RequestContext, dryRun: boolean) =>
     Effect.gen(function*() {
-      const pass = yield* mapFailure(Reaper.runOnce({ prefix: context.frame.prefix, dryRun }))
+      // With a JobQueue in the UI's context (the app's, or `web --bullmq-queue`) the pass also frees orphans.
+      const pass = yield* mapFailure(Reaper.runOnce({
+        prefix: context.frame.prefix,
+        dryRun,
+        ...(context.reaperGrace === undefined ? {} : { grace: context.reaperGrace })
+      }))
       yield* counted("reap", "done")
       yield* Effect.logInfo(dryRun ? "admin reap (dry run)" : "admin reap").pipe(
-        Effect.annotateLogs({ who: context.who, scanned: pass.scanned, members: pass.members, holders: pass.holders })
+        Effect.annotateLogs({
+          who: context.who,
+          scanned: pass.scanned,
+          members: pass.members,
+          holders: pass.holders,
+          orphans: pass.orphans
+        })
       )
       return pass
     })
@@ -522,11 +537,12 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: false,
       summary: "the reaper page",
       handler: (context) =>
-        Effect.map(passes(context), (kept) => {
+        Effect.map(Effect.zip(passes(context), Effect.serviceOption(JobQueue)), ([kept, queue]) => {
+          const asksQueue = Option.isSome(queue)
           const report = Option.getOrUndefined(reportOf(context))
           const result = context.query.get("result")
           const shown = report === undefined || result === null ? undefined : { report, result }
-          return pageResponse(Pages.reaperPage(context.frame, kept, shown))
+          return pageResponse(Pages.reaperPage(context.frame, kept, shown, asksQueue))
         })
     },
     {
