@@ -1,5 +1,6 @@
 /**
- * The README's "With BullMQ": the Promise face (`UniqueQueue`) and the Effect face (`BullMQ`) on real BullMQ queues.
+ * The manual's BullMQ page (docs/bullmq.md): the Promise face (`UniqueQueue`) and the Effect face (`BullMQ`) on
+ * real BullMQ queues.
  * `REDIS_URL=redis://127.0.0.1:6379 npx tsx examples/bullmq.ts` runs it; BullMQ and the locks share that Redis.
  */
 import { once } from "node:events"

@@ -1,5 +1,5 @@
 /**
- * The README's "With your own queue": the two wrappers around a queue you already run. `npm run typecheck` checks
+ * The README's "Your own queue": the two wrappers around a queue you already run. `npm run typecheck` checks
  * it; `Broker` stands for your queue's client.
  */
 import * as Effect from "effect/Effect"
