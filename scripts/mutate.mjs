@@ -13,7 +13,7 @@
 //                                        its first failing test (--bail), no baseline (npm test ran just before)
 // More: --bail (stop each run at its first failing test), --no-baseline, --timeout <seconds per mutant>,
 // --out <file.md>, --strict (also fail a mutant killed by fewer than 2 tests or by no property test), --keep (keep the
-// scratch copy), --readme (put the run's summary table in README.md, between its mutation-run markers).
+// scratch copy), --readme (put the run's summary table in CONTRIBUTING.md, between its mutation-run markers).
 //
 // Mutants run one at a time: vitest already uses both cores. The scratch copy is taken once per run (without
 // node_modules, which is symlinked, .git and dist), so edits made to the working tree meanwhile do not leak into it.
@@ -385,19 +385,19 @@ const markdown = ({ results, selection, started, commit, propertyFiles, baseline
 }
 
 /**
- * The README's copy of the runs: one row per catalogue mutant with the tests that killed it, and when. A run of some
- * mutants (--only) replaces their rows and keeps the others' from earlier runs, so the table always covers the whole
- * catalogue; the summary counts the rows.
+ * CONTRIBUTING.md's copy of the runs: one row per catalogue mutant with the tests that killed it, and when. A run
+ * of some mutants (--only) replaces their rows and keeps the others' from earlier runs, so the table always covers
+ * the whole catalogue; the summary counts the rows.
  */
 const readmeMarkers = { start: "<!-- mutation-run:start -->", end: "<!-- mutation-run:end -->" }
 const rowPattern = /^\| `([^`]+)` \| .* \| (.*) \| (\d{4}-\d\d-\d\d \S+) \|$/
 
 const writeReadme = ({ results, started, commit, propertyFiles, mutants }) => {
-  const path = join(root, "README.md")
+  const path = join(root, "CONTRIBUTING.md")
   const text = readFileSync(path, "utf8")
   const from = text.indexOf(readmeMarkers.start)
   const to = text.indexOf(readmeMarkers.end)
-  if (from < 0 || to < from) fail(`README.md has no ${readmeMarkers.start} … ${readmeMarkers.end} section to write the table into`)
+  if (from < 0 || to < from) fail(`CONTRIBUTING.md has no ${readmeMarkers.start} … ${readmeMarkers.end} section to write the table into`)
   const earlier = new Map()
   for (const line of text.slice(from, to).split("\n")) {
     const match = rowPattern.exec(line)

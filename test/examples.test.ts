@@ -1,6 +1,7 @@
 /**
- * The README's examples: each code block quoted from `examples/` is that file as it is (less its header comment,
- * with the package's import paths), and the runnable ones run as the README says, against a private redis-server.
+ * The README's and the manual's examples: each code block quoted from `examples/` is that file as it is (less its
+ * header comment, with the package's import paths), and the runnable ones run as the page says, against a private
+ * redis-server.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import { spawn } from "node:child_process"
@@ -20,10 +21,10 @@ const quoted = (path: string) =>
     .replace(/"\.\.\/src\/bullmq\.js"/g, "\"effect-unique-jobs/bullmq\"")
     .trim()
 
-/** The ```ts block right after the README's "This is [`<path>`]" line. */
-const block = (readme: string, path: string) => {
+/** The ```ts block right after the page's "This is [`<path>`]" line. */
+const block = (readme: string, path: string, page = "the README") => {
   const at = readme.indexOf(`This is [\`${path}\`]`)
-  assert.isAtLeast(at, 0, `the README quotes ${path}`)
+  assert.isAtLeast(at, 0, `${page} quotes ${path}`)
   const start = readme.indexOf("```ts\n", at) + "```ts\n".length
   return readme.slice(start, readme.indexOf("\n```", start)).trim()
 }
@@ -73,9 +74,22 @@ const run = (path: string, url: string) =>
 
 describe("README examples", () => {
   const readme = read("README.md")
-  for (const path of ["examples/quickstart.ts", "examples/own-queue.ts", "examples/bullmq.ts"]) {
+  for (const path of ["examples/bullmq-promises.ts", "examples/quickstart.ts", "examples/own-queue.ts"]) {
     it(`${path}: the README quotes it as it is`, () => assert.strictEqual(block(readme, path), quoted(path)))
   }
+  // The manual's BullMQ page quotes the program with both faces.
+  it("examples/bullmq.ts: docs/bullmq.md quotes it as it is", () => {
+    const page = read("docs/bullmq.md")
+    assert.strictEqual(block(page, "examples/bullmq.ts", "docs/bullmq.md"), quoted("examples/bullmq.ts"))
+  })
+
+  it("the README's first example is BullMQ with Promises, within its first 120 lines", () => {
+    const lines = readme.split("\n")
+    const at = lines.findIndex((line) => line.includes("This is [`examples/bullmq-promises.ts`]"))
+    assert.isAtLeast(at, 0)
+    assert.isBelow(at, 120)
+    assert.isAtMost(lines.length, 300, "the README is a front page of at most 300 lines")
+  })
 
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     it.effect("examples/quickstart.ts runs as the README shows: Enqueued, then Skipped; the report is rebuilt once", () =>
@@ -151,6 +165,16 @@ describe("README examples", () => {
         assert.include(spans[1]!, "'unique_jobs.holders': 'first'")
         assert.match(spans[1]!, new RegExp(`links: \\[[\\s\\S]*spanId: '${held}'`))
         assert.include(stdout + stderr, "second: refused, held by first")
+      }))
+
+    it.effect("examples/bullmq-promises.ts runs on real BullMQ: adds, skips the duplicate and runs the job once", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const { code, stderr, stdout } = yield* run("examples/bullmq-promises.ts", source.url)
+        assert.strictEqual(code, 0, stderr)
+        const logged = stdout + stderr
+        assert.strictEqual(logged.split("Enqueued, then Skipped").length - 1, 1, logged)
+        assert.strictEqual(logged.split("rebuilding report 42").length - 1, 1, logged)
       }))
 
     it.effect("examples/bullmq.ts runs on real BullMQ: both faces add, skip the duplicate and run the job once", () =>
