@@ -1,5 +1,5 @@
 /**
- * The README's first example: `REDIS_URL=redis://127.0.0.1:6379 npx tsx examples/quickstart.ts`.
+ * The README's Effect example: `REDIS_URL=redis://127.0.0.1:6379 npx tsx examples/quickstart.ts`.
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"

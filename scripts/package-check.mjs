@@ -4,7 +4,8 @@
 //          esm    an ESM project: `import` of every entry point (`.`, testing, bullmq, each module `./*` maps), the bin
 //          cjs    a CommonJS project: `require` of each gives the import's export names (Node 20.19+ require(esm))
 //          ts7    a TypeScript 7 `tsc --init` app plus what the README's Install section says to add: type-checks the
-//                 README's first example (examples/quickstart.ts) and BullMQ's `UniqueQueue.make(new Queue(...))`
+//                 README's BullMQ and Effect examples (examples/bullmq-promises.ts, examples/quickstart.ts) and
+//                 BullMQ's `UniqueQueue.make(new Queue(...))`
 //   git    `npm install git+file://<this repo>`: its committed HEAD, built by `prepare`; then `import`
 //
 //   node scripts/package-check.mjs    (npm run check:package; .ci/run runs it after the tests)
@@ -194,13 +195,13 @@ const entryPoints = (installed) => {
   return [name, ...subpaths.map((module) => `${name}/${module}`)]
 }
 
-/** examples/quickstart.ts as a user writes it: `../src/index.js` is the package, `../src/X.js` its subpath X. */
-const quickstart = () => {
-  const source = readFileSync(join(root, "examples", "quickstart.ts"), "utf8")
+/** An example as a user writes it: `../src/index.js` is the package, `../src/X.js` its subpath X. */
+const example = (file) => {
+  const source = readFileSync(join(root, "examples", file), "utf8")
   const rewritten = source.replace(/(["'])\.\.\/src\/([\w./-]+?)\.js\1/g, (_, quote, module) =>
     `${quote}${module === "index" ? name : `${name}/${module}`}${quote}`)
   const relative = rewritten.match(/["']\.\.?\/[^"']*["']/)
-  if (relative !== null) throw new Error(`examples/quickstart.ts imports ${relative[0]}, which the check cannot map`)
+  if (relative !== null) throw new Error(`examples/${file} imports ${relative[0]}, which the check cannot map`)
   return rewritten
 }
 
@@ -319,9 +320,10 @@ const tarballChecks = async () => {
       writeFileSync(file, config.replace(/^(\s*)"types":\s*\[\s*\]/m, `$1${tsTypes}`))
     })
     if (initialised) {
-      const what = "examples/quickstart.ts, UniqueQueue.make(new Queue(...)), a .cts require"
+      const what = "examples/quickstart.ts and bullmq-promises.ts, UniqueQueue.make(new Queue(...)), a .cts require"
       await check(`ts7: tsc --noEmit type-checks ${what}`, async () => {
-        writeFileSync(join(ts, "quickstart.ts"), quickstart())
+        writeFileSync(join(ts, "quickstart.ts"), example("quickstart.ts"))
+        writeFileSync(join(ts, "bullmq-promises.ts"), example("bullmq-promises.ts"))
         writeFileSync(join(ts, "bullmq-queue.ts"), bullmqQueue)
         writeFileSync(join(ts, "require.cts"), commonJs)
         const result = await run(tsc, ["--noEmit", "-p", "."], { cwd: ts, timeout: limits.node })
