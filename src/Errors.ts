@@ -110,7 +110,8 @@ export class InvalidJobArgs extends Schema.TaggedError<InvalidJobArgs>("effect-u
  * Where a prefix's keys live (one Redis, or a cluster and its number of `shards`) is recorded in Redis the first time
  * the prefix is used (`<prefix>:layout`), and this process is configured otherwise: its locks would be keys the other
  * processes never look at, so the same job could run twice at once. Nothing was written. Configure this process as
- * the record says, or move the prefix to the new layout first (README, "Moving a prefix to another layout").
+ * the record says, or move the prefix to the new layout first (docs/redis-cluster.md, "Moving a prefix to another
+ * layout").
  *
  * @since 0.1.0
  * @category errors

@@ -181,7 +181,7 @@ describe("Redis Cluster", () => {
         assert.isAbove(a.end, killedAt - 5_000_000, "and involves an execution under way around the kill")
       }
       const longest = Math.max(...failures.map((f) => f.tookMs))
-      // The measure the README quotes.
+      // The measure docs/redis-cluster.md quotes.
       process.stdout.write(
         `failover: ${executions.length} executions, ${failures.length} steps failed with RedisError (longest ${
           Math.round(longest)

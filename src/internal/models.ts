@@ -43,7 +43,7 @@ export interface LockKey {
 
 /**
  * The Redis keys of a lock on one Redis (the spec's names): its holders hash, its prefix's index, and its prefix's
- * fencing counter. On Redis Cluster the store names them with its shard's hash tag (see the README's "Redis Cluster").
+ * fencing counter. On Redis Cluster the store names them with its shard's hash tag (see docs/redis-cluster.md).
  *
  * @since 0.1.0
  * @category keys
