@@ -30,19 +30,41 @@ export const tiers = {
 } as const
 
 const others: ReadonlyArray<string> = Object.values(tiers).flat()
+
+/**
+ * The store-level, reaper and admin suites again on a private Redis Cluster, the store in its cluster layout
+ * (UNIQUE_JOBS_TEST_CLUSTER=1): a second project of the cluster, full and all tiers, in the same pool.
+ */
+export const clusterStores = [
+  "test/conformance.test.ts",
+  "test/Middleware.test.ts",
+  "test/store.properties.test.ts",
+  "test/reaper.test.ts",
+  "test/reaper.properties.test.ts",
+  "test/store.admin.test.ts",
+  "test/locks.test.ts",
+  "test/admin.properties.test.ts",
+  "test/bullmq.test.ts"
+]
+
 // "full": every tier but the fast one, in one pool (the browser's walk beside the slow files); "all": every file.
-const chosen: Record<string, ReadonlyArray<string>> = { ...tiers, full: others, all: ["test/**/*.test.ts"] }
+const chosen: Record<string, ReadonlyArray<string>> = {
+  ...tiers,
+  full: others,
+  all: ["test/**/*.test.ts"],
+  "cluster-stores": []
+}
 const tier = process.env.UNIQUE_JOBS_TIER ?? "fast"
 if (tier !== "fast" && chosen[tier] === undefined) {
   throw new Error(`UNIQUE_JOBS_TIER=${tier}: expected one of fast, ${Object.keys(chosen).join(", ")}`)
 }
 // Files named on the command line (the mutation runs, test:ioredis6, a contributor's one file) run whatever their tier.
 const named = process.argv.some((arg) => /\.test\.ts$/.test(arg))
+const withClusterStores = !named && ["cluster", "full", "all", "cluster-stores"].includes(tier)
+const files = tier === "fast" || named ? ["test/**/*.test.ts"] : [...chosen[tier]!]
 
 export default defineConfig({
   test: {
-    include: tier === "fast" || named ? ["test/**/*.test.ts"] : [...chosen[tier]!],
-    exclude: ["**/node_modules/**", ...(tier === "fast" && !named ? others : [])],
     setupFiles: ["test/support/setup.ts"],
     // Generous: these only catch hangs. Tests count a fixed amount of work, so a busy machine (or another copy of
     // the suite beside this one) makes them slower, never red; a tight limit would bring the speed back in.
@@ -52,6 +74,22 @@ export default defineConfig({
     // time (leases, partitions, a browser), so they share the two cores three ways.
     pool: "forks",
     poolOptions: { forks: { maxForks: Number(process.env.UNIQUE_JOBS_TEST_FORKS ?? (tier === "fast" ? 2 : 3)), minForks: 1 } },
-    reporters: ["default"]
+    reporters: ["default"],
+    projects: [
+      ...(files.length === 0 ? [] : [{
+        extends: true as const,
+        test: {
+          name: "redis",
+          include: files,
+          exclude: ["**/node_modules/**", ...(tier === "fast" && !named ? others : [])]
+        }
+      }]),
+      ...(withClusterStores
+        ? [{
+          extends: true as const,
+          test: { name: "cluster-stores", include: clusterStores, env: { UNIQUE_JOBS_TEST_CLUSTER: "1" } }
+        }]
+        : [])
+    ]
   }
 })
