@@ -490,6 +490,37 @@ describe("the admin UI's changes are safe to repeat and to look at first (issue 
     assert.deepStrictEqual(await held(`${prefix}:bill0`), ["third"])
   })
 
+  it("a digest held by more than one page of holders: the confirmation names every one, and each can be unlocked from the UI", async () => {
+    const prefix = RedisTest.uniquePrefix("web-wide")
+    const digest = `${prefix}:wide`
+    const wide = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix, lockLimit: 1_000 })
+    // 700 holders: a hash table, not a listpack (HSCAN answers one whole; Redis 7 keeps up to 512 entries in one), so
+    // the lock page reads it a page at a time.
+    const jids = Array.from({ length: 700 }, (_, i) => `w${i}`)
+    await harness.run(Effect.forEach(jids, (jid) => Lock.lock(wide, { digest, jid }), { discard: true }))
+    const served = await harness.run(Web.serve({ prefix }))
+    const { cookie, csrf } = await session(served.url)
+    const rows = (body: string) => [...body.matchAll(/<tr data-jid="([^"]+)"/g)].map((m) => m[1]!)
+    const lockPage = await send(`${served.url}/lock?digest=${encodeURIComponent(digest)}`, { headers: { cookie } })
+    const firstPage = new Set(rows(lockPage.body))
+    assert.isBelow(firstPage.size, jids.length, "the lock page shows a page of the holders")
+    const page = await send(`${served.url}/lock/delete/confirm?digest=${encodeURIComponent(digest)}`, { headers: { cookie } })
+    assert.strictEqual(page.status, 200, page.body.slice(0, 500))
+    assert.deepStrictEqual(rows(page.body).sort(), [...jids].sort(), "the confirmation names every holder it would remove")
+    // Holders beyond the lock page's first page are unlocked by their own buttons too (the next pages link to them).
+    const later = jids.filter((jid) => !firstPage.has(jid)).slice(0, 20)
+    for (const jid of later) {
+      const answer = await send(`${served.url}/lock/unlock`, {
+        method: "POST",
+        headers: { ...formHeaders, cookie },
+        body: form({ digest, jid, _csrf: csrf })
+      })
+      assert.strictEqual(answer.status, 303)
+    }
+    const left = (await harness.run(harness.store.fetch({ prefix, name: digest }))).holders.map((h) => h.jid)
+    assert.deepStrictEqual(left.sort(), jids.filter((jid) => !later.includes(jid)).sort())
+  })
+
   it("unlocking a running holder and a reap for real ask first: without the confirmation nothing changes", async () => {
     const prefix = RedisTest.uniquePrefix("web-ask")
     await harness.run(Harness.seed(prefix))
@@ -697,6 +728,7 @@ describe("the admin UI's changes are safe to repeat and to look at first (issue 
     const page = await send(`${served.url}/locks?count=1000`)
     assert.notInclude(page.body, "x".repeat(1000))
     assert.include(page.body, "1 lock(s) on this page not shown")
+    assert.include(page.body, "<code>unique-jobs locks del PATTERN</code>", "the command that acts on it, as the CLI names it")
     // Every listed one: its page, its confirmation and its deletion, through the UI.
     const { cookie, csrf } = await session(served.url)
     for (const name of listed.items.map((i) => i.name)) {

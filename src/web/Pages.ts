@@ -177,7 +177,7 @@ export const locksPage = (frame: Frame, view: LocksView): Html => {
   const paging = html`<p class="paging">read ${String(view.scanned)} index member(s), ${String(view.rows.length)} shown · ${
     view.omitted === 0
       ? ""
-      : html`<span class="omitted">${String(view.omitted)} lock(s) on this page not shown: a name too long for an address (the reaper, or <code>unique-jobs locks delete --pattern</code>, acts on them)</span> · `
+      : html`<span class="omitted">${String(view.omitted)} lock(s) on this page not shown: a name too long for an address (the reaper, or <code>unique-jobs locks del PATTERN</code>, acts on them)</span> · `
   }${
     f.cursor === "0" ? "" : html`<a href="${frame.base}/locks?${queryOf(f, "0")}">first page</a> · `
   }${

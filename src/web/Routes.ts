@@ -283,6 +283,14 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
         }))
       }
     )
+  // Every holder of a digest, page by page (each read bounded): a confirmation names all it acts on, and an unlock
+  // finds a holder beyond the lock page's first page of them.
+  const everyHolder = (context: RequestContext, digest: string) => mapFailure(Locks.showAll(context.locks, digest))
+  const shownWhole = (context: RequestContext, value: string | undefined) =>
+    Effect.flatMap(
+      Either.match(digestFrom(value, context.frame.prefix), { onLeft: Effect.fail, onRight: Effect.succeed }),
+      (digest) => everyHolder(context, digest)
+    )
   // A change's fields: the digest, and the jid when `jid` (an unlock).
   const target = (context: RequestContext, jid: boolean) =>
     Effect.gen(function*() {
@@ -382,7 +390,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
   const unlockFromPage: Handler = (context) =>
     Effect.gen(function*() {
       const { digest, fields, jid } = yield* target(context, true)
-      const shown = yield* mapFailure(context.locks.show(digest))
+      const shown = yield* everyHolder(context, digest)
       if (![...shown.queue.holders, ...shown.run.holders].some((h) => h.jid === jid)) {
         return yield* nothingFound(context, digest, jid, shown.queue.now)
       }
@@ -397,7 +405,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
   const deleteFromPage: Handler = (context) =>
     Effect.gen(function*() {
       const { digest, fields } = yield* target(context, false)
-      const shown = yield* mapFailure(context.locks.show(digest))
+      const shown = yield* everyHolder(context, digest)
       if (shown.queue.holders.length === 0 && shown.run.holders.length === 0) {
         return yield* nothingFound(context, digest, undefined, shown.queue.now)
       }
@@ -481,7 +489,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: false,
       summary: "what deleting a digest removes and revokes, to confirm",
       handler: (context) =>
-        Effect.map(shown(context, context.query.get("digest") ?? undefined), (digest) =>
+        Effect.map(shownWhole(context, context.query.get("digest") ?? undefined), (digest) =>
           pageResponse(
             Pages.confirmDeletePage(
               context.frame,
@@ -498,7 +506,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: false,
       summary: "what unlocking a running holder does, to confirm",
       handler: (context) =>
-        Effect.flatMap(shown(context, context.query.get("digest") ?? undefined), (digest) => {
+        Effect.flatMap(shownWhole(context, context.query.get("digest") ?? undefined), (digest) => {
           const jid = context.query.get("jid") ?? ""
           return jid === "" || encodedLength(jid) > maxNameLength
             ? Effect.fail(new Refusal(400, "Bad jid", `give the jid to unlock (1 to ${maxNameLength} characters)`))
