@@ -71,9 +71,9 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 120_000,
     // Each file starts its own redis-server; two cores, so keep the pool small. The other tiers mostly wait on real
-    // time (leases, partitions, a browser), so they share the two cores three ways.
+    // time (leases, partitions, a browser), so four files share the two cores: one waiting leaves the cores to others.
     pool: "forks",
-    poolOptions: { forks: { maxForks: Number(process.env.UNIQUE_JOBS_TEST_FORKS ?? (tier === "fast" ? 2 : 3)), minForks: 1 } },
+    poolOptions: { forks: { maxForks: Number(process.env.UNIQUE_JOBS_TEST_FORKS ?? (tier === "fast" ? 2 : 4)), minForks: 1 } },
     reporters: ["default"],
     projects: [
       ...(files.length === 0 ? [] : [{
