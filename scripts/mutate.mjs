@@ -325,7 +325,11 @@ const tail = (file, lines = 25) => {
 // Reporting
 // ---------------------------------------------------------------------------------------------------------------
 
-const cell = (text) => String(text).replace(/\|/g, "\\|").replace(/\n/g, " ")
+// A table cell: pipes escaped, one line, and a < outside code spans written as &lt; (a rule's "<digest>" is text, not a
+// tag that a Markdown renderer drops or a site's build refuses).
+const cell = (text) =>
+  String(text).replace(/\|/g, "\\|").replace(/\n/g, " ").split("`")
+    .map((part, i) => (i % 2 === 0 ? part.replace(/</g, "&lt;") : part)).join("`")
 const shortFile = (file) => file.replace(/^test\//, "").replace(/\.test\.ts$/, "")
 
 /** `conformance ×3, properties ×2 (property)`: the killing tests per file. */

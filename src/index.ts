@@ -1,6 +1,7 @@
 /**
  * effect-unique-jobs: unique-job locks for any job queue, on Effect and Redis.
  *
+ * @module effect-unique-jobs
  * @since 0.1.0
  */
 

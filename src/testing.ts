@@ -3,6 +3,7 @@
  * (`RedisCluster.start`), on free loopback ports, stopped with their scope. Kept out of the main entry: it spawns
  * processes and reads `process.env`.
  *
+ * @module effect-unique-jobs/testing
  * @since 0.1.0
  */
 
