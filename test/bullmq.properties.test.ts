@@ -14,11 +14,16 @@ import { type Job as BullJob, DelayedError, Queue, Worker } from "bullmq"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as fc from "effect/FastCheck"
 import * as Scope from "effect/Scope"
-import { Redis as IORedis } from "ioredis"
+import * as TestClock from "effect/TestClock"
+import * as TestContext from "effect/TestContext"
+import { Redis as IORedis, ReplyError } from "ioredis"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
+import { LockLost } from "../src/Errors.js"
+import { RedisError } from "../src/internal/models.js"
 import * as Job from "../src/Job.js"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
@@ -66,6 +71,83 @@ const bullState: Record<State, string> = {
 
 const runs = Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? 50)
 const hour = 3_600_000
+
+describe("BullMQ adapter: what puts a job back before its perform", () => {
+  // A failover's or a busy server's answer passes, so the job goes back with no attempt spent; an answer Redis would
+  // give again (a wrong type, a script's error, a refused password) fails it as its attempts say.
+  const passingCodes = ["CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "LOADING", "BUSY", "MASTERDOWN", "READONLY"]
+  const otherCodes = ["ERR", "WRONGTYPE", "NOSCRIPT", "NOAUTH", "WRONGPASS", "NOPERM", "OOM", "EXECABORT", "BUSYKEY"]
+  it("a reply Redis gave puts the job back exactly when it is a failover's or a busy server's", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...passingCodes, ...otherCodes),
+        fc.string({ maxLength: 40 }),
+        fc.option(fc.constantFrom("lua/handoff.lua:12", "lua/lock.lua:3"), { nil: undefined }),
+        (code, rest, script) => {
+          const reply = new ReplyError(`${code} ${rest}`)
+          const failure = new RedisError({ operation: "handoff", reason: reply.message, cause: reply, script })
+          assert.strictEqual(BullMQ.failedBeforePerform(failure), passingCodes.includes(code), reply.message)
+        }
+      ),
+      { numRuns: runs * 4 }
+    )
+  })
+
+  it("no answer puts it back, unless its reason is one a retry meets again; a lost run lock too; nothing else", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom("Connection is closed.", "no answer within 5s (the timeout option)", "Too many Cluster redirections"),
+        fc.constantFrom("", "WRONGPASS invalid password", "NOAUTH Authentication required", "unexpected reply: 3"),
+        (reason, refused) => {
+          const failure = new RedisError({ operation: "lock", reason: `${reason}${refused === "" ? "" : ` ${refused}`}`, cause: new Error(reason) })
+          assert.strictEqual(BullMQ.failedBeforePerform(failure), refused === "")
+        }
+      )
+    )
+    assert.isTrue(BullMQ.failedBeforePerform(new LockLost({ digest: "d", jid: "j", lockType: "while_executing", reason: "gone" })))
+    assert.isFalse(BullMQ.failedBeforePerform(new Error("the job's own failure")))
+    assert.isFalse(BullMQ.failedBeforePerform("a string"))
+  })
+})
+
+describe("BullMQ adapter: a dead job's lock", () => {
+  // A job failing for good releases its queue lock, which often has no TTL: a release that finds no connection is
+  // tried again (Lock.releaseRetry, for up to 30 s), so a blip of any length within that never leaves it for good.
+  it("a release that finds no connection k times is tried again until it goes; the job still fails with its error", () =>
+    fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 10 }), async (k) => {
+        const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: "dead" })
+        const ours: Job.Job = { ...Job.make({ worker: "W", queue: "q", args: [k], jid: `j${k}` }), lockDigest: "dead:abc" }
+        const bull = { id: ours.jid, attemptsMade: 0, opts: { attempts: 1 } } as unknown as BullJob
+        const program = Effect.gen(function*() {
+          const store = yield* Redis.RedisService
+          yield* Lock.lock(definition, { digest: "dead:abc", jid: ours.jid })
+          let calls = 0
+          const blips: Redis.Store = {
+            ...store,
+            unlock: (lock, jid, fence) =>
+              ++calls <= k
+                ? Effect.fail(new RedisError({ operation: "unlock", reason: "Connection is closed." }))
+                : store.unlock(lock, jid, fence)
+          }
+          const fiber = yield* Effect.fork(
+            Effect.provideService(BullMQ.failed(definition, bull, ours)(new Error("boom")), Redis.RedisService, blips)
+          )
+          yield* TestClock.adjust("40 seconds")
+          const exit = yield* Fiber.await(fiber)
+          const left = yield* store.fetch({ prefix: "dead", name: "dead:abc" })
+          return { exit, calls, left: left.holders.length }
+        })
+        const { calls, exit, left } = await Effect.runPromise(
+          program.pipe(Effect.provide(Redis.layerMemory), Effect.provide(TestContext.TestContext), Effect.scoped)
+        )
+        assert.isTrue(Exit.isFailure(exit) && String(Cause.squash(exit.cause)).includes("boom"))
+        assert.strictEqual(calls, k + 1)
+        assert.strictEqual(left, 0, `the lock is left after ${k} failed releases`)
+      }),
+      { numRuns: runs }
+    ))
+})
 
 describe("BullMQ adapter: model property", () => {
   let connection: { readonly host: string; readonly port: number }

@@ -13,6 +13,7 @@ import * as Exit from "effect/Exit"
 import * as fc from "effect/FastCheck"
 import * as Option from "effect/Option"
 import * as Digest from "../src/Digest.js"
+import * as Layout from "../src/internal/layout.js"
 import * as LockOptions from "../src/Options.js"
 import * as Model from "./support/model.js"
 
@@ -212,6 +213,30 @@ describe("digests of arguments with __proto__ keys", () => {
             assert.strictEqual(d1, digestOf(Model.argsOf(family, 1, 1 - spelling)))
           }
         }
+      }),
+      { numRuns: Model.runs(300) }
+    )
+  })
+})
+
+describe("the cluster layout: one digest, one hash slot", () => {
+  // A run lock, the index shard and the fencing counter are written by one script call with the queue lock (the
+  // handoff), so on a cluster they must share its slot: for any prefix, name and shard count, with no cluster.
+  it("a digest's run lock, index shard and fencing counter share its queue lock's slot", () => {
+    const name = fc.oneof(fc.hexaString({ minLength: 1, maxLength: 64 }), fc.string({ minLength: 1, maxLength: 40 }))
+    const prefix = fc.string({ minLength: 1, maxLength: 20 }).filter((p) => !p.includes("{") && !p.includes("}"))
+    fc.assert(
+      // Shard counts as users set them (a layout for a count is made once, then kept).
+      fc.property(prefix, name, fc.constantFrom(1, 2, 3, 4, 7, 16, 24, 48, 100, 1024), (prefix, rest, shards) => {
+        const layout = Layout.cluster(shards)
+        const queue = { prefix, name: `${prefix}:${rest}` }
+        const run = { prefix, name: `${prefix}:${rest}:RUN` }
+        const q = layout.keysOf(queue)
+        const slot = Layout.slotOf(q.locked)
+        assert.strictEqual(Layout.slotOf(layout.keysOf(run).locked), slot)
+        assert.strictEqual(Layout.slotOf(q.index), slot)
+        assert.strictEqual(Layout.slotOf(q.fence), slot)
+        assert.strictEqual(layout.shardOf(run), layout.shardOf(queue))
       }),
       { numRuns: Model.runs(300) }
     )
