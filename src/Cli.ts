@@ -9,7 +9,9 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import type * as ValidationError from "@effect/cli/ValidationError"
+import * as CliConfig from "@effect/cli/CliConfig"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as ValidationError from "@effect/cli/ValidationError"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Terminal from "@effect/platform/Terminal"
@@ -27,6 +29,7 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
 import { JobQueue } from "./JobQueue.js"
+import * as CliMistakes from "./internal/cliMistakes.js"
 import * as CliPlatform from "./internal/cliPlatform.js"
 import * as IORedisStore from "./internal/ioredis.js"
 import * as RedisOptions from "./internal/redisOptions.js"
@@ -34,6 +37,7 @@ import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
 import * as Reaper from "./Reaper.js"
 import * as Redis from "./Redis.js"
+import * as Security from "./web/Security.js"
 import * as Web from "./Web.js"
 
 /**
@@ -46,16 +50,24 @@ export class CliError extends Error {
   readonly _tag = "CliError"
 }
 
-const json = Options.boolean("json").pipe(Options.withDescription("print JSON for scripts instead of a table"))
+const json = Options.boolean("json").pipe(
+  Options.withDescription("print JSON for scripts instead of a table, e.g. --json | jq .")
+)
 const redisUrl = Options.all({
   url: Options.text("redis-url").pipe(
-    Options.optional,
-    Options.withDescription("redis://host:port[/db] (default: the REDIS_URL environment variable)")
-  ),
-  cluster: Options.text("cluster").pipe(
+    Options.withPseudoName("URL"),
     Options.optional,
     Options.withDescription(
-      "host:port,… of a Redis Cluster, instead of --redis-url (default: the REDIS_CLUSTER_NODES environment variable)"
+      "where the locks are: redis://[:password@]host:port[/db], e.g. --redis-url redis://localhost:6379/0 " +
+        "(default: the REDIS_URL environment variable)"
+    )
+  ),
+  cluster: Options.text("cluster").pipe(
+    Options.withPseudoName("NODES"),
+    Options.optional,
+    Options.withDescription(
+      "a Redis Cluster instead of --redis-url: some of its nodes, e.g. --cluster 10.0.0.1:7000,10.0.0.2:7000 " +
+        "(default: the REDIS_CLUSTER_NODES environment variable)"
     )
   )
 })
@@ -63,10 +75,15 @@ const redisUrl = Options.all({
 /** Where the locks are: `--redis-url` or `--cluster`, as given. */
 type Connection = { readonly url: Option.Option<string>; readonly cluster: Option.Option<string> }
 const prefix = Options.text("prefix").pipe(
+  Options.withPseudoName("PREFIX"),
   Options.withDefault(Digest.defaultPrefix),
-  Options.withDescription("the lock prefix")
+  Options.withDescription(
+    `the lock prefix your workers use (their lockPrefix), e.g. --prefix myapp; default ${Digest.defaultPrefix}`
+  )
 )
-const dryRun = Options.boolean("dry-run").pipe(Options.withDescription("show what would go, change nothing"))
+const dryRun = Options.boolean("dry-run").pipe(
+  Options.withDescription("show what would go (and which running jobs would be revoked), change nothing")
+)
 
 const print = (asJson: boolean, value: unknown, table: () => string) =>
   Console.log(asJson ? JSON.stringify(value) : table())
@@ -108,7 +125,9 @@ const checkPattern = (pattern: string, prefix: string, help: string): Effect.Eff
   )
 
 const checkLimit = (limit: number): Effect.Effect<void, CliError> =>
-  Number.isSafeInteger(limit) && limit >= 1 ? Effect.void : fail(`--limit must be a whole number from 1 up, got ${limit}`)
+  Number.isSafeInteger(limit) && limit >= limitRange.min && limit <= limitRange.max
+    ? Effect.void
+    : fail(`--limit must be a whole number from ${limitRange.min} to ${limitRange.max}, got ${limit}`)
 
 // When a revoked holder's place frees at the latest, and how soon it is told.
 const revokedLines = (revoked: Locks.Removal["revoked"]): Array<string> => {
@@ -229,12 +248,31 @@ const withLocks = <A>(
 const digest = Command.make(
   "digest",
   {
-    worker: Options.text("worker").pipe(Options.withDescription("the worker's name")),
-    queue: Options.text("queue").pipe(Options.withDefault("default")),
-    args: Options.text("args").pipe(Options.withDescription("the job's arguments, a JSON array")),
-    algorithm: Options.choice("algorithm", ["legacy", "modern"]).pipe(Options.withDefault("legacy" as const)),
-    acrossQueues: Options.boolean("across-queues"),
-    acrossWorkers: Options.boolean("across-workers"),
+    worker: Options.text("worker").pipe(
+      Options.withPseudoName("NAME"),
+      Options.withDescription("the worker's name, as the job is enqueued with, e.g. --worker ChargeCustomerJob")
+    ),
+    queue: Options.text("queue").pipe(
+      Options.withPseudoName("QUEUE"),
+      Options.withDefault("default"),
+      Options.withDescription("the job's queue, e.g. --queue mailers (default: default)")
+    ),
+    args: Options.text("args").pipe(
+      Options.withPseudoName("JSON"),
+      Options.withDescription("the job's arguments, a JSON array, e.g. --args '[1, \"a\"]'")
+    ),
+    algorithm: Options.choice("algorithm", ["legacy", "modern"]).pipe(
+      Options.withDefault("legacy" as const),
+      Options.withDescription(
+        "the digest algorithm your workers use: legacy (MD5, the gem's) or modern (SHA3-256); default legacy"
+      )
+    ),
+    acrossQueues: Options.boolean("across-queues").pipe(
+      Options.withDescription("the worker is unique across queues (uniqueAcrossQueues): the queue is left out")
+    ),
+    acrossWorkers: Options.boolean("across-workers").pipe(
+      Options.withDescription("the worker is unique across workers (uniqueAcrossWorkers): the worker is left out")
+    ),
     prefix,
     json
   },
@@ -257,13 +295,60 @@ const digest = Command.make(
       }).pipe(Effect.mapError((error) => new CliError(error.message)))
       yield* print(o.json, { digest: value }, () => value)
     })
-).pipe(Command.withDescription("the digest of a job, as the client computes it"))
+).pipe(Command.withDescription(
+  "the digest (lock name) of a job, as the client computes it. Example: unique-jobs digest --worker " +
+    "ChargeCustomerJob --args '[1]' prints uniquejobs:ace64a5ce1899f22b3c3cb97985a733d"
+))
+
+// A list's page: ZSCAN's cursor where the page was read, and how many of that read's matches were shown already
+// ("<cursor>.<shown>"; "<cursor>" alone when none). Each read asks for `listRead` members, so the same cursor reads
+// the same members again while the index is unchanged, whatever --limit the next call gives.
+const listRead = 200
+
+const listCursor = {
+  encode: (at: string, skip: number): string => (skip === 0 ? at : `${at}.${skip}`),
+  decode: (text: string): Option.Option<{ readonly at: string; readonly skip: number }> => {
+    const match = /^(\d{1,40})(?:\.(\d{1,6}))?$/.exec(text.trim())
+    return match === null ? Option.none() : Option.some({ at: match[1]!, skip: Number(match[2] ?? "0") })
+  }
+}
+
+/**
+ * What `locks list --json` answers: a page of locks, and where the next page starts (`cursor`, "0" when the walk is
+ * over; `more` says whether it is).
+ */
+interface Listed {
+  readonly items: ReadonlyArray<Locks.Entry>
+  readonly cursor: string
+  readonly more: boolean
+}
+
+// The ranges of each command's whole-number options, checked before anything runs (see `mistakes`).
+const limitRange = { min: 1, max: 100_000 }
+const portRange = { min: 0, max: 65_535 }
 
 const list = Command.make(
   "list",
   {
-    pattern: Args.text({ name: "PATTERN" }).pipe(Args.optional),
-    limit: Options.integer("limit").pipe(Options.withDefault(100)),
+    pattern: Args.text({ name: "PATTERN" }).pipe(
+      Args.withDescription("a glob over lock names, e.g. 'uniquejobs:ab*' (default: every lock under --prefix)"),
+      Args.optional
+    ),
+    limit: Options.integer("limit").pipe(
+      Options.withPseudoName("N"),
+      Options.withDefault(100),
+      Options.withDescription(
+        `show at most N locks, e.g. --limit 20 (${limitRange.min} to ${limitRange.max}, default 100); when more ` +
+          "match, the next page's --cursor is said on stderr"
+      )
+    ),
+    cursor: Options.text("cursor").pipe(
+      Options.withPseudoName("CURSOR"),
+      Options.withDefault("0"),
+      Options.withDescription(
+        "where to start: the cursor the previous page gave (said on stderr, or its --json cursor), e.g. --cursor 1234.5"
+      )
+    ),
     redisUrl,
     prefix,
     json
@@ -272,34 +357,71 @@ const list = Command.make(
     Effect.gen(function*() {
       yield* checkPrefix(o.prefix)
       yield* checkLimit(o.limit)
+      const start = yield* Option.match(listCursor.decode(o.cursor), {
+        onNone: () => fail(`--cursor must be a cursor a previous page gave (like 1234 or 1234.5), got ${o.cursor}`),
+        onSome: Effect.succeed
+      })
       const pattern = Option.getOrElse(o.pattern, () => `${o.prefix}:*`)
       yield* checkPattern(pattern, o.prefix, "locks list")
       return yield* withLocks(o, (locks) =>
         Effect.gen(function*() {
-          const found: Array<Locks.Entry> = []
-          let cursor = "0"
-          do {
-            const page = yield* locks.list({ pattern, cursor, count: Math.min(1000, Math.max(10, o.limit)) })
-            found.push(...page.items)
-            cursor = page.cursor
-          } while (cursor !== "0" && found.length < o.limit)
-          const shown = found.slice(0, o.limit)
-          yield* print(o.json, shown, () =>
+          const shown: Array<Locks.Entry> = []
+          let at = start.at
+          let skip = start.skip
+          let next = "0"
+          for (;;) {
+            const page = yield* locks.list({ pattern, cursor: at, count: listRead })
+            const taken = page.items.slice(skip, skip + o.limit - shown.length)
+            shown.push(...taken)
+            if (skip + taken.length < page.items.length) {
+              // The limit came within this read: the next page starts inside it.
+              next = listCursor.encode(at, skip + taken.length)
+              break
+            }
+            if (page.cursor === "0") break
+            at = page.cursor
+            skip = 0
+            if (shown.length >= o.limit) {
+              next = at
+              break
+            }
+          }
+          const answer: Listed = { items: shown, cursor: next, more: next !== "0" }
+          yield* print(o.json, answer, () =>
             columns(["lock", "phase", "score"], shown.map((e) => [e.name, e.phase, time(e.score)])))
+          if (answer.more && !o.json) {
+            yield* Console.error(
+              `more locks may match (${shown.length} shown): the next page is unique-jobs locks list … --cursor ${next}`
+            )
+          }
         }))
     })
-).pipe(Command.withDescription("list locks (index members) matching PATTERN, a glob over lock names"))
+).pipe(Command.withDescription(
+  "list locks (index members, queue locks and their :RUN run locks) matching PATTERN, a page at a time. " +
+    "Example: unique-jobs locks list 'uniquejobs:*' --limit 20, then --cursor C for the next page"
+))
+
+// A lock's name as `locks list` prints it: a run lock's (`<digest>:RUN`) names its digest.
+const digestOf = (name: string): string => (name.endsWith(":RUN") && name.length > 4 ? name.slice(0, -4) : name)
+
+const digestArg = Args.text({ name: "DIGEST" }).pipe(
+  Args.withDescription(
+    "a digest, or a lock name as locks list prints it (a run lock's <digest>:RUN names its digest), " +
+      "e.g. uniquejobs:ace64a5ce1899f22b3c3cb97985a733d"
+  )
+)
 
 const show = Command.make(
   "show",
-  { digest: Args.text({ name: "DIGEST" }), redisUrl, prefix, json },
+  { digest: digestArg, redisUrl, prefix, json },
   (o) =>
     Effect.gen(function*() {
       yield* checkPrefix(o.prefix)
       yield* checkArgument("digest", o.digest, "locks show")
       return yield* withLocks(o, (locks) =>
         Effect.gen(function*() {
-          const shown = yield* Locks.showAll(locks, o.digest)
+          // Both of the digest's locks: a run lock's holders under phase run, its queue lock's under queue.
+          const shown = yield* Locks.showAll(locks, digestOf(o.digest))
           // A field in another shape is not a holder: it is listed under notOurs, not as one locked in 1970.
           const rows = (["queue", "run"] as const).flatMap((phase) =>
             shown[phase].holders.filter((h) => h.foreign === undefined).map((h) => [
@@ -329,20 +451,43 @@ const show = Command.make(
           }
         }))
     })
-).pipe(Command.withDescription("one digest's holders, with their times, fencing tokens and lockInfo"))
+).pipe(Command.withDescription(
+  "one digest's holders, of its queue lock and its run lock, with their times, fencing tokens and lockInfo. " +
+    "Example: unique-jobs locks show uniquejobs:ace64a5ce1899f22b3c3cb97985a733d (or …:RUN, as locks list prints it)"
+))
 
-// The progress and the answer of a delete by pattern over every page of matches.
+// The progress and the answer of a delete by pattern over every page of matches. A dry run names what would go:
+// `locks`, and `wouldRevoke`, the running holders the delete would revoke (as it would: a live lease's).
 interface Deleted {
   readonly matched: number
   readonly deleted: number
   readonly dryRun: boolean
   readonly revoked: Locks.Removal["revoked"]
   readonly refused: Locks.Removal["refused"]
+  readonly locks?: ReadonlyArray<{ readonly lock: string; readonly phase: "queue" | "run"; readonly holders: number }>
+  readonly wouldRevoke?: ReadonlyArray<{ readonly lock: string; readonly jid: string; readonly leaseUntil: number }>
 }
+
+// What the delete's script revokes rather than removes: a holder with a lease, still live (neither its expiry nor its
+// lease passed).
+const wouldRevoke = (holder: Redis.Holder, now: number): holder is Redis.Holder & { readonly leaseUntil: number } =>
+  holder.foreign === undefined && holder.leaseUntil !== undefined && holder.leaseUntil > 0 &&
+  Math.min(holder.leaseUntil, holder.expiresAt ?? Infinity) > now
+
+// Holders read per lock for a dry run: a run lock has its job's one holder (a few with a concurrency limit).
+const dryRunHolders = 100
 
 const del = Command.make(
   "del",
-  { pattern: Args.text({ name: "PATTERN" }), dryRun, redisUrl, prefix, json },
+  {
+    pattern: Args.text({ name: "PATTERN" }).pipe(
+      Args.withDescription("a glob over lock names, e.g. 'uniquejobs:ab*' or 'uniquejobs:*' for every lock")
+    ),
+    dryRun,
+    redisUrl,
+    prefix,
+    json
+  },
   (o) =>
     Effect.gen(function*() {
       yield* checkPrefix(o.prefix)
@@ -354,30 +499,73 @@ const del = Command.make(
           let deleted = 0
           const revoked: Array<Locks.Removal["revoked"][number]> = []
           const refused: Array<Locks.Removal["refused"][number]> = []
+          const listed: Array<NonNullable<Deleted["locks"]>[number]> = []
+          const revokes: Array<NonNullable<Deleted["wouldRevoke"]>[number]> = []
           do {
-            const page = yield* locks.deleteByPattern(o.pattern, { cursor, count: 500, dryRun: o.dryRun })
-            matched += page.items.length
-            deleted += page.deleted
-            revoked.push(...page.revoked)
-            refused.push(...page.refused)
-            cursor = page.cursor
+            if (o.dryRun) {
+              // The same pages the delete walks, each lock's holders read: what would go, and who would be revoked.
+              const page = yield* locks.list({ pattern: o.pattern, cursor, count: 500 })
+              const rows = yield* locks.rows(page.items, { holders: dryRunHolders, bytes: 256 })
+              for (const row of rows) {
+                listed.push({ lock: row.entry.name, phase: row.entry.phase, holders: row.lock.size })
+                for (const holder of row.lock.holders) {
+                  if (wouldRevoke(holder, row.lock.now)) {
+                    revokes.push({ lock: row.entry.name, jid: holder.jid, leaseUntil: holder.leaseUntil })
+                  }
+                }
+              }
+              matched += page.items.length
+              cursor = page.cursor
+            } else {
+              const page = yield* locks.deleteByPattern(o.pattern, { cursor, count: 500 })
+              matched += page.items.length
+              deleted += page.deleted
+              revoked.push(...page.revoked)
+              refused.push(...page.refused)
+              cursor = page.cursor
+            }
             yield* progress(`${o.dryRun ? "matched" : "deleted"} ${o.dryRun ? matched : deleted}`)
           } while (cursor !== "0")
           yield* progressDone
-          const answer: Deleted = { matched, deleted, dryRun: o.dryRun, revoked, refused }
+          const answer: Deleted = o.dryRun
+            ? { matched, deleted, dryRun: true, revoked, refused, locks: listed, wouldRevoke: revokes }
+            : { matched, deleted, dryRun: false, revoked, refused }
           yield* print(o.json, answer, () =>
             o.dryRun
-              ? `${matched} lock(s) match ${o.pattern} (dry run: nothing deleted)`
+              ? [
+                `${matched} lock(s) match ${o.pattern} (dry run: nothing deleted); a delete would remove:`,
+                ...(listed.length === 0 ? [] : [columns(
+                  ["lock", "phase", "holders", "running (revoked, not removed)"],
+                  listed.map((l) => [
+                    l.lock,
+                    l.phase,
+                    String(l.holders),
+                    revokes.filter((r) => r.lock === l.lock).map((r) => r.jid).join(", ")
+                  ])
+                )]),
+                revokes.length === 0
+                  ? "and revoke no running holder"
+                  : `and revoke ${revokes.length} running holder(s), each told at its next lease renewal: ${
+                    revokes.map((r) => `${r.jid} on ${r.lock} (lease until ${time(r.leaseUntil)})`).join(", ")
+                  }`
+              ].join("\n")
               : [`deleted ${deleted} lock(s)`, ...revokedLines(revoked), ...refusedLines(refused)].join("\n"))
         }))
     })
 ).pipe(Command.withDescription(
-  "delete the locks matching PATTERN, a page at a time (a running job's run lock is revoked: it stops first)"
+  "delete the locks matching PATTERN, a page at a time; a running job's run lock is revoked (it stops first, then " +
+    "its place frees). Example: unique-jobs locks del 'uniquejobs:ab*' --dry-run, to see what would go first"
 ))
 
 const unlock = Command.make(
   "unlock",
-  { digest: Args.text({ name: "DIGEST" }), jid: Args.text({ name: "JID" }), redisUrl, prefix, json },
+  {
+    digest: digestArg,
+    jid: Args.text({ name: "JID" }).pipe(Args.withDescription("the job id holding it, as locks show prints it")),
+    redisUrl,
+    prefix,
+    json
+  },
   (o) =>
     Effect.gen(function*() {
       yield* checkPrefix(o.prefix)
@@ -385,7 +573,7 @@ const unlock = Command.make(
       yield* checkArgument("jid", o.jid, "locks unlock")
       return yield* withLocks(o, (locks) =>
         Effect.gen(function*() {
-          const removal = yield* locks.unlock(o.digest, o.jid)
+          const removal = yield* locks.unlock(digestOf(o.digest), o.jid)
           const released = removal.removed.filter((r) => r.live)
           const done = released.length > 0 || removal.revoked.length > 0
           yield* print(o.json, { released: released.length > 0, removed: removal.removed, revoked: removal.revoked }, () =>
@@ -400,37 +588,49 @@ const unlock = Command.make(
         }))
     })
 ).pipe(Command.withDescription(
-  "release one jid's hold on a digest (a running job's run lock is revoked: it stops first, then the place frees)"
+  "release one jid's hold on a digest (a running job's run lock is revoked: it stops first, then the place frees). " +
+    "Example: unique-jobs locks unlock uniquejobs:ace64a5ce1899f22b3c3cb97985a733d 1f3c9a"
 ))
 
 const locksCommand = Command.make("locks").pipe(
   Command.withSubcommands([list, show, del, unlock]),
-  Command.withDescription("inspect and clean locks")
+  Command.withDescription(
+    "inspect and clean locks: list, show, del, unlock. Example: unique-jobs locks list --limit 20"
+  )
 )
 
 // Where the reap asks about jobs: BullMQ's queues, by name.
 const bullmq = Options.all({
   queues: Options.text("bullmq-queue").pipe(
+    Options.withPseudoName("QUEUE"),
     Options.repeated,
     Options.withDescription(
       "a BullMQ queue whose jobs' locks to free when the job is gone (drained, removed, obliterated, completed); " +
-        "repeat for each queue. A lock of a queue not named here is kept"
+        "repeat for each queue, e.g. --bullmq-queue emails --bullmq-queue payments. A lock of a queue not named " +
+        "here is kept"
     )
   ),
   url: Options.text("bullmq-url").pipe(
+    Options.withPseudoName("URL"),
     Options.optional,
-    Options.withDescription("the Redis BullMQ keeps the queues in (default: the locks' Redis)")
+    Options.withDescription(
+      "the Redis BullMQ keeps the queues in, e.g. --bullmq-url redis://queues:6379 (default: the locks' Redis)"
+    )
   ),
   prefix: Options.text("bullmq-prefix").pipe(
+    Options.withPseudoName("PREFIX"),
     Options.withDefault("bull"),
-    Options.withDescription("BullMQ's key prefix (its prefix option)")
+    Options.withDescription("BullMQ's key prefix (its prefix option), e.g. --bullmq-prefix myapp; default bull")
   ),
   allowMissing: Options.boolean("bullmq-allow-missing").pipe(
     Options.withDescription("a named queue with no keys (obliterated) counts as empty: its locks are freed")
   ),
   grace: Options.text("grace").pipe(
+    Options.withPseudoName("DURATION"),
     Options.optional,
-    Options.withDescription("how old a lock must be before its job is asked about: 90s, 10m, 1h or \"10 minutes\" (default 10m)")
+    Options.withDescription(
+      "how old a lock must be before its job is asked about, e.g. --grace 90s, 10m, 1h or \"10 minutes\" (default 10m)"
+    )
   )
 })
 
@@ -527,7 +727,8 @@ const reap = Command.make("reap", { dryRun, redisUrl, prefix, json, bullmq }, (o
           : "another reaper is running; nothing done")
     })
   ))).pipe(Command.withDescription(
-    "one reaper pass: what no live holder needs; with --bullmq-queue, also the locks whose BullMQ job is gone"
+    "one reaper pass: removes what no live holder needs (index members whose lock is gone, ended holders); with " +
+      "--bullmq-queue, also the locks whose BullMQ job is gone. Example: unique-jobs reap --dry-run --bullmq-queue emails"
   ))
 
 const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
@@ -544,17 +745,37 @@ const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
           ["stale (the next reaper pass removes)", String(s.stale)]
         ]))
     })
-  ))).pipe(Command.withDescription("what the index holds"))
+  ))).pipe(Command.withDescription(
+    "what the index holds: locks by phase and type, the oldest, and how many the next reaper pass removes. " +
+      "Example: unique-jobs stats --json"
+  ))
 
 const web = Command.make("web", {
   redisUrl,
   prefix,
   host: Options.text("host").pipe(
+    Options.withPseudoName("HOST"),
     Options.withDefault("127.0.0.1"),
-    Options.withDescription("the address to bind (anything but the loopback needs UNIQUE_JOBS_WEB_TOKEN)")
+    Options.withDescription(
+      "the address to bind, e.g. --host 0.0.0.0; default 127.0.0.1. Anything but the loopback needs a token " +
+        "(--token or UNIQUE_JOBS_WEB_TOKEN)"
+    )
   ),
-  port: Options.integer("port").pipe(Options.withDefault(7380), Options.withDescription("the port (0: a free one)")),
-  readOnly: Options.boolean("read-only").pipe(Options.withDescription("serve no change at all")),
+  port: Options.integer("port").pipe(
+    Options.withPseudoName("PORT"),
+    Options.withDefault(7380),
+    Options.withDescription(`the port, e.g. --port 8080 (${portRange.min} to ${portRange.max}, 0: a free one; default 7380)`)
+  ),
+  token: Options.redacted("token").pipe(
+    Options.withPseudoName("TOKEN"),
+    Options.optional,
+    Options.withDescription(
+      "the token every request must carry (Authorization: Bearer TOKEN, or ?token= once in the address), 16 " +
+        "characters or more, e.g. --token \"$(openssl rand -hex 16)\". Others on the machine can read a command line " +
+        "(ps): prefer the UNIQUE_JOBS_WEB_TOKEN environment variable, which --token overrides"
+    )
+  ),
+  readOnly: Options.boolean("read-only").pipe(Options.withDescription("serve no change at all: pages and the API only read")),
   trustProxy: Options.boolean("trust-proxy").pipe(
     Options.withDescription(
       "behind a reverse proxy you run: take the Host and client address from X-Forwarded-Host/-For (never without one)"
@@ -565,9 +786,17 @@ const web = Command.make("web", {
   Effect.zipRight(
     Effect.zipRight(checkPrefix(o.prefix), checkBullmq(o.bullmq)),
     Effect.gen(function*() {
-      const token = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_TOKEN")).pipe(
+      const fromEnv = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_TOKEN")).pipe(
         Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_TOKEN: ${error.message}`))
       )
+      // The flag, else the variable; an empty one is no token, as if unset.
+      const token = Option.filter(Option.orElse(o.token, () => fromEnv), (t) => Redacted.value(t) !== "")
+      if (Option.isNone(token) && !Security.isLoopback(o.host)) {
+        return yield* fail(
+          `--host ${o.host} is not the loopback: the admin UI there needs a token every request carries; pass ` +
+            `--token TOKEN (16 characters or more) or set UNIQUE_JOBS_WEB_TOKEN`
+        )
+      }
       // Replicas behind one load balancer share it, so a form one served is accepted by another.
       const secret = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_SECRET")).pipe(
         Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_SECRET: ${error.message}`))
@@ -583,8 +812,7 @@ const web = Command.make("web", {
         trustProxy: o.trustProxy,
         ...(Option.isSome(o.bullmq.grace) ? { reaperGrace: graceOf(o.bullmq.grace.value) } : {}),
         ...(Option.isSome(secret) && Redacted.value(secret.value) !== "" ? { secret: secret.value } : {}),
-        // An empty variable is no token, as if unset.
-        ...(Option.isSome(token) && Redacted.value(token.value) !== "" ? { token: token.value } : {})
+        ...(Option.isSome(token) ? { token: token.value } : {})
       }).pipe(
         Effect.provideService(Redis.RedisService, store),
         (serving) => (queue === undefined ? serving : Effect.provideService(serving, JobQueue, queue))
@@ -596,8 +824,9 @@ const web = Command.make("web", {
       return yield* Effect.never
     }).pipe(Effect.scoped, Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
   )).pipe(Command.withDescription(
-    "the admin UI in a browser (binds 127.0.0.1 unless UNIQUE_JOBS_WEB_TOKEN is set; replicas behind one balancer " +
-      "share UNIQUE_JOBS_WEB_SECRET, 32 characters or more)"
+    "the admin UI in a browser: binds 127.0.0.1 (any other --host needs --token or UNIQUE_JOBS_WEB_TOKEN); replicas " +
+      "behind one balancer share UNIQUE_JOBS_WEB_SECRET, 32 characters or more. Example: unique-jobs web --port 8080, " +
+      "then open http://127.0.0.1:8080/"
   ))
 
 // The layout Redis records for the prefix, read by the store `withRedis` gives (one that adopts it).
@@ -621,7 +850,10 @@ const layoutShow = Command.make("show", { redisUrl, prefix, json }, (o) =>
           : print(o.json, layout, () => `${o.prefix}: ${describeLayout(layout)}`))
     )
   )).pipe(
-    Command.withDescription("where the prefix's keys live as Redis records it (one Redis, or a cluster and its shards)")
+    Command.withDescription(
+      "where the prefix's keys live as Redis records it (one Redis, or a cluster and its shards). " +
+        "Example: unique-jobs layout show --prefix myapp"
+    )
   )
 
 const layoutReset = Command.make("reset", { redisUrl, prefix, json }, (o) =>
@@ -637,12 +869,15 @@ const layoutReset = Command.make("reset", { redisUrl, prefix, json }, (o) =>
     )
   )).pipe(Command.withDescription(
     "move a drained prefix to another layout: refused while it holds locks; stop its processes first, then start " +
-      "them with the new layout"
+      "them with the new layout. Example: unique-jobs layout reset --prefix myapp"
   ))
 
 const layoutCommand = Command.make("layout").pipe(
   Command.withSubcommands([layoutShow, layoutReset]),
-  Command.withDescription("where a prefix's keys live, and moving a drained prefix to another layout")
+  Command.withDescription(
+    "where a prefix's keys live (show), and moving a drained prefix to another layout (reset). " +
+      "Example: unique-jobs layout show"
+  )
 )
 
 /**
@@ -652,7 +887,10 @@ const layoutCommand = Command.make("layout").pipe(
  * @category commands
  */
 export const command = Command.make("unique-jobs").pipe(
-  Command.withDescription("unique-job locks in Redis: digests, locks, the reaper, stats"),
+  Command.withDescription(
+    "unique-job locks in Redis: digests, locks, the reaper, stats, the admin UI. Each command's own --help says " +
+      "more. Example: unique-jobs locks list --redis-url redis://localhost:6379 --limit 20"
+  ),
   Command.withSubcommands([digest, locksCommand, reap, stats, layoutCommand, web])
 )
 
@@ -666,9 +904,75 @@ export const command = Command.make("unique-jobs").pipe(
 export const run = (
   args: ReadonlyArray<string>
 ): Effect.Effect<void, CliError | ValidationError.ValidationError, FileSystem.FileSystem | Path.Path | Terminal.Terminal> =>
-  Effect.zipRight(checkQueueValues(args), runCommand(args))
+  Effect.zipRight(
+    Effect.zipRight(checkQueueValues(args), checkMistakes(args)),
+    runCommand(args).pipe(
+      // What @effect/cli refuses itself (a missing argument, a value not of a choice) it has said; its usage follows.
+      Effect.tapError((error) =>
+        error instanceof CliError || ValidationError.isHelpRequested(error)
+          ? Effect.void
+          : Console.error(CliMistakes.usageLine(...commandAt(args)))
+      ),
+      Effect.provide(CliConfig.layer({ showBuiltIns: false }))
+    )
+  )
 
-const runCommand = Command.run(command, { name: "unique-jobs", version: "0.1.0" })
+// @effect/cli's own options, shown under each command's help instead of its built-in list (which offers --wizard).
+const footer = HelpDoc.p(
+  "Every command also takes --help (this text), --log-level LEVEL (all, trace, debug, info, warning, error, fatal, " +
+    "none; e.g. --log-level debug, logs go to stderr), --completions SHELL (sh, bash, fish or zsh: prints a " +
+    "completion script, e.g. unique-jobs --completions bash > /etc/bash_completion.d/unique-jobs) and --version."
+)
+
+const runCommand = Command.run(command, { name: "unique-jobs", version: "0.1.0", footer })
+
+// The command tree as the mistakes check reads it: each command's usage from @effect/cli, with the ranges of its
+// whole-number options.
+const tree: CliMistakes.Node = CliMistakes.parent("unique-jobs", [
+  CliMistakes.leaf("digest", Command.getUsage(digest)),
+  CliMistakes.parent("locks", [
+    CliMistakes.leaf("list", Command.getUsage(list), { "--limit": limitRange }),
+    CliMistakes.leaf("show", Command.getUsage(show)),
+    CliMistakes.leaf("del", Command.getUsage(del)),
+    CliMistakes.leaf("unlock", Command.getUsage(unlock))
+  ]),
+  CliMistakes.leaf("reap", Command.getUsage(reap)),
+  CliMistakes.leaf("stats", Command.getUsage(stats)),
+  CliMistakes.parent("layout", [
+    CliMistakes.leaf("show", Command.getUsage(layoutShow)),
+    CliMistakes.leaf("reset", Command.getUsage(layoutReset))
+  ]),
+  CliMistakes.leaf("web", Command.getUsage(web), { "--port": portRange })
+])
+
+// The command `args` names (as far as it names one), and its path.
+const commandAt = (args: ReadonlyArray<string>): [CliMistakes.Node, ReadonlyArray<string>] => {
+  let node = tree
+  const path = [tree.name]
+  for (const word of args.slice(2)) {
+    if (node._tag !== "Parent") break
+    const child = node.children.find((c) => c.name === word.toLowerCase())
+    if (child === undefined) continue
+    node = child
+    path.push(child.name)
+  }
+  return [node, path]
+}
+
+// An unknown command or option, a bad number, an argument too many: said with what was meant and the command's usage,
+// before @effect/cli answers it less well. `--wizard` (@effect/cli's prompt for a command) waits for key presses:
+// refused where there is no terminal to press them on.
+const checkMistakes = (args: ReadonlyArray<string>): Effect.Effect<void, CliError> => {
+  const end = args.indexOf("--")
+  const words = (end === -1 ? args : args.slice(0, end)).slice(2)
+  if (words.some((w) => w.toLowerCase() === "--wizard") && process.stdin.isTTY !== true) {
+    return fail("--wizard asks for each option at a terminal, and there is none here (stdin is not one): see --help")
+  }
+  return Option.match(CliMistakes.check(tree, words), {
+    onNone: () => Effect.void,
+    onSome: (lines) => fail(lines.join("\n"))
+  })
+}
 
 // @effect/cli drops an empty value of a repeated option (`--bullmq-queue ""`), and one missing at the end: the reap
 // would ask about no queue, and free none of the locks it was asked to. So reap's are read from the command line.

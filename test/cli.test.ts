@@ -41,10 +41,10 @@ describe("unique-jobs (the command)", () => {
 
         const list = yield* cli("locks", "list", `${prefix}:d1*`, ...url, ...p, "--json")
         assert.strictEqual(list.code, 0, list.stderr)
-        const listed = JSON.parse(list.stdout) as Array<{ name: string }>
+        const listed = (JSON.parse(list.stdout) as { items: Array<{ name: string }> }).items
         assert.deepStrictEqual(listed.map((e) => e.name).sort(), [1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19].map((i) => `${prefix}:d${i}`).sort())
         const limited = yield* cli("locks", "list", ...url, ...p, "--limit", "5", "--json")
-        assert.strictEqual((JSON.parse(limited.stdout) as Array<unknown>).length, 5)
+        assert.strictEqual((JSON.parse(limited.stdout) as { items: Array<unknown> }).items.length, 5)
         const table = yield* cli("locks", "list", `${prefix}:d2`, ...url, ...p)
         assert.include(table.stdout, `${prefix}:d2`)
 
@@ -69,7 +69,9 @@ describe("unique-jobs (the command)", () => {
         assert.strictEqual(again.stderr.trim(), `unique-jobs: j3 held no live lock on ${prefix}:d3`)
 
         const dry = yield* cli("locks", "del", `${prefix}:d2*`, "--dry-run", ...url, ...p, "--json")
-        assert.deepStrictEqual(JSON.parse(dry.stdout), { matched: 11, deleted: 0, dryRun: true, revoked: [], refused: [] })
+        const wouldGo = JSON.parse(dry.stdout) as { matched: number; deleted: number; locks: Array<{ lock: string }>; wouldRevoke: Array<unknown> }
+        assert.deepStrictEqual([wouldGo.matched, wouldGo.deleted, wouldGo.wouldRevoke], [11, 0, []])
+        assert.deepStrictEqual(wouldGo.locks.map((l) => l.lock).sort(), [2, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29].map((i) => `${prefix}:d${i}`).sort())
         const del = yield* cli("locks", "del", `${prefix}:d2*`, ...url, ...p, "--json")
         assert.deepStrictEqual(JSON.parse(del.stdout), { matched: 11, deleted: 11, dryRun: false, revoked: [], refused: [] })
 
@@ -116,13 +118,20 @@ describe("unique-jobs (the command)", () => {
             "(for prefix nu-del, pass --prefix nu-del)"
         )
         assert.match(said(yield* cli("locks", "list", "other:*", ...url, ...p)), /pass --prefix other\)$/)
-        // A mistyped flag is not a pattern.
+        // A mistyped flag is not a pattern: named, with the one meant, and the command's usage.
+        const usage = (ran: Ran) => {
+          assert.strictEqual(ran.code, 1, ran.stdout)
+          const lines = ran.stderr.trim().split("\n")
+          assert.strictEqual(lines.length, 2, ran.stderr)
+          assert.match(lines[1]!, /^usage: unique-jobs /)
+          return lines[0]!
+        }
         assert.strictEqual(
-          said(yield* cli("locks", "list", ...url, ...p, "--jsno")),
-          "unique-jobs: unknown option --jsno (see unique-jobs locks list --help); a pattern never starts with '-'"
+          usage(yield* cli("locks", "list", ...url, ...p, "--jsno")),
+          "unique-jobs: unknown option --jsno for unique-jobs locks list: did you mean --json?"
         )
-        assert.strictEqual(said(yield* cli("locks", "list", "--limit", "-3", ...url, ...p)), "unique-jobs: --limit must be a whole number from 1 up, got -3")
-        assert.strictEqual(said(yield* cli("locks", "list", "--limit", "0", ...url, ...p)), "unique-jobs: --limit must be a whole number from 1 up, got 0")
+        assert.strictEqual(usage(yield* cli("locks", "list", "--limit", "-3", ...url, ...p)), "unique-jobs: --limit must be a whole number from 1 to 100000, got -3")
+        assert.strictEqual(usage(yield* cli("locks", "list", "--limit", "0", ...url, ...p)), "unique-jobs: --limit must be a whole number from 1 to 100000, got 0")
         for (const bad of ["a b", "*", ""]) {
           assert.match(said(yield* cli("locks", "list", ...url, "--prefix", bad)), /^unique-jobs: --prefix ".*" is not a lock prefix/)
           assert.match(said(yield* cli("stats", ...url, "--prefix", bad)), /is not a lock prefix/)
@@ -150,6 +159,181 @@ describe("unique-jobs (the command)", () => {
         const shown = yield* cli("locks", "show", `${prefix}:abc123`, ...url, ...p)
         assert.strictEqual(shown.code, 0, shown.stderr)
         assert.include(shown.stdout, "j1")
+      }), { timeout: 180_000 })
+
+    it.scoped("a mistake is answered with what was meant (did you mean) and that command's own usage line", () =>
+      Effect.gen(function*() {
+        const said = (ran: Ran): [string, string] => {
+          assert.strictEqual(ran.code, 1, ran.stdout)
+          const lines = ran.stderr.trim().split("\n")
+          assert.strictEqual(lines.length, 2, ran.stderr)
+          return [lines[0]!, lines[1]!]
+        }
+        // An unknown subcommand: that command's own subcommands, the nearest one, its usage (not the top level's).
+        assert.deepStrictEqual(said(yield* cli("locks", "lst")), [
+          "unique-jobs: unknown command `lst` for unique-jobs locks: did you mean `list`? (its commands: list, show, del, unlock)",
+          "usage: unique-jobs locks <list | show | del | unlock> … (see unique-jobs locks --help)"
+        ])
+        assert.match(said(yield* cli("lcks", "list"))[0], /unknown command `lcks` for unique-jobs: did you mean `locks`\?/)
+        assert.match(said(yield* cli("layout", "shw"))[0], /for unique-jobs layout: did you mean `show`\? \(its commands: show, reset\)$/)
+        // An unknown flag: the flag (not its value), the nearest real flag of that command, its usage.
+        const limt = said(yield* cli("locks", "list", "--limt", "5"))
+        assert.strictEqual(limt[0], "unique-jobs: unknown option --limt for unique-jobs locks list: did you mean --limit?")
+        assert.match(limt[1], /^usage: unique-jobs locks list \[<PATTERN>\] \[--limit N\] \[--cursor CURSOR\]/)
+        assert.deepStrictEqual(said(yield* cli("stats", "--jsno")), [
+          "unique-jobs: unknown option --jsno for unique-jobs stats: did you mean --json?",
+          "usage: unique-jobs stats [--redis-url URL] [--cluster NODES] [--prefix PREFIX] [--json]"
+        ])
+        const dryrun = said(yield* cli("reap", "--dryrun"))
+        assert.strictEqual(dryrun[0], "unique-jobs: unknown option --dryrun for unique-jobs reap: did you mean --dry-run?")
+        assert.match(dryrun[1], /^usage: unique-jobs reap \[--dry-run\]/)
+        assert.match(said(yield* cli("locks", "del", "--dryrun", "x:*"))[0], /for unique-jobs locks del: did you mean --dry-run\?$/)
+        assert.match(said(yield* cli("web", "--tokn", "x"))[0], /for unique-jobs web: did you mean --token\?$/)
+        // Nothing near: the command's options are named instead.
+        assert.match(said(yield* cli("stats", "--zzzzzz"))[0], /unknown option --zzzzzz for unique-jobs stats \(its options: --redis-url, --cluster, --prefix, --json\)$/)
+        assert.match(said(yield* cli("locks", "show", "a", "b"))[0], /unexpected argument "b": unique-jobs locks show takes <DIGEST>$/)
+        // Every numeric flag: 0, -1, not a number, huge, missing, each refused naming the flag.
+        for (const bad of ["0", "-1", "NaN", "abc", "1.5", "99999999999999999999"]) {
+          assert.strictEqual(said(yield* cli("locks", "list", "--limit", bad))[0], `unique-jobs: --limit must be a whole number from 1 to 100000, got ${bad}`)
+        }
+        for (const bad of ["-1", "NaN", "65536", "99999999999999999999"]) {
+          assert.strictEqual(said(yield* cli("web", "--port", bad))[0], `unique-jobs: --port must be a whole number from 0 to 65535, got ${bad}`)
+        }
+        assert.strictEqual(said(yield* cli("locks", "list", "--limit"))[0], "unique-jobs: --limit must be a whole number from 1 to 100000; none was given")
+        // What @effect/cli refuses itself is followed by the command's usage.
+        const missing = yield* cli("locks", "show")
+        assert.strictEqual(missing.code, 1)
+        assert.include(missing.stderr, "usage: unique-jobs locks show <DIGEST>")
+        // --wizard, @effect/cli's prompt, waits for key presses: refused where there is no terminal, never a hang.
+        const wizard = yield* cli("locks", "--wizard")
+        assert.strictEqual(wizard.code, 1)
+        assert.match(wizard.stderr, /^unique-jobs: --wizard asks for each option at a terminal/)
+      }), { timeout: 180_000 })
+
+    it.scoped("help: every command and flag described with an example; no generic type lines, no --wizard", () =>
+      Effect.gen(function*() {
+        const commands = [
+          ["digest"], ["locks"], ["locks", "list"], ["locks", "show"], ["locks", "del"], ["locks", "unlock"],
+          ["reap"], ["stats"], ["layout"], ["layout", "show"], ["layout", "reset"], ["web"]
+        ]
+        const top = yield* cli("--help")
+        assert.strictEqual(top.code, 0)
+        for (const command of [[], ...commands]) {
+          const help = command.length === 0 ? top : yield* cli(...command, "--help")
+          assert.strictEqual(help.code, 0, help.stderr)
+          assert.include(help.stdout, "Example: unique-jobs", command.join(" "))
+          assert.notInclude(help.stdout, "A user-defined piece of text", command.join(" "))
+          assert.notInclude(help.stdout, "--wizard", command.join(" "))
+          assert.include(help.stdout, "--log-level LEVEL", command.join(" "))
+          // Each option's description follows its line; each (but the booleans') gives an example of its value.
+          const options = help.stdout.split("OPTIONS")[1]
+          if (options === undefined) continue
+          for (const [, flag, valued, text] of options.matchAll(/^(--[a-z-]+)( \S+)?\n\n {2}(.*)$/gm)) {
+            assert.isAbove(text!.length, 20, `${command.join(" ")} ${flag}`)
+            if (valued !== undefined && !flag!.startsWith("--algorithm")) assert.include(text!, "e.g.", `${command.join(" ")} ${flag}`)
+          }
+        }
+      }), { timeout: 180_000 })
+
+    it.scoped("locks list pages with a cursor: --json {items, cursor, more}, the next page said on stderr, every lock once", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("cli-cursor")
+        const where = ["--redis-url", source.url, "--prefix", prefix]
+        const names = Array.from({ length: 450 }, (_, i) => `${prefix}:p${i}`)
+        yield* Effect.promise(async () => {
+          const pipeline = raw.pipeline()
+          for (const [i, name] of names.entries()) {
+            pipeline.zadd(`${prefix}:digests`, i, name)
+            pipeline.hset(`${name}:LOCKED`, "j", `{"t":${i},"x":0,"l":0}`)
+          }
+          await pipeline.exec()
+        })
+        const seen: Array<string> = []
+        let cursor = "0"
+        let pages = 0
+        for (;;) {
+          const page = yield* cli("locks", "list", ...where, "--limit", "70", "--cursor", cursor, "--json")
+          assert.strictEqual(page.code, 0, page.stderr)
+          const answer = JSON.parse(page.stdout) as { items: Array<{ name: string }>; cursor: string; more: boolean }
+          seen.push(...answer.items.map((e) => e.name))
+          pages++
+          assert.strictEqual(answer.more, answer.cursor !== "0")
+          if (!answer.more) break
+          assert.strictEqual(answer.items.length, 70)
+          cursor = answer.cursor
+        }
+        assert.strictEqual(pages, 7)
+        assert.deepStrictEqual([...seen].sort(), [...names].sort(), "every lock once, none twice")
+        // As a table: the hint on stderr names the next page's --cursor; stdout is the table alone.
+        const table = yield* cli("locks", "list", ...where, "--limit", "2")
+        assert.strictEqual(table.code, 0, table.stderr)
+        assert.strictEqual(table.stdout.trim().split("\n").length, 4)
+        assert.match(table.stderr.trim(), /^more locks may match \(2 shown\): the next page is unique-jobs locks list … --cursor \d+(\.\d+)?$/)
+        const last = yield* cli("locks", "list", ...where, "--limit", "1000")
+        assert.strictEqual(last.stderr, "")
+        const bad = yield* cli("locks", "list", ...where, "--cursor", "abc")
+        assert.strictEqual(bad.code, 1)
+        assert.strictEqual(bad.stderr.trim(), "unique-jobs: --cursor must be a cursor a previous page gave (like 1234 or 1234.5), got abc")
+      }), { timeout: 180_000 })
+
+    it.scoped("locks del --dry-run lists the locks and the running holders it would revoke; locks show of a :RUN name shows the run lock", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("cli-dry")
+        const where = ["--redis-url", source.url, "--prefix", prefix]
+        const now = Date.now()
+        const lease = now + 600_000
+        yield* Effect.promise(async () => {
+          const pipeline = raw.pipeline()
+          pipeline.zadd(`${prefix}:digests`, now, `${prefix}:a`, now, `${prefix}:a:RUN`, now, `${prefix}:b`)
+          pipeline.hset(`${prefix}:a:LOCKED`, "q1", `{"t":${now},"x":0,"l":0}`)
+          pipeline.hset(`${prefix}:a:RUN:LOCKED`, "r1", `{"t":${now},"x":0,"l":${lease},"f":1}`)
+          // A run holder whose lease has passed is removed, not revoked.
+          pipeline.hset(`${prefix}:a:RUN:LOCKED`, "r0", `{"t":${now - 60_000},"x":0,"l":${now - 30_000},"f":1}`)
+          pipeline.hset(`${prefix}:b:LOCKED`, "q2", `{"t":${now},"x":0,"l":0}`)
+          await pipeline.exec()
+        })
+        const dry = yield* cli("locks", "del", `${prefix}:*`, ...where, "--dry-run", "--json")
+        assert.strictEqual(dry.code, 0, dry.stderr)
+        const answer = JSON.parse(dry.stdout) as {
+          matched: number
+          deleted: number
+          dryRun: boolean
+          locks: Array<{ lock: string; phase: string; holders: number }>
+          wouldRevoke: Array<{ lock: string; jid: string; leaseUntil: number }>
+        }
+        assert.deepStrictEqual([answer.matched, answer.deleted, answer.dryRun], [3, 0, true])
+        assert.deepStrictEqual([...answer.locks].sort((x, y) => x.lock.localeCompare(y.lock)), [
+          { lock: `${prefix}:a`, phase: "queue", holders: 1 },
+          { lock: `${prefix}:a:RUN`, phase: "run", holders: 2 },
+          { lock: `${prefix}:b`, phase: "queue", holders: 1 }
+        ])
+        assert.deepStrictEqual(answer.wouldRevoke, [{ lock: `${prefix}:a:RUN`, jid: "r1", leaseUntil: lease }])
+        const text = yield* cli("locks", "del", `${prefix}:*`, ...where, "--dry-run")
+        assert.strictEqual(text.code, 0, text.stderr)
+        assert.include(text.stdout, "3 lock(s) match")
+        assert.match(text.stdout, new RegExp(`${prefix}:a:RUN +run +2 +r1`))
+        assert.include(text.stdout, `and revoke 1 running holder(s), each told at its next lease renewal: r1 on ${prefix}:a:RUN`)
+        // Nothing changed; the delete then revokes exactly the holder the dry run named.
+        assert.strictEqual(yield* Effect.promise(() => raw.zcard(`${prefix}:digests`)), 3)
+        const del = JSON.parse((yield* cli("locks", "del", `${prefix}:*`, ...where, "--json")).stdout) as {
+          revoked: Array<{ lock: string; jid: string }>
+        }
+        assert.deepStrictEqual(del.revoked.map((r) => [r.lock, r.jid]), [[`${prefix}:a:RUN`, "r1"]])
+
+        // locks show of a run lock's name as locks list prints it: its holders under run, not queue.
+        const listed = JSON.parse((yield* cli("locks", "list", ...where, "--json")).stdout) as { items: Array<{ name: string }> }
+        assert.deepStrictEqual(listed.items.map((e) => e.name), [`${prefix}:a:RUN`])
+        const shown = yield* cli("locks", "show", `${prefix}:a:RUN`, ...where, "--json")
+        assert.strictEqual(shown.code, 0, shown.stderr)
+        const digest = JSON.parse(shown.stdout) as { digest: string; queue: { holders: Array<unknown> }; run: { holders: Array<{ jid: string }> } }
+        assert.strictEqual(digest.digest, `${prefix}:a`)
+        assert.deepStrictEqual(digest.queue.holders, [])
+        assert.deepStrictEqual(digest.run.holders.map((h) => h.jid), ["r1"])
+        const table = yield* cli("locks", "show", `${prefix}:a:RUN`, ...where)
+        assert.match(table.stdout, /^run +r1 /m)
+        assert.notMatch(table.stdout, /^queue /m)
       }), { timeout: 180_000 })
 
     it.scoped("locks del walks every page of matches: 1,200 locks, pages of 500", () =>
@@ -189,7 +373,7 @@ describe("unique-jobs (the command)", () => {
         assert.strictEqual((JSON.parse(debug.stdout) as { indexSize: number }).indexSize, 0)
         const quiet = yield* cli("locks", "list", ...url, "--prefix", prefix, "--log-level=none", "--json")
         assert.strictEqual(quiet.code, 0, quiet.stderr)
-        assert.deepStrictEqual(JSON.parse(quiet.stdout), [])
+        assert.deepStrictEqual(JSON.parse(quiet.stdout), { items: [], cursor: "0", more: false })
       }), { timeout: 180_000 })
 
     it.scoped("the overlap probe through the command: unlock and del of a running job's run lock revoke it; 0 overlap", () =>
@@ -257,7 +441,18 @@ describe("unique-jobs (the command)", () => {
         const { source } = yield* RedisTest.TestRedis
         const open = yield* cli("web", "--host", "0.0.0.0", "--port", "0", "--redis-url", source.url)
         assert.strictEqual(open.code, 1)
-        assert.include(open.stderr, "needs a token: set UNIQUE_JOBS_WEB_TOKEN")
+        assert.strictEqual(
+          open.stderr.trim(),
+          "unique-jobs: --host 0.0.0.0 is not the loopback: the admin UI there needs a token every request carries; " +
+            "pass --token TOKEN (16 characters or more) or set UNIQUE_JOBS_WEB_TOKEN"
+        )
+        // --token (or the variable) lets it bind elsewhere: past the token check, a bad token is named.
+        const shortToken = yield* cli("web", "--host", "0.0.0.0", "--port", "0", "--token", "short", "--redis-url", source.url)
+        assert.strictEqual(shortToken.code, 1)
+        assert.include(shortToken.stderr, "token")
+        assert.include(shortToken.stderr, "at least 16 characters")
+        const fromEnv = yield* cliWith({ UNIQUE_JOBS_WEB_TOKEN: "short" }, "web", "--host", "0.0.0.0", "--port", "0", "--redis-url", source.url)
+        assert.include(fromEnv.stderr, "at least 16 characters")
         const noUrl = yield* cli("web", "--port", "0")
         assert.strictEqual(noUrl.code, 1)
         assert.include(noUrl.stderr, "no Redis")

@@ -211,14 +211,18 @@ describe("the admin surfaces on Redis Cluster", () => {
   it("the CLI with --cluster lists, shows and deletes on every shard", async () => {
     const prefix = `cli${process.pid}`
     const names = await seed(prefix, 120)
-    const listed = (await cli("locks", "list", "--limit", "1000", "--prefix", prefix)) as ReadonlyArray<{ readonly digest: string }>
+    const listed = ((await cli("locks", "list", "--limit", "1000", "--prefix", prefix)) as {
+      readonly items: ReadonlyArray<{ readonly digest: string }>
+    }).items
     assert.deepStrictEqual(listed.map((lock) => lock.digest).sort(), [...names].sort())
     const shown = JSON.stringify(await cli("locks", "show", names[3]!, "--prefix", prefix))
     assert.include(shown, `j-${names[3]}`)
     const deleted = (await cli("locks", "del", `${prefix}:d1*`, "--prefix", prefix)) as { matched: number; deleted: number }
     // d1, d10..d19, d100..d119
     assert.deepStrictEqual([deleted.matched, deleted.deleted], [31, 31])
-    const left = (await cli("locks", "list", "--limit", "1000", "--prefix", prefix)) as ReadonlyArray<{ readonly digest: string }>
+    const left = ((await cli("locks", "list", "--limit", "1000", "--prefix", prefix)) as {
+      readonly items: ReadonlyArray<{ readonly digest: string }>
+    }).items
     assert.strictEqual(left.length, 120 - 31)
   })
 

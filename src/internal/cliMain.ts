@@ -42,11 +42,18 @@ export interface Colours {
   readonly stderr: boolean
 }
 
+// @effect/cli's help names each value's type in words of its own ("A user-defined piece of text.", "An integer.")
+// before the description each option has: left out, the usage line already shows the value's name.
+const generic =
+  /^ *(?:\u001b\[[0-9;]*m)*(?:A user-defined piece of text(?: that is confidential)?|An integer|A true or false value)\.(?:\u001b\[[0-9;]*m)*\n\n/gm
+
 const plain = (colours: boolean) => (args: ReadonlyArray<unknown>): Array<unknown> =>
-  colours ? [...args] : args.map((arg) => (typeof arg === "string" ? arg.replace(/\u001b\[[0-9;]*m/g, "") : arg))
+  args.map((arg) =>
+    typeof arg === "string" ? (colours ? arg : arg.replace(/\u001b\[[0-9;]*m/g, "")).replace(generic, "") : arg
+  )
 
 // The console in place, its lines without escape codes where the stream shows no colours (@effect/cli's help and
-// errors are written in colour).
+// errors are written in colour), and its help without the generic type lines.
 const plainConsole = (colours: Colours) =>
   Effect.map(Effect.console, (current): Console.Console => {
     const out = plain(colours.stdout)

@@ -1,0 +1,245 @@
+/**
+ * A command line's mistakes, found before @effect/cli parses it: an unknown subcommand or option, a bad number, one
+ * argument too many. @effect/cli names none of them well (an unknown subcommand of `locks` is answered with the
+ * top-level list; a mistyped option with its value, `Received unknown argument: '5'`), so each is said here naming
+ * the word as typed, the nearest real one ("did you mean"), and the command's own usage line.
+ *
+ * @internal
+ */
+import type * as Usage from "@effect/cli/Usage"
+import * as Option from "effect/Option"
+
+/**
+ * A command as the check knows it: its name, and either its subcommands or its own usage (@effect/cli's `getUsage`)
+ * and the range of each of its whole-number options.
+ *
+ * @internal
+ */
+export type Node =
+  | { readonly _tag: "Parent"; readonly name: string; readonly children: ReadonlyArray<Node> }
+  | {
+    readonly _tag: "Leaf"
+    readonly name: string
+    readonly usage: Usage.Usage
+    readonly integers: Readonly<Record<string, { readonly min: number; readonly max: number }>>
+  }
+
+/**
+ * A parent command.
+ *
+ * @internal
+ */
+export const parent = (name: string, children: ReadonlyArray<Node>): Node => ({ _tag: "Parent", name, children })
+
+/**
+ * A command that runs, with its usage and the ranges of its whole-number options (by flag, `--limit`).
+ *
+ * @internal
+ */
+export const leaf = (
+  name: string,
+  usage: Usage.Usage,
+  integers: Readonly<Record<string, { readonly min: number; readonly max: number }>> = {}
+): Node => ({ _tag: "Leaf", name, usage, integers })
+
+/**
+ * The optimal string alignment distance: insertions, deletions, substitutions and adjacent transpositions
+ * (`--jsno` is one step from `--json`).
+ *
+ * @internal
+ */
+export const distance = (a: string, b: string): number => {
+  const rows: Array<Array<number>> = []
+  for (let i = 0; i <= a.length; i++) {
+    const row: Array<number> = [i]
+    for (let j = 1; j <= b.length; j++) {
+      if (i === 0) {
+        row.push(j)
+        continue
+      }
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      let best = Math.min(rows[i - 1]![j]! + 1, row[j - 1]! + 1, rows[i - 1]![j - 1]! + cost)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) best = Math.min(best, rows[i - 2]![j - 2]! + 1)
+      row.push(best)
+    }
+    rows.push(row)
+  }
+  return rows[a.length]![b.length]!
+}
+
+/**
+ * The candidate nearest `word`, if one is near enough to be what was meant: a few edits away (one for a short word,
+ * up to three for a long one), or a word it begins (`--lim` for `--limit`). Ties go to the first candidate.
+ *
+ * @internal
+ */
+export const nearest = (word: string, candidates: ReadonlyArray<string>): Option.Option<string> => {
+  let best: { readonly candidate: string; readonly distance: number } | undefined
+  for (const candidate of candidates) {
+    const d = distance(word.toLowerCase(), candidate.toLowerCase())
+    if (best === undefined || d < best.distance) best = { candidate, distance: d }
+  }
+  if (best === undefined) return Option.none()
+  const bare = best.candidate.replace(/^-+/, "")
+  const allowed = bare.length <= 4 ? 1 : bare.length <= 8 ? 2 : 3
+  if (best.distance <= allowed) return Option.some(best.candidate)
+  const prefixed = candidates.find((c) => word.length >= 3 && c.toLowerCase().startsWith(word.toLowerCase()))
+  return Option.fromNullable(prefixed)
+}
+
+interface Flag {
+  readonly name: string
+  readonly value: Option.Option<string>
+}
+
+interface Shape {
+  readonly flags: ReadonlyArray<Flag>
+  /** The positional arguments, `[X]` when optional. */
+  readonly args: ReadonlyArray<{ readonly name: string; readonly optional: boolean }>
+  /** The usage after the command's own name, as a line reads it. */
+  readonly line: string
+}
+
+// A leaf's flags, arguments and usage line, read from @effect/cli's usage of it (its first name is the command's).
+const shapeOf = (usage: Usage.Usage): Shape => {
+  const flags: Array<Flag> = []
+  const args: Array<{ readonly name: string; readonly optional: boolean }> = []
+  let first = true
+  const render = (u: Usage.Usage, optional: boolean): string => {
+    switch (u._tag) {
+      case "Empty":
+      case "Mixed":
+        return ""
+      case "Named": {
+        const name = u.names[0] ?? ""
+        if (first) {
+          first = false
+          return ""
+        }
+        if (name.startsWith("-")) {
+          flags.push({ name, value: u.acceptedValues })
+          return Option.match(u.acceptedValues, { onNone: () => name, onSome: (value) => `${name} ${value}` })
+        }
+        args.push({ name, optional })
+        return name
+      }
+      case "Optional": {
+        const inner = render(u.usage, true)
+        return inner === "" ? "" : `[${inner}]`
+      }
+      case "Repeated": {
+        const inner = render(u.usage, true)
+        return inner === "" ? "" : `[${inner}…]`
+      }
+      case "Alternation":
+        return [render(u.left, optional), render(u.right, optional)].filter((s) => s !== "").join(" | ")
+      case "Concat":
+        return [render(u.left, optional), render(u.right, optional)].filter((s) => s !== "").join(" ")
+    }
+  }
+  const line = render(usage, false)
+  // Arguments last, as they are usually written.
+  const positional = args.map((a) => (a.optional ? `[${a.name}]` : a.name))
+  const options = line.split(" ").filter((word) => !positional.includes(word)).join(" ")
+  return { flags, args, line: [...positional, options].filter((s) => s !== "").join(" ") }
+}
+
+/** @effect/cli's own options, taken by every command: those that take a value, and those that do not. */
+const builtInValued = ["--log-level", "--completions"]
+const builtInFlags = ["--help", "-h", "--version", "--wizard"]
+
+/**
+ * The usage line of the command at `path` (its names from the top), for a mistake's second line.
+ *
+ * @internal
+ */
+export const usageLine = (node: Node, path: ReadonlyArray<string>): string =>
+  node._tag === "Parent"
+    ? `usage: ${path.join(" ")} <${node.children.map((c) => c.name).join(" | ")}> … (see ${path.join(" ")} --help)`
+    : `usage: ${path.join(" ")} ${shapeOf(node.usage).line}`.trimEnd()
+
+/**
+ * The mistake in `args` (the words after the executable, up to a `--`), if any: the message's lines, the first the
+ * mistake and what was probably meant, the last the command's usage. None where @effect/cli is left to answer (help,
+ * the version, a command line it parses).
+ *
+ * @internal
+ */
+export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<ReadonlyArray<string>> => {
+  const end = args.indexOf("--")
+  const words = end === -1 ? args : args.slice(0, end)
+  if (words.some((w) => ["--help", "-h", "--version"].includes(w.toLowerCase()))) return Option.none()
+  let node = root
+  const path = [root.name]
+  let positional = 0
+  const say = (line: string) => Option.some([line, usageLine(node, path)])
+  for (let i = 0; i < words.length; i++) {
+    const word = words[i]!
+    const [flagName, inline] = word.startsWith("--") && word.includes("=")
+      ? [word.slice(0, word.indexOf("=")), word.slice(word.indexOf("=") + 1)]
+      : [word, undefined]
+    const flag = flagName.toLowerCase()
+    if (builtInValued.includes(flag)) {
+      if (inline === undefined) i++
+      continue
+    }
+    if (builtInFlags.includes(flag)) continue
+    if (node._tag === "Parent") {
+      const names = node.children.map((c) => c.name)
+      if (word.startsWith("-")) {
+        return say(
+          `unknown option ${flagName} for ${path.join(" ")}: it takes a command first, one of ${names.join(", ")}`
+        )
+      }
+      const child = node.children.find((c) => c.name === word.toLowerCase())
+      if (child === undefined) {
+        const meant = nearest(word, names)
+        return say(
+          `unknown command \`${word}\` for ${path.join(" ")}${
+            Option.match(meant, { onNone: () => "", onSome: (m) => `: did you mean \`${m}\`?` })
+          } (its commands: ${names.join(", ")})`
+        )
+      }
+      node = child
+      path.push(child.name)
+      continue
+    }
+    const shape = shapeOf(node.usage)
+    if (word.startsWith("--")) {
+      const known = shape.flags.find((f) => f.name === flag)
+      if (known === undefined) {
+        const meant = nearest(flag, shape.flags.map((f) => f.name))
+        return say(
+          `unknown option ${flagName} for ${path.join(" ")}${
+            Option.match(meant, {
+              onNone: () => ` (its options: ${shape.flags.map((f) => f.name).join(", ")})`,
+              onSome: (m) => `: did you mean ${m}?`
+            })
+          }`
+        )
+      }
+      if (Option.isNone(known.value)) continue
+      const value = inline ?? words[i + 1]
+      if (inline === undefined) i++
+      const range = node.integers[known.name]
+      if (range !== undefined) {
+        const wanted = `${known.name} must be a whole number from ${range.min} to ${range.max}`
+        if (value === undefined) return say(`${wanted}; none was given`)
+        const n = /^-?\d+$/.test(value.trim()) ? Number(value) : Number.NaN
+        if (!Number.isSafeInteger(n) || n < range.min || n > range.max) return say(`${wanted}, got ${value}`)
+      } else if (value === undefined) {
+        return say(`${known.name} needs a value`)
+      }
+      continue
+    }
+    // A word that starts with a single '-' (`-x`) is left to the command: it says what it is not.
+    positional++
+    if (positional > shape.args.length) {
+      const takes = shape.args.length === 0
+        ? "takes no argument"
+        : `takes ${shape.args.map((a) => (a.optional ? `[${a.name}]` : a.name)).join(" ")}`
+      return say(`unexpected argument ${JSON.stringify(word)}: ${path.join(" ")} ${takes}`)
+    }
+  }
+  return Option.none()
+}
