@@ -224,6 +224,8 @@ describe("unique-jobs (the command)", () => {
           assert.include(help.stdout, "Example: unique-jobs", command.join(" "))
           assert.notInclude(help.stdout, "A user-defined piece of text", command.join(" "))
           assert.notInclude(help.stdout, "--wizard", command.join(" "))
+          // A repeated flag may be left out: it reads as optional.
+          assert.notMatch(help.stdout, /[^[]--bullmq-queue QUEUE\.\.\./, command.join(" "))
           assert.include(help.stdout, "--log-level LEVEL", command.join(" "))
           // Each option's description follows its line; each (but the booleans') gives an example of its value.
           const options = help.stdout.split("OPTIONS")[1]

@@ -47,9 +47,14 @@ export interface Colours {
 const generic =
   /^ *(?:\u001b\[[0-9;]*m)*(?:A user-defined piece of text(?: that is confidential)?|An integer|A true or false value)\.(?:\u001b\[[0-9;]*m)*\n\n/gm
 
+// A repeated option may be given no times (`--bullmq-queue QUEUE...` reads as required): bracketed as optional.
+const repeated = /(^|[\s(])(--[a-z][a-z-]* [A-Z]+)\.\.\./gm
+
 const plain = (colours: boolean) => (args: ReadonlyArray<unknown>): Array<unknown> =>
   args.map((arg) =>
-    typeof arg === "string" ? (colours ? arg : arg.replace(/\u001b\[[0-9;]*m/g, "")).replace(generic, "") : arg
+    typeof arg === "string"
+      ? (colours ? arg : arg.replace(/\u001b\[[0-9;]*m/g, "")).replace(generic, "").replace(repeated, "$1[$2]...")
+      : arg
   )
 
 // The console in place, its lines without escape codes where the stream shows no colours (@effect/cli's help and
