@@ -96,7 +96,7 @@ describe("the layout on a Redis Cluster", () => {
         yield* thirtyLocks(yield* Redis.makeCluster({ nodes, shards, timeout: "20 seconds" }), prefix)
         const where = ["--cluster", nodes.join(","), "--prefix", prefix, "--json"]
         const list = yield* runCli(["locks", "list", "--limit", "1000", ...where])
-        assert.strictEqual((JSON.parse(list.stdout) as Array<unknown>).length, 30, `shards ${shards}: locks list`)
+        assert.strictEqual((JSON.parse(list.stdout) as { items: Array<unknown> }).items.length, 30, `shards ${shards}: locks list`)
         const stats = yield* runCli(["stats", ...where])
         assert.strictEqual((JSON.parse(stats.stdout) as { indexSize: number }).indexSize, 30, `shards ${shards}: stats`)
         const reap = yield* runCli(["reap", ...where])

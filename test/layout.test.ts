@@ -303,7 +303,7 @@ describe("the CLI reads the layout Redis records (observation 1, one Redis)", ()
           const where = ["--redis-url", source.url, "--prefix", prefix, "--json"]
           const list = yield* runCli(["locks", "list", "--limit", "1000", ...where])
           assert.isTrue(list.exit._tag === "Success", String(list.exit))
-          assert.strictEqual((JSON.parse(list.stdout) as Array<unknown>).length, 30, `shards ${shards}: locks list`)
+          assert.strictEqual((JSON.parse(list.stdout) as { items: Array<unknown> }).items.length, 30, `shards ${shards}: locks list`)
           const stats = yield* runCli(["stats", ...where])
           assert.strictEqual((JSON.parse(stats.stdout) as { indexSize: number }).indexSize, 30, `shards ${shards}: stats`)
           const reap = yield* runCli(["reap", ...where])
