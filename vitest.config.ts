@@ -11,6 +11,7 @@ export const tiers = {
   // long properties, the command as it ships (a build, then a process per call).
   slow: [
     "test/cli.process.test.ts",
+    "test/debounce.properties.test.ts",
     "test/connection.test.ts",
     "test/faults.test.ts",
     "test/handoff.faults.test.ts",

@@ -13,6 +13,8 @@
  *                                                     the old getJobState path: results/reaper-bullmq.md
  *   --bullmq [--rounds=N]                             UniqueQueue.add against BullMQ's own deduplication, N alternating
  *                                                     rounds (25; about a minute): results/bullmq.md
+ *   --lock-events [--lifecycles=N] [--rounds=N]       Redis time and round trips per lifecycle with the activity log
+ *                                                     (lockEvents) off and on, in one run: results/lock-events.md
  *   --keeper-burst [--locks=N] [--lease=ms]           N run locks taken in one burst (10,000), lease ms (1,000), each
  *                                                     held three leases: outcomes, loop delay: results/keeper-burst.md
  *   --worker [--rounds=N] [--jobs=N]                  a BullMQ Worker through unique.processor (until_executed,
@@ -47,6 +49,7 @@ import * as Cluster from "./cluster.js"
 import * as Foundation from "./foundation.js"
 import * as Growth from "./growth.js"
 import * as KeeperBurst from "./keeperBurst.js"
+import * as LockEvents from "./lockEvents.js"
 import * as Reaper from "./reaper.js"
 import * as ReaperBullMQ from "./reaperBullmq.js"
 import { Probe, round } from "./harness.js"
@@ -122,6 +125,15 @@ const main = async () => {
   if (args.includes("--reaper")) {
     const members = args.find((a) => a.startsWith("--members="))
     return Reaper.main(log, members === undefined ? 1_000_000 : Number(members.slice(10)))
+  }
+  if (args.includes("--lock-events")) {
+    const lifecycles = args.find((a) => a.startsWith("--lifecycles="))
+    const rounds = args.find((a) => a.startsWith("--rounds="))
+    return LockEvents.main(
+      log,
+      lifecycles === undefined ? 5_000 : Number(lifecycles.slice(13)),
+      rounds === undefined ? 5 : Number(rounds.slice(9))
+    )
   }
   if (args.includes("--keeper-burst")) {
     const locks = args.find((a) => a.startsWith("--locks="))

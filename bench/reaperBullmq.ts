@@ -46,7 +46,8 @@ interface Measured {
   readonly over10ms: number
 }
 
-const scriptStats = async (admin: IORedis) => {
+/** The usec and calls of EVALSHA and EVAL in INFO commandstats since the last reset. */
+export const scriptStats = async (admin: IORedis) => {
   let usec = 0
   let calls = 0
   for (const match of String(await admin.info("commandstats")).matchAll(/cmdstat_(evalsha|eval):calls=(\d+),usec=(\d+)/g)) {

@@ -46,7 +46,10 @@ const phases = [
   "run unlock",
   "run lock",
   "set",
-  "cad"
+  "cad",
+  "lock, batched",
+  "duplicate, batched",
+  "unlock, batched"
 ] as const
 type Phase = (typeof phases)[number]
 
@@ -151,11 +154,40 @@ export const main = async (log: (line: string) => void, roots: ReadonlyArray<str
           p.evalsha(scripts.unlock.sha, 2, `${runKey(i)}:LOCKED`, index, jid(i), runKey(i), 0))
         tree.counts["run lock"] = await count((p, i) =>
           p.evalsha(scripts.lock.sha, 3, `${digest("w", i)}:RUN:LOCKED`, index, fence, jid(i), `${digest("w", i)}:RUN`, 1, 0, 60_000, "", "1", ""))
+        // Issue 39: the same lock, duplicate and unlock steps, 32 to a batch.lua call (a tree that has it), per step.
+        const batchScript = (scripts as Partial<Scripts>).batch
+        if (batchScript !== undefined) {
+          await redis.flushdb()
+          await filler.exec()
+          const steps = 32
+          const batched = (kind: string, step: (i: number) => { keys: Array<string>; argv: Array<string | number> }) =>
+            (p: Pipeline, i: number) => {
+              if (i % steps !== 0) return
+              const keys: Array<string> = []
+              const argv: Array<string | number> = []
+              for (let j = i; j < Math.min(i + steps, calls); j++) {
+                const one = step(j)
+                keys.push(...one.keys)
+                argv.push(kind, one.keys.length, one.argv.length, ...one.argv)
+              }
+              p.evalsha(batchScript.sha, keys.length, ...keys, ...argv)
+            }
+          const lockStep = (who: (i: number) => string) => (i: number) => ({
+            keys: [`${digest("q", i)}:LOCKED`, index, fence],
+            argv: [who(i), digest("q", i), 1, 300_000, 0, "", "0", '"default"']
+          })
+          tree.counts["lock, batched"] = await count(batched("l", lockStep(jid)))
+          tree.counts["duplicate, batched"] = await count(batched("l", lockStep(other)))
+          tree.counts["unlock, batched"] = await count(batched("u", (i) => ({
+            keys: [`${digest("q", i)}:LOCKED`, index],
+            argv: [jid(i), digest("q", i), 0]
+          })))
+        }
         await redis.flushdb()
         const cad = String(await redis.script("LOAD", compareAndDelete))
         tree.counts.set = await count((p, i) => p.set(digest("raw", i), jid(i), "PX", 300_000, "NX"))
         tree.counts.cad = await count((p, i) => p.evalsha(cad, 1, digest("raw", i), jid(i)))
-        log(`${tree.label}: ${phases.map((phase) => `${phase} ${Math.round(tree.counts[phase]!)}`).join(", ")}`)
+        log(`${tree.label}: ${phases.map((phase) => `${phase} ${Math.round(tree.counts[phase] ?? NaN)}`).join(", ")}`)
       }
     } finally {
       await redis.shutdown("NOSAVE").catch(() => undefined)
@@ -173,10 +205,10 @@ export const main = async (log: (line: string) => void, roots: ReadonlyArray<str
   }
   for (const tree of trees) await measure(tree)
 
-  const of = (tree: Tree, phase: Phase) => tree.counts[phase]!
+  const of = (tree: Tree, phase: Phase) => tree.counts[phase] ?? NaN
   const lifecycle = (tree: Tree) => of(tree, "lock") + of(tree, "unlock")
   const raw = (tree: Tree) => of(tree, "set") + of(tree, "cad")
-  const k = (n: number) => `${(n / 1000).toFixed(1)}k`
+  const k = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? "–" : `${(n / 1000).toFixed(1)}k`)
   const first = trees[0]!
   const last = trees[trees.length - 1]!
   const header = trees.length > 1
@@ -184,7 +216,9 @@ export const main = async (log: (line: string) => void, roots: ReadonlyArray<str
     : `| phase | instructions per call |`
   const rows = [...phases, "lifecycle (lock + unlock)"].map((phase) => {
     const value = (tree: Tree) => (phase === "lifecycle (lock + unlock)" ? lifecycle(tree) : of(tree, phase as Phase))
-    const ratio = trees.length > 1 ? ` | ${(value(last) / value(first)).toFixed(3)}×` : ""
+    // A batched phase against the first tree's batched figure, or its one-call-per-step one when it has no batch.lua.
+    const firstValue = Number.isNaN(value(first)) ? of(first, phase.replace(", batched", "") as Phase) : value(first)
+    const ratio = trees.length > 1 ? ` | ${(value(last) / firstValue).toFixed(3)}×` : ""
     return `| ${phase} | ${trees.map((tree) => k(value(tree))).join(" | ")}${ratio} |`
   })
   const lines = [

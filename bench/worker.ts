@@ -17,8 +17,9 @@
  * setups usually do (BullMQ keeps every completed job otherwise); the same for all contenders.
  *
  * Every round is checked: N `completed` events and N performs, none failed, no job left in any state, and for ours
- * no key left under the round's own `lockPrefix` (SCAN; but `<prefix>:fence`, the prefix's fencing-token counter,
- * which outlives every lock by design). A failed check is printed and the run exits non-zero.
+ * no key left under the round's own `lockPrefix` (SCAN; but `<prefix>:fence`, the prefix's fencing-token counter, and
+ * `<prefix>:layout`, its recorded layout, which outlive every lock by design). A failed check is printed and the run
+ * exits non-zero.
  * Costs per job from the same rounds: Node CPU (`process.cpuUsage`), EVALSHA calls and their Redis time, Redis CPU.
  *
  *   npm run bench -- --worker [--rounds=7] [--jobs=3000]     writes bench/results/worker.md
@@ -220,8 +221,9 @@ export const run = async (options: {
       do {
         const [next, found] = await probe.client.scan(cursor, "MATCH", `${lockPrefix}:*`, "COUNT", 1000)
         cursor = next
-        // `<prefix>:fence` keeps the last fencing token handed out under the prefix, by design: no lock.
-        keys.push(...found.filter((key) => key !== `${lockPrefix}:fence`))
+        // `<prefix>:fence` keeps the last fencing token handed out under the prefix, and `<prefix>:layout` the
+        // prefix's recorded key layout, by design: no lock.
+        keys.push(...found.filter((key) => key !== `${lockPrefix}:fence` && key !== `${lockPrefix}:layout`))
       } while (cursor !== "0")
       if (keys.length > 0) {
         const shown = await Promise.all(keys.slice(0, 3).map(async (key) => {
@@ -374,5 +376,5 @@ export const checksLine = (result: Result): string =>
   result.failures.length === 0
     ? `Checks: every round (timed and warm-up) completed all ${result.jobs.toLocaleString("en-US")} jobs, each ` +
       "performed once, none failed or left in the queue, and no key left under the round's lock prefix (but " +
-      "`<prefix>:fence`, the fencing-token counter, kept by design)."
+      "`<prefix>:fence`, the fencing-token counter, and `<prefix>:layout`, the recorded layout, kept by design)."
     : `**CHECKS FAILED** (${result.failures.length}):\n\n${result.failures.map((f) => `- ${f}`).join("\n")}`

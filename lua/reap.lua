@@ -8,7 +8,10 @@
 -- {lock, jid, locked at, queue, ...} candidates}: queue is the entry's q as its JSON string literal, '' when none.
 -- On one Redis the walk reads the members here and builds their keys (m:LOCKED): it cannot name them in KEYS up front.
 -- On Redis Cluster every key is declared: ARGV[5] is '' and ARGV[6..] are the members the caller read (ZRANGE of the
--- same ranks), each with its holders key in KEYS[1 + i]; that call has no runner (its lease is in another slot).
+-- same ranks), each with its holders key in KEYS[1 + i] and, optionally, its digest's activity log in KEYS[1 + m + i]
+-- (m members); that call has no runner (its lease is in another slot). On one Redis the log's name is built as its
+-- holders key is (<digest>:EVENTS). A holder removed is logged there as reaped, only when the log exists (lockEvents was
+-- on for the digest): the reaper creates no lists. A member whose key had gone is logged reaped with no jid (jid '').
 -- All or nothing: every read (ZRANGE fails on a wrong-typed index, then one HGETALL per member) before any write.
 -- One call per member, the step's main cost: HGETALL by pcall answers a key of another type with an error (left
 -- alone) and a missing key with an empty list (an empty hash cannot exist). No WITHSCORES: the scores are not used.
@@ -47,21 +50,33 @@ if runner then
   if holder and holder ~= ARGV[5] then return {0, -1, {}, {}, {}, 0} end
 end
 local ms = now()
-local found, keys = {}, {}
+local found, keys, logs = {}, {}, {}
 if given then
   for i = 6, #ARGV do found[i - 5] = ARGV[i] end
-  for i = 2, #KEYS do keys[i - 1] = KEYS[i] end
-  if #found ~= #keys or #found > batch then error({err = 'ERR each given member needs its key, at most batch of them'}) end
+  local m = #found
+  if (#KEYS ~= m + 1 and #KEYS ~= 2 * m + 1) or m > batch then
+    error({err = 'ERR each given member needs its key, at most batch of them'})
+  end
+  for i = 1, m do
+    keys[i] = KEYS[i + 1]
+    logs[i] = KEYS[m + i + 1] or false
+  end
   -- Fails on a wrong-typed index before any write, as ZRANGE does below.
   redis.call('ZCARD', KEYS[1])
 else
   found = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
-  for i = 1, #found do keys[i] = found[i] .. ':LOCKED' end
+  for i = 1, #found do
+    keys[i] = found[i] .. ':LOCKED'
+    local base = found[i]
+    if string.sub(base, -4) == ':RUN' then base = string.sub(base, 1, -5) end
+    logs[i] = base .. ':EVENTS'
+  end
 end
 local scanned = #found
 local members, holders, candidates = {}, {}, {}
 local gone = {}
 local evictions = {}
+local expired = {}
 local kept = 0
 for i = 1, scanned do
   local member = found[i]
@@ -72,6 +87,7 @@ for i = 1, scanned do
   elseif #all == 0 then
     members[#members + 1] = member
     gone[#gone + 1] = member
+    if logs[i] then expired[#expired + 1] = {logs[i], member} end
   else
     local evict = {}
     for j = 1, #all, 2 do
@@ -90,7 +106,7 @@ for i = 1, scanned do
         end
       end
     end
-    if #evict > 0 then evictions[#evictions + 1] = {key, evict} end
+    if #evict > 0 then evictions[#evictions + 1] = {key, evict, logs[i], member} end
     if #evict * 2 == #all then
       members[#members + 1] = member
       gone[#gone + 1] = member
@@ -106,6 +122,28 @@ end
 if not dry then
   -- HDEL of a key's last field deletes the key.
   for i = 1, #evictions do redis.call('HDEL', evictions[i][1], unpack(evictions[i][2])) end
+  -- A run lock's ended holders removed: its lockTimeout waiters are told (unlock_step).
+  for i = 1, #evictions do
+    if string.sub(evictions[i][4], -4) == ':RUN' then
+      redis.call('PUBLISH', evictions[i][1], string.format('%d', #evictions[i][2]))
+    end
+  end
+  for i = 1, #evictions do
+    local log = evictions[i][3]
+    if log and redis.call('EXISTS', log) == 1 then
+      local phase = 'queue'
+      if string.sub(evictions[i][4], -4) == ':RUN' then phase = 'run' end
+      for j = 1, #evictions[i][2] do log_event(log, ms, 'reaped', evictions[i][2][j], phase) end
+    end
+  end
+  -- A lock whose key had gone (its TTL or lease ended it): reaped with no jid, the holders being gone with the key.
+  for i = 1, #expired do
+    if redis.call('EXISTS', expired[i][1]) == 1 then
+      local phase = 'queue'
+      if string.sub(expired[i][2], -4) == ':RUN' then phase = 'run' end
+      log_event(expired[i][1], ms, 'reaped', '', phase)
+    end
+  end
   if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
 end
 -- The runner's lease is its own, not lock data: a dry run keeps it too.

@@ -1,7 +1,10 @@
 -- The admin's removal (Locks.delete, unlock, deleteByPattern): every holder of each lock, or only jid's.
--- KEYS[1] <prefix>:digests  KEYS[2..] each lock's <lock>:LOCKED
+-- KEYS[1] <prefix>:digests  KEYS[2..n+1] each lock's <lock>:LOCKED, then (optional) KEYS[n+2..2n+1] each lock's
+-- <digest>:EVENTS
 -- ARGV jid ('' for every holder), strict ('1': when any lock is refused, write nothing; '2': only check, never write),
--- each lock's member
+-- each lock's member, then with the logs: who asked ('' when unknown)
+-- With the logs, a lock whose digest has one (lockEvents was on: the key exists) logs each holder revoked or removed
+-- there, naming who; a digest without one gets none (an admin's bulk delete creates no lists).
 -- Only this library's locks: a lock whose key exists but whose member is not in the index, or whose key is not a
 -- hash, is refused (left alone). In one of ours, a holder with a live lease (a run lock whose job may still run) is
 -- revoked, not removed: it keeps its place, so no second copy can start while the first runs, and its next renewal
@@ -10,12 +13,19 @@
 -- Returns {Redis time, {locks deleted whole}, {lock, jid, live (1/0), ...} removed, {lock, jid, lease until, ...}
 -- revoked, {lock, reason, ...} refused}.
 -- All or nothing: every read (ZSCORE fails on a wrong-typed index) before the first write.
+local logged = #KEYS ~= #ARGV - 1
+local n = #KEYS - 1
+local who = nil
+if logged then
+  n = n / 2
+  if ARGV[#ARGV] ~= '' then who = ARGV[#ARGV] end
+end
 local jid = ARGV[1]
 local strict = ARGV[2] == '1' or ARGV[2] == '2'
 local ms = now()
 local locks = {}
 local refused = {}
-for i = 2, #KEYS do
+for i = 2, n + 1 do
   local member = ARGV[i + 1]
   local key = KEYS[i]
   local indexed = redis.call('ZSCORE', KEYS[1], member)
@@ -38,7 +48,9 @@ for i = 2, #KEYS do
         if meta then entries = {jid, meta} end
       end
     end
-    locks[#locks + 1] = {key = key, member = member, indexed = indexed, size = size, entries = entries}
+    local events = false
+    if logged then events = KEYS[n + i] end
+    locks[#locks + 1] = {key = key, member = member, indexed = indexed, size = size, entries = entries, events = events}
   end
 end
 if (strict and #refused > 0) or ARGV[2] == '2' then return {ms, {}, {}, {}, refused} end
@@ -47,6 +59,7 @@ local deleted, removed, revokes = {}, {}, {}
 local gone = {}
 for _, lock in ipairs(locks) do
   local drop = {}
+  local log = {}
   for j = 1, #lock.entries, 2 do
     local holder, meta = lock.entries[j], lock.entries[j + 1]
     local t, x, l, _, rest = parse(meta)
@@ -54,6 +67,7 @@ for _, lock in ipairs(locks) do
       revokes[#revokes + 1] = lock.member
       revokes[#revokes + 1] = holder
       revokes[#revokes + 1] = string.format('%d', l)
+      log[#log + 1] = {'revoked', holder}
       if not revoked(rest) then
         -- r goes right after f (a run lock's entry always has f): t, x, l and f stay where every script reads them.
         local f = string.match(rest, '^,"f":%d+') or ''
@@ -61,6 +75,7 @@ for _, lock in ipairs(locks) do
       end
     else
       drop[#drop + 1] = holder
+      log[#log + 1] = {'removed', holder}
       removed[#removed + 1] = lock.member
       removed[#removed + 1] = holder
       if t ~= nil and live(meta, ms) then removed[#removed + 1] = 1 else removed[#removed + 1] = 0 end
@@ -68,6 +83,13 @@ for _, lock in ipairs(locks) do
   end
   -- In chunks, under unpack's limit on how many values it spreads. HDEL of a key's last field deletes the key.
   for k = 1, #drop, 1000 do redis.call('HDEL', lock.key, unpack(drop, k, math.min(k + 999, #drop))) end
+  -- A run lock's places freed: its lockTimeout waiters are told (unlock_step).
+  if #drop > 0 and string.sub(lock.member, -4) == ':RUN' then redis.call('PUBLISH', lock.key, string.format('%d', #drop)) end
+  if lock.events and #log > 0 and redis.call('EXISTS', lock.events) == 1 then
+    local phase = 'queue'
+    if string.sub(lock.member, -4) == ':RUN' then phase = 'run' end
+    for k = 1, #log do log_event(lock.events, ms, log[k][1], log[k][2], phase, nil, who) end
+  end
   if #drop == lock.size and lock.indexed then
     gone[#gone + 1] = lock.member
     if lock.size > 0 then deleted[#deleted + 1] = lock.member end

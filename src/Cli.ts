@@ -85,6 +85,11 @@ const dryRun = Options.boolean("dry-run").pipe(
   Options.withDescription("show what would go (and which running jobs would be revoked), change nothing")
 )
 
+// What revoking does to a running job, said by each command that may do it.
+const revokeHelp = "A running job's run lock is revoked, not removed, so no second copy starts while it may still " +
+  "run: the job learns it at its next lease renewal (within a third of its lease), its perform is interrupted and " +
+  "it fails with LockLost (BullMQ retries it if it has attempts left); then the lock frees."
+
 const print = (asJson: boolean, value: unknown, table: () => string) =>
   Console.log(asJson ? JSON.stringify(value) : table())
 
@@ -250,21 +255,30 @@ const digest = Command.make(
   {
     worker: Options.text("worker").pipe(
       Options.withPseudoName("NAME"),
-      Options.withDescription("the worker's name, as the job is enqueued with, e.g. --worker ChargeCustomerJob")
+      Options.withDescription(
+        "required: the worker's name as the job is enqueued with; for a BullMQ job, the job's name (queue.add(name, " +
+          "data)), e.g. --worker ChargeCustomerJob"
+      )
     ),
     queue: Options.text("queue").pipe(
       Options.withPseudoName("QUEUE"),
       Options.withDefault("default"),
-      Options.withDescription("the job's queue, e.g. --queue mailers (default: default)")
+      Options.withDescription(
+        "the job's queue name, part of the digest unless --across-queues; for a BullMQ job, its queue's name, e.g. " +
+          "--queue mailers (default: default, the name a job given no queue gets)"
+      )
     ),
     args: Options.text("args").pipe(
       Options.withPseudoName("JSON"),
-      Options.withDescription("the job's arguments, a JSON array, e.g. --args '[1, \"a\"]'")
+      Options.withDescription(
+        "required: the job's arguments, a JSON array; for a BullMQ job, [data], e.g. --args '[{\"account\": 42}]'"
+      )
     ),
     algorithm: Options.choice("algorithm", ["legacy", "modern"]).pipe(
       Options.withDefault("legacy" as const),
       Options.withDescription(
-        "the digest algorithm your workers use: legacy (MD5, the gem's) or modern (SHA3-256); default legacy"
+        "the digest algorithm your workers use (their digestAlgorithm option): legacy, MD5 as the Ruby gem " +
+          "sidekiq-unique-jobs computes it, the default; modern, SHA3-256"
       )
     ),
     acrossQueues: Options.boolean("across-queues").pipe(
@@ -296,8 +310,9 @@ const digest = Command.make(
       yield* print(o.json, { digest: value }, () => value)
     })
 ).pipe(Command.withDescription(
-  "the digest (lock name) of a job, as the client computes it. Example: unique-jobs digest --worker " +
-    "ChargeCustomerJob --args '[1]' prints uniquejobs:ace64a5ce1899f22b3c3cb97985a733d"
+  "the digest (lock name) of a job, as the client computes it from the worker, queue and arguments; it needs no " +
+    "Redis. Example: unique-jobs digest --worker ChargeCustomerJob --args '[1]' prints " +
+    "uniquejobs:ace64a5ce1899f22b3c3cb97985a733d; then unique-jobs locks show that digest"
 ))
 
 // A list's page: ZSCAN's cursor where the page was read, and how many of that read's matches were shown already
@@ -339,14 +354,15 @@ const list = Command.make(
       Options.withDefault(100),
       Options.withDescription(
         `show at most N locks, e.g. --limit 20 (${limitRange.min} to ${limitRange.max}, default 100); when more ` +
-          "match, the next page's --cursor is said on stderr"
+          "may match, the command ends with the --cursor of the next page (on stderr)"
       )
     ),
     cursor: Options.text("cursor").pipe(
       Options.withPseudoName("CURSOR"),
       Options.withDefault("0"),
       Options.withDescription(
-        "where to start: the cursor the previous page gave (said on stderr, or its --json cursor), e.g. --cursor 1234.5"
+        "where to start: the cursor the previous page ended with (on stderr, or its --json cursor), e.g. --cursor " +
+          "1234 (default: the first page)"
       )
     ),
     redisUrl,
@@ -397,8 +413,9 @@ const list = Command.make(
         }))
     })
 ).pipe(Command.withDescription(
-  "list locks (index members, queue locks and their :RUN run locks) matching PATTERN, a page at a time. " +
-    "Example: unique-jobs locks list 'uniquejobs:*' --limit 20, then --cursor C for the next page"
+  "list the locks matching PATTERN, a page at a time: a job's queue lock under its digest, its run lock under " +
+    "<digest>:RUN. Columns: lock, phase (queue: held from enqueue until it runs; run: held while it runs), score " +
+    "(when it expires, for a lock with a TTL; else when it was taken). Example: unique-jobs locks list 'uniquejobs:*' --limit 20, then --cursor C for the next page"
 ))
 
 // A lock's name as `locks list` prints it: a run lock's (`<digest>:RUN`) names its digest.
@@ -436,15 +453,24 @@ const show = Command.make(
             ])
           )
           const notOurs = shown.notOurs.map((n) => `not one of this library's locks: ${n.reason}`)
+          // The digest's activity log (lockEvents), newest first; none without it.
+          const events = shown.events.length === 0 ? [] : [
+            "recent events, newest first:",
+            columns(
+              ["at", "event", "phase", "jid", "holder", "by"],
+              shown.events.map((e) => [time(e.at), e.event, e.phase, e.jid === "" ? "(key expired)" : e.jid, e.holder ?? "", e.who ?? ""])
+            )
+          ]
           if (rows.length === 0 && !o.digest.startsWith(`${o.prefix}:`)) {
             return yield* fail(`${o.digest}: not locked; ${prefixHint(o.digest, o.prefix)}`)
           }
           yield* print(o.json, shown, () =>
             [
               rows.length === 0
-                ? `${o.digest}: not locked`
+                ? `${o.digest}: not locked (no job holds it; locks list shows what is)`
                 : columns(["phase", "jid", "locked at", "expires", "lease until", "revoked at", "fence", "info"], rows),
-              ...notOurs
+              ...notOurs,
+              ...events
             ].join("\n"))
           if (rows.length === 0 && notOurs.length > 0) {
             return yield* fail(`${o.digest} is not one of this library's locks`)
@@ -452,7 +478,10 @@ const show = Command.make(
         }))
     })
 ).pipe(Command.withDescription(
-  "one digest's holders, of its queue lock and its run lock, with their times, fencing tokens and lockInfo. " +
+  "one digest's holders (the job ids holding its queue lock and its run lock): when each took it, when it " +
+    "expires, its lease (a running job renews it), its fencing token (a number that grows with each run lock " +
+    "taken) and the job's worker, queue and arguments when the workers store them (their lockInfo option); then " +
+    "its recent events (taken, refused, released, lost, revoked, reaped) when the workers keep them (lockEvents). " +
     "Example: unique-jobs locks show uniquejobs:ace64a5ce1899f22b3c3cb97985a733d (or …:RUN, as locks list prints it)"
 ))
 
@@ -481,7 +510,7 @@ const del = Command.make(
   "del",
   {
     pattern: Args.text({ name: "PATTERN" }).pipe(
-      Args.withDescription("a glob over lock names, e.g. 'uniquejobs:ab*' or 'uniquejobs:*' for every lock")
+      Args.withDescription("required: a glob over lock names, e.g. 'uniquejobs:ab*' or 'uniquejobs:*' for every lock")
     ),
     dryRun,
     redisUrl,
@@ -533,7 +562,9 @@ const del = Command.make(
           yield* print(o.json, answer, () =>
             o.dryRun
               ? [
-                `${matched} lock(s) match ${o.pattern} (dry run: nothing deleted); a delete would remove:`,
+                matched === 0
+                  ? `no lock matches ${o.pattern} (dry run: nothing deleted)`
+                  : `${matched} lock(s) match ${o.pattern} (dry run: nothing deleted); a delete would remove:`,
                 ...(listed.length === 0 ? [] : [columns(
                   ["lock", "phase", "holders", "running (revoked, not removed)"],
                   listed.map((l) => [
@@ -543,8 +574,10 @@ const del = Command.make(
                     revokes.filter((r) => r.lock === l.lock).map((r) => r.jid).join(", ")
                   ])
                 )]),
-                revokes.length === 0
-                  ? "and revoke no running holder"
+                matched === 0
+                  ? []
+                  : revokes.length === 0
+                  ? "no running job holds one: none would be revoked"
                   : `and revoke ${revokes.length} running holder(s), each told at its next lease renewal: ${
                     revokes.map((r) => `${r.jid} on ${r.lock} (lease until ${time(r.leaseUntil)})`).join(", ")
                   }`
@@ -553,15 +586,17 @@ const del = Command.make(
         }))
     })
 ).pipe(Command.withDescription(
-  "delete the locks matching PATTERN, a page at a time; a running job's run lock is revoked (it stops first, then " +
-    "its place frees). Example: unique-jobs locks del 'uniquejobs:ab*' --dry-run, to see what would go first"
+  `delete every lock matching PATTERN (all of them, walked a page at a time). ${revokeHelp} Example: unique-jobs ` +
+    "locks del 'uniquejobs:ab*' --dry-run, to see what would go first"
 ))
 
 const unlock = Command.make(
   "unlock",
   {
     digest: digestArg,
-    jid: Args.text({ name: "JID" }).pipe(Args.withDescription("the job id holding it, as locks show prints it")),
+    jid: Args.text({ name: "JID" }).pipe(
+      Args.withDescription("required: the job id holding it (BullMQ's job.id), as locks show prints it")
+    ),
     redisUrl,
     prefix,
     json
@@ -573,7 +608,7 @@ const unlock = Command.make(
       yield* checkArgument("jid", o.jid, "locks unlock")
       return yield* withLocks(o, (locks) =>
         Effect.gen(function*() {
-          const removal = yield* locks.unlock(digestOf(o.digest), o.jid)
+          const removal = yield* locks.unlock(digestOf(o.digest), o.jid, { who: "unique-jobs CLI" })
           const released = removal.removed.filter((r) => r.live)
           const done = released.length > 0 || removal.revoked.length > 0
           yield* print(o.json, { released: released.length > 0, removed: removal.removed, revoked: removal.revoked }, () =>
@@ -588,14 +623,15 @@ const unlock = Command.make(
         }))
     })
 ).pipe(Command.withDescription(
-  "release one jid's hold on a digest (a running job's run lock is revoked: it stops first, then the place frees). " +
-    "Example: unique-jobs locks unlock uniquejobs:ace64a5ce1899f22b3c3cb97985a733d 1f3c9a"
+  `release one job's hold on a digest: a waiting job stays queued, and another copy may now be added. ` +
+    `${revokeHelp} Example: unique-jobs locks unlock uniquejobs:ace64a5ce1899f22b3c3cb97985a733d 1207`
 ))
 
 const locksCommand = Command.make("locks").pipe(
   Command.withSubcommands([list, show, del, unlock]),
   Command.withDescription(
-    "inspect and clean locks: list, show, del, unlock. Example: unique-jobs locks list --limit 20"
+    "inspect and clean locks: list (what is held), show (who holds one), del (delete by pattern), unlock (free " +
+      "one job's hold). Example: unique-jobs locks list --limit 20"
   )
 )
 
@@ -623,13 +659,17 @@ const bullmq = Options.all({
     Options.withDescription("BullMQ's key prefix (its prefix option), e.g. --bullmq-prefix myapp; default bull")
   ),
   allowMissing: Options.boolean("bullmq-allow-missing").pipe(
-    Options.withDescription("a named queue with no keys (obliterated) counts as empty: its locks are freed")
+    Options.withDescription(
+      "a named queue with no keys in Redis (obliterated) counts as empty, and its locks are freed; without it such a " +
+        "queue is refused. Careful: a misspelt queue name has no keys either"
+    )
   ),
   grace: Options.text("grace").pipe(
     Options.withPseudoName("DURATION"),
     Options.optional,
     Options.withDescription(
-      "how old a lock must be before its job is asked about, e.g. --grace 90s, 10m, 1h or \"10 minutes\" (default 10m)"
+      "with --bullmq-queue: how old a lock must be before its job is asked about (a job just added may not be in " +
+        "its queue yet), with its unit, e.g. --grace 90s, 10m, 1h, 500ms (default 10m)"
     )
   )
 })
@@ -645,7 +685,12 @@ interface Bullmq {
 const checkBullmq = (o: Bullmq): Effect.Effect<void, CliError> => {
   const empty = o.queues.find((name) => name === "" || name.startsWith("-"))
   if (empty !== undefined) return fail(`--bullmq-queue ${JSON.stringify(empty)} is not a queue name`)
-  if (o.queues.length > 0) return o.prefix === "" ? fail("--bullmq-prefix must not be empty (BullMQ's is bull)") : Effect.void
+  if (o.queues.length > 0) {
+    if (Option.isSome(o.grace) && /^\s*\d+(\.\d+)?\s*$/.test(o.grace.value)) {
+      return fail(`--grace ${o.grace.value} has no unit: write it with one, e.g. --grace ${o.grace.value.trim()}s or 10m`)
+    }
+    return o.prefix === "" ? fail("--bullmq-prefix must not be empty (BullMQ's is bull)") : Effect.void
+  }
   const given = [Option.isSome(o.url) && "--bullmq-url", o.prefix !== "bull" && "--bullmq-prefix",
     o.allowMissing && "--bullmq-allow-missing", Option.isSome(o.grace) && "--grace"].filter((flag) => flag !== false)
   return given.length === 0 ? Effect.void : fail(`${given.join(", ")} asks about BullMQ's jobs: name the queues with --bullmq-queue`)
@@ -678,12 +723,22 @@ const queuesOf = (o: Bullmq, connection: Connection) =>
     }).pipe(Effect.mapError((error) => new CliError(error.message)))
   })
 
-// "90s", "10m", "1500" (milliseconds) as a shell is typed; anything else ("10 minutes") as the Reaper reads it.
+// "90s", "10m", "500ms" as a shell is typed; anything else ("10 minutes") as the Reaper reads it. A bare number is
+// refused (by checkBullmq): `--grace 5` could mean seconds or minutes, and read as milliseconds it asks about every
+// lock, even one whose job is still on its way.
 const graceOf = (text: string): Duration.DurationInput => {
-  const compact = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim())
+  const compact = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim())
   if (compact === null) return text as Duration.DurationInput
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[compact[2] as "ms" ?? "ms"]
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[compact[2] as "ms"]
   return Number(compact[1]) * unit
+}
+
+// The grace as the answer says it: with its unit.
+const graceText = (text: string): string => {
+  const compact = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim())
+  if (compact === null) return text.trim()
+  const word = { ms: "ms", s: "s", m: "minute(s)", h: "hour(s)", d: "day(s)" }[compact[2] as "ms"]
+  return `${compact[1]} ${word}`
 }
 
 const freedLines = (dryRun: boolean, freed: ReadonlyArray<Redis.ReapCandidate>): Array<string> =>
@@ -713,13 +768,14 @@ const reap = Command.make("reap", { dryRun, redisUrl, prefix, json, bullmq }, (o
         ? Effect.scoped(Effect.flatMap(queuesOf(o.bullmq, o.redisUrl), (queue) => Effect.provideService(walk, JobQueue, queue)))
         : walk)
       yield* progressDone
-      const grace = Option.getOrElse(o.bullmq.grace, () => "10 minutes")
+      const grace = Option.match(o.bullmq.grace, { onNone: () => "10 minutes", onSome: graceText })
       yield* print(o.json, asks ? { ...pass, freed } : pass, () =>
         pass.ran
           ? [
             ...freedLines(o.dryRun, freed),
-            `${pass.scanned} members walked in ${pass.steps} step(s); ${o.dryRun ? "would remove" : "removed"} ` +
-            `${pass.members} members, ${pass.holders} ended holders, ${pass.orphans} orphans`,
+            `${pass.scanned} index entries walked in ${pass.steps} step(s); ${o.dryRun ? "would remove" : "removed"} ` +
+            `${pass.members} index entries of gone locks, ${pass.holders} holders whose time ran out, ` +
+            `${pass.orphans} locks whose job is gone`,
             asks
               ? `(a lock younger than ${grace} is not asked about: its job may still be on its way; --grace)`
               : "(orphans, locks whose job is gone, are freed only with --bullmq-queue)"
@@ -727,8 +783,10 @@ const reap = Command.make("reap", { dryRun, redisUrl, prefix, json, bullmq }, (o
           : "another reaper is running; nothing done")
     })
   ))).pipe(Command.withDescription(
-    "one reaper pass: removes what no live holder needs (index members whose lock is gone, ended holders); with " +
-      "--bullmq-queue, also the locks whose BullMQ job is gone. Example: unique-jobs reap --dry-run --bullmq-queue emails"
+    "one pass of the clean-up the workers' reaper runs: removes what no job needs any more (entries of the index, " +
+      "the list of locks this command walks, whose lock is gone; holders whose time ran out); with --bullmq-queue, " +
+      "also the locks whose BullMQ job is gone (orphans: removed, completed or failed with its lock left). It stops " +
+      "no running job. Example: unique-jobs reap --dry-run --bullmq-queue emails"
   ))
 
 const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
@@ -744,10 +802,15 @@ const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
           ["oldest", s.oldest === undefined ? "-" : `${s.oldest.name} (${time(s.oldest.score)})`],
           ["stale (the next reaper pass removes)", String(s.stale)]
         ]))
+      // All zeros may be a prefix mistyped as much as an idle app.
+      if (s.indexSize === 0 && !o.json) {
+        yield* Console.error(`nothing is locked under --prefix ${o.prefix} (is it your workers' lockPrefix?)`)
+      }
     })
   ))).pipe(Command.withDescription(
-    "what the index holds: locks by phase and type, the oldest, and how many the next reaper pass removes. " +
-      "Example: unique-jobs stats --json"
+    "what the index (the list of every lock under --prefix) holds: its size, the queue locks (held from enqueue " +
+      "until the job runs) and run locks (held while it runs), the count of each lock type (until_executed, ...), " +
+      "the oldest lock, and how many entries the next reaper pass removes. Example: unique-jobs stats --json"
   ))
 
 const web = Command.make("web", {
@@ -764,13 +827,14 @@ const web = Command.make("web", {
   port: Options.integer("port").pipe(
     Options.withPseudoName("PORT"),
     Options.withDefault(7380),
-    Options.withDescription(`the port, e.g. --port 8080 (${portRange.min} to ${portRange.max}, 0: a free one; default 7380)`)
+    Options.withDescription(`the port, e.g. --port 7381 (${portRange.min} to ${portRange.max}, 0: a free one; default 7380)`)
   ),
   token: Options.redacted("token").pipe(
     Options.withPseudoName("TOKEN"),
     Options.optional,
     Options.withDescription(
-      "the token every request must carry (Authorization: Bearer TOKEN, or ?token= once in the address), 16 " +
+      "the token every request must carry (Authorization: Bearer TOKEN, or open the address once with " +
+        "?token=TOKEN and the browser keeps a session), 16 " +
         "characters or more, e.g. --token \"$(openssl rand -hex 16)\". Others on the machine can read a command line " +
         "(ps): prefer the UNIQUE_JOBS_WEB_TOKEN environment variable, which --token overrides"
     )
@@ -822,12 +886,31 @@ const web = Command.make("web", {
         `unique-jobs web: ${served.url}/ (prefix ${o.prefix}${o.readOnly ? ", read-only" : ""}${queues}); Ctrl-C stops`
       )
       return yield* Effect.never
-    }).pipe(Effect.scoped, Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
+    }).pipe(Effect.scoped, Effect.mapError(webError))
   )).pipe(Command.withDescription(
-    "the admin UI in a browser: binds 127.0.0.1 (any other --host needs --token or UNIQUE_JOBS_WEB_TOKEN); replicas " +
-      "behind one balancer share UNIQUE_JOBS_WEB_SECRET, 32 characters or more. Example: unique-jobs web --port 8080, " +
-      "then open http://127.0.0.1:8080/"
+    "the admin UI in a browser: lists, shows, deletes and unlocks locks and runs a reaper pass on request (it " +
+      "runs none by itself; with --bullmq-queue, that pass also frees locks whose job is gone). Binds 127.0.0.1 " +
+      "(any other --host needs --token or UNIQUE_JOBS_WEB_TOKEN). UNIQUE_JOBS_WEB_SECRET (32 characters or more) " +
+      "signs its forms; without it each start makes a new one, so several replicas behind one balancer must share " +
+      "it. Example: unique-jobs web, then open http://127.0.0.1:7380/"
   ))
+
+// Web.serve's options as the command line names them: a short --token is the flag's fault, not "lock options".
+const webFlags: Readonly<Record<string, string>> = {
+  token: "--token (or UNIQUE_JOBS_WEB_TOKEN)",
+  secret: "UNIQUE_JOBS_WEB_SECRET",
+  host: "--host",
+  port: "--port",
+  reaperGrace: "--grace"
+}
+
+const webError = (error: { readonly message: string }): CliError => {
+  if (error instanceof CliError) return error
+  const issues = (error as { readonly issues?: ReadonlyArray<{ readonly field: string; readonly reason: string }> }).issues
+  return issues === undefined
+    ? new CliError(error.message)
+    : new CliError(issues.map((issue) => `${webFlags[issue.field] ?? issue.field}: ${issue.reason}`).join("; "))
+}
 
 // The layout Redis records for the prefix, read by the store `withRedis` gives (one that adopts it).
 const layoutOf = (prefix: string) =>
@@ -851,7 +934,8 @@ const layoutShow = Command.make("show", { redisUrl, prefix, json }, (o) =>
     )
   )).pipe(
     Command.withDescription(
-      "where the prefix's keys live as Redis records it (one Redis, or a cluster and its shards). " +
+      "the layout Redis records for the prefix: standalone (one Redis) or cluster (keys spread over N shards, the " +
+        "workers' shards option), written by the first lock so that processes configured differently are refused. " +
         "Example: unique-jobs layout show --prefix myapp"
     )
   )
@@ -868,17 +952,35 @@ const layoutReset = Command.make("reset", { redisUrl, prefix, json }, (o) =>
             : `${o.prefix}: nothing recorded, nothing to reset`))
     )
   )).pipe(Command.withDescription(
-    "move a drained prefix to another layout: refused while it holds locks; stop its processes first, then start " +
-      "them with the new layout. Example: unique-jobs layout reset --prefix myapp"
+    "forget the prefix's recorded layout, to move it to another (a cluster, or another shards count): refused while " +
+      "any lock is held under it (drained: no job queued or running with a lock). Stop its workers, run this, then " +
+      "start them with the new Redis options (Redis.layerCluster, shards); the first lock records the new layout. " +
+      "Example: unique-jobs layout reset --prefix myapp"
   ))
 
 const layoutCommand = Command.make("layout").pipe(
   Command.withSubcommands([layoutShow, layoutReset]),
   Command.withDescription(
-    "where a prefix's keys live (show), and moving a drained prefix to another layout (reset). " +
+    "how a prefix's keys are laid out in Redis, standalone or cluster with N shards (show), and forgetting it to " +
+      "move to another (reset); only needed when moving an app to Redis Cluster or changing its shards. " +
       "Example: unique-jobs layout show"
   )
 )
+
+// What a newcomer meets in every command's help, said once at the top.
+const glossary: ReadonlyArray<readonly [string, string]> = [
+  ["digest", "a job's lock name, from its worker (BullMQ: the job's name), queue and arguments"],
+  ["queue lock, run lock", "held from enqueue until the job starts (phase queue), and while it runs (phase run, " +
+  "<digest>:RUN); the lock type says which a job takes"],
+  ["holder", "a job id (BullMQ's job.id; jid in the output) holding a lock; a lock with a limit has several"],
+  ["lease", "how long a running job's hold lasts unless renewed: a job whose process died stops renewing, and its " +
+  "lock frees"],
+  ["revoke", "what del and unlock do to a running job's hold: marked, not removed; the job fails with LockLost at " +
+  "its next renewal, then the lock frees"],
+  ["index", "the sorted set of every lock under a prefix, which list, stats and reap walk"],
+  ["orphan", "a lock whose job is gone (removed, or ended without letting go); reap --bullmq-queue frees them"],
+  ["layout", "how a prefix's keys lie: one Redis, or a Redis Cluster with N shards (see layout show)"]
+]
 
 /**
  * The whole command.
@@ -887,10 +989,15 @@ const layoutCommand = Command.make("layout").pipe(
  * @category commands
  */
 export const command = Command.make("unique-jobs").pipe(
-  Command.withDescription(
-    "unique-job locks in Redis: digests, locks, the reaper, stats, the admin UI. Each command's own --help says " +
-      "more. Example: unique-jobs locks list --redis-url redis://localhost:6379 --limit 20"
-  ),
+  Command.withDescription(HelpDoc.blocks([
+    HelpDoc.p(
+      "inspect and clean the unique-job locks effect-unique-jobs keeps in Redis. Each command's own --help says " +
+        "more (or unique-jobs help COMMAND). Example: unique-jobs locks list --redis-url redis://localhost:6379 " +
+        "--limit 20"
+    ),
+    HelpDoc.p("Words the commands use:"),
+    ...glossary.map(([word, meaning]) => HelpDoc.p(`  ${word}: ${meaning}`))
+  ])),
   Command.withSubcommands([digest, locksCommand, reap, stats, layoutCommand, web])
 )
 

@@ -1,6 +1,6 @@
 /**
  * The global defaults, as the gem's `configure` block: `lockTtl`, `lockLease`, `lockPrefix`, `digestAlgorithm`,
- * `lockInfo`, `onConflict` and `rescheduleDelay` for every worker that does not set them, and `enabled: false`,
+ * `lockInfo`, `lockEvents`, `onConflict` and `rescheduleDelay` for every worker that does not set them, and `enabled: false`,
  * which passes every job straight through (for users' own tests). A worker's own options always win.
  *
  * A worker's options are checked on their own where the worker is defined (`UniqueJob.make`): an option its lock
@@ -50,6 +50,7 @@ export interface Input {
   readonly lockPrefix?: string | undefined
   readonly digestAlgorithm?: Digest.Algorithm | undefined
   readonly lockInfo?: boolean | undefined
+  readonly lockEvents?: boolean | undefined
   readonly onConflict?: Strategy.OnConflict | undefined
   readonly rescheduleDelay?: Duration.DurationInput | undefined
 }
@@ -67,6 +68,7 @@ export interface Settings {
   readonly lockPrefix: string
   readonly digestAlgorithm: Digest.Algorithm
   readonly lockInfo: boolean
+  readonly lockEvents: boolean
   readonly onConflict: Strategy.Resolved
   readonly rescheduleDelay: Duration.Duration
 }
@@ -84,6 +86,7 @@ export const builtIn: Settings = {
   lockPrefix: Digest.defaultPrefix,
   digestAlgorithm: "legacy",
   lockInfo: false,
+  lockEvents: false,
   onConflict: Options.defaultOnConflict,
   rescheduleDelay: Options.defaultRescheduleDelay
 }
@@ -105,6 +108,7 @@ const InputSchema = Schema.Struct({
   lockPrefix: Schema.optionalWith(Options.PrefixSchema, { default: () => builtIn.lockPrefix }),
   digestAlgorithm: Schema.optionalWith(Schema.Literal("legacy", "modern"), { default: () => builtIn.digestAlgorithm }),
   lockInfo: Schema.optionalWith(Schema.Boolean, { default: () => builtIn.lockInfo }),
+  lockEvents: Schema.optionalWith(Schema.Boolean, { default: () => builtIn.lockEvents }),
   onConflict: Schema.optionalWith(Strategy.OnConflictSchema, { default: () => builtIn.onConflict }),
   rescheduleDelay: Schema.optionalWith(Options.PositiveDuration, { default: () => builtIn.rescheduleDelay })
 })
@@ -143,6 +147,7 @@ const variables = {
   lockPrefix: "UNIQUE_JOBS_LOCK_PREFIX",
   digestAlgorithm: "UNIQUE_JOBS_DIGEST_ALGORITHM",
   lockInfo: "UNIQUE_JOBS_LOCK_INFO",
+  lockEvents: "UNIQUE_JOBS_LOCK_EVENTS",
   onConflict: "UNIQUE_JOBS_ON_CONFLICT",
   rescheduleDelay: "UNIQUE_JOBS_RESCHEDULE_DELAY"
 } as const
@@ -154,6 +159,7 @@ const env = {
   lockPrefix: Config.option(Config.string(variables.lockPrefix)),
   digestAlgorithm: Config.option(Config.literal("legacy", "modern")(variables.digestAlgorithm)),
   lockInfo: Config.option(Config.boolean(variables.lockInfo)),
+  lockEvents: Config.option(Config.boolean(variables.lockEvents)),
   onConflict: Config.option(Config.string(variables.onConflict)),
   rescheduleDelay: Config.option(Config.string(variables.rescheduleDelay))
 }
@@ -192,7 +198,7 @@ export const fromConfig: Effect.Effect<Settings, ConfigError.ConfigError> = Effe
 
 /**
  * Reads the defaults from `UNIQUE_JOBS_ENABLED`, `UNIQUE_JOBS_LOCK_TTL`, `UNIQUE_JOBS_LOCK_LEASE`,
- * `UNIQUE_JOBS_LOCK_PREFIX`, `UNIQUE_JOBS_DIGEST_ALGORITHM`, `UNIQUE_JOBS_LOCK_INFO`, `UNIQUE_JOBS_ON_CONFLICT` (one
+ * `UNIQUE_JOBS_LOCK_PREFIX`, `UNIQUE_JOBS_DIGEST_ALGORITHM`, `UNIQUE_JOBS_LOCK_INFO`, `UNIQUE_JOBS_LOCK_EVENTS`, `UNIQUE_JOBS_ON_CONFLICT` (one
  * strategy name) and `UNIQUE_JOBS_RESCHEDULE_DELAY` (durations as `"30 seconds"` or milliseconds); any unset keeps its
  * built-in value. A value that does not check fails with a `ConfigError` naming the variable and the reason.
  *
@@ -238,8 +244,9 @@ const fill = (definition: Options.Definition, settings: Settings): Options.Defin
     ...take("lockPrefix", true),
     ...take("digestAlgorithm", true),
     ...take("lockInfo", true),
+    ...take("lockEvents", true),
     ...take("rescheduleDelay", true),
-    ...(left.has("onConflict") ? { onConflict: Options.fixStrategies(definition.lock, settings.onConflict) } : {}),
+    ...(left.has("onConflict") ? { onConflict: Options.fixStrategies(definition.lock, settings.onConflict, Option.isSome(definition.debounce)) } : {}),
     defaulted: []
   }
 }

@@ -1,6 +1,7 @@
 /**
  * What the admin UI shows of the past, kept in Redis with a TTL so that every process contributes and nothing stays
- * without an end: lock counts per lock type in one-minute buckets over the last hour, and the reaper's last passes.
+ * without an end: lock counts per lock type in one-minute buckets over the last hour, with a histogram of how long
+ * locks were held (`Metrics.holdTime`) in each, and the reaper's last passes.
  *
  * Counting costs the lock calls nothing: they update the process' own counters (`Metrics`), and `layer` adds what
  * they counted since its last flush to the current minute's bucket, one script call per interval whatever the
@@ -67,7 +68,24 @@ export interface Bucket {
   /** The minute's start (ms since the epoch). */
   readonly start: number
   readonly counts: Readonly<Record<string, Readonly<Partial<Record<Event, number>>>>>
+  /**
+   * Locks released in the minute by how long they were held: `hold[bound]` counts the holds of at most `bound` ms
+   * and more than the bound before it (`holdBounds`; "Infinity" for the last). Empty for a bucket written before
+   * hold times were kept.
+   */
+  readonly hold: Readonly<Record<string, number>>
 }
+
+/**
+ * The upper bounds (ms) of the hold-time histogram's bins, as `Bucket.hold` names them: those of `Metrics.holdTime`.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const holdBounds: ReadonlyArray<string> = [
+  ...Array.from({ length: 11 }, (_, i) => String(4 ** i)),
+  "Infinity"
+]
 
 /**
  * One reaper pass as the journal keeps it.
@@ -124,6 +142,9 @@ const sources: ReadonlyArray<readonly [name: string, event: Event]> = [
   ["unique_jobs_locks_lost_total", "lost"]
 ]
 const eventOf = new Map(sources)
+const holdName = "unique_jobs_lock_hold_time_ms"
+/** A hold-time bin's field in a bucket: not `<type>|<event>`, so a reader that knows only the counts skips it. */
+const holdField = "~hold"
 
 // The process' counters are one registry, so what was flushed of them is one record too: two layers in one process
 // (two prefixes) never write the same count twice.
@@ -139,6 +160,17 @@ const totals = Effect.map(Metric.snapshot, (pairs) => {
       event === "reaped" ? anyType : (pair.metricKey.tags.find((tag) => tag.key === "lock_type")?.value ?? "unknown")
     const field = `${type}|${event}`
     sums.set(field, (sums.get(field) ?? 0) + Number(pair.metricState.count))
+  }
+  // The hold-time histogram's bins, each its own count (the state's are cumulative), over every label; only the
+  // known bounds, so a bucket holds at most twelve of them.
+  for (const pair of pairs) {
+    if (pair.metricKey.name !== holdName || !MetricState.isHistogramState(pair.metricState)) continue
+    let below = 0
+    for (const [bound, cumulated] of pair.metricState.buckets) {
+      const field = `${holdField}|${String(bound)}`
+      if (holdBounds.includes(String(bound))) sums.set(field, (sums.get(field) ?? 0) + cumulated - below)
+      below = cumulated
+    }
   }
   return sums
 })
@@ -227,14 +259,20 @@ export const buckets = (
     const read = yield* redis.tallies(starts.map((start) => bucketKey(prefix, start)))
     return starts.map((start, i): Bucket => {
       const counts: Record<string, Partial<Record<Event, number>>> = {}
+      const hold: Record<string, number> = {}
       for (const [field, n] of Object.entries(read[i] ?? {})) {
         const bar = field.lastIndexOf("|")
+        if (field.slice(0, bar) === holdField) {
+          const bound = field.slice(bar + 1)
+          if (holdBounds.includes(bound)) hold[bound] = n
+          continue
+        }
         const event = field.slice(bar + 1) as Event
         if (bar < 1 || !events.includes(event)) continue
         const type = field.slice(0, bar)
         counts[type] = { ...counts[type], [event]: n }
       }
-      return { start, counts }
+      return { start, counts, hold }
     })
   })
 

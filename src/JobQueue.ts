@@ -76,7 +76,101 @@ export class JobQueue extends Context.Tag("effect-unique-jobs/JobQueue")<JobQueu
    * tell (`"unknown"`): one answer per job, in order, in one round trip.
    */
   readonly exists: (jobs: ReadonlyArray<JobRef>) => Effect.Effect<ReadonlyArray<Presence>, QueueError>
+  /**
+   * Optional: what each job is now, for an operator (the admin UI's lock page and its `?job=` filter): its state,
+   * attempts, times and a preview of its data, or undefined for a job not this adapter's to tell (another queue's).
+   * One answer per job, in order, in one round trip per queue; each costs the queue O(1) work (never a walk of its
+   * lists), and the data and failure reason it answers are cut at `previewBytes`. An adapter without it leaves the
+   * UI showing the lock alone.
+   */
+  readonly describe?: ((jobs: ReadonlyArray<JobRef>) => Effect.Effect<ReadonlyArray<JobDetails | undefined>, QueueError>) | undefined
 }>() {}
+
+/**
+ * Where a job is in its queue, as `describe` answers it: BullMQ's states (`"waiting"`, `"delayed"`, `"prioritized"`,
+ * `"active"`, `"completed"`, `"failed"`, `"paused"`: waiting in a paused queue, `"waiting-children"`), `"gone"` for a
+ * job the queue does not hold (removed, or never added), and `"unknown"` for one it holds in no state it can tell.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type JobState =
+  | "waiting"
+  | "delayed"
+  | "prioritized"
+  | "active"
+  | "completed"
+  | "failed"
+  | "paused"
+  | "waiting-children"
+  | "gone"
+  | "unknown"
+
+/**
+ * Every `JobState`, in the order an operator reads them.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const jobStates: ReadonlyArray<JobState> = [
+  "waiting",
+  "delayed",
+  "prioritized",
+  "active",
+  "paused",
+  "waiting-children",
+  "completed",
+  "failed",
+  "gone",
+  "unknown"
+]
+
+/**
+ * The most bytes of a job's data (and of its failure reason) `describe` answers: a preview, cut beyond.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const previewBytes = 2048
+
+/**
+ * What a queue tells of one job (`describe`). Times are epoch ms; a field the queue does not keep is undefined.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface JobDetails {
+  readonly jid: string
+  readonly queue: string
+  readonly state: JobState
+  /** The job's name (BullMQ's job name: the worker). */
+  readonly name?: string | undefined
+  /** Attempts made so far (ended in a failure, or done). */
+  readonly attemptsMade?: number | undefined
+  /** When it was added. */
+  readonly addedAt?: number | undefined
+  /** When its last attempt started. */
+  readonly processedOn?: number | undefined
+  /** When it completed or failed. */
+  readonly finishedOn?: number | undefined
+  /** When a delayed job is due. */
+  readonly runsAt?: number | undefined
+  /** Why its last attempt failed, cut at `previewBytes`. */
+  readonly failedReason?: string | undefined
+  /** Its data as the queue stores it (BullMQ: JSON), cut at `previewBytes`. */
+  readonly data?: string | undefined
+  /** The stored data's whole size in bytes: more than the preview's when it was cut. */
+  readonly dataBytes?: number | undefined
+}
+
+/**
+ * Whether a `JobDetails`' data preview was cut.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const dataCut = (details: JobDetails): boolean =>
+  details.data !== undefined && details.dataBytes !== undefined && details.dataBytes > Buffer.byteLength(details.data)
 
 /**
  * A job as `exists` asks about it: its jid and the name of the queue it was added to.

@@ -23,6 +23,7 @@ import { Defaults, resolve } from "./Defaults.js"
 import * as Digest from "./Digest.js"
 import { LockConflict, LockLost } from "./Errors.js"
 import * as Keeper from "./internal/leaseKeeper.js"
+import * as Waits from "./internal/releaseWaits.js"
 import { QueueError } from "./JobQueue.js"
 import { unsafeIncrement } from "./internal/metrics.js"
 import * as Tracing from "./internal/tracing.js"
@@ -50,6 +51,11 @@ export interface Target {
   readonly info?: { readonly worker?: string; readonly queue?: string; readonly args?: unknown } | undefined
   /** For `unlock` and `renew` of a run lock: the acquisition's fencing token, so no other copy's hold is touched. */
   readonly fence?: number | undefined
+  /**
+   * A debounced queue lock: when its window's first enqueue was (epoch ms). Stored in the entry's info whether or not
+   * `lockInfo` is on, so that the next enqueue of the window keeps the bound (`windowOf`).
+   */
+  readonly window?: number | undefined
 }
 
 /**
@@ -102,8 +108,9 @@ const infoReplacer = () => {
 }
 
 const infoOf = (definition: Definition, target: Target): string => {
-  if (!definition.lockInfo) return ""
+  if (!definition.lockInfo) return target.window === undefined ? "" : `{"window":${target.window}}`
   const info = {
+    ...(target.window === undefined ? {} : { window: target.window }),
     type: definition.lock,
     limit: definition.lockLimit,
     ttl: Option.match(definition.lockTtl, { onNone: () => null, onSome: Duration.toMillis }),
@@ -117,6 +124,30 @@ const infoOf = (definition: Definition, target: Target): string => {
     return JSON.stringify({ ...info, args: `unreadable: ${String(cause)}` }, infoReplacer())
   }
 }
+
+/**
+ * When the debounce window of a queue lock's holders began: the earliest `window` their entries keep (`Target.window`),
+ * or undefined when none keeps one. One read of the lock's holders.
+ *
+ * @internal
+ */
+export const windowOf = (
+  redis: Store,
+  definition: Definition,
+  digest: string,
+  jids: ReadonlyArray<string>
+): Effect.Effect<number | undefined, RedisError> =>
+  Effect.map(redis.holders(keyOf(definition, digest, "queue")), (holders) => {
+    let earliest: number | undefined
+    for (const holder of holders) {
+      if (!jids.includes(holder.jid) || typeof holder.info !== "object" || holder.info === null) continue
+      const window = (holder.info as { readonly window?: unknown }).window
+      if (typeof window === "number" && Number.isFinite(window) && (earliest === undefined || window < earliest)) {
+        earliest = window
+      }
+    }
+    return earliest
+  })
 
 // The queue lock lives for lockTtl (plus the delay); the run lock lives by its renewed lease.
 /** @internal */
@@ -133,7 +164,9 @@ export const requestOf = (definition: Definition, target: Target, phase: Phase):
   info: infoOf(definition, target),
   // The reaper asks this queue about a queue lock's job; a run lock ends by its lease.
   ...(phase === "queue" && target.info?.queue !== undefined ? { queue: target.info.queue } : {}),
-  fenced: phase === "run"
+  fenced: phase === "run",
+  // Only when on: a request without it is the one every earlier version sent.
+  ...(definition.lockEvents ? { events: true } : {})
 })
 
 const counter = (family: Metrics.Family, lockType: string, phase: Phase) => family.of(lockType, phase)
@@ -325,7 +358,15 @@ const unlockWith = (redis: Store, definition: Definition, target: Target): Effec
     Tracing.traced(
       "UniqueJobs.unlock",
       attributesOf("unlock", definition, target, phase),
-      () => redis.unlock(keyOf(definition, target.digest, phase), target.jid, target.fence ?? 0)
+      () =>
+        redis.unlock(
+          keyOf(definition, target.digest, phase),
+          target.jid,
+          target.fence ?? 0,
+          definition.lockEvents,
+          // A worker with a lockTimeout tells the waiters of its run lock of the release (one PUBLISH).
+          phase === "run" && Duration.toMillis(definition.lockTimeout) > 0
+        )
     ),
     (released) => released ? afterRelease(definition, target, phase) : notReleased
   )
@@ -404,7 +445,8 @@ export const renew = (definition: Definition, target: Target): Effect.Effect<voi
           keyOf(definition, target.digest, "run"),
           target.jid,
           Duration.toMillis(definition.lockLease),
-          target.fence ?? 0
+          target.fence ?? 0,
+          definition.lockEvents
         )),
       (renewed) =>
         renewed ? Effect.void : Effect.fail(
@@ -669,7 +711,8 @@ const take = <A extends Acquired, E>(
                 lock: keyOf(definition, target.digest, "run"),
                 jid: target.jid,
                 leaseMs: Duration.toMillis(definition.lockLease),
-                fence: acquired.fence
+                fence: acquired.fence,
+                ...(definition.lockEvents ? { events: true } : {})
               },
               { digest: target.digest, lockType: definition.lock },
               start
@@ -835,17 +878,136 @@ export const withLock: {
   withStore(definition, (redis, definition) => holdWhile(takeFor(redis, definition, target), self, Effect.fail)))
 
 /**
- * Runs `self` under the lock `take` takes, then releases it (also on failure or interruption).
+ * What a run-lock take waits for when it meets the lock held (`lockTimeout`): the store, the lock, its limit, and for
+ * how long at most.
+ *
+ * @internal
+ */
+export interface Wait {
+  readonly redis: Store
+  readonly lock: LockKey
+  readonly limit: number
+  readonly timeoutMs: number
+}
+
+/** The `Wait` of `definition`'s run lock of `digest`; undefined when its `lockTimeout` is 0 (nothing waits). @internal */
+export const waitOf = (redis: Store, definition: Definition, digest: string): Wait | undefined => {
+  const timeoutMs = Duration.toMillis(definition.lockTimeout)
+  return timeoutMs > 0
+    ? { redis, lock: keyOf(definition, digest, "run"), limit: definition.lockLimit, timeoutMs }
+    : undefined
+}
+
+// The holders fetch reads to time a crashed holder's end: the first page is enough (the wake is a fallback).
+const horizonPage = { cursor: "0", count: 100, bytes: 64 } as const
+
+// When the store says a place is free but the try finds none (never expected: both judge by Redis time), the next
+// try waits for a signal or this long at most, so a disagreement costs a call a second, never a loop of calls.
+const disagreedMs = 1_000
+
+/**
+ * When the lock may have a free place for `jid`, in ms from now by the store's answer: 0 when it has one already, the
+ * earliest end of a holder's lease or expiry otherwise, undefined when no holder's end is known (only a release
+ * frees it) or the store cannot be read. A live entry of `jid`'s own (a redelivered copy still running) is no place.
+ */
+const freeIn = (wait: Wait, jid: string): Effect.Effect<number | undefined> =>
+  Effect.match(wait.redis.fetch(wait.lock, horizonPage), {
+    onFailure: () => undefined,
+    onSuccess: (fetched) => {
+      let live = 0
+      let own = false
+      let earliest: number | undefined
+      for (const holder of fetched.holders) {
+        if (holder.foreign !== undefined) continue
+        const ends = [holder.expiresAt, holder.leaseUntil].filter((at): at is number => at !== undefined && at > 0)
+        const end = ends.length === 0 ? undefined : Math.min(...ends)
+        if (end !== undefined && end <= fetched.now) continue
+        live++
+        if (holder.jid === jid) own = true
+        if (end !== undefined && (earliest === undefined || end < earliest)) earliest = end
+      }
+      if (!own && live < wait.limit && fetched.size <= fetched.holders.length) return 0
+      return earliest === undefined ? undefined : earliest - fetched.now + 1
+    }
+  })
+
+const isConflict = (error: LockConflict | RedisError): error is LockConflict => error._tag === "LockConflict"
+
+/**
+ * `take` once more each time the lock is released, for at most `wait.timeoutMs` after its first conflict
+ * (`lockTimeout`). The job lines up among this process' waiters for the lock (internal/releaseWaits): a release
+ * signal wakes the first in line, which tries once; a lost try goes back to the front. Without a signal (a holder
+ * that crashed publishes none) it tries when the earliest holder's lease or expiry ends, as one read of the holders
+ * tells (after each conflict: the subscription is made before it, so a release after it is heard). The last conflict
+ * is the answer when the wait ends without the lock (its deadline, the store closing, a line too long, a store with
+ * no release signals). The waits are interruptible (`restore`); the tries are not (a taken lock always gets its
+ * release).
+ */
+const waiting = <H extends Held>(
+  take: Effect.Effect<H, LockConflict | RedisError>,
+  wait: Wait,
+  restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+): Effect.Effect<H, LockConflict | RedisError> =>
+  Effect.catchIf(take, isConflict, (first) =>
+    Effect.flatMap(Clock.currentTimeMillis, (start) => {
+      const deadline = start + wait.timeoutMs
+      const remaining = <A>(f: (left: number) => Effect.Effect<A, LockConflict | RedisError>, conflict: LockConflict) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => now >= deadline ? Effect.fail(conflict) : f(deadline - now))
+      const loop = (
+        member: Waits.Member,
+        conflict: LockConflict,
+        front: boolean,
+        eager: boolean
+      ): Effect.Effect<H, LockConflict | RedisError> => {
+        const retry = (wasEager: boolean) =>
+          Effect.suspend(() => {
+            member.spend()
+            return Effect.catchIf(take, isConflict, (again) => loop(member, again, true, !wasEager))
+          })
+        return remaining((left) =>
+          Effect.flatMap(restore(Effect.timeoutOption(freeIn(wait, conflict.jid), left)), (free) => {
+            const known = Option.getOrUndefined(free)
+            if (known === 0 && eager) return retry(true)
+            return remaining((left) => {
+              const until = known === undefined ? left : Math.min(left, known === 0 ? disagreedMs : known)
+              return Effect.flatMap(restore(Effect.timeoutOption(member.turn(front), until)), (turn) =>
+                Option.isSome(turn)
+                  ? turn.value === "signal" ? retry(false) : Effect.fail(conflict)
+                  // The earliest holder's end has come (it may have crashed): try, unless the deadline has come.
+                  : until < left
+                  ? retry(false)
+                  : Effect.fail(conflict))
+            }, conflict)
+          }), conflict)
+      }
+      return Effect.acquireUseRelease(
+        Waits.join(wait.redis, wait.lock),
+        (member) =>
+          typeof member === "string"
+            ? Effect.fail(first)
+            // Subscribed before the store is read: a release after the read reaches this process.
+            : Effect.flatMap(
+              restore(Effect.timeoutOption(Effect.promise(() => member.ready), Math.max(0, deadline - start))),
+              (ready) => Option.getOrElse(ready, () => false) ? loop(member, first, false, true) : Effect.fail(first)
+            ),
+        (member) => typeof member === "string" ? Effect.void : member.leave
+      )
+    }))
+
+/**
+ * Runs `self` under the lock `take` takes, then releases it (also on failure or interruption). With a `wait`, a
+ * conflict first waits for the lock's release (`lockTimeout`) and takes it then.
  *
  * @internal
  */
 export const holdWhile = <H extends Held, A, E, R, B, E2, R2>(
   take: Effect.Effect<H, LockConflict | RedisError>,
   self: Perform<A, E, R>,
-  onConflict: (conflict: LockConflict) => Effect.Effect<B, E2, R2>
+  onConflict: (conflict: LockConflict) => Effect.Effect<B, E2, R2>,
+  wait?: Wait
 ): Effect.Effect<A | B, E | E2 | RedisError | LockLost, R | R2> =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.matchEffect(take, {
+    Effect.matchEffect(wait === undefined ? take : waiting(take, wait, restore), {
       onFailure: (error): Effect.Effect<B, E2 | RedisError, R2> =>
         error._tag === "LockConflict" ? restore(onConflict(error)) : Effect.fail(error),
       // A perform that succeeded has been released already (runHolding ends with the release); any other end is

@@ -184,3 +184,16 @@ const phasesOf = Object.fromEntries(
     run: record.afterPerform === "releaseRunLock"
   }])
 ) as { readonly [K in LockType]: { readonly queue: boolean; readonly run: boolean } }
+
+/**
+ * Whether a type lets its queue lock go as its job starts (`until_executing` releases it, `until_and_while_executing`
+ * hands it to the run lock): a queue-lock holder whose job runs is then caught starting, about to let go or to come
+ * back delayed, not holding for its run.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const letsGoAtStart = (type: LockType): boolean => {
+  const before = records[type].beforePerform
+  return before === "releaseQueueLock" || before === "handoff"
+}

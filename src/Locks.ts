@@ -13,8 +13,8 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { Defaults } from "./Defaults.js"
 import { describeValue, formatIssues, invalidOptions, type InvalidLockOptions, isRecord, PrefixSchema } from "./Options.js"
-import type { Fetched, Holder, HolderPage, LockKey, RedisError, Removal } from "./Redis.js"
-import { RedisService } from "./Redis.js"
+import type { Fetched, Holder, HolderPage, LockEvent, LockKey, RedisError, Removal } from "./Redis.js"
+import { eventLog, RedisService } from "./Redis.js"
 import * as Tracing from "./internal/tracing.js"
 
 export type {
@@ -86,6 +86,11 @@ export interface Digest {
    * field in another shape (left out of `holders`: it counts as gone). Empty for a lock of ours.
    */
   readonly notOurs: ReadonlyArray<{ readonly lock: string; readonly reason: string }>
+  /**
+   * The digest's activity log, newest first (at most `eventLog.keep`): what happened to its two locks while a worker
+   * with `lockEvents` held them, and what an admin or the reaper did to them then. Empty without it.
+   */
+  readonly events: ReadonlyArray<LockEvent>
 }
 
 /**
@@ -159,6 +164,16 @@ export interface RowOptions {
 }
 
 /**
+ * Who makes an admin call: named in the activity log of each digest that keeps one (`LockEvent.who`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AdminOptions {
+  readonly who?: string | undefined
+}
+
+/**
  * @since 0.1.0
  * @category tags
  */
@@ -185,9 +200,9 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
    * Removes every holder of a digest's two locks (queue and run), but revokes a run lock's holder whose lease is live
    * (see `Removal`). Fails with `NotALock`, changing nothing, when either key exists and is not one of ours.
    */
-  readonly delete: (digest: string) => Effect.Effect<Removal, RedisError | NotALock>
+  readonly delete: (digest: string, options?: AdminOptions) => Effect.Effect<Removal, RedisError | NotALock>
   /** `delete` of one jid's hold on the digest's queue lock and run lock. */
-  readonly unlock: (digest: string, jid: string) => Effect.Effect<Removal, RedisError | NotALock>
+  readonly unlock: (digest: string, jid: string, options?: AdminOptions) => Effect.Effect<Removal, RedisError | NotALock>
   /**
    * `delete` of one page of the members matching `pattern` (bounded by `count`), or with `dryRun` lists them only; a
    * member whose key is not one of ours is left alone (`refused`). `deleted` counts the locks that went whole. Call
@@ -387,20 +402,23 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
         // The two reads go out together (one connection pipelines them): one round trip's wait, not two.
         Effect.all([
           fetchOrType(digest, { cursor: queueCursor, count, bytes }),
-          fetchOrType(`${digest}:RUN`, { cursor: runCursor, count, bytes })
-        ], { concurrency: 2 }),
-        ([queue, run]): Digest => ({
+          fetchOrType(`${digest}:RUN`, { cursor: runCursor, count, bytes }),
+          // The log goes out with them (one round trip still); bounded by its length (eventLog.keep).
+          redis.events(key(digest), eventLog.keep)
+        ], { concurrency: 3 }),
+        ([queue, run, events]): Digest => ({
           digest,
           queue: ours(queue.fetched),
           run: ours(run.fetched),
-          notOurs: [notOurs(digest, queue), notOurs(`${digest}:RUN`, run)].flat()
+          notOurs: [notOurs(digest, queue), notOurs(`${digest}:RUN`, run)].flat(),
+          events
         })
       )
     }
     // Strict: a key of the two that is not ours fails the call before anything is written.
-    const removeDigest = (digest: string, jid?: string) =>
+    const removeDigest = (digest: string, jid?: string, who?: string) =>
       Effect.flatMap(
-        redis.remove([key(digest), key(`${digest}:RUN`)], { jid, strict: true }),
+        redis.remove([key(digest), key(`${digest}:RUN`)], { jid, strict: true, who }),
         (removal) => {
           const [refused] = removal.refused
           return refused === undefined
@@ -467,9 +485,15 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
         admin("list", "ZSCAN", { "unique_jobs.pattern": o?.pattern ?? `${prefix}:*` }, page(o?.pattern ?? `${prefix}:*`, o?.cursor ?? "0", o?.count ?? 100)),
       show: (digest, o) => admin("show", "fetch", { "unique_jobs.digest": digest }, show(digest, o)),
       rows: (entries, o) => admin("rows", "fetch", { "unique_jobs.count": entries.length }, rows(entries, o)),
-      delete: (digest) => admin("delete", "remove", { "unique_jobs.digest": digest }, removeDigest(digest)),
-      unlock: (digest, jid) =>
-        admin("unlock", "remove", { "unique_jobs.digest": digest, "unique_jobs.jid": jid }, removeDigest(digest, jid)),
+      delete: (digest, o) =>
+        admin("delete", "remove", { "unique_jobs.digest": digest }, removeDigest(digest, undefined, o?.who)),
+      unlock: (digest, jid, o) =>
+        admin(
+          "unlock",
+          "remove",
+          { "unique_jobs.digest": digest, "unique_jobs.jid": jid },
+          removeDigest(digest, jid, o?.who)
+        ),
       deleteByPattern: (pattern, o) =>
         admin("deleteByPattern", "remove", { "unique_jobs.pattern": pattern }, Effect.flatMap(page(pattern, o?.cursor ?? "0", o?.count ?? 100), (found) => {
           const names = found.items.map((entry) => entry.name)
@@ -530,6 +554,7 @@ export const showAll = (
       digest,
       queue: { ...page.queue, holders: Array.from(holders.queue.values()), cursor: "0" },
       run: { ...page.run, holders: Array.from(holders.run.values()), cursor: "0" },
+      events: page.events,
       notOurs: Array.from(notOurs, ([lock, { fields, reasons }]) => [
         ...Array.from(reasons, (reason) => ({ lock, reason })),
         ...(fields.length === 0 ? [] : [{ lock, reason: foreignReason(fields.join(", ")) }])

@@ -7,8 +7,10 @@
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
 import { Defaults, resolve } from "./Defaults.js"
 import type * as Digest from "./Digest.js"
 import type { ExecutionConflict, LockConflict, LockLost } from "./Errors.js"
@@ -19,6 +21,7 @@ import * as Tracing from "./internal/tracing.js"
 import * as Lock from "./Lock.js"
 import * as LockType from "./LockType.js"
 import * as Metrics from "./Metrics.js"
+import type * as Options from "./Options.js"
 import type { Definition } from "./Options.js"
 import type { RedisError, Store } from "./Redis.js"
 import { RedisService } from "./Redis.js"
@@ -112,6 +115,7 @@ const clientPhase = <A, E, R>(
     const stamped: Job = { ...job, lockDigest: digest }
     const enqueued = (value: A) => Strategy.ClientOutcome.Enqueued({ digest, job: stamped, value })
     if (LockType.records[definition.lock].enqueue === "pass") return Effect.map(enqueue(stamped), enqueued)
+    if (Option.isSome(definition.debounce)) return debounced(redis, definition, definition.debounce.value, stamped, enqueue)
     // Lock, then enqueue; the lock is released when the enqueue fails or is interrupted. A conflict is the lock's
     // typed failure: it goes to the strategy, never confused with a failure of the user's enqueue.
     const locked = (delay: number) => {
@@ -128,6 +132,8 @@ const clientPhase = <A, E, R>(
 /**
  * A conflict at enqueue, as the client strategy says. Its `replace` releases the holders' places (their jobs are
  * gone) and tries once more: another duplicate may take the freed place first, and this one is the duplicate then.
+ * `replace([])` waits for a holder caught starting (`Strategy.client.replace`) and tries again: a new conflict goes
+ * to the strategy again, at most `startRetries` times, the waits doubling from `startRetryMs`.
  *
  * @internal
  */
@@ -136,22 +142,99 @@ export const clientConflict = <A, E, R>(
   definition: Definition,
   stamped: Job,
   target: Lock.Target,
-  enqueue: (job: Job) => Effect.Effect<A, E, R>
+  enqueue: (job: Job) => Effect.Effect<A, E, R>,
+  retried = 0
 ) =>
 (conflict: LockConflict): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> => {
+  const skipped = (again: LockConflict) =>
+    Effect.succeed(Strategy.skipped({ conflict: again, job: stamped }) as Strategy.ClientOutcome<A>)
   const replace = (holders: ReadonlyArray<string>) =>
-    Effect.zipRight(
-      Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target, jid }), { discard: true }),
-      Lock.queueLocked(
-        redis,
-        definition,
-        target,
-        Effect.map(enqueue(stamped), (value) =>
-          Strategy.ClientOutcome.Replaced({ digest: target.digest, job: stamped, replaced: holders, value })),
-        (again) => Effect.succeed(Strategy.skipped({ conflict: again, job: stamped }) as Strategy.ClientOutcome<A>)
+    holders.length === 0
+      ? retried >= startRetries
+        ? skipped(conflict)
+        : Effect.zipRight(
+          Effect.sleep(startRetryMs * 2 ** retried),
+          Lock.queueLocked(
+            redis,
+            definition,
+            target,
+            Effect.map(enqueue(stamped), (value) => Strategy.ClientOutcome.Enqueued({ digest: target.digest, job: stamped, value })),
+            clientConflict(redis, definition, stamped, target, enqueue, retried + 1)
+          )
+        )
+      : Effect.zipRight(
+        Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target, jid }), { discard: true }),
+        Lock.queueLocked(
+          redis,
+          definition,
+          target,
+          Effect.map(enqueue(stamped), (value) =>
+            Strategy.ClientOutcome.Replaced({ digest: target.digest, job: stamped, replaced: holders, value })),
+          skipped
+        )
       )
-    )
   return Strategy.clientStrategy(definition.onConflict.client)({ conflict, job: stamped, replace })
+}
+
+// A holder caught starting lets its queue lock go (or is moved back to delayed) within a round trip or two of its
+// worker; these waits (10 ms doubling, 630 ms in all) cover a slow worker, and bound a holder that does not let go.
+const startRetries = 6
+const startRetryMs = 10
+
+// Debounce (`Options.debounce`): the job runs `delay` after this enqueue, never past `maxWait` after its window's
+// first. A conflict is a job of the window: one still waiting is removed from the queue and this enqueue takes its
+// place, keeping its window's start (read from its entry before the release); one whose job is gone (run, removed by
+// hand) leaves its place to a new window; one caught starting is waited for (`startRetries`). Every try is timed
+// afresh from the clock, and a place lost to a concurrent enqueue goes back to the start: the newest wins.
+const debounced = <A, E, R>(
+  redis: Store,
+  definition: Definition,
+  debounce: Options.Debounce,
+  stamped: Job,
+  enqueue: (job: Job) => Effect.Effect<A, E, R>
+): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> => {
+  const digest = stamped.lockDigest!
+  const attempt = (
+    tries: number,
+    window: number | undefined,
+    replaced: ReadonlyArray<string>
+  ): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const since = Math.min(window ?? now, now)
+      const bound = Option.match(debounce.maxWait, {
+        onNone: () => Infinity,
+        onSome: (maxWait) => since + Duration.toMillis(maxWait)
+      })
+      const at = Math.max(now, Math.min(now + Duration.toMillis(debounce.delay), bound))
+      const job: Job = { ...stamped, at }
+      const target: Lock.Target = { digest, jid: job.jid, phase: "queue", delay: at - now, info: infoOf(job), window: since }
+      const taken = Effect.map(enqueue(job), (value) =>
+        replaced.length === 0
+          ? Strategy.ClientOutcome.Enqueued({ digest, job, value })
+          : Strategy.ClientOutcome.Replaced({ digest, job, replaced, value }))
+      return Lock.queueLocked(redis, definition, target, taken, (conflict) =>
+        tries >= startRetries
+          ? Effect.succeed(Strategy.skipped({ conflict, job }) as Strategy.ClientOutcome<A>)
+          // Uninterruptible from the removal to the release of the removed jobs' locks (as Strategy.client.replace).
+          : Effect.uninterruptibleMask((restore) =>
+            Effect.flatMap(Strategy.placesOf(conflict.holders, job.queue), ({ freed, removed, starting }) => {
+              if (freed.length > 0) {
+                return Effect.flatMap(
+                  removed.length > 0 ? Lock.windowOf(redis, definition, digest, removed) : Effect.succeed(undefined),
+                  (kept) =>
+                    Effect.zipRight(
+                      Effect.forEach(freed, (jid) => Lock.unlock(definition, { ...target, jid }), { discard: true }),
+                      restore(attempt(tries + 1, kept, [...replaced, ...freed]))
+                    )
+                )
+              }
+              // until_executed holds its place while its job runs: only a type that lets go at the start is waited for.
+              return starting && LockType.letsGoAtStart(definition.lock)
+                ? restore(Effect.zipRight(Effect.sleep(startRetryMs * 2 ** tries), attempt(tries + 1, window, replaced)))
+                : Effect.succeed(Strategy.skipped({ conflict, job }) as Strategy.ClientOutcome<A>)
+            })))
+    })
+  return attempt(0, undefined, [])
 }
 
 /**
@@ -227,13 +310,19 @@ const serverPhase = <A, E, R>(
       const record = LockType.records[definition.lock]
       // A retry of a type that releases before its perform released on its first attempt: a miss is expected.
       const release = (expectGone = false) => Lock.releaseQueueLockWith(redis, definition, target, expectGone)
-      const held = (take: Effect.Effect<Lock.Held, LockConflict | RedisError>, keptQueueLock: boolean) =>
+      // lockTimeout: a held run lock is waited for, and taken once released, before the strategy has the conflict.
+      const held = (
+        take: Effect.Effect<Lock.Held, LockConflict | RedisError>,
+        keptQueueLock: boolean,
+        wait: Lock.Wait | undefined
+      ) =>
         Lock.holdWhile(
           take,
           Effect.isEffect(perform)
             ? Effect.map(perform, performed)
             : (running: Lock.Running) => Effect.map(perform(running), performed),
-          (conflict) => afterConflict(definition, job, conflict, keptQueueLock)
+          (conflict) => afterConflict(definition, job, conflict, keptQueueLock),
+          wait
         )
       switch (record.beforePerform) {
         case "releaseQueueLock":
@@ -243,13 +332,21 @@ const serverPhase = <A, E, R>(
             ? Effect.flatMap(bare(digest), (value) => Effect.as(release(), performed(value)))
             : Effect.map(bare(digest), performed)
         case "takeRunLock":
-          return held(Lock.takeRunLock(redis, definition, { ...target, phase: "run" }), false)
+          return held(
+            Lock.takeRunLock(redis, definition, { ...target, phase: "run" }),
+            false,
+            Lock.waitOf(redis, definition, digest)
+          )
         case "handoff": {
-          const keepQueueLock = Strategy.keepsQueueLock(definition.onConflict.server)
+          const wait = Lock.waitOf(redis, definition, digest)
+          // A job that waits keeps its queue lock while it waits (each try is a handoff); the strategy's word is
+          // kept when the wait ends without the run lock (afterConflict releases the queue lock of a dropped job).
+          const keepQueueLock = wait !== undefined || Strategy.keepsQueueLock(definition.onConflict.server)
           return held(
             Effect.tap(Lock.takeHandoff(redis, definition, target, { keepQueueLock }), (taken) =>
               taken.queueLockHeld || (job.retryCount ?? 0) > 0 ? Effect.void : lapsed(definition, digest, job)),
-            keepQueueLock
+            keepQueueLock,
+            wait
           )
         }
       }
@@ -270,7 +367,9 @@ const lapsed = (definition: Definition, digest: string, job: Job) =>
  * `while_executing` holds `<digest>:RUN` around it, its lease kept by the process' lease keeper;
  * `until_and_while_executing` hands the queue lock over to `<digest>:RUN` in one script. A run lock is held per
  * acquisition: a redelivered copy of a job that still runs is a conflict, and goes to the server strategy like any
- * other duplicate. A run lock lost while the perform runs interrupts it with `LockLost`; one found gone when it is
+ * other duplicate, unless `lockTimeout` is set: a job whose run lock is held then waits up to that long for its release
+ * (woken by it, never by polling) and takes it, and only a wait that ends without it goes to the strategy. A run lock
+ * lost while the perform runs interrupts it with `LockLost`; one found gone when it is
  * released fails it with `LockLost` too, never `Performed`. `perform` may be a function of the lock
  * (`Lock.Running`) to receive the run lock's fencing token. Under `Defaults.enabled: false` the perform runs as it is.
  *

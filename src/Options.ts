@@ -42,8 +42,22 @@ export interface Options {
    * enqueue.
    */
   readonly lockTtl?: Duration.DurationInput | undefined
-  /** Validated and stored with `lockInfo`; never makes anything wait (locks are non-blocking). */
+  /**
+   * How long a job whose run lock is held waits for it (`while_executing`, `while_executing_reject`,
+   * `until_and_while_executing`): it is woken by the holder's release (a Redis PUBLISH, never a poll) or when the
+   * holder's lease ends (a crashed holder), takes the lock then and runs; a wait that ends without it goes to the
+   * server strategy. Jobs of one process wait first come, first served; across processes they race. 0 (the default):
+   * no wait. Also stored with `lockInfo`. An enqueue never waits.
+   */
   readonly lockTimeout?: Duration.DurationInput | undefined
+  /**
+   * Debounce the enqueues of one digest: the first runs `delay` after it is added; each later one within the window
+   * takes the waiting job's place (its arguments) and pushes the run to `delay` after itself, never past `maxWait`
+   * after the window's first enqueue. The window ends when its job starts. Types that lock at enqueue and let go when
+   * the job runs or ends (`until_executing`, `until_executed`, `until_and_while_executing`); the client strategy is
+   * `replace`.
+   */
+  readonly debounce?: DebounceOptions | undefined
   /** How many jobs may hold one digest at once. Default 1. */
   readonly lockLimit?: number | undefined
   /**
@@ -61,12 +75,42 @@ export interface Options {
   readonly uniqueAcrossWorkers?: boolean | undefined
   /** Store worker, queue, arguments and options with each holder, for the admin UI. */
   readonly lockInfo?: boolean | undefined
+  /**
+   * Keep the digest's activity log (`<digest>:EVENTS`: taken, refused with the holder, released, lost, revoked,
+   * reaped; the newest 100 for 24 hours), for the admin UI and the CLI. Written by the lock scripts in the call that
+   * makes the event: no extra round trip. Default false.
+   */
+  readonly lockEvents?: boolean | undefined
   /** Key prefix. Default `uniquejobs`. */
   readonly lockPrefix?: string | undefined
   /** `legacy` (MD5, default) or `modern` (SHA3-256). */
   readonly digestAlgorithm?: Digest.Algorithm | undefined
   /** Runs once after each release; never for `until_expired`. Its failures are logged, not raised. */
   readonly afterUnlock?: ((unlocked: Unlocked) => Effect.Effect<unknown, unknown>) | undefined
+}
+
+/**
+ * `debounce`, as the user writes it. Durations as the other options take them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DebounceOptions {
+  /** How long after the newest enqueue of the window the job runs. */
+  readonly delay: Duration.DurationInput
+  /** The longest the window's first enqueue waits for its run, however many follow. Default: no bound. */
+  readonly maxWait?: Duration.DurationInput | undefined
+}
+
+/**
+ * `debounce`, decoded.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Debounce {
+  readonly delay: Duration.Duration
+  readonly maxWait: Option.Option<Duration.Duration>
 }
 
 /**
@@ -79,6 +123,7 @@ export interface Definition {
   readonly lock: LockType.LockType
   readonly lockTtl: Option.Option<Duration.Duration>
   readonly lockTimeout: Duration.Duration
+  readonly debounce: Option.Option<Debounce>
   readonly lockLimit: number
   readonly lockLease: Duration.Duration
   readonly onConflict: Strategy.Resolved
@@ -87,6 +132,7 @@ export interface Definition {
   readonly uniqueAcrossQueues: boolean
   readonly uniqueAcrossWorkers: boolean
   readonly lockInfo: boolean
+  readonly lockEvents: boolean
   readonly lockPrefix: string
   readonly digestAlgorithm: Digest.Algorithm
   readonly afterUnlock: ((unlocked: Unlocked) => Effect.Effect<unknown, unknown>) | undefined
@@ -174,6 +220,8 @@ const ignoredOptions = (o: {
   readonly lockLease: Option.Option<Duration.Duration>
   readonly onConflict: Option.Option<OnConflictGiven>
   readonly rescheduleDelay: Option.Option<Duration.Duration>
+  readonly debounce: Option.Option<Debounce>
+  readonly lockTimeout: Duration.Duration
 }): Array<Schema.FilterIssue> => {
   const issues: Array<Schema.FilterIssue> = []
   const record = LockType.records[o.lock]
@@ -229,8 +277,65 @@ const ignoredOptions = (o: {
         : `${o.lock} takes no lock around perform, so nothing is rescheduled (drop rescheduleDelay)`
     })
   }
+  if (Option.isSome(o.debounce)) issues.push(...debounceIssues(o.lock, o.debounce.value, resolved.client))
+  // A follow-up that waits for the run lock is running in the queue: it keeps its place and cannot be replaced, so
+  // the newer enqueue that replace (or debounce) would put there is lost. Found by an outsider probe.
+  if (
+    o.lock === "until_and_while_executing" && Duration.toMillis(o.lockTimeout) > 0 &&
+    (resolved.client === "replace" || Option.isSome(o.debounce))
+  ) {
+    issues.push({
+      path: ["lockTimeout"],
+      message: `a job of until_and_while_executing that waits for the run lock (lockTimeout) keeps its queue lock while ` +
+        `it runs in the queue, so ${Option.isSome(o.debounce) ? "debounce" : "the replace strategy"} could not put a ` +
+        `newer enqueue in its place and that enqueue would be lost; drop lockTimeout (onConflict: { server: ` +
+        `"reschedule" } runs the follow-up once the active job ends)`
+    })
+  }
   return issues
 }
+
+// Debounce moves a waiting job: the type must hold a queue lock while the job waits and let it go once it runs (or
+// ends), and a later enqueue must take the waiting one's place.
+const debounceTypes: ReadonlyArray<LockType.LockType> = ["until_executing", "until_executed", "until_and_while_executing"]
+
+const debounceIssues = (
+  lock: LockType.LockType,
+  debounce: Debounce,
+  client: Strategy.Resolved["client"]
+): Array<Schema.FilterIssue> => {
+  const issues: Array<Schema.FilterIssue> = []
+  if (!debounceTypes.includes(lock)) {
+    issues.push({
+      path: ["debounce"],
+      message: LockType.phases(lock).queue
+        ? `${lock} keeps its lock after the job ran, so a debounce window would never end; use ${debounceTypes.join(", ")}`
+        : `${lock} takes no lock at enqueue, so nothing waits to be debounced; use ${debounceTypes.join(", ")}`
+    })
+  }
+  if (Option.isSome(debounce.maxWait) && Duration.lessThan(debounce.maxWait.value, debounce.delay)) {
+    issues.push({
+      path: ["debounce", "maxWait"],
+      message: `maxWait (${Duration.toMillis(debounce.maxWait.value)} ms) is shorter than delay (${
+        Duration.toMillis(debounce.delay)
+      } ms): every run would wait maxWait; make maxWait at least delay, or drop delay to it`
+    })
+  }
+  if (client !== "log" && client !== "replace") {
+    issues.push({
+      path: ["onConflict", "client"],
+      message: `debounce replaces the waiting job with each later enqueue, so the client strategy is replace, not ${
+        Strategy.nameOf(client)
+      } (leave the client strategy out)`
+    })
+  }
+  return issues
+}
+
+const DebounceSchema = Schema.Struct({
+  delay: PositiveDuration,
+  maxWait: Schema.optionalWith(PositiveDuration, { as: "Option" })
+})
 
 /**
  * The options Schema: decodes and checks user input, leaving the options not given as `None` (an option a lock
@@ -243,6 +348,7 @@ export const OptionsSchema = Schema.Struct({
   lock: LockTypeSchema,
   lockTtl: Schema.optionalWith(PositiveDuration, { as: "Option" }),
   lockTimeout: Schema.optionalWith(NonNegativeDuration, { default: () => Duration.zero }),
+  debounce: Schema.optionalWith(DebounceSchema, { as: "Option" }),
   lockLimit: Schema.optionalWith(
     Schema.Number.pipe(
       Schema.filter((n) => (Number.isSafeInteger(n) && n >= 1) || "expected a whole number >= 1")
@@ -258,6 +364,7 @@ export const OptionsSchema = Schema.Struct({
   uniqueAcrossQueues: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   uniqueAcrossWorkers: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   lockInfo: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  lockEvents: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   lockPrefix: Schema.optionalWith(PrefixSchema, { default: () => Digest.defaultPrefix }),
   digestAlgorithm: Schema.optionalWith(Schema.Literal("legacy", "modern"), { default: () => "legacy" }),
   afterUnlock: Schema.optional(FunctionSchema<(unlocked: Unlocked) => Effect.Effect<unknown, unknown>>("afterUnlock"))
@@ -285,6 +392,7 @@ export type Defaultable =
   | "lockPrefix"
   | "digestAlgorithm"
   | "lockInfo"
+  | "lockEvents"
   | "onConflict"
   | "rescheduleDelay"
 
@@ -300,6 +408,7 @@ export const defaultable: ReadonlyArray<Defaultable> = [
   "lockPrefix",
   "digestAlgorithm",
   "lockInfo",
+  "lockEvents",
   "onConflict",
   "rescheduleDelay"
 ]
@@ -310,9 +419,14 @@ export const defaultable: ReadonlyArray<Defaultable> = [
  * @since 0.1.0
  * @category utils
  */
-export const fixStrategies = (lock: LockType.LockType, onConflict: Strategy.Resolved): Strategy.Resolved => {
+export const fixStrategies = (
+  lock: LockType.LockType,
+  onConflict: Strategy.Resolved,
+  debounced = false
+): Strategy.Resolved => {
   const fixed = LockType.records[lock].options.serverStrategy
-  return fixed === undefined ? onConflict : { ...onConflict, server: fixed }
+  const client = debounced ? "replace" : onConflict.client
+  return { client, server: fixed ?? onConflict.server }
 }
 
 /**
@@ -331,7 +445,8 @@ const fromDecoded = (options: Options, decoded: typeof OptionsSchema.Type): Defi
   afterUnlock: decoded.afterUnlock ?? undefined,
   onConflict: fixStrategies(
     decoded.lock,
-    Option.match(decoded.onConflict, { onNone: () => defaultOnConflict, onSome: (given) => given.resolved })
+    Option.match(decoded.onConflict, { onNone: () => defaultOnConflict, onSome: (given) => given.resolved }),
+    Option.isSome(decoded.debounce)
   ),
   // `until_expired`'s lockTtl is its own (required): a default never stands in for it.
   defaulted: defaultable.filter((field) => options[field] === undefined)

@@ -21,19 +21,22 @@ import type { InvalidLockOptions } from "./internal/decoding.js"
 import { type Holder, RedisError, type Store } from "./internal/models.js"
 
 // The shared models live apart so that the stores need not import this module back.
-export { keysOf, RedisError } from "./internal/models.js"
+export { eventLog, keysOf, RedisError } from "./internal/models.js"
 export type {
   Fetched,
   HandoffResult,
   Holder,
   HolderPage,
   HolderRequest,
+  LockEvent,
   LockKey,
   LockResult,
   PrefixLayout,
   ReapCandidate,
   ReapRequest,
   ReapResult,
+  ReleaseChannel,
+  ReleaseSignals,
   Removal,
   Renewal,
   ScanPage,

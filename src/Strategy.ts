@@ -16,7 +16,8 @@ import * as Schema from "effect/Schema"
 import type { LockConflict } from "./Errors.js"
 import { DuplicateJob, ExecutionConflict } from "./Errors.js"
 import type { Job } from "./Job.js"
-import { JobQueue, type QueueError } from "./JobQueue.js"
+import { JobQueue, type Presence, type QueueError } from "./JobQueue.js"
+import * as LockType from "./LockType.js"
 import type { RedisError, RedisService } from "./Redis.js"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -116,7 +117,9 @@ export interface ClientConflict<A, E, R> {
   readonly job: Job
   /**
    * Releases the given holders' locks (their jobs must be gone from the queue first) and runs the enqueue again:
-   * `Replaced`, or `Skipped` when another duplicate took the freed place first.
+   * `Replaced`, or `Skipped` when another duplicate took the freed place first. With no holders: a holder's job is
+   * starting and its queue lock is about to end (or to come back delayed); tries again after a short wait, a few
+   * times (`Skipped` if the holder still has its place then), each new conflict going to the strategy again.
    */
   readonly replace: (holders: ReadonlyArray<string>) => Effect.Effect<ClientOutcome<A>, E | RedisError, R | RedisService>
 }
@@ -365,21 +368,51 @@ export const client: { readonly [K in ClientName]: ClientStrategy } = {
   reject: (c) => reject(c, "client"),
   // Removes the holders' waiting jobs, then takes their place. A holder whose job the queue says is gone (asked as
   // a job of this job's queue) is an orphaned lock and is replaced too; one it cannot tell about ("unknown") is not.
-  // A holder that already runs cannot be replaced: the duplicate is skipped.
+  // A holder that already runs cannot be replaced: the duplicate is skipped, unless its type lets the queue lock go
+  // as the job starts (until_executing, until_and_while_executing): it is caught starting, and its place is about to
+  // free up or its job to come back delayed (replaceable then), so the enqueue tries again (`replace([])`).
+  // Uninterruptible from the removal to the release of the removed jobs' locks: cut between them, a lock would stay
+  // held by a job the queue no longer has (found by test/faults.test.ts' random interruptions).
   replace: (c) =>
-    Effect.flatMap(JobQueue, (queue) =>
-      Effect.flatMap(
-        Effect.forEach(c.conflict.holders, (holder) =>
-          Effect.flatMap(queue.remove(holder), (removed) =>
-            removed
-              ? Effect.succeed(true)
-              : Effect.map(queue.exists([{ jid: holder, queue: c.job.queue }]), ([presence]) => presence === "gone"))),
-        (replaceable) => {
-          const replaced = c.conflict.holders.filter((_, i) => replaceable[i])
-          return replaced.length > 0 ? c.replace(replaced) : Effect.succeed(skipped(c))
-        }
-      ))
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(placesOf(c.conflict.holders, c.job.queue), ({ freed, starting }) =>
+        freed.length > 0
+          ? c.replace(freed)
+          : starting && Object.hasOwn(LockType.records, c.conflict.lockType) &&
+              LockType.letsGoAtStart(c.conflict.lockType as LockType.LockType)
+          ? restore(c.replace([]))
+          : Effect.succeed(skipped(c))))
 }
+
+/**
+ * What became of the jobs of a queue lock's holders, asked of the queue as jobs of `queue`: each waiting one is
+ * removed (`removed`); `freed` is those and the ones the queue says are gone (orphaned locks), in the holders' order;
+ * `starting` says whether one is still there (running: caught starting, or holding for its run). One that the queue
+ * cannot tell about (`"unknown"`) is none of these.
+ *
+ * @internal
+ */
+export const placesOf = (
+  holders: ReadonlyArray<string>,
+  queue: string
+): Effect.Effect<
+  { readonly removed: ReadonlyArray<string>; readonly freed: ReadonlyArray<string>; readonly starting: boolean },
+  QueueError,
+  JobQueue
+> =>
+  Effect.flatMap(JobQueue, (jobs) =>
+    Effect.map(
+      Effect.forEach(holders, (jid): Effect.Effect<Presence | "removed", QueueError> =>
+        Effect.flatMap(jobs.remove(jid), (removed) =>
+          removed
+            ? Effect.succeed("removed")
+            : Effect.map(jobs.exists([{ jid, queue }]), ([presence]) => presence ?? "unknown"))),
+      (places) => ({
+        removed: holders.filter((_, i) => places[i] === "removed"),
+        freed: holders.filter((_, i) => places[i] === "removed" || places[i] === "gone"),
+        starting: places.includes("exists")
+      })
+    ))
 
 /**
  * The built-in server strategies. `log` and `reject` drop the duplicate (its queue lock goes with it); `raise` and

@@ -366,7 +366,10 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
       const request = yield* HttpServerRequest.HttpServerRequest
       const base = baseOf(request, yield* Effect.serviceOption(BasePath))
       const url = new URL(request.url, "http://admin")
-      const answer = (refusal: Refusal) => refusalResponse(refusal, route.api, { base, prefix: settings.prefix ?? "" })
+      // The request's mode, once known: its refusals' pages show it (a read-only server's from the start).
+      let canChangeKnown: boolean | undefined = settings.readOnly ? false : undefined
+      const answer = (refusal: Refusal) =>
+        refusalResponse(refusal, route.api, { base, prefix: settings.prefix ?? "", canChange: canChangeKnown })
       const host = Security.hostOf(request.headers, settings.trustProxy)
       if (settings.loopbackHosts && !Security.hostIsLoopback(host)) {
         return answer(new Refusal(403, "Forbidden", "this server answers only loopback names (127.0.0.1, localhost)"))
@@ -397,6 +400,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
       if (principal.right.access === "forbidden")
         return answer(new Refusal(403, "Forbidden", "this request may not see the admin UI"))
       const canChange = principal.right.access === "full" && !settings.readOnly
+      canChangeKnown = canChange
       // The cookie only names the browser; its token is this server's MAC of it, so a planted cookie gets nowhere.
       const cookieCsrf = request.cookies[Security.csrfCookie]
       const newCsrf = Security.isBrowserId(cookieCsrf) ? undefined : Security.freshCsrf()

@@ -157,4 +157,34 @@ describe("UniqueJob", () => {
       const error = yield* Effect.flip(Job.decode({ jid: "x", worker: "W", queue: "q", args: "not an array" }))
       assert.include(error.message, "args")
     }))
+
+  it.scoped("describe: waiting, delayed with when it is due, active, failed for good with its reason, gone; another queue's job not told; data cut", () =>
+    Effect.gen(function*() {
+      const queue = yield* MemoryQueue.make({ maxRetries: 0, queues: ["default"] })
+      const waiting = job([{ big: "x".repeat(5000) }])
+      const later = job([2])
+      const running = job([3])
+      const dying = job([4])
+      yield* queue.schedule(later, 5000)
+      yield* queue.push(running)
+      yield* queue.push(dying)
+      const release = yield* Effect.makeLatch(false)
+      yield* queue.work((j) => (j.jid === running.jid ? release.await : Effect.fail("card declined")), { concurrency: 2 })
+      yield* TestClock.adjust(1)
+      yield* queue.push(waiting)
+      const answers = yield* queue.describe!([
+        waiting,
+        later,
+        running,
+        dying,
+        { jid: "never", queue: "default" },
+        { jid: waiting.jid, queue: "elsewhere" }
+      ])
+      assert.deepStrictEqual(answers.map((a) => a?.state), ["waiting", "delayed", "active", "failed", "gone", undefined])
+      assert.strictEqual(answers[1]!.runsAt, 5000)
+      assert.include(answers[3]!.failedReason, "card declined")
+      assert.strictEqual(Buffer.byteLength(answers[0]!.data!), 2048)
+      assert.isAbove(answers[0]!.dataBytes!, 5000)
+      yield* release.open
+    }))
 })

@@ -155,7 +155,7 @@ describe("unique-jobs reap --bullmq-queue: mistakes and an unreachable BullMQ fr
         yield* Effect.promise(() => queue.drain())
         yield* Effect.sleep("50 millis")
         const where = ["--redis-url", source.url, "--prefix", prefix]
-        const asked = ["--bullmq-queue", queue.name, "--grace", "20"]
+        const asked = ["--bullmq-queue", queue.name, "--grace", "20ms"]
         const port = yield* closedPort
         const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string | RegExp]> = [
           [[...asked, "--bullmq-prefix", "bullx"], `BullMQ has no queue "${queue.name}" under prefix "bullx" (the locks' Redis)`],
@@ -163,7 +163,9 @@ describe("unique-jobs reap --bullmq-queue: mistakes and an unreachable BullMQ fr
           [["--grace", "20"], "--grace asks about BullMQ's jobs: name the queues with --bullmq-queue"],
           [["--bullmq-url", source.url], "--bullmq-url asks about BullMQ's jobs: name the queues with --bullmq-queue"],
           [["--bullmq-queue", queue.name, "--grace", "soon"], /^--grace: expected a duration/],
-          [["--bullmq-queue", queue.name, "--grace", "0"], /^--grace: expected a duration of at least 1 ms/],
+          [["--bullmq-queue", queue.name, "--grace", "0s"], /^--grace: expected a duration of at least 1 ms/],
+          // A bare number could mean seconds or minutes: a unit is asked for.
+          [["--bullmq-queue", queue.name, "--grace", "5"], "--grace 5 has no unit: write it with one, e.g. --grace 5s or 10m"],
           [["--bullmq-queue", "-x"], `--bullmq-queue "-x" is not a queue name`],
           [["--bullmq-queue", "a:b"], `--bullmq-queue "a:b": Queue name cannot contain :`]
         ]
@@ -323,7 +325,7 @@ describe("unique-jobs reap --cluster --bullmq-queue: BullMQ on the locks' cluste
       yield* Effect.forEach([1, 2, 3], (n) => added(unique, n), { discard: true })
       yield* Effect.promise(() => queue.drain())
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
-      const where = ["--cluster", nodes.join(","), "--prefix", prefix, "--bullmq-queue", queue.name, "--grace", "20"]
+      const where = ["--cluster", nodes.join(","), "--prefix", prefix, "--bullmq-queue", queue.name, "--grace", "20ms"]
       const untagged = yield* cli("reap", ...where, "--json")
       assert.include(untagged.error ?? "", `on a Redis Cluster: BullMQ there needs a {hashtag} in its prefix`)
       assert.include(untagged.error ?? "", `--bullmq-prefix "{bull}"`)

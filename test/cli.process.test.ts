@@ -54,7 +54,7 @@ describe("unique-jobs (the command, as a process)", () => {
         yield* Lock.lock(definition, { digest: `${prefix}:gone`, jid: "gone", info: { queue: queue.name } })
         yield* Lock.lock(definition, { digest: `${prefix}:other`, jid: "other", info: { queue: "not-named" } })
         yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20))) // past the grace (real time)
-        const ran = yield* cli("reap", "--redis-url", source.url, "--prefix", prefix, "--bullmq-queue", queue.name, "--grace", "10", "--json")
+        const ran = yield* cli("reap", "--redis-url", source.url, "--prefix", prefix, "--bullmq-queue", queue.name, "--grace", "10ms", "--json")
         assert.strictEqual(ran.code, 0, ran.stderr)
         const pass = JSON.parse(ran.stdout) as { orphans: number; freed: Array<{ lock: string; jid: string }> }
         assert.deepStrictEqual(pass.freed.map((f) => [f.lock, f.jid]), [[`${prefix}:gone`, "gone"]])

@@ -200,10 +200,29 @@ describe("unique-jobs (the command)", () => {
           assert.strictEqual(said(yield* cli("web", "--port", bad))[0], `unique-jobs: --port must be a whole number from 0 to 65535, got ${bad}`)
         }
         assert.strictEqual(said(yield* cli("locks", "list", "--limit"))[0], "unique-jobs: --limit must be a whole number from 1 to 100000; none was given")
-        // What @effect/cli refuses itself is followed by the command's usage.
-        const missing = yield* cli("locks", "show")
-        assert.strictEqual(missing.code, 1)
-        assert.include(missing.stderr, "usage: unique-jobs locks show <DIGEST>")
+        // What a command cannot run without, named with the command and its usage, as the other mistakes are.
+        assert.deepStrictEqual(said(yield* cli("locks", "show")), [
+          "unique-jobs: unique-jobs locks show needs <DIGEST>",
+          "usage: unique-jobs locks show <DIGEST> [--redis-url URL] [--cluster NODES] [--prefix PREFIX] [--json]"
+        ])
+        assert.strictEqual(said(yield* cli("digest", "--worker", "W"))[0], "unique-jobs: unique-jobs digest needs --args JSON")
+        assert.strictEqual(
+          said(yield* cli("digest"))[0],
+          "unique-jobs: unique-jobs digest needs --worker NAME and --args JSON"
+        )
+        assert.strictEqual(said(yield* cli("locks", "unlock", "uniquejobs:x"))[0], "unique-jobs: unique-jobs locks unlock needs <JID>")
+        assert.strictEqual(
+          said(yield* cli("digest", "--worker", "W", "--args", "[1]", "--algorithm", "modrn"))[0],
+          "unique-jobs: --algorithm modrn is not one of legacy, modern: did you mean modern?"
+        )
+        // A log level that is none: said as such (@effect/cli answered "Invalid subcommand" with the command list).
+        const verbose = yield* cli("stats", "--log-level", "verbose")
+        assert.strictEqual(verbose.code, 1)
+        assert.strictEqual(
+          verbose.stderr.trim(),
+          "unique-jobs: --log-level verbose is not a level: use one of all, trace, debug, info, warning, error, fatal, none"
+        )
+        assert.include((yield* cli("stats", "--log-level=warn")).stderr, "(did you mean warning?)")
         // --wizard, @effect/cli's prompt, waits for key presses: refused where there is no terminal, never a hang.
         const wizard = yield* cli("locks", "--wizard")
         assert.strictEqual(wizard.code, 1)
@@ -218,6 +237,15 @@ describe("unique-jobs (the command)", () => {
         ]
         const top = yield* cli("--help")
         assert.strictEqual(top.code, 0)
+        // The words every command uses, said once at the top; the page names the tool once.
+        for (const word of ["digest:", "holder:", "lease:", "revoke:", "index:", "orphan:", "layout:"]) {
+          assert.include(top.stdout, `  ${word} `)
+        }
+        assert.match(top.stdout, /^unique-jobs 0\.1\.0\n\nUSAGE\n\n\$ unique-jobs <command> \[options\]\n/)
+        // `help COMMAND` is the command's --help.
+        const helpCommand = yield* cli("help", "locks", "show")
+        assert.strictEqual(helpCommand.code, 0, helpCommand.stderr)
+        assert.strictEqual(helpCommand.stdout, (yield* cli("locks", "show", "--help")).stdout)
         for (const command of [[], ...commands]) {
           const help = command.length === 0 ? top : yield* cli(...command, "--help")
           assert.strictEqual(help.code, 0, help.stderr)
@@ -227,6 +255,11 @@ describe("unique-jobs (the command)", () => {
           // A repeated flag may be left out: it reads as optional.
           assert.notMatch(help.stdout, /[^[]--bullmq-queue QUEUE\.\.\./, command.join(" "))
           assert.include(help.stdout, "--log-level LEVEL", command.join(" "))
+          assert.notInclude(help.stdout, "This setting is optional", command.join(" "))
+          // The usage line names the command as it is typed, from the top (`$ show` could be locks' or layout's).
+          if (command.length > 0) {
+            assert.include(help.stdout, `\n$ unique-jobs ${command.join(" ")}`, command.join(" "))
+          }
           // Each option's description follows its line; each (but the booleans') gives an example of its value.
           const options = help.stdout.split("OPTIONS")[1]
           if (options === undefined) continue
@@ -236,6 +269,31 @@ describe("unique-jobs (the command)", () => {
           }
         }
       }), { timeout: 180_000 })
+
+    it.scoped("locks show prints the digest's recent events (lockEvents), newest first, and --json holds them", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const url = ["--redis-url", source.url]
+        const prefix = RedisTest.uniquePrefix("cli-events")
+        const p = ["--prefix", prefix]
+        const logged = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockEvents: true })
+        const digest = `${prefix}:e1`
+        yield* Lock.lock(logged, { digest, jid: "first" })
+        yield* Effect.flip(Lock.lock(logged, { digest, jid: "second" }))
+        const unlocked = yield* cli("locks", "unlock", digest, "first", ...url, ...p)
+        assert.strictEqual(unlocked.code, 0, unlocked.stderr)
+        const shown = yield* cli("locks", "show", digest, ...url, ...p, "--json")
+        assert.strictEqual(shown.code, 0, shown.stderr)
+        assert.deepStrictEqual(
+          (JSON.parse(shown.stdout) as { events: Array<{ event: string; jid: string; holder?: string; who?: string }> })
+            .events.map((e) => [e.event, e.jid, e.holder ?? "", e.who ?? ""]),
+          [["removed", "first", "", "unique-jobs CLI"], ["refused", "second", "first", ""], ["taken", "first", "", ""]]
+        )
+        const table = yield* cli("locks", "show", digest, ...url, ...p)
+        assert.strictEqual(table.code, 0, table.stderr)
+        assert.include(table.stdout, "recent events, newest first:")
+        assert.match(table.stdout, /refused\s+queue\s+second\s+first/)
+      }))
 
     it.scoped("locks list pages with a cursor: --json {items, cursor, more}, the next page said on stderr, every lock once", () =>
       Effect.gen(function*() {
@@ -453,6 +511,9 @@ describe("unique-jobs (the command)", () => {
         assert.strictEqual(shortToken.code, 1)
         assert.include(shortToken.stderr, "token")
         assert.include(shortToken.stderr, "at least 16 characters")
+        // The flag is named, not "lock options".
+        assert.include(shortToken.stderr, "--token (or UNIQUE_JOBS_WEB_TOKEN): ")
+        assert.notInclude(shortToken.stderr, "lock options")
         const fromEnv = yield* cliWith({ UNIQUE_JOBS_WEB_TOKEN: "short" }, "web", "--host", "0.0.0.0", "--port", "0", "--redis-url", source.url)
         assert.include(fromEnv.stderr, "at least 16 characters")
         const noUrl = yield* cli("web", "--port", "0")
@@ -462,7 +523,7 @@ describe("unique-jobs (the command)", () => {
         // is refused naming it, before anything is served.
         const short = yield* cliWith({ UNIQUE_JOBS_WEB_SECRET: "too short" }, "web", "--port", "0", "--trust-proxy", "--redis-url", source.url)
         assert.strictEqual(short.code, 1)
-        assert.include(short.stderr, "secret")
+        assert.include(short.stderr, "UNIQUE_JOBS_WEB_SECRET: ")
         assert.include(short.stderr, "at least 32 characters")
         assert.notInclude(short.stdout, "Ctrl-C stops")
       }), { timeout: 180_000 })

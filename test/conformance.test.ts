@@ -296,6 +296,143 @@ for (const store of stores) {
             args: [1, { k: "v" }]
           })
         }))
+
+      // The activity log (lockEvents): what happened to a digest, newest first, written by the call that made it.
+      const events = (definition: LockOptions.Definition, digest: string) =>
+        Effect.flatMap(Redis.RedisService, (redis) => redis.events(Lock.keyOf(definition, digest, "queue"), 100))
+      const kinds = (definition: LockOptions.Definition, digest: string) =>
+        Effect.map(events(definition, digest), (log) =>
+          log.map((e) => [e.event, e.jid, e.phase, e.holder, e.who].filter((part) => part !== undefined).join(" ")))
+
+      it.effect("lockEvents: taken, reentered, refused with the holder, released and missed, newest first", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed", lockEvents: true })
+          const before = yield* storeNow
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          yield* conflictOf(Lock.lock(definition, { digest, jid: "b\"\n/é" }))
+          yield* Lock.unlock(definition, { digest, jid: "a" })
+          yield* Lock.unlock(definition, { digest, jid: "a" })
+          assert.deepStrictEqual(yield* kinds(definition, digest), [
+            "missed a queue",
+            "released a queue",
+            "refused b\"\n/é queue a",
+            "reentered a queue",
+            "taken a queue"
+          ])
+          const [newest] = yield* events(definition, digest)
+          assert.isAtLeast(newest!.at, before)
+          assert.isAtMost(newest!.at, yield* storeNow)
+        }))
+
+      it.effect("lockEvents off (the default) keeps no log", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed" })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          yield* conflictOf(Lock.lock(definition, { digest, jid: "b" }))
+          yield* Lock.unlock(definition, { digest, jid: "a" })
+          assert.deepStrictEqual(yield* events(definition, digest), [])
+        }))
+
+      it.effect("lockEvents: a handoff logs its run lock taken or refused and its queue lock released", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_and_while_executing", lockEvents: true })
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          yield* Lock.handoff(definition, { digest, jid: "a" }, { keepQueueLock: true })
+          yield* Lock.lock(definition, { digest, jid: "b" })
+          yield* conflictOf(Lock.handoff(definition, { digest, jid: "b" }, { keepQueueLock: true }))
+          assert.deepStrictEqual(yield* kinds(definition, digest), [
+            "refused b run a",
+            "taken b queue",
+            "released a queue",
+            "taken a run",
+            "taken a queue"
+          ])
+        }))
+
+      it.effect("lockEvents: an admin's removal logs revoked and removed with who; the renewal after it logs lost", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_and_while_executing", lockEvents: true })
+          const redis = yield* Redis.RedisService
+          yield* Lock.lock(definition, { digest, jid: "q" })
+          yield* Lock.lock(definition, { digest, jid: "r", phase: "run" })
+          const removal = yield* redis.remove(
+            [Lock.keyOf(definition, digest, "queue"), Lock.keyOf(definition, digest, "run")],
+            { who: "ops" }
+          )
+          assert.strictEqual(removal.revoked.length, 1)
+          const lost = yield* Effect.flip(Lock.renew(definition, { digest, jid: "r" }))
+          assert.strictEqual(lost._tag, "LockLost")
+          assert.deepStrictEqual(yield* kinds(definition, digest), [
+            "lost r run",
+            "revoked r run ops",
+            "removed q queue ops",
+            "taken r run",
+            "taken q queue"
+          ])
+          // A digest that keeps no log gets none from an admin's removal.
+          const off = yield* setup({ lock: "until_executed" })
+          yield* Lock.lock(off.definition, { digest: off.digest, jid: "x" })
+          yield* redis.remove([Lock.keyOf(off.definition, off.digest, "queue")], { who: "ops" })
+          assert.deepStrictEqual(yield* events(off.definition, off.digest), [])
+        }))
+
+      it.effect("lockEvents: the reaper logs each ended holder it removes as reaped, only where a log exists", () =>
+        Effect.gen(function*() {
+          const options = { lock: "while_executing", lockLease: 1000, lockLimit: 2 } as const
+          const { definition, digest } = yield* setup({ ...options, lockEvents: true })
+          const off = yield* setup(options)
+          const redis = yield* Redis.RedisService
+          const reap = (d: LockOptions.Definition) =>
+            redis.reap({ prefix: d.lockPrefix, start: 0, batch: 100, orphansBefore: 0, dryRun: false })
+          for (const d of [definition, off.definition]) {
+            yield* Lock.lock(d, { digest: `${d.lockPrefix}:0123456789abcdef`, jid: "crashed" })
+          }
+          yield* store.advance(600)
+          for (const d of [definition, off.definition]) {
+            yield* Lock.lock(d, { digest: `${d.lockPrefix}:0123456789abcdef`, jid: "alive" })
+          }
+          // Past the first lease, within the second: the reaper removes the ended holder from a live lock.
+          yield* store.advance(500)
+          for (const d of [definition, off.definition]) {
+            assert.deepStrictEqual((yield* reap(d)).removedHolders.map((h) => h.jid), ["crashed"])
+          }
+          // Past both: the lock's key is gone with its lease, and the reaper drops its member (no jid to name).
+          yield* store.advance(600)
+          for (const d of [definition, off.definition]) assert.strictEqual((yield* reap(d)).removedMembers.length, 1)
+          assert.deepStrictEqual(yield* kinds(definition, digest), [
+            "reaped  run",
+            "reaped crashed run",
+            "taken alive run",
+            "taken crashed run"
+          ])
+          assert.deepStrictEqual(yield* events(off.definition, off.digest), [])
+        }))
+
+      it.effect("lockEvents: the log keeps its newest 100 events, for 24 hours after the last", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed", lockEvents: true })
+          for (let i = 0; i < 51; i++) {
+            yield* Lock.lock(definition, { digest, jid: `j${i}` })
+            yield* Lock.unlock(definition, { digest, jid: `j${i}` })
+          }
+          const log = yield* events(definition, digest)
+          assert.strictEqual(log.length, Redis.eventLog.keep)
+          assert.strictEqual(log[0]!.jid, "j50")
+          assert.strictEqual(log[99]!.event, "taken")
+          assert.strictEqual(log[99]!.jid, "j1")
+          const pttl = yield* Effect.serviceOption(RedisTest.TestRedis).pipe(
+            Effect.flatMap(Option.match({
+              onNone: () => Effect.succeed(Redis.eventLog.ttlMs),
+              onSome: ({ cluster, raw }) =>
+                cluster !== undefined
+                  ? Effect.succeed(Redis.eventLog.ttlMs)
+                  : Effect.promise(() => raw.pttl(Redis.keysOf(Lock.keyOf(definition, digest, "queue")).events))
+            }))
+          )
+          assert.isAbove(pttl, Redis.eventLog.ttlMs - 60_000)
+          assert.isAtMost(pttl, Redis.eventLog.ttlMs)
+        }))
     })
   })
 }

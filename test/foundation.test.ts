@@ -119,10 +119,13 @@ describe("foundation: one round trip per phase, every lock type, when the job go
         const store = yield* Redis.makeFromClient(client)
         const phase = <A, E>(self: Effect.Effect<A, E, Redis.RedisService | JobQueue>) =>
           self.pipe(Effect.provideService(Redis.RedisService, store), Effect.provideServiceEffect(JobQueue, MemoryQueue.make()))
+        // lockEvents on: the activity log is written inside the same script calls, so every count stays the same.
+        for (const lockEvents of [false, true]) {
         for (const lockType of Object.keys(performCalls) as Array<LockType.LockType>) {
           const { queue, run } = LockType.phases(lockType)
           const definition = LockOptions.unsafeMake({
             lock: lockType,
+            lockEvents,
             lockPrefix: RedisTest.uniquePrefix(`rt-${lockType}`),
             ...(queue ? { lockTtl: "30 seconds" } : {}),
             ...(run ? { lockLease: "1 minute" } : {})
@@ -137,9 +140,13 @@ describe("foundation: one round trip per phase, every lock type, when the job go
             assert.strictEqual(enqueued._tag, "Enqueued", lockType)
             assert.strictEqual(performed._tag, "Performed", lockType)
             if (i === 0) continue
-            assert.strictEqual(enqueuedAt - before, queue ? 1 : 0, `${lockType}: the enqueue`)
-            assert.strictEqual(sent - enqueuedAt, performCalls[lockType], `${lockType}: the perform`)
+            assert.strictEqual(enqueuedAt - before, queue ? 1 : 0, `${lockType}: the enqueue, lockEvents ${lockEvents}`)
+            assert.strictEqual(sent - enqueuedAt, performCalls[lockType], `${lockType}: the perform, lockEvents ${lockEvents}`)
           }
+          // The log holds the phases the calls made (on), or there is none (off).
+          const logged = yield* Effect.promise(() => client.keys(`${definition.lockPrefix}:*:EVENTS`))
+          assert.strictEqual(logged.length > 0, lockEvents, `${lockType}: the activity log`)
+        }
         }
       }))
   })
@@ -181,13 +188,15 @@ describe("foundation: spans", () => {
 
 describe("foundation: one lease keeper per store", () => {
   layer(RedisTest.layer())((it) => {
-    it.effect("1,000 held run locks: one script call per chunk per tick; a deleted entry is lost to its holder only", () =>
+    for (const lockEvents of [false, true]) {
+    it.effect(`1,000 held run locks${lockEvents ? ", lockEvents on" : ""}: one script call per chunk per tick; a deleted entry is lost to its holder only`, () =>
       Effect.gen(function*() {
         const holds = 1000
         // TestClock drives the keeper's ticks; the lease (60 s) outlives the test in Redis' own time.
         const definition = LockOptions.unsafeMake({
           lock: "while_executing",
           lockLease: 60_000,
+          lockEvents,
           lockPrefix: RedisTest.uniquePrefix("keeper")
         })
         const every = 20_000
@@ -215,6 +224,14 @@ describe("foundation: one lease keeper per store", () => {
         const exits = yield* Effect.forEach(fibers, Fiber.await)
         assert.strictEqual(exits.filter(Exit.isSuccess).length, holds - 1)
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(definition.lockPrefix), [])
+        // The refused renewal logged the loss in the same call (on), and nothing else did.
+        const redis = yield* Redis.RedisService
+        const log = yield* redis.events({ prefix: definition.lockPrefix, name: `${definition.lockPrefix}:d7:RUN` }, 100)
+        assert.deepStrictEqual(
+          log.filter((e) => e.event === "lost").map((e) => e.jid),
+          lockEvents ? ["j7"] : []
+        )
       }), { timeout: 120_000 })
+    }
   })
 })

@@ -73,6 +73,37 @@ describe("History", () => {
         assert.include(unknownOption.message, "every")
       }))
 
+    it.effect("a flush adds the hold times released since the last one to the bucket's histogram; a bucket without them reads empty", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("history-hold")
+        const definition = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix })
+        yield* History.flush(prefix)
+        const held = (buckets: ReadonlyArray<History.Bucket>) =>
+          buckets.reduce((n, b) => n + Object.values(b.hold).reduce((m, k) => m + k, 0), 0)
+        const before = held(yield* History.buckets(prefix))
+        yield* Effect.scoped(Effect.gen(function*() {
+          for (let i = 0; i < 5; i++) yield* Lock.acquire(definition, { digest: `${prefix}:h${i}`, jid: `h${i}` })
+        }))
+        yield* History.flush(prefix)
+        const after = yield* History.buckets(prefix)
+        assert.strictEqual(held(after) - before, 5)
+        for (const bucket of after) {
+          for (const bound of Object.keys(bucket.hold)) assert.include(History.holdBounds, bound)
+        }
+        // A second flush adds nothing; the counts keep their meaning beside the histogram.
+        yield* History.flush(prefix)
+        assert.strictEqual(held(yield* History.buckets(prefix)), held(after))
+        // A bucket written before hold times were kept (or with a bound this version does not know) reads as before.
+        const { raw } = yield* RedisTest.TestRedis
+        const old = Math.floor(Date.now() / 60_000) * 60_000 - 5 * 60_000
+        yield* Effect.promise(() =>
+          raw.hset(`${prefix}:metrics:${old}`, "until_executed|acquired", "4", "~hold|3", "9", "~hold|nope", "1")
+        )
+        const read = (yield* History.buckets(prefix)).find((b) => b.start === old)!
+        assert.deepStrictEqual(read.counts, { until_executed: { acquired: 4 } })
+        assert.deepStrictEqual(read.hold, {})
+      }))
+
     it.effect("the reaper keeps each pass, a dry run too, newest first, with a TTL", () =>
       Effect.gen(function*() {
         const prefix = RedisTest.uniquePrefix("history-reaper")

@@ -9,7 +9,6 @@ import { createHash } from "node:crypto"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -19,7 +18,7 @@ import * as Ref from "effect/Ref"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Digest from "../src/Digest.js"
 import * as BullOptions from "../src/internal/bullmqOptions.js"
-import type * as Job from "../src/Job.js"
+import * as Waits from "../src/internal/releaseWaits.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
 import * as Locks from "../src/Locks.js"
@@ -28,6 +27,7 @@ import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
 import * as Strategy from "../src/Strategy.js"
 import * as UniqueJob from "../src/UniqueJob.js"
+import { gated } from "./support/gated.js"
 import * as RedisTest from "./support/redis.js"
 import { stores } from "./support/stores.js"
 
@@ -78,23 +78,6 @@ const rawPttl = (key: string) =>
     })
   )
 
-/**
- * Forks `server(job)` with a perform that runs until the test finishes it, and returns once the perform runs: the
- * lock is held from then on, whatever the machine's speed.
- */
-const running = <A>(
-  server: (job: Job.Job, perform: Effect.Effect<string>) => Effect.Effect<A, unknown, JobQueue | Redis.RedisService>,
-  job: Job.Job
-) =>
-  Effect.gen(function*() {
-    const started = yield* Deferred.make<void>()
-    const gate = yield* Deferred.make<void>()
-    const fiber = yield* Effect.fork(
-      server(job, Effect.zipRight(Deferred.succeed(started, undefined), Effect.as(Deferred.await(gate), job.jid)))
-    )
-    yield* Deferred.await(started)
-    return { fiber, finish: Effect.zipRight(Deferred.succeed(gate, undefined), Fiber.join(fiber)) }
-  })
 
 /** Real time, whatever the Clock: a bound on a wait that must not happen at all. */
 const realSleep = (ms: number) =>
@@ -183,7 +166,7 @@ for (const store of stores) {
                 lockPrefix: shared
               }))
             // Jobs built without the client: the server computes their digests through Lock.digest.
-            const holder = yield* running(a!.server, a!.job(["x"]))
+            const holder = yield* gated(a!.server, a!.job(["x"]))
             const duplicate = yield* b!.server(b!.job(["x"]), Effect.succeed("ran"))
             assert.strictEqual(duplicate._tag, "Skipped")
             assert.strictEqual(
@@ -200,7 +183,7 @@ for (const store of stores) {
             const apart = prefix()
             const [c, d] = yield* Effect.forEach(["q1", "q2"], (queue) =>
               define({ worker: "IndexJob", queue, lock: "while_executing", lockPrefix: apart }))
-            const other = yield* running(c!.server, c!.job(["x"]))
+            const other = yield* gated(c!.server, c!.job(["x"]))
             const notDuplicate = yield* d!.server(d!.job(["x"]), Effect.succeed("ran"))
             assert.strictEqual(notDuplicate._tag, "Performed")
             yield* other.finish
@@ -249,13 +232,13 @@ for (const store of stores) {
               define({ worker, lock: "while_executing", uniqueAcrossWorkers: true, lockPrefix: runShared })
             const e = yield* runOn("EmailJob")
             const f = yield* runOn("SmsJob")
-            const holder = yield* running(e.server, e.job([1]))
+            const holder = yield* gated(e.server, e.job([1]))
             assert.strictEqual((yield* f.server(f.job([1]), Effect.succeed("ran")))._tag, "Skipped")
             yield* holder.finish
             const runApart = prefix()
             const g = yield* define({ worker: "EmailJob", lock: "while_executing", lockPrefix: runApart })
             const h = yield* define({ worker: "SmsJob", lock: "while_executing", lockPrefix: runApart })
-            const holder2 = yield* running(g.server, g.job([1]))
+            const holder2 = yield* gated(g.server, g.job([1]))
             assert.strictEqual((yield* h.server(h.job([1]), Effect.succeed("ran")))._tag, "Performed")
             yield* holder2.finish
           })
@@ -285,7 +268,7 @@ for (const store of stores) {
 
             // On the server, for jobs that never met the client.
             const run = yield* define({ worker: "ChargeJob", lock: "while_executing", lockArgs: (args) => [args[0]] })
-            const holder = yield* running(run.server, run.job([1, "a"]))
+            const holder = yield* gated(run.server, run.job([1, "a"]))
             assert.strictEqual((yield* run.server(run.job([1, "b"]), Effect.succeed("ran")))._tag, "Skipped")
             assert.strictEqual((yield* run.server(run.job([2, "a"]), Effect.succeed("ran")))._tag, "Performed")
             yield* holder.finish
@@ -346,7 +329,7 @@ for (const store of stores) {
               assert.deepStrictEqual(queued.value, [`${outcome.digest}:LOCKED`, `${pfx}:digests`, `${pfx}:layout`].sort())
             }
             // The run lock too, while the job runs.
-            const holder = yield* running(job.server, outcome.job)
+            const holder = yield* gated(job.server, outcome.job)
             assert.deepStrictEqual(
               (yield* redis.holders({ prefix: pfx, name: `${outcome.digest}:RUN` })).map((h) => h.jid),
               [outcome.job.jid]
@@ -462,14 +445,14 @@ for (const store of stores) {
             }
             assert.deepStrictEqual((yield* holderOf(on, queued.digest, "queue", queued.job.jid)).info, expected)
             // The run lock's holder, taken by the server.
-            const holder = yield* running(on.server, queued.job)
+            const holder = yield* gated(on.server, queued.job)
             assert.deepStrictEqual((yield* holderOf(on, queued.digest, "run", queued.job.jid)).info, expected)
             yield* holder.finish
 
             // Defaults in the info: no TTL, timeout 0, limit 1.
             const defaults = yield* define({ worker: "InfoJob", lock: "while_executing", lockInfo: true })
             const job = defaults.job(["y"])
-            const runningDefaults = yield* running(defaults.server, job)
+            const runningDefaults = yield* gated(defaults.server, job)
             const digest = yield* defaults.digest(["y"])
             assert.deepStrictEqual((yield* holderOf(defaults, digest, "run", job.jid)).info, {
               type: "while_executing",
@@ -559,8 +542,8 @@ for (const store of stores) {
             assert.strictEqual((yield* job.enqueue(["same"]))._tag, "Skipped")
 
             const run = yield* define({ worker: "LimitJob", lock: "while_executing", lockLimit: 2, lockLease: 60_000 })
-            const a = yield* running(run.server, run.job(["same"]))
-            const b = yield* running(run.server, run.job(["same"]))
+            const a = yield* gated(run.server, run.job(["same"]))
+            const b = yield* gated(run.server, run.job(["same"]))
             const third = yield* run.server(run.job(["same"]), Effect.succeed("ran"))
             assert.strictEqual(third._tag, "Skipped")
             assert.strictEqual(third._tag === "Skipped" && third.holders.length, 2)
@@ -583,7 +566,7 @@ for (const store of stores) {
               const job = yield* define({ worker: "LeaseJob", lock, lockLease })
               const outcome = yield* job.enqueue(["l"])
               assert.strictEqual(outcome._tag, "Enqueued")
-              const holder = yield* running(job.server, outcome.job)
+              const holder = yield* gated(job.server, outcome.job)
               const entry = yield* holderOf(job, outcome.digest, "run", outcome.job.jid)
               assert.strictEqual(entry.leaseUntil! - entry.lockedAt, lockLease ?? 30_000, `${lock} ${lockLease}`)
               assert.isUndefined(entry.expiresAt)
@@ -612,7 +595,7 @@ for (const store of stores) {
           })
         ))
 
-      it.effect("lockTimeout: stored with lockInfo, and never makes a duplicate wait", () =>
+      it.effect("lockTimeout: stored with lockInfo; an enqueue never waits, a run-lock duplicate waits and runs after", () =>
         withQueue(() =>
           Effect.gen(function*() {
             const job = yield* define({
@@ -634,14 +617,18 @@ for (const store of stores) {
             assert.strictEqual(Option.isSome(duplicate) && duplicate.value._tag, "Skipped")
             if (!store.live) assert.strictEqual(yield* Clock.currentTimeMillis, start)
 
+            // A run lock is waited for: the duplicate lines up, and runs once the holder has released it.
             const run = yield* define({ worker: "TimeoutJob", lock: "while_executing", lockTimeout: "1 hour" })
-            const holder = yield* running(run.server, run.job([1]))
-            const conflict = yield* Effect.raceFirst(
-              Effect.map(run.server(run.job([1]), Effect.succeed("ran")), Option.some),
-              Effect.as(realSleep(20_000), Option.none())
-            )
-            assert.strictEqual(Option.isSome(conflict) && conflict.value._tag, "Skipped")
+            const holder = yield* gated(run.server, run.job([1]))
+            const waiter = yield* Effect.fork(run.server(run.job([1]), Effect.succeed("ran")))
+            const redis = yield* Redis.RedisService
+            const key = Lock.keyOf(run.definition, yield* run.digest([1]), "run")
+            while (Waits.waiting(redis, key) === 0) yield* realSleep(5)
             yield* holder.finish
+            const after = yield* Fiber.join(waiter)
+            assert.strictEqual(after._tag, "Performed")
+            assert.strictEqual(after._tag === "Performed" && after.value, "ran")
+            assert.strictEqual(Waits.waiting(redis, key), 0)
           })
         ))
 
@@ -658,7 +645,7 @@ for (const store of stores) {
                 rescheduleDelay
               })
               const delay = rescheduleDelay ?? 5_000
-              const holder = yield* running(job.server, job.job(["r"]))
+              const holder = yield* gated(job.server, job.job(["r"]))
               const duplicate = job.job(["r"])
               const t0 = yield* Clock.currentTimeMillis
               const outcome = yield* job.server(duplicate, Effect.succeed("ran"))
@@ -708,7 +695,7 @@ for (const store of stores) {
               }
             })
             const a = yield* custom.enqueue(["c"])
-            const holder = yield* running(custom.server, a.job)
+            const holder = yield* gated(custom.server, a.job)
             const b = yield* custom.enqueue(["c"])
             assert.strictEqual(b._tag, "Enqueued")
             const t0 = yield* Clock.currentTimeMillis
@@ -793,7 +780,7 @@ for (const store of stores) {
             ) =>
               Effect.gen(function*() {
                 const job = yield* define({ worker: "ServerJob", lock, onConflict, lockLease: 60_000 })
-                const holder = yield* running(job.server, job.job(["s"]))
+                const holder = yield* gated(job.server, job.job(["s"]))
                 const duplicate = job.job(["s"])
                 const exit = yield* Effect.exit(job.server(duplicate, Effect.die("must not run")))
                 yield* holder.finish
@@ -918,7 +905,7 @@ for (const store of stores) {
                 { digest: performed.digest, jid: j.jid, lockType: "while_executing", phase: "run", holdersLeft: 0 }
               ])
               // A duplicate skipped by the server releases nothing.
-              const holder = yield* running(job.server, job.job([1]))
+              const holder = yield* gated(job.server, job.job([1]))
               assert.strictEqual((yield* job.server(job.job([1]), Effect.void))._tag, "Skipped")
               assert.deepStrictEqual(yield* take, [])
               yield* holder.finish
@@ -942,7 +929,7 @@ for (const store of stores) {
               })
               assert.deepStrictEqual(yield* take, [unlocked("queue"), unlocked("run")])
               // A duplicate execution drops its queue lock in the handoff under log: that release counts too.
-              const holder = yield* running(job.server, (yield* job.enqueue([2])).job)
+              const holder = yield* gated(job.server, (yield* job.enqueue([2])).job)
               const duplicate = yield* job.enqueue([2])
               assert.strictEqual((yield* take).length, 1) // the holder's queue lock, at its handoff
               assert.strictEqual((yield* job.server(duplicate.job, Effect.void))._tag, "Skipped")

@@ -32,14 +32,7 @@ const holdersOf = (prefix: string, digest: string) =>
   Effect.flatMap(Redis.RedisService, (redis) =>
     Effect.map(redis.fetch({ prefix, name: digest }), (fetched) => fetched.holders.map((h) => h.jid)))
 
-const commandstats = (raw: { info: (section: string) => Promise<string> }) =>
-  Effect.promise(async () => {
-    const stats = new Map<string, number>()
-    for (const match of (await raw.info("commandstats")).matchAll(/cmdstat_(\w+(?:\|\w+)?):calls=(\d+)/g)) {
-      stats.set(match[1]!, Number(match[2]))
-    }
-    return stats
-  })
+const commandstats = Bull.commandstats
 
 describe("Reaper over BullMQ", () => {
   layer(RedisTest.layer())((it) => {

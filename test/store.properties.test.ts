@@ -386,6 +386,9 @@ interface Both {
   now: number
 }
 
+/** Which digests' calls keep an activity log (lockEvents): the first, which most calls go to. */
+const logged = (digest: number): boolean => digest === 0
+
 const lockKey = (prefix: string, digest: number, phase: Phase): Redis.LockKey => ({
   prefix,
   name: phase === "queue" ? `${prefix}:d${digest}` : `${prefix}:d${digest}:RUN`
@@ -533,6 +536,24 @@ const comparableAnswer = (call: Call, answer: Answer, foreigners: ReadonlySet<st
   return answer
 }
 
+/**
+ * One reap logs its holders in the order it finds them in the hash: insertion order on the memory store, and on Redis
+ * too until the hash outgrows its listpack (an entry with lockInfo does), then the hashtable's order. Runs of `reaped`
+ * entries at one time are compared sorted.
+ */
+const reapsInOrder = <E,>(log: Either.Either<ReadonlyArray<Redis.LockEvent>, E>) =>
+  Either.map(log, (entries) => {
+    const out = [...entries]
+    for (let i = 0; i < out.length;) {
+      const first = out[i]!
+      let j = i
+      while (j < out.length && out[j]!.event === "reaped" && out[j]!.at === first.at) j++
+      if (j > i + 1) out.splice(i, j - i, ...out.slice(i, j).sort((a, b) => `${a.phase} ${a.jid}`.localeCompare(`${b.phase} ${b.jid}`)))
+      i = Math.max(j, i + 1)
+    }
+    return out
+  })
+
 /** One run of calls on both stores, in step. Throws at the first disagreement or broken rule, with the calls so far. */
 const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): Promise<void> => {
   const tokens = new Map<string, Array<number>>()
@@ -566,31 +587,40 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
           ttlMs: call.ttl,
           leaseMs: call.lease,
           info: call.info ? `{"worker":"W","n":${done.length}}` : "",
-          fenced: call.phase === "run"
+          fenced: call.phase === "run",
+          events: logged(call.digest)
         }
         return { lock, request, token: 0, send: (store) => store.lock(lock, request) }
       }
       case "unlock": {
         const lock = lockKey(both.prefix, call.digest, call.phase)
         const token = tokenOf(lock, call.jid, call.token)
-        return { lock, token, send: (store) => store.unlock(lock, call.jid, token) }
+        return { lock, token, send: (store) => store.unlock(lock, call.jid, token, logged(call.digest)) }
       }
       case "renew": {
         const lock = lockKey(both.prefix, call.digest, call.phase)
         const token = tokenOf(lock, call.jid, call.token)
-        return { lock, token, send: (store) => store.renew(lock, call.jid, call.lease, token) }
+        return { lock, token, send: (store) => store.renew(lock, call.jid, call.lease, token, logged(call.digest)) }
       }
       case "renewAll": {
         const renewals = call.renewals.map((r): Redis.Renewal => {
           const lock = lockKey(both.prefix, r.digest, r.phase)
-          return { lock, jid: r.jid, leaseMs: r.lease, fence: tokenOf(lock, r.jid, r.token) }
+          return { lock, jid: r.jid, leaseMs: r.lease, fence: tokenOf(lock, r.jid, r.token), events: logged(r.digest) }
         })
         return { token: 0, renewals, send: (store) => store.renewAll(renewals) }
       }
       case "handoff": {
         const from = lockKey(both.prefix, call.digest, "queue")
         const lock = lockKey(both.prefix, call.digest, "run")
-        const request = { jid: call.jid, limit: call.limit, ttlMs: call.ttl, leaseMs: call.lease, info: "", fenced: true }
+        const request = {
+          jid: call.jid,
+          limit: call.limit,
+          ttlMs: call.ttl,
+          leaseMs: call.lease,
+          info: "",
+          fenced: true,
+          events: logged(call.digest)
+        }
         const options = { keepOnConflict: call.keep }
         return { lock, request, token: 0, send: (store) => store.handoff(from, lock, request, options) }
       }
@@ -767,6 +797,16 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
     const a = JSON.stringify(comparable(liveOnly(after)))
     const b = JSON.stringify(comparable(liveOnly(onRedisAfter)))
     if (a !== b) fail(`the stores hold different things after ${show(call)}:\nmemory ${a}\nredis  ${b}`)
+    // The activity log (lockEvents, on for digest 0): the same events, at the same Redis times, on both.
+    for (let d = 0; d < DIGESTS; d++) {
+      const key = lockKey(both.prefix, d, "queue")
+      const logs = [
+        JSON.stringify(reapsInOrder(await onMemory(both.memory.store.events(key, 100)))),
+        JSON.stringify(reapsInOrder(await onRedis(both.redis.events(key, 100))))
+      ]
+      if (logs[0] !== logs[1]) fail(`the activity logs differ after ${show(call)}:\nmemory ${logs[0]}\nredis  ${logs[1]}`)
+      if (!logged(d) && logs[0] !== JSON.stringify(Either.right([]))) fail(`digest ${d} got a log with lockEvents off`)
+    }
     const claimKey = claimKeyOf(both.prefix)
     const leases = [
       JSON.stringify(await Runtime.runPromise(both.memoryRuntime)(both.memory.lease(claimKey))),

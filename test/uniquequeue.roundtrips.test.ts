@@ -9,6 +9,7 @@ import type { Job as BullJob } from "bullmq"
 import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
+import { flushAt } from "../src/internal/ioredis.js"
 import type * as LockType from "../src/LockType.js"
 import * as RedisServer from "../src/RedisServer.js"
 import * as Bull from "./support/bullmq.js"
@@ -68,8 +69,59 @@ const monitored = (url: string) =>
 
 describe("UniqueQueue: one command per lock phase on its lock Redis", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    // Issue 39: the lock steps one process asks for in one turn share a call (batch.lua), the first going alone.
+    for (const lock of ["until_executed", "while_executing", "until_and_while_executing"] as const) {
+      it.scoped(`${lock}: 20 adds in one turn, 20 duplicates in one turn and 20 jobs run at once share their calls`, () =>
+        Effect.gen(function*() {
+          const locks = yield* RedisServer.start
+          const { raw, settled } = yield* monitored(locks.url)
+          const name = Bull.uniqueName(`rtb-${lock}`)
+          const queue = yield* Bull.queue(name)
+          const lockPrefix = `rtb-${lock}`
+          const unique = yield* Effect.acquireRelease(
+            Effect.sync(() =>
+              UniqueQueue.make<Data>(queue, { lock, lockPrefix, redis: { url: locks.url }, defaults: {}, history: false })
+            ),
+            (u) => Effect.promise(() => u.close())
+          )
+          const worker = yield* Bull.manualWorker(name)
+          const processor = unique.processor(async (job: BullJob<Data>) => job.data.n)
+          const each = <A>(f: (n: number) => Promise<A>) =>
+            Effect.promise(() => Promise.all(Array.from({ length: 20 }, (_, n) => f(n + 1))))
+          // The runtime built and the scripts loaded first: not counted.
+          yield* Effect.promise(() => unique.add("Work", { n: 0 }))
+          yield* settled(async () => true)
+          const queueLocked = lock !== "while_executing"
+          const added = yield* each((n) => unique.add("Work", { n }))
+          assert.isTrue(added.every((a) => a._tag === "Enqueued"))
+          // The first alone (nothing in flight), then a batch each time flushAt steps have gathered, the rest at the
+          // turn's end.
+          const calls = 1 + Math.ceil(19 / flushAt)
+          assert.strictEqual(yield* settled(async () => true), queueLocked ? calls : 0, "20 adds")
+          const again = yield* each((n) => unique.add("Work", { n }))
+          assert.isTrue(again.every((a) => a._tag === (queueLocked ? "Skipped" : "Enqueued")))
+          assert.strictEqual(yield* settled(async () => true), queueLocked ? calls : 0, "20 duplicates alike")
+          // 21 (or 41) jobs waiting: each taken, then all run in one turn.
+          const jobs: Array<BullJob<Data>> = []
+          for (let job = yield* Effect.promise(() => worker.getNextJob("t", { block: false })); job !== undefined;) {
+            jobs.push(job as BullJob<Data>)
+            job = yield* Effect.promise(() => worker.getNextJob("t", { block: false }))
+          }
+          yield* settled(async () => true)
+          yield* Effect.promise(() => Promise.all(jobs.map((job) => processor(job, "t"))))
+          const commands = yield* settled(async () => (await raw.keys(`${lockPrefix}:*:LOCKED`)).length === 0)
+          // One step per job and phase alone would be jobs.length (a release) or twice that (a run lock's take and
+          // release, a handoff and a release); batched, a few calls per phase.
+          const phases = lock === "until_executed" ? 1 : 2
+          assert.isAtMost(commands, phases * (2 + Math.ceil(jobs.length / flushAt)), `${jobs.length} jobs: ${commands} commands`)
+          assert.isAtLeast(commands, 2)
+        }), 120_000)
+    }
+
+    // lockEvents on: the activity log is written inside the same script calls, so every count stays the same.
     for (const path of ["hot path (a fn without a signal)", "Effect path (a fn that takes a signal)"] as const) {
-      it.scoped(`every lock type, ${path}: an add, a duplicate and a job cost what their phases are`, () =>
+    for (const lockEvents of [false, true]) {
+      it.scoped(`every lock type, ${path}${lockEvents ? ", lockEvents on" : ""}: an add, a duplicate and a job cost what their phases are`, () =>
         Effect.gen(function*() {
           const locks = yield* RedisServer.start
           const { raw, settled } = yield* monitored(locks.url)
@@ -82,6 +134,7 @@ describe("UniqueQueue: one command per lock phase on its lock Redis", () => {
                 UniqueQueue.make<Data>(queue, {
                   lock,
                   lockPrefix,
+                  lockEvents,
                   ...(lock === "until_expired" ? { lockTtl: "1 minute" } : {}),
                   redis: { url: locks.url },
                   defaults: {},
@@ -124,8 +177,16 @@ describe("UniqueQueue: one command per lock phase on its lock Redis", () => {
               }
               assert.strictEqual(yield* Effect.promise(held), kept, `${lock}: the locks left`)
             }
+            // The log was written (on) or not (off): the same calls carried it.
+            const logs = yield* Effect.promise(() => raw.keys(`${lockPrefix}:*:EVENTS`))
+            assert.strictEqual(logs.length > 0, lockEvents, `${lock}: the activity log`)
+            if (lockEvents) {
+              const newest = JSON.parse((yield* Effect.promise(() => raw.lrange(logs[0]!, 0, 0)))[0]!) as { event: string }
+              assert.include(["taken", "released", "refused"], newest.event, lock)
+            }
           }
         }), 120_000)
+    }
     }
   })
 })

@@ -4,12 +4,15 @@
  * runs on each: the seeded locks listed, each filter narrowing them, markup in jids and arguments shown as text with
  * no dialog, unlock and delete changing Redis, a dry run then a reap removing the stale members, and the metrics
  * chart moving after a burst. On `serve`: paging walks 100,000 locks to the end, and browsing every page leaves
- * Redis byte for byte as it was. Screenshots of each page go to test-output/web/.
+ * Redis byte for byte as it was; a bulk delete goes from a filtered list to its preview, its confirmation and its result.
+ * Screenshots of each page go to test-output/web/.
  */
 import * as Effect from "effect/Effect"
 import { mkdirSync } from "node:fs"
 import { chromium, type Browser, type Page } from "playwright-core"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { Queue } from "bullmq"
+import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as History from "../src/History.js"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
@@ -36,6 +39,20 @@ afterAll(async () => {
   await browser?.close()
   await harness?.close()
 })
+
+/** What the issue 38 checks read of a page in the browser (the tests are type-checked without the DOM's types). */
+interface Dom {
+  readonly document: {
+    readonly documentElement: { readonly scrollWidth: number }
+    readonly querySelector: (selector: string) => { readonly clientWidth: number; readonly scrollWidth: number }
+    readonly createRange: () => {
+      setStart: (node: unknown, offset: number) => void
+      setEnd: (node: unknown, offset: number) => void
+      getClientRects: () => { readonly length: number }
+    }
+  }
+  readonly getComputedStyle: (element: unknown) => { readonly lineHeight: string; readonly wordBreak: string; readonly overflowWrap: string }
+}
 
 /** A page that records every dialog it is asked to open (none may open). */
 const open = async (headers: Record<string, string> = {}) => {
@@ -242,6 +259,68 @@ describe("the admin UI in Chromium", () => {
     await walker.close()
   }, 600_000) // a fixed amount of work (100,000 locks paged in a browser): only a hang may end it
 
+  it("a bulk delete: filter, preview naming each lock and its holders' fate, confirm, result; a reload or back posts nothing; read-only offers none", async () => {
+    const prefix = RedisTest.uniquePrefix("web-bulk")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const { page, dialogs, close } = await open()
+    const posts: Array<string> = []
+    page.on("request", (request) => {
+      if (request.method() === "POST") posts.push(request.url())
+    })
+    const fates = () =>
+      page.locator("table.fates tbody tr").evaluateAll((rows) =>
+        rows.map((r) => `${r.getAttribute("data-digest")} ${r.getAttribute("data-jid")} ${r.getAttribute("data-fate")}`).sort()
+      )
+    const bills = [0, 1, 2].map((i) => `${prefix}:bill${i}`)
+    assert.deepStrictEqual(await filter(page, served.url, (p) => p.fill("input[name=queue]", "billing")), bills)
+    assert.strictEqual(await page.locator("a.bulk-delete").textContent(), "Delete the 3 digest(s) this page shows…")
+    await Promise.all([page.waitForURL(/\/locks\/bulk\/confirm\?.*queue=billing/), page.locator("a.bulk-delete").click()])
+    assert.deepStrictEqual(await fates(), bills.map((digest, i) => `${digest} b${i} removed`))
+    assert.include(await page.locator(".bulk-summary").textContent(), "3 holder(s) removed at once, 0 running holder(s) revoked")
+    await page.screenshot({ path: new URL("serve-bulk-confirm.png", shots).pathname, fullPage: true })
+    assert.strictEqual(posts.length, 0)
+    // A lock that starts to match after the preview: the confirmation does not reach it.
+    const billing = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix, lockInfo: true })
+    await harness.run(Lock.lock(billing, { digest: `${prefix}:bill9`, jid: "b9", info: { worker: "Biller", queue: "billing", args: [] } }))
+    await Promise.all([page.waitForURL(/\/locks\?.*queue=billing.*&result=/), page.locator("button.confirm").click()])
+    assert.include(await page.locator(".message").textContent(), "Deleted 3 digest(s)")
+    assert.include(await page.locator(".message").textContent(), "removed 3 holder(s), 3 lock(s) gone")
+    assert.deepStrictEqual(await rowNames(page), [`${prefix}:bill9`])
+    for (const name of bills) assert.deepStrictEqual(await holdersOf(prefix, name), [])
+    assert.deepStrictEqual(await holdersOf(prefix, `${prefix}:bill9`), ["b9"])
+    await page.screenshot({ path: new URL("serve-bulk-result.png", shots).pathname, fullPage: true })
+    // Reload, back and forward: nothing posted again, b9 kept.
+    assert.strictEqual(posts.length, 1)
+    await page.reload()
+    assert.include(await page.locator(".message").textContent(), "Deleted 3 digest(s)")
+    await page.goBack()
+    await page.goForward()
+    assert.strictEqual(posts.length, 1, "a reload or back posted")
+    assert.deepStrictEqual(await holdersOf(prefix, `${prefix}:bill9`), ["b9"])
+
+    // Running holders: the preview names them revoked, and they keep their place.
+    await filter(page, served.url, (p) => p.selectOption("select[name=type]", "while_executing").then(() => {}))
+    await Promise.all([page.waitForURL(/\/locks\/bulk\/confirm\?/), page.locator("a.bulk-delete").click()])
+    assert.deepStrictEqual(await fates(), [0, 1].map((i) => `${prefix}:run${i} r${i} revoked`))
+    await Promise.all([page.waitForURL(/\/locks\?.*&result=/), page.locator("button.confirm").click()])
+    assert.include(await page.locator(".message").textContent(), "revoked 2 running holder(s)")
+    for (let i = 0; i < 2; i++) assert.deepStrictEqual(await holdersOf(prefix, `${prefix}:run${i}:RUN`), [`r${i}`])
+    assert.deepStrictEqual(dialogs, [])
+    await close()
+
+    // Read-only: no bulk link on the list, no form on the preview.
+    const readOnly = await harness.run(Web.serve({ prefix, readOnly: true }))
+    const reader = await open()
+    await reader.page.goto(`${readOnly.url}/locks`)
+    assert.isAbove((await rowNames(reader.page)).length, 0)
+    assert.strictEqual(await reader.page.locator("a.bulk-delete").count(), 0)
+    await reader.page.goto(`${readOnly.url}/locks/bulk/confirm?worker=Mailer`)
+    assert.strictEqual(await reader.page.locator("table.fates tbody tr").count(), 4)
+    assert.strictEqual(await reader.page.locator("form[method=post]").count(), 0)
+    await reader.close()
+  })
+
   it("mounted under /admin/locks of an Effect HttpRouter: the same walk", async () => {
     const prefix = RedisTest.uniquePrefix("web-router")
     await harness.run(Harness.seed(prefix))
@@ -260,5 +339,137 @@ describe("the admin UI in Chromium", () => {
     assert.strictEqual(await reader.page.locator(".readonly").textContent(), "read-only")
     await reader.close()
     await walk(example.url, prefix, "express", { "x-admin": "yes" })
+  })
+
+  it("issue 38: at 390 px digests stay on a line or two and tables scroll in their box; the metrics charts take the full width and refresh on their own", async () => {
+    const prefix = RedisTest.uniquePrefix("web-narrow")
+    await harness.run(Harness.seed(prefix))
+    // Digests as an app makes them: 64 hex characters after the prefix, one a run lock's.
+    const hex = (i: number) => `${i}`.repeat(64).slice(0, 64)
+    const definition = LockOptions.unsafeMake({ lock: "until_and_while_executing", lockPrefix: prefix, lockInfo: true, lockTtl: 3_600_000, lockLease: 600_000 })
+    for (const i of [1, 2, 3]) {
+      const info = { worker: "SyncCrm", queue: "sync", args: [{ account: i, note: "until_and_while_executing".repeat(3) }] }
+      await harness.run(Lock.lock(definition, { digest: `${prefix}:${hex(i)}`, jid: `q${i}`, info }))
+      await harness.run(Lock.lock(definition, { digest: `${prefix}:${hex(i)}`, jid: `w${i}`, phase: "run", info }))
+    }
+    const served = await harness.run(Web.serve({ prefix }))
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 } })
+    const page = await context.newPage()
+    await page.goto(`${served.url}/locks`)
+    const cells = await page.locator("table.locks td.digest").evaluateAll((tds) =>
+      tds.map((td) => ({
+        // The digest's own box (the row may be taller for another cell's sake).
+        height: td.querySelector("a")!.getBoundingClientRect().height,
+        line: parseFloat((globalThis as unknown as Dom).getComputedStyle(td).lineHeight) || 20,
+        title: td.getAttribute("title"),
+        text: td.textContent ?? ""
+      }))
+    )
+    assert.isAtLeast(cells.length, 15)
+    for (const cell of cells) {
+      // One or two lines (and the padding), never three characters to a line; the whole name in the title.
+      assert.isAtMost(cell.height, cell.line * 2 + 2, `${cell.text}: ${cell.height}px`)
+      assert.isTrue(cell.title !== null && cell.title.length >= cell.text.length)
+    }
+    assert.include(cells.map((c) => c.title).join(" "), `${prefix}:${hex(2)}:RUN`)
+    // The page itself does not scroll sideways: the table does, inside its box.
+    const widths = await page.evaluate(() => ({
+      page: (globalThis as unknown as Dom).document.documentElement.scrollWidth,
+      box: (globalThis as unknown as Dom).document.querySelector("div.scroll").clientWidth,
+      table: (globalThis as unknown as Dom).document.querySelector("table.locks").scrollWidth
+    }))
+    assert.isAtMost(widths.page, 391)
+    assert.isAtMost(widths.box, 390)
+    assert.isAbove(widths.table, widths.box)
+    await page.screenshot({ path: new URL("narrow-locks.png", shots).pathname, fullPage: true })
+    // The lock page at 390 px: the holders table scrolls too; the run holder shows its queue, and the lock info
+    // breaks between words, never inside one.
+    await page.goto(`${served.url}/lock?digest=${encodeURIComponent(`${prefix}:${hex(1)}`)}`)
+    assert.isAtMost(await page.evaluate(() => (globalThis as unknown as Dom).document.documentElement.scrollWidth), 391)
+    const runRow = page.locator("table.holders tr[data-jid=w1]")
+    assert.strictEqual(await runRow.locator("td").nth(6).textContent(), "sync")
+    assert.deepStrictEqual(
+      await page.locator("table.holders thead").first().locator("th").allTextContents(),
+      ["jid", "locked at", "expires", "lease until", "fence", "revoked", "queue", "lock info", ""]
+    )
+    const wrap = await page.locator("pre.info").first().evaluate((pre) => ({
+      wordBreak: (globalThis as unknown as Dom).getComputedStyle(pre).wordBreak,
+      overflowWrap: (globalThis as unknown as Dom).getComputedStyle(pre).overflowWrap,
+      // Each line of the rendered text: a word cut across lines shows as a line ending mid-word.
+      typeLine: (() => {
+        const range = (globalThis as unknown as Dom).document.createRange()
+        const node = pre.firstChild!
+        const at = node.textContent!.indexOf("until_and_while_executing")
+        range.setStart(node, at)
+        range.setEnd(node, at + "until_and_while_executing".length)
+        return range.getClientRects().length
+      })()
+    }))
+    assert.notStrictEqual(wrap.wordBreak, "break-all")
+    assert.strictEqual(wrap.overflowWrap, "break-word")
+    assert.strictEqual(wrap.typeLine, 1, "the lock type broke across lines")
+    await context.close()
+
+    // The metrics page at a desktop width: every chart as wide as the page's content, with its time labels, and the
+    // hold times of a few locks taken and released.
+    const held = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix })
+    await harness.run(Effect.scoped(Effect.forEach([1, 2, 3], (i) => Lock.acquire(held, { digest: `${prefix}:held${i}`, jid: `h${i}` }))))
+    await harness.run(History.flush(prefix))
+    const wide = await open()
+    await wide.page.goto(`${served.url}/metrics`)
+    const main = await wide.page.locator("main").evaluate((m) => m.clientWidth)
+    const charts = await wide.page.locator("figure.chart svg").evaluateAll((svgs) => svgs.map((svg) => svg.getBoundingClientRect().width))
+    assert.isAtLeast(charts.length, 5)
+    for (const width of charts) assert.isAtLeast(width, main * 0.9)
+    assert.isAtLeast(await wide.page.locator("figure[data-event=acquired] text.tick").count(), 2)
+    assert.isAtLeast(await wide.page.locator("figure.hold rect.bin").count(), 12)
+    await wide.page.screenshot({ path: new URL("wide-metrics.png", shots).pathname, fullPage: true })
+    // ?refresh=5: the page reloads itself (a meta refresh: the CSP allows no script).
+    await wide.page.goto(`${served.url}/metrics?refresh=5`)
+    let loads = 0
+    wide.page.on("load", () => loads++)
+    await wide.page.waitForEvent("load", { timeout: 60_000 })
+    assert.isAtLeast(loads, 1)
+    assert.strictEqual(new URL(wide.page.url()).search, "?refresh=5")
+    assert.deepStrictEqual(wide.dialogs, [])
+    await wide.close()
+  }, 120_000)
+})
+
+describe("the job behind a lock in Chromium, against a real BullMQ queue (issue 38)", () => {
+  it("the lock page shows the job's state; the holder's jid links to its section; the list filtered by job=gone shows only the orphaned lock", async () => {
+    const prefix = RedisTest.uniquePrefix("web-job")
+    const name = `web-job-${process.pid}`
+    const queue = new Queue(name, { connection: { url: harness.url } })
+    try {
+      const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockInfo: true })
+      const added = await queue.add("Report", { account: 42 }, { jobId: "report-42", delay: 3_600_000 })
+      await harness.run(Lock.lock(definition, { digest: `${prefix}:report`, jid: added.id!, info: { queue: name, worker: "Report", args: [{ account: 42 }] } }))
+      await harness.run(Lock.lock(definition, { digest: `${prefix}:orphan`, jid: "orphan-1", info: { queue: name, worker: "Report", args: [] } }))
+      const served = await harness.run(Web.serve({ prefix }).pipe(Effect.provide(BullMQ.layer(queue))))
+      const { page, dialogs, close } = await open()
+      await page.goto(`${served.url}/lock?digest=${encodeURIComponent(`${prefix}:report`)}`)
+      assert.strictEqual(await page.locator("section.job .job-state").textContent(), "delayed")
+      assert.include(await page.locator("section.job pre.job-data").textContent(), "\"account\":42")
+      await page.locator("a.job-link").first().click()
+      await page.waitForURL(/#job-report-42$/)
+      assert.isTrue(await page.locator("section.job:target").isVisible())
+      assert.strictEqual(await page.locator("section.job:target").getAttribute("data-jid"), "report-42")
+      await page.screenshot({ path: new URL("job-lock.png", shots).pathname, fullPage: true })
+
+      await page.goto(`${served.url}/lock?digest=${encodeURIComponent(`${prefix}:orphan`)}`)
+      assert.strictEqual(await page.locator("section.job").getAttribute("data-state"), "gone")
+
+      await page.goto(`${served.url}/locks`)
+      await page.selectOption("select[name=job]", "gone")
+      await Promise.all([page.waitForURL(/job=gone/), page.getByRole("button", { name: "Filter" }).click()])
+      assert.deepStrictEqual(await rowNames(page), [`${prefix}:orphan`])
+      assert.strictEqual(await page.locator("td.job-state").first().textContent(), "gone")
+      assert.deepStrictEqual(dialogs, [])
+      await close()
+    } finally {
+      await queue.obliterate({ force: true }).catch(() => undefined)
+      await queue.close()
+    }
   })
 })

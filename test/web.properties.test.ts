@@ -4,7 +4,10 @@
  * token (right, wrong, missing), Origin, Sec-Fetch-Site, Host and X-Forwarded-* (untrusted): Redis changes exactly
  * when the model of the rules says it may, and the status says so. Any Host name, on a server without a token: every page and change is answered exactly when it
  * names the loopback (no DNS rebinding). Random strings as jids, workers and arguments: every page renders them as
- * text (no markup of theirs survives, and the text reads back as the string). More cases:
+ * text (no markup of theirs survives, and the text reads back as the string). Random arguments, some cut by the
+ * per-entry byte cap, and a random needle: the arguments filter lists exactly the whole entries that contain it,
+ * page by page, and counts the cut ones. Random locks and filters: a bulk delete removes exactly the locks its
+ * preview listed and revokes exactly the running holders it named. More cases:
  * UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/web.properties.test.ts
  */
 import * as fc from "effect/FastCheck"
@@ -27,13 +30,14 @@ beforeAll(async () => {
 afterAll(() => harness?.close())
 
 const send = (url: string, method: string, headers: Record<string, string>, body?: string) =>
-  new Promise<{ status: number; body: string; cookie: string | undefined }>((resolve, reject) => {
+  new Promise<{ status: number; body: string; cookie: string | undefined; location: string | undefined }>((resolve, reject) => {
     const req = httpRequest(url, { method, headers }, (res) => {
       let text = ""
       res.on("data", (chunk: Buffer) => {
         text += chunk.toString()
       })
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text, cookie: res.headers["set-cookie"]?.[0]?.split(";")[0] }))
+      res.on("end", () =>
+        resolve({ status: res.statusCode ?? 0, body: text, cookie: res.headers["set-cookie"]?.[0]?.split(";")[0], location: res.headers.location }))
     })
     req.on("error", reject)
     req.end(body)
@@ -221,6 +225,54 @@ describe("the admin UI's guards, by property", () => {
     )
   })
 
+  it("the arguments filter lists exactly the locks whose arguments contain it, over every page; a cut entry is counted, never listed", async () => {
+    const prefix = RedisTest.uniquePrefix("args")
+    const served = await harness.run(Web.serve({ prefix }))
+    const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockInfo: true })
+    // A small alphabet, so that needles often match; "z" pads an entry past the per-entry byte cap (1,024).
+    const text = fc.string({ unit: fc.constantFrom("a", "b", "\"", ",", " ", "é"), maxLength: 4 })
+    const lock = fc.record({ args: fc.array(fc.oneof(text, fc.integer({ min: 0, max: 20 })), { maxLength: 3 }), cut: fc.boolean() })
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(lock, { minLength: 1, maxLength: 10 }),
+        text.filter((t) => t.length > 0),
+        fc.integer({ min: 1, max: 6 }),
+        async (locks, needle, count) => {
+          const run = `${prefix}:r${++n}`
+          const stored = locks.map((l) => (l.cut ? [...l.args, "z".repeat(2000)] : l.args))
+          for (const [i, args] of stored.entries()) {
+            await harness.run(Lock.lock(definition, { digest: `${run}:l${i}`, jid: `j${i}`, info: { worker: "W", queue: "q", args } }))
+          }
+          const listed: Array<string> = []
+          let notSearched = 0
+          let cursor = "0"
+          do {
+            const answer = await send(
+              `${served.url}/api/locks?pattern=${encodeURIComponent(`${run}:*`)}&count=${count}&cursor=${cursor}&args=${encodeURIComponent(needle)}`,
+              "GET",
+              {}
+            )
+            assert.strictEqual(answer.status, 200, answer.body)
+            const page = JSON.parse(answer.body) as { next: string; notSearched: number; items: Array<{ name: string; args: string }> }
+            // Every lock listed matches, by the arguments it shows.
+            for (const item of page.items) assert.include(item.args, needle, item.name)
+            listed.push(...page.items.map((item) => item.name))
+            notSearched += page.notSearched
+            cursor = page.next
+          } while (cursor !== "0")
+          // Over the walk (every member read once): listed exactly the whole entries whose arguments contain the
+          // needle; every cut one counted as not searched.
+          const names = stored.map((_, i) => `${run}:l${i}`)
+          const expected = names.filter((_, i) => !locks[i]!.cut && JSON.stringify(stored[i]).includes(needle))
+          assert.deepStrictEqual(listed.sort(), expected.sort())
+          assert.strictEqual(notSearched, locks.filter((l) => l.cut).length)
+        }
+      ),
+      { numRuns: runs }
+    )
+  })
+
   it("any jid, worker and arguments render as text on every page: no markup of theirs survives", async () => {
     const prefix = RedisTest.uniquePrefix("web-text")
     const served = await harness.run(Web.serve({ prefix }))
@@ -248,6 +300,118 @@ describe("the admin UI's guards, by property", () => {
         assert.deepInclude(JSON.parse(decode(info)), { worker, args: [arg] })
       }),
       { numRuns: runs }
+    )
+  })
+
+  it("any filter's bulk delete removes exactly the locks its preview listed and revokes exactly the running holders it named; a lock that matches later stays", async () => {
+    type Kind = "queue" | "run" | "both" | "expired" | "multi"
+    const spec = fc.record({
+      kind: fc.constantFrom<Kind>("queue", "run", "both", "expired", "multi"),
+      name: fc.constantFrom("a", "b"),
+      queue: fc.constantFrom("mail", "billing"),
+      worker: fc.constantFrom("Alpha", "Beta"),
+      // A running holder revoked before the preview: it stays revoked, and is named so.
+      revokedBefore: fc.boolean()
+    })
+    // Each filter is off more often than on, so that most filters leave something to delete.
+    const often = <A>(off: A, ...on: ReadonlyArray<A>) =>
+      fc.oneof({ arbitrary: fc.constant(off), weight: 3 }, { arbitrary: fc.constantFrom(...on), weight: 2 })
+    const filter = fc.record({
+      name: fc.constantFrom("", "a", "b"),
+      type: often("", "until_executed", "while_executing", "until_and_while_executing", "until_expired", "until_executing"),
+      queue: often("", "mail", "bill"),
+      worker: often("", "Alpha"),
+      stale: often(false, true),
+      count: fc.integer({ min: 1, max: 12 })
+    })
+    const parse = (body: string, pattern: RegExp) => [...body.matchAll(pattern)]
+    const unescape = (text: string) => text.replace(/&amp;/g, "&").replace(/&quot;/g, "\"")
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(fc.array(spec, { minLength: 1, maxLength: 8 }), filter, fc.boolean(), async (specs, f, late) => {
+        const prefix = RedisTest.uniquePrefix(`bulk${++n}`)
+        const served = await harness.run(Web.serve({ prefix }))
+        const options = (lock: LockOptions.Options["lock"], more: Partial<LockOptions.Options> = {}) =>
+          LockOptions.unsafeMake({ lock, lockPrefix: prefix, lockInfo: true, ...more })
+        const names: Array<string> = []
+        for (const [i, s] of specs.entries()) {
+          const digest = `${prefix}:${s.name}${i}`
+          names.push(digest, `${digest}:RUN`)
+          const info = { worker: s.worker, queue: s.queue, args: [i] }
+          const take = (definition: LockOptions.Definition, jid: string, phase: "queue" | "run") =>
+            harness.run(Lock.lock(definition, { digest, jid, phase, info }))
+          if (s.kind === "queue") await take(options("until_executed"), `q${i}`, "queue")
+          if (s.kind === "expired") await take(options("until_expired", { lockTtl: 20 }), `e${i}`, "queue")
+          if (s.kind === "multi") {
+            const multi = options("until_executing", { lockLimit: 3 })
+            await take(multi, `m${i}a`, "queue")
+            await take(multi, `m${i}b`, "queue")
+          }
+          if (s.kind === "run") await take(options("while_executing", { lockLease: 600_000 }), `r${i}`, "run")
+          if (s.kind === "both") {
+            const both = options("until_and_while_executing", { lockTtl: 3_600_000, lockLease: 600_000 })
+            await take(both, `w${i}`, "queue")
+            await take(both, `x${i}`, "run")
+          }
+          if (s.revokedBefore && (s.kind === "run" || s.kind === "both")) {
+            await harness.run(harness.store.remove([{ prefix, name: `${digest}:RUN` }], { jid: s.kind === "run" ? `r${i}` : `x${i}` }))
+          }
+        }
+        await new Promise((resolve) => setTimeout(resolve, 30))
+        const query = new URLSearchParams({ pattern: `${prefix}:${f.name}*`, count: String(f.count) })
+        for (const key of ["type", "queue", "worker"] as const) if (f[key] !== "") query.set(key, f[key])
+        if (f.stale) query.set("stale", "1")
+        const holders = async () =>
+          new Map(await Promise.all(names.map(async (name) =>
+            [name, (await harness.run(harness.store.fetch({ prefix, name }))).holders.map((h) => `${h.jid}${h.revokedAt === undefined ? "" : " revoked"}`).sort().join(",")] as const
+          )))
+        const before = await holders()
+        const page = await send(`${served.url}/locks?${query}`, "GET", {})
+        const preview = await send(`${served.url}/locks/bulk/confirm?${query}`, "GET", {})
+        assert.strictEqual(preview.status, 200, preview.body.slice(0, 500))
+        const rows = parse(preview.body, /<tr (?:data-jid="([^"]*)" )?data-digest="([^"]+)"(?: data-phase="(\w+)")? data-fate="(\w+)"/g)
+        const listed = [...new Set(rows.map((m) => m[2]!))].sort()
+        // The preview lists the digests the list page shows (and offers it exactly then), as the API answers them.
+        const api = JSON.parse((await send(`${served.url}/api/locks?${query}`, "GET", {})).body) as { items: Array<{ digest: string }> }
+        assert.deepStrictEqual(listed, [...new Set(api.items.map((item) => item.digest))].sort())
+        assert.strictEqual(page.body.includes(`Delete the ${listed.length} digest(s) this page shows`), listed.length > 0)
+        if (listed.length === 0) return
+        const named = rows.filter((m) => m[1] !== undefined).map((m) => ({ lock: m[3] === "run" ? `${m[2]}:RUN` : m[2]!, jid: m[1]!, fate: m[4]! }))
+        const action = unescape(/<form method="post" action="([^"]+)"/.exec(preview.body)![1]!)
+        const field = (name: string) => unescape(new RegExp(`name="${name}" value="([^"]*)"`).exec(preview.body)![1]!)
+        assert.deepStrictEqual(field("digests").split("\n").sort(), listed)
+        // A lock taken after the preview that the filter matches (when it matches anything of the sort): never deleted.
+        const later = `${prefix}:${f.name === "" ? "a" : f.name}late`
+        if (late) {
+          await harness.run(Lock.lock(options("until_executed"), { digest: later, jid: "late", info: { worker: "Alpha", queue: "mail", args: [] } }))
+        }
+        const session = await send(`${served.url}/api/session`, "GET", {})
+        const csrf = (JSON.parse(session.body) as { csrf: string }).csrf
+        const answer = await send(`${served.url}${action}`, "POST", { cookie: session.cookie!, "content-type": "application/x-www-form-urlencoded" }, new URLSearchParams({ _csrf: csrf, digests: field("digests"), confirm: field("confirm") }).toString())
+        assert.strictEqual(answer.status, 303, answer.body)
+        const after = await holders()
+        for (const name of names) {
+          const digest = name.replace(/:RUN$/, "")
+          const want = listed.includes(digest)
+            // Listed: what stays is exactly the holders it named as revoked, each revoked.
+            ? named.filter((h) => h.lock === name && h.fate === "revoked").map((h) => `${h.jid} revoked`).sort().join(",")
+            : before.get(name)
+          assert.strictEqual(after.get(name), want, `${name} (${listed.includes(digest) ? "listed" : "not listed"})`)
+          if (listed.includes(digest) && want === "") {
+            assert.isUndefined((await harness.run(harness.store.fetch({ prefix, name }))).indexScore, `${name} left in the index`)
+          }
+        }
+        if (late) assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: later }))).holders.length, 1)
+        // The result says the same: what it removed and what it revoked.
+        const result = await send(`${served.url}${answer.location!}`, "GET", {})
+        const message = /<div class="message" role="status">([\s\S]*?)<\/div>/.exec(result.body)![1]!
+        const revoked = named.filter((h) => h.fate === "revoked").length
+        assert.include(message, `Deleted ${listed.length} digest(s)`)
+        assert.include(message, named.length === 0 ? "nothing was held" : `removed ${named.length - revoked} holder(s)`)
+        if (revoked > 0) assert.include(message, `revoked ${revoked} running holder(s)`)
+        else assert.notInclude(message, "revoked")
+      }),
+      { numRuns: runs * 2 }
     )
   })
 })

@@ -4,6 +4,7 @@
  * token, a malformed digest, pattern or cursor answered 400, options decoded where given, and every change counted.
  */
 import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
 import * as Redacted from "effect/Redacted"
 import * as Exit from "effect/Exit"
@@ -13,6 +14,8 @@ import type { AddressInfo } from "node:net"
 import { Queue } from "bullmq"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import * as BullMQ from "../src/adapters/BullMQ.js"
+import * as History from "../src/History.js"
+import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
 import * as Metrics from "../src/Metrics.js"
 import * as LockOptions from "../src/Options.js"
@@ -385,7 +388,8 @@ describe("the admin UI's guards", () => {
     }))
     const answer = await send(`${served.url}/locks`)
     assert.strictEqual(answer.status, 503)
-    assert.include(answer.body, "no answer within")
+    // Our deadline or ioredis' commandTimeout, both set to the timeout: whichever fires first on a busy machine.
+    assert.match(answer.body, /no answer within|Command timed out/, answer.body)
     await down.close()
   })
 })
@@ -430,6 +434,43 @@ describe("the admin UI's changes are safe to repeat and to look at first (issue 
     const again = await send(`${served.url}${String(second.headers["location"])}`, { headers: { cookie } })
     assert.include(again.body, "found nothing")
     assert.deepStrictEqual([actions("unlock", "done") - before, actions("unlock", "nothing") - nothingBefore], [1, 1])
+  })
+
+  it("the lock page's Recent events and /api/lock show the digest's activity log (lockEvents), every field as text", async () => {
+    const prefix = RedisTest.uniquePrefix("web-events")
+    const served = await harness.run(Web.serve({ prefix }))
+    const digest = `${prefix}:0123abcd`
+    const logged = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockEvents: true })
+    await harness.run(Lock.lock(logged, { digest, jid: "first" }))
+    await harness.run(Effect.flip(Lock.lock(logged, { digest, jid: "<script>x</script>" })))
+    const page = await send(`${served.url}/lock?digest=${encodeURIComponent(digest)}`)
+    assert.strictEqual(page.status, 200)
+    const section = page.body.slice(page.body.indexOf("<h2>Recent events</h2>"))
+    assert.match(section, /<td class="event">refused<\/td><td>queue<\/td><td class="jid">&lt;script&gt;x&lt;\/script&gt;<\/td><td class="jid">first<\/td>/)
+    assert.include(section, `<td class="event">taken</td>`)
+    assert.notInclude(page.body, "<script>")
+    const api = JSON.parse((await send(`${served.url}/api/lock?digest=${encodeURIComponent(digest)}`)).body) as {
+      events: Array<{ event: string; jid: string; holder?: string }>
+    }
+    assert.deepStrictEqual(api.events.map((e) => [e.event, e.jid, e.holder]), [
+      ["refused", "<script>x</script>", "first"],
+      ["taken", "first", undefined]
+    ])
+    // An unlock through the API is logged with who asked; a digest without a log says why there is none.
+    const { cookie, csrf } = await session(served.url)
+    const unlocked = await send(`${served.url}/api/lock/unlock`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie, origin: served.url },
+      body: form({ digest, jid: "first", _csrf: csrf })
+    })
+    assert.strictEqual(unlocked.status, 200, unlocked.body)
+    const after = JSON.parse((await send(`${served.url}/api/lock?digest=${encodeURIComponent(digest)}`)).body) as {
+      events: Array<{ event: string; who?: string }>
+    }
+    assert.strictEqual(after.events[0]!.event, "removed")
+    assert.isString(after.events[0]!.who)
+    const plain = await send(`${served.url}/lock?digest=${encodeURIComponent(`${prefix}:ffff`)}`)
+    assert.include(plain.body, "lockEvents")
   })
 
   it("deleting a digest asks first on a page of its own naming what goes and which running holders are revoked; a confirmation acts only on what it named", async () => {
@@ -747,6 +788,168 @@ describe("the admin UI's changes are safe to repeat and to look at first (issue 
   })
 })
 
+describe("a bulk delete of what a filter shows (issue 38)", () => {
+  const rowsOf = (body: string) =>
+    [...body.matchAll(/<tr (?:data-jid="([^"]*)" )?data-digest="([^"]+)"(?: data-phase="(\w+)")? data-fate="(\w+)"/g)].map((m) =>
+      [m[2]!, m[1] ?? "", m[3] ?? "", m[4]!].join(" ")
+    )
+  const jidsOf = async (prefix: string, name: string) =>
+    (await harness.run(harness.store.fetch({ prefix, name }))).holders.map((h) => [h.jid, h.revokedAt !== undefined])
+
+  it("the list links to a preview naming every lock and its holders' fate; confirmed, exactly those go, logged with who; a reload repeats nothing", async () => {
+    const prefix = RedisTest.uniquePrefix("web-bulk")
+    await harness.run(Harness.seed(prefix))
+    const logs: Array<{ message: string; annotations: Record<string, unknown> }> = []
+    const capture = Logger.make(({ annotations, message }) => {
+      logs.push({ message: String(Array.isArray(message) ? message[0] : message), annotations: Object.fromEntries(annotations) })
+    })
+    const base = await harness.run(Harness.mountedInRouter({ prefix, authorize: () => ({ access: "full", who: "alice" }) }).pipe(
+      Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+    ))
+    const { cookie, csrf } = await session(base)
+    const doneBefore = actions("bulk-delete", "done")
+    const list = await send(`${base}/locks?queue=billing`, { headers: { cookie } })
+    const link = /<a class="bulk-delete" href="([^"]+)">([^<]*)<\/a>/.exec(list.body)
+    assert.isNotNull(link, list.body.slice(0, 3000))
+    assert.strictEqual(link![2], "Delete the 3 digest(s) this page shows…")
+    const previewUrl = link![1]!.replace(/&amp;/g, "&")
+    assert.match(previewUrl, /^\/admin\/locks\/locks\/bulk\/confirm\?pattern=.*&queue=billing&count=100$/)
+    const preview = await send(`http://127.0.0.1:${new URL(base).port}${previewUrl}`, { headers: { cookie } })
+    assert.strictEqual(preview.status, 200, preview.body.slice(0, 500))
+    assert.deepStrictEqual(rowsOf(preview.body).sort(), [0, 1, 2].map((i) => `${prefix}:bill${i} b${i} queue removed`))
+    assert.include(preview.body, `data-locks="3" data-removed="3" data-revoked="0"`)
+    // Running holders are named as revoked.
+    const running = await send(`${base}/locks/bulk/confirm?type=while_executing`, { headers: { cookie } })
+    assert.deepStrictEqual(rowsOf(running.body).sort(), [0, 1].map((i) => `${prefix}:run${i} r${i} run revoked`))
+    const post = (query: string, fields: Record<string, string>) =>
+      send(`${base}/locks/bulk/delete?${query}`, { method: "POST", headers: { ...formHeaders, cookie }, body: form({ _csrf: csrf, ...fields }) })
+    const query = previewUrl.split("?")[1]!
+    const digests = hidden(preview.body, "digests")
+    assert.deepStrictEqual(digests.split("\n").sort(), [0, 1, 2].map((i) => `${prefix}:bill${i}`))
+    // Without the CSRF token, or without the confirmation: nothing goes.
+    const noCsrf = await send(`${base}/locks/bulk/delete?${query}`, { method: "POST", headers: { ...formHeaders, cookie }, body: form({ digests, confirm: hidden(preview.body, "confirm") }) })
+    assert.strictEqual(noCsrf.status, 403)
+    const unconfirmed = await post(query, { digests })
+    assert.strictEqual(unconfirmed.status, 303)
+    assert.strictEqual(String(unconfirmed.headers["location"]), `/admin/locks/locks/bulk/confirm?${query}`)
+    // A confirmation for a list other than the one it was made for (one digest more) is asked again.
+    const more = await post(query, { digests: `${digests}\n${prefix}:mail0`, confirm: hidden(preview.body, "confirm") })
+    assert.strictEqual(String(more.headers["location"]), `/admin/locks/locks/bulk/confirm?${query}&changed=1`)
+    assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail0`), [["m0", false]])
+    for (let i = 0; i < 3; i++) assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:bill${i}`), [[`b${i}`, false]])
+    // A lock that starts to match the filter after the preview is never deleted by it.
+    const billing = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix, lockInfo: true })
+    await harness.run(Lock.lock(billing, { digest: `${prefix}:bill9`, jid: "b9", info: { worker: "Biller", queue: "billing", args: [] } }))
+    const done = await post(query, { digests, confirm: hidden(preview.body, "confirm") })
+    assert.strictEqual(done.status, 303, done.body)
+    const location = String(done.headers["location"])
+    assert.match(location, /^\/admin\/locks\/locks\?pattern=.*&queue=billing&count=100&result=/)
+    for (let i = 0; i < 3; i++) assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:bill${i}`), [])
+    assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:bill9`), [["b9", false]])
+    assert.strictEqual(actions("bulk-delete", "done") - doneBefore, 1)
+    const deleted = logs.filter((l) => l.message === "admin bulk delete")
+    assert.deepStrictEqual(deleted.map((l) => [l.annotations.who, l.annotations.digest, l.annotations.removed]).sort(), [0, 1, 2].map((i) => ["alice", `${prefix}:bill${i}`, 1]))
+    assert.deepInclude(logs.find((l) => l.message === "admin bulk delete done")!.annotations, { who: "alice", locks: 3, removed: 3, revoked: 0 })
+    // The result page, reloaded: the same message, nothing more done; a forged result shows nothing.
+    for (let i = 0; i < 3; i++) {
+      const page = await send(`http://127.0.0.1:${new URL(base).port}${location}`, { headers: { cookie } })
+      assert.strictEqual(page.status, 200)
+      assert.include(page.body, "Deleted 3 digest(s)")
+      assert.include(page.body, "removed 3 holder(s), 3 lock(s) gone")
+      assert.include(page.body, `data-name="${prefix}:bill9"`)
+    }
+    assert.strictEqual(actions("bulk-delete", "done") - doneBefore, 1)
+    assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:bill9`), [["b9", false]])
+    const made = Buffer.from(JSON.stringify({ action: "delete", at: 0, nothing: false, removed: 9, deleted: 9, revoked: 0, locks: 99 }))
+    const forged = await send(`${base}/locks?queue=billing&result=${made.toString("base64url")}.${"A".repeat(43)}`, { headers: { cookie } })
+    assert.notInclude(forged.body, "Deleted 99")
+    // The same form again (a double submit): the holders it named are gone, so it is asked again and b9 stays.
+    const again = await post(query, { digests, confirm: hidden(preview.body, "confirm") })
+    assert.strictEqual(String(again.headers["location"]), `/admin/locks/locks/bulk/confirm?${query}&changed=1`)
+    assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:bill9`), [["b9", false]])
+    assert.strictEqual(actions("bulk-delete", "done") - doneBefore, 1)
+
+    // Running holders: revoked, not removed (each keeps its place), as one delete does.
+    const runQuery = "type=while_executing"
+    const revoked = await post(runQuery, { digests: hidden(running.body, "digests"), confirm: hidden(running.body, "confirm") })
+    assert.strictEqual(revoked.status, 303)
+    for (let i = 0; i < 2; i++) assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:run${i}:RUN`), [[`r${i}`, true]])
+    const shown = await send(`http://127.0.0.1:${new URL(base).port}${String(revoked.headers["location"])}`, { headers: { cookie } })
+    assert.include(shown.body, "revoked 2 running holder(s)")
+  })
+
+  it("holders changed since the preview: nothing is deleted, and the preview is shown again saying so", async () => {
+    const prefix = RedisTest.uniquePrefix("web-bulk-changed")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const { cookie, csrf } = await session(served.url)
+    const preview = await send(`${served.url}/locks/bulk/confirm?worker=Mailer`, { headers: { cookie } })
+    assert.strictEqual(rowsOf(preview.body).length, 4)
+    // One of the four digests changes hands: its holder goes, another takes it.
+    await harness.run(harness.store.unlock({ prefix, name: `${prefix}:mail3` }, "m3"))
+    const mail = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockInfo: true })
+    await harness.run(Lock.lock(mail, { digest: `${prefix}:mail3`, jid: "newcomer", info: { worker: "Mailer", queue: "mail", args: [] } }))
+    const answer = await send(`${served.url}/locks/bulk/delete?worker=Mailer`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie },
+      body: form({ _csrf: csrf, digests: hidden(preview.body, "digests"), confirm: hidden(preview.body, "confirm") })
+    })
+    assert.strictEqual(answer.status, 303)
+    const location = String(answer.headers["location"])
+    assert.match(location, /^\/locks\/bulk\/confirm\?.*worker=Mailer.*&changed=1$/)
+    assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail0`), [["m0", false]])
+    assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail3`), [["newcomer", false]])
+    const asked = await send(`${served.url}${location}`, { headers: { cookie } })
+    assert.include(asked.body, "The holders changed since you confirmed: nothing was done.")
+    assert.include(rowsOf(asked.body), `${prefix}:mail3 newcomer queue removed`)
+    // Confirmed on what holds them now: all four go.
+    const done = await send(`${served.url}/locks/bulk/delete?worker=Mailer`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie },
+      body: form({ _csrf: csrf, digests: hidden(asked.body, "digests"), confirm: hidden(asked.body, "confirm") })
+    })
+    assert.match(String(done.headers["location"]), /\/locks\?.*&result=/)
+    for (let i = 0; i < 4; i++) assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail${i}`), [])
+  })
+
+  it("read-only shows no bulk link nor form and refuses the POST; a malformed list of digests is a 400", async () => {
+    const prefix = RedisTest.uniquePrefix("web-bulk-ro")
+    await harness.run(Harness.seed(prefix))
+    const readOnly = await harness.run(Web.serve({ prefix, readOnly: true }))
+    const ro = await session(readOnly.url)
+    assert.notInclude((await send(`${readOnly.url}/locks`, { headers: { cookie: ro.cookie } })).body, "/locks/bulk/confirm")
+    const preview = await send(`${readOnly.url}/locks/bulk/confirm?queue=billing`, { headers: { cookie: ro.cookie } })
+    assert.strictEqual(preview.status, 200)
+    assert.notInclude(preview.body, "<form method=\"post\"")
+    const refused = await send(`${readOnly.url}/locks/bulk/delete?queue=billing`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie: ro.cookie },
+      body: form({ _csrf: ro.csrf, digests: `${prefix}:bill0`, confirm: "x" })
+    })
+    assert.strictEqual(refused.status, 403)
+    assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: `${prefix}:bill0` }))).holders.length, 1)
+
+    const served = await harness.run(Web.serve({ prefix }))
+    const { cookie, csrf } = await session(served.url)
+    for (const [digests, reason] of [
+      ["", "give the digests"],
+      [`${prefix}:bill0\n${prefix}:bill0`, "listed twice"],
+      [`${prefix}:bill0\nother:bill1`, "starts with"],
+      [Array.from({ length: 1001 }, (_, i) => `${prefix}:x${i}`).join("\n"), "at most 1000"]
+    ] as const) {
+      const answer = await send(`${served.url}/locks/bulk/delete`, {
+        method: "POST",
+        headers: { ...formHeaders, cookie },
+        body: form({ _csrf: csrf, digests, confirm: "x" })
+      })
+      assert.strictEqual(answer.status, 400, reason)
+      assert.include(answer.body, reason)
+    }
+    assert.strictEqual((await send(`${served.url}/locks/bulk/confirm?count=0`, { headers: { cookie } })).status, 400)
+    assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: `${prefix}:bill0` }))).holders.length, 1)
+  })
+})
+
 describe("the admin UI's reap asks the queue when it has one (issue 35)", () => {
   it("served with BullMQ's JobQueue in its context, a pass frees the lock whose job is gone and keeps the live job's; without one, both stay and the page says why", async () => {
     const prefix = RedisTest.uniquePrefix("web-orphans")
@@ -799,6 +1002,224 @@ describe("the admin UI's reap asks the queue when it has one (issue 35)", () => 
     } finally {
       await queue.obliterate({ force: true }).catch(() => undefined)
       await queue.close()
+    }
+  })
+})
+
+describe("the job behind a lock (issue 38)", () => {
+  it("the lock page shows each holder's job and links its jid to it; ?job= filters a page with one describe call; 400 without a queue or for a bad state", async () => {
+    const prefix = RedisTest.uniquePrefix("web-job")
+    const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockInfo: true })
+    const jids = ["live-1", "gone-1", Harness.markup[0]]
+    for (const [i, jid] of jids.entries()) {
+      await harness.run(Lock.lock(definition, { digest: `${prefix}:d${i}`, jid, info: { queue: "jobs", worker: "W", args: [i] } }))
+    }
+    await harness.run(Lock.lock(definition, { digest: `${prefix}:noqueue`, jid: "nq-1" }))
+    // A queue that describes jobs, counting its calls: live-1 active, the markup jid failed with markup in its data.
+    const calls: Array<number> = []
+    const fake: JobQueue["Type"] = {
+      push: () => Effect.void,
+      schedule: () => Effect.void,
+      remove: () => Effect.succeed(false),
+      kill: () => Effect.void,
+      exists: (jobs) => Effect.succeed(jobs.map(() => "unknown" as const)),
+      describe: (jobs) =>
+        Effect.sync(() => {
+          calls.push(jobs.length)
+          return jobs.map((job) =>
+            job.jid === "live-1"
+              ? { ...job, state: "active" as const, attemptsMade: 1, addedAt: 1_700_000_000_000, data: "{\"n\":1}", dataBytes: 7 }
+              : job.jid === Harness.markup[0]
+              ? { ...job, state: "failed" as const, failedReason: Harness.markup[1], data: Harness.markup[0], dataBytes: 4000 }
+              : { ...job, state: "gone" as const }
+          )
+        })
+    }
+    const served = await harness.run(Web.serve({ prefix }).pipe(Effect.provideService(JobQueue, fake)))
+    const page = await send(`${served.url}/lock?digest=${encodeURIComponent(`${prefix}:d0`)}`)
+    assert.strictEqual(page.status, 200)
+    assert.include(page.body, `<a class="job-link" href="#job-live-1">live-1</a>`)
+    assert.include(page.body, `id="job-live-1" data-jid="live-1" data-state="active"`)
+    assert.include(page.body, "{&quot;n&quot;:1}")
+    assert.deepStrictEqual(calls, [1])
+    const marked = await send(`${served.url}/lock?digest=${encodeURIComponent(`${prefix}:d2`)}`)
+    assert.notInclude(marked.body, "<script>alert")
+    assert.notInclude(marked.body, "<img")
+    assert.include(marked.body, `href="#job-${encodeURIComponent(Harness.markup[0])}"`)
+    assert.include(marked.body, "data of 4000 bytes, cut")
+    const api = JSON.parse((await send(`${served.url}/api/lock?digest=${prefix}:d1`)).body) as { jobs: Array<{ jid: string; details: { state: string } }> }
+    assert.deepStrictEqual(api.jobs.map((j) => [j.jid, j.details.state]), [["gone-1", "gone"]])
+    // A lock whose holder names no queue: said so, no call.
+    calls.length = 0
+    assert.include((await send(`${served.url}/lock?digest=${encodeURIComponent(`${prefix}:noqueue`)}`)).body, "No holder names its queue")
+    assert.deepStrictEqual(calls, [])
+
+    // The list: one describe call for the page's holders, the job column, and ?job= keeping the matching rows.
+    const names = async (query: string) => {
+      const answer = await send(`${served.url}/api/locks?${query}`)
+      assert.strictEqual(answer.status, 200, answer.body)
+      return (JSON.parse(answer.body) as { items: Array<{ name: string }> }).items.map((i) => i.name).sort()
+    }
+    calls.length = 0
+    assert.deepStrictEqual(await names("job=gone"), [`${prefix}:d1`])
+    assert.deepStrictEqual(calls, [3], "one call for the page's three jobs")
+    assert.deepStrictEqual(await names("job=over"), [`${prefix}:d1`, `${prefix}:d2`])
+    assert.deepStrictEqual(await names("job=live"), [`${prefix}:d0`])
+    const list = await send(`${served.url}/locks?job=gone`)
+    assert.include(list.body, "<th>job</th>")
+    assert.include(list.body, `<td class="job-state">gone</td>`)
+    const bad = await send(`${served.url}/api/locks?job=vanished`)
+    assert.strictEqual(bad.status, 400)
+    assert.include(bad.body, "job: one of waiting")
+
+    // Without a queue: the page says how to get one, the list has no job column, and ?job= is a 400 saying why.
+    const plain = await harness.run(Web.serve({ prefix }))
+    assert.include((await send(`${plain.url}/lock?digest=${encodeURIComponent(`${prefix}:d0`)}`)).body, "--bullmq-queue NAME")
+    assert.notInclude((await send(`${plain.url}/locks`)).body, "<th>job</th>")
+    const refused = await send(`${plain.url}/api/locks?job=gone`)
+    assert.strictEqual(refused.status, 400)
+    assert.include(refused.body, "no queue to ask about jobs")
+  })
+})
+
+describe("the lock page, the arguments and the metrics an operator reads at a glance (issue 38)", () => {
+  const api = async (base: string, path: string) => {
+    const answer = await send(`${base}${path}`)
+    assert.strictEqual(answer.status, 200, answer.body.slice(0, 500))
+    return JSON.parse(answer.body) as { items: Array<{ name: string; args: string }>; notSearched: number }
+  }
+
+  it("a revoked holder has its column header and no Unlock; a run holder shows its queue; the lock info is pretty JSON", async () => {
+    const prefix = RedisTest.uniquePrefix("web-lockpage")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const { cookie, csrf } = await session(served.url)
+    const lockPage = () => send(`${served.url}/lock?digest=${encodeURIComponent(`${prefix}:run0`)}`, { headers: { cookie } })
+    const before = await lockPage()
+    assert.include(before.body, "<th>revoked</th>")
+    const runRow = /<tr data-jid="r0">[\s\S]*?<\/tr>/.exec(before.body)![0]
+    // The run lock's holder names its queue (from lockInfo), and may be unlocked while it runs.
+    assert.include(runRow, "<td>fast</td>")
+    assert.include(runRow, "class=\"unlock\"")
+    assert.include(runRow, "\n  &quot;type&quot;: &quot;while_executing&quot;,\n", "the lock info pretty-printed, a field per line")
+    const revoked = await send(`${served.url}/api/lock/unlock`, {
+      method: "POST",
+      headers: { "content-type": "application/json", cookie, "x-csrf-token": csrf },
+      body: JSON.stringify({ digest: `${prefix}:run0`, jid: "r0" })
+    })
+    assert.strictEqual(revoked.status, 200, revoked.body)
+    assert.strictEqual((JSON.parse(revoked.body) as { revoked: Array<unknown> }).revoked.length, 1)
+    const after = /<tr data-jid="r0">[\s\S]*?<\/tr>/.exec((await lockPage()).body)![0]
+    assert.include(after, "class=\"revoked\"")
+    assert.notInclude(after, "class=\"unlock\"", "an already revoked holder is not offered Unlock")
+    assert.notInclude(after, "/lock/unlock")
+  })
+
+  it("400 and 404 pages show the server's real mode: no read-only badge on a full-access server", async () => {
+    const prefix = RedisTest.uniquePrefix("web-badge")
+    const full = await harness.run(Web.serve({ prefix }))
+    const readOnly = await harness.run(Web.serve({ prefix, readOnly: true }))
+    for (const path of ["/nothing/here", "/lock?digest=nope", "/locks?count=0", "/metrics?refresh=2"]) {
+      const onFull = await send(`${full.url}${path}`)
+      assert.oneOf(onFull.status, [400, 404], path)
+      assert.notInclude(onFull.body, "class=\"readonly\"", path)
+      const onReadOnly = await send(`${readOnly.url}${path}`)
+      assert.strictEqual(onReadOnly.status, onFull.status, path)
+      assert.include(onReadOnly.body, "class=\"readonly\"", path)
+    }
+  })
+
+  it("the locks list shows each lock's arguments, abbreviated, and ?args= lists exactly the locks whose arguments contain it", async () => {
+    const prefix = RedisTest.uniquePrefix("web-args")
+    await harness.run(Harness.seed(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const page = await send(`${served.url}/locks?count=1000`)
+    assert.include(page.body, "<th>arguments</th>")
+    assert.include(page.body, "<td class=\"args\">[1]</td>", "bill1's arguments")
+    // Markup in the arguments is text, abbreviated with its whole text in the title.
+    assert.notInclude(page.body, "<script>alert")
+    assert.match(page.body, /<td class="args" title="[^"]*&lt;script&gt;[^"]*">[^<]*…<\/td>/)
+    const mail = await api(served.url, `/api/locks?count=1000&args=${encodeURIComponent("\"note\"")}`)
+    assert.deepStrictEqual(mail.items.map((i) => i.name).sort(), [0, 1, 2, 3].map((i) => `${prefix}:mail${i}`).sort())
+    assert.strictEqual(mail.notSearched, 0)
+    assert.deepStrictEqual((await api(served.url, "/api/locks?count=1000&args=%5B2%5D")).items.map((i) => i.name), [`${prefix}:bill2`])
+    // The arguments filter with the others, and paged as they are: 300 more locks (no arguments) make the index one
+    // ZSCAN pages, and each page reads about `count` members whatever matches.
+    await harness.run(Harness.seedMany(prefix, 300))
+    assert.deepStrictEqual((await api(served.url, "/api/locks?count=1000&args=note&worker=Biller")).items, [])
+    let cursor = "0"
+    let pages = 0
+    const found: Array<string> = []
+    do {
+      const answer = JSON.parse((await send(`${served.url}/api/locks?count=40&args=note&cursor=${cursor}`)).body) as {
+        items: Array<{ name: string }>
+        scanned: number
+        next: string
+      }
+      assert.isAtMost(answer.scanned, 80)
+      pages++
+      found.push(...answer.items.map((i) => i.name))
+      cursor = answer.next
+    } while (cursor !== "0")
+    assert.deepStrictEqual(found.sort(), mail.items.map((i) => i.name).sort())
+    assert.isAtLeast(pages, 4)
+    // The form keeps the filter, and the next link carries it.
+    const filtered = await send(`${served.url}/locks?count=40&args=note`)
+    assert.include(filtered.body, "name=\"args\" value=\"note\"")
+    assert.match(filtered.body, /rel="next" href="[^"]*args=note/)
+    for (const bad of ["x".repeat(257), "a\u0001b"]) {
+      const refused = await send(`${served.url}/locks?args=${encodeURIComponent(bad)}`)
+      assert.strictEqual(refused.status, 400)
+      assert.include(refused.body, "args: part of the arguments")
+      assert.include(refused.body, "at most 256 characters")
+    }
+    assert.strictEqual((await send(`${served.url}/api/locks?args=${"y".repeat(256)}`)).status, 200)
+  })
+
+  it("a lock whose stored info was cut is not searched by ?args=: it is counted and the page says so", async () => {
+    const prefix = RedisTest.uniquePrefix("web-args-cut")
+    const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockInfo: true, lockTtl: 3_600_000 })
+    const take = (digest: string, args: unknown) =>
+      harness.run(Lock.lock(definition, { digest: `${prefix}:${digest}`, jid: digest, info: { worker: "W", queue: "q", args } }))
+    await take("small", ["needle"])
+    await take("big", ["needle", "z".repeat(4000)])
+    await take("other", ["hay"])
+    const served = await harness.run(Web.serve({ prefix }))
+    const answer = await api(served.url, "/api/locks?count=1000&args=needle")
+    assert.deepStrictEqual(answer.items.map((i) => i.name), [`${prefix}:small`])
+    assert.strictEqual(answer.notSearched, 1)
+    const page = await send(`${served.url}/locks?count=1000&args=needle`)
+    assert.include(page.body, "1 not searched")
+    assert.strictEqual((await api(served.url, "/api/locks?count=1000&args=hay")).notSearched, 1)
+    assert.strictEqual((await api(served.url, "/api/locks?count=1000")).notSearched, 0)
+  })
+
+  it("the metrics page: a chosen refresh as a meta refresh (5 to 3600 s, else a 400), both axes labelled, the hold-time histogram", async () => {
+    const prefix = RedisTest.uniquePrefix("web-metrics38")
+    const served = await harness.run(Web.serve({ prefix }))
+    const definition = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix })
+    await harness.run(History.flush(prefix))
+    await harness.run(Effect.scoped(Effect.gen(function*() {
+      for (let i = 0; i < 3; i++) yield* Lock.acquire(definition, { digest: `${prefix}:h${i}`, jid: `h${i}` })
+    })))
+    await harness.run(History.flush(prefix))
+    const plain = await send(`${served.url}/metrics`)
+    assert.strictEqual(plain.status, 200)
+    assert.notInclude(plain.body, "http-equiv=\"refresh\"")
+    assert.include(plain.body, "text-anchor=\"end\" font-size=\"12\" fill=\"#555\">1</text>", "the value scale's top")
+    assert.match(plain.body, /class="tick"[^>]*>\d\d:\d\d<\/text>/)
+    assert.match(plain.body, /<figure class="chart hold" data-total="(\d+)">/)
+    const held = Number(/<figure class="chart hold" data-total="(\d+)">/.exec(plain.body)![1])
+    assert.isAtLeast(held, 3)
+    assert.match(plain.body, /<rect class="bin" data-bound="1" data-count="\d+"/)
+    const refreshed = await send(`${served.url}/metrics?refresh=30`)
+    assert.include(refreshed.body, "<meta http-equiv=\"refresh\" content=\"30\">")
+    assert.include(refreshed.body, "<strong aria-current=\"true\">30s</strong>")
+    assert.include((await send(`${served.url}/metrics?refresh=3600`)).body, "content=\"3600\"")
+    for (const bad of ["4", "3601", "abc", "10.5", "-5", "99999"]) {
+      const refused = await send(`${served.url}/metrics?refresh=${bad}`)
+      assert.strictEqual(refused.status, 400, bad)
+      assert.include(refused.body, "refresh: seconds, a whole number from 5 to 3600")
     }
   })
 })

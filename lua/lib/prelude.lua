@@ -209,3 +209,104 @@ local function keep_lease(key, owner, lease, current)
     redis.call('SET', key, owner, 'PX', lease)
   end
 end
+
+-- A digest's activity log (lockEvents): puts an event first in the list at key (`<digest>:EVENTS`), keeps its newest
+-- 100 and sets its TTL to 24 hours. at: Redis ms; refused (a refusal: acquire's answer, {0, holder, ...}: the
+-- holder logged is the first in byte order, as the memory store picks it, the hash's order being Redis' own) and who
+-- (an admin's call) may be nil. The entry is compact JSON in a fixed field order, as the memory store writes it: at, event, jid, phase, holder,
+-- who. A key of another type (not ours) is left alone: LPUSH by pcall, and nothing else then; the log never fails the
+-- call it records, and a call that fails before its first write has logged nothing (this runs after the others).
+-- LTRIM only once the list has grown past 100, and a text escaped only when it holds a character to escape: the
+-- common event costs LPUSH and PEXPIRE (bench/results/lock-events.md).
+local function log_event(key, at, event, jid, phase, refused, who)
+  local function text(s)
+    if not string.find(s, '[%z\1-\31"\\]') then return '"' .. s .. '"' end
+    local escapes = {['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n', ['\r'] = '\\r', ['\t'] = '\\t'}
+    return '"' .. string.gsub(s, '[%z\1-\31"\\]', function(c) return escapes[c] or string.format('\\u%04x', string.byte(c)) end) .. '"'
+  end
+  local entry = '{"at":' .. string.format('%d', at) .. ',"event":"' .. event .. '","jid":' .. text(jid) .. ',"phase":"' .. phase .. '"'
+  if refused then
+    local holder = refused[2]
+    for i = 3, #refused do
+      if refused[i] < holder then holder = refused[i] end
+    end
+    entry = entry .. ',"holder":' .. text(holder)
+  end
+  if who then entry = entry .. ',"who":' .. text(who) end
+  local pushed = redis.pcall('LPUSH', key, entry .. '}')
+  if type(pushed) == 'table' and pushed.err then return end
+  if pushed > 100 then redis.call('LTRIM', key, 0, 99) end
+  redis.call('PEXPIRE', key, 86400000)
+end
+
+-- The bodies of lock.lua, unlock.lua and handoff.lua, as functions of their keys and arguments: each script calls its
+-- own, and batch.lua calls them for many steps in one call (their arguments and replies are described in each file).
+local function lock_step(keys, argv)
+  local ms, micros = now()
+  local fence = ''
+  if argv[7] == '1' then fence = keys[3] end
+  local result = acquire(keys[1], keys[2], argv[2], argv[1], argv[3], argv[4], argv[5], argv[6], fence, ms, micros, argv[8])
+  if keys[4] then
+    local phase = 'queue'
+    if fence ~= '' then phase = 'run' end
+    if result[1] == 0 then
+      log_event(keys[4], ms, 'refused', argv[1], phase, result)
+    elseif result[2] == 1 then
+      log_event(keys[4], ms, 'reentered', argv[1], phase)
+    else
+      log_event(keys[4], ms, 'taken', argv[1], phase)
+    end
+  end
+  if result[1] == 0 then return result end
+  if result[3] > 0 then return result[3] end
+  return -1 - result[2]
+end
+-- A run lock's release with ARGV[4] '1' (its worker has a lockTimeout) tells the waiters of the lock (in any process)
+-- that a place is free: PUBLISH on the channel named as its holders key (KEYS[1], a channel and not a key), the
+-- message the number of places freed. One channel per lock: Redis sends it only to the processes that wait for it.
+-- Without ARGV[4] nothing is published: a worker with no lockTimeout pays nothing for it.
+local function unlock_step(keys, argv)
+  local released
+  if not keys[3] then
+    released = release(keys[1], keys[2], argv[2], argv[1], argv[3])
+  else
+    local ms = now()
+    released = release(keys[1], keys[2], argv[2], argv[1], argv[3], ms)
+    local phase = 'queue'
+    if string.sub(argv[2], -4) == ':RUN' then phase = 'run' end
+    local event = 'missed'
+    if released == 1 then event = 'released' end
+    log_event(keys[3], ms, event, argv[1], phase)
+  end
+  if released == 1 and argv[4] == '1' then redis.call('PUBLISH', keys[1], '1') end
+  return released
+end
+local function handoff_step(keys, argv)
+  local ms, micros = now()
+  local jid = argv[1]
+  -- The queue lock's and the index's types are checked before acquire writes anything.
+  local queued = redis.call('HGET', keys[1], jid)
+  redis.call('ZSCORE', keys[3], argv[2])
+  local result = acquire(keys[2], keys[3], argv[3], jid, argv[4], argv[5], argv[6], argv[7], keys[4], ms, micros)
+  local held
+  if result[1] == 1 or argv[8] ~= '1' then
+    held = release(keys[1], keys[3], argv[2], jid, '0', ms, queued)
+  elseif queued and live(queued, ms) then
+    held = 1
+  else
+    held = 0
+  end
+  if keys[5] then
+    if result[1] == 0 then
+      log_event(keys[5], ms, 'refused', jid, 'run', result)
+    else
+      log_event(keys[5], ms, 'taken', jid, 'run')
+    end
+    -- A queue lock's entry of jid's (a foreign one is no hold of this library's: nothing to log).
+    if queued and parse(queued) ~= nil and (result[1] == 1 or argv[8] ~= '1') then
+      if held == 1 then log_event(keys[5], ms, 'released', jid, 'queue') else log_event(keys[5], ms, 'missed', jid, 'queue') end
+    end
+  end
+  table.insert(result, 1, held)
+  return result
+end

@@ -36,7 +36,7 @@ import type * as Scope from "effect/Scope"
 import { InvalidJobArgs, type LayoutMismatch } from "../Errors.js"
 import { makeDeadlines } from "../internal/deadlines.js"
 import type { Job } from "../Job.js"
-import { JobQueue, type Presence, QueueError } from "../JobQueue.js"
+import { type JobDetails, JobQueue, type JobRef, type JobState, type Presence, previewBytes, QueueError } from "../JobQueue.js"
 import * as Lock from "../Lock.js"
 import * as Metrics from "../Metrics.js"
 import * as BullOptions from "../internal/bullmqOptions.js"
@@ -187,6 +187,114 @@ const presenceCommand = "uniqueJobsPresence"
 const presenceChunk = 200
 const defined = new WeakSet<object>()
 
+// What a job is now, for an operator: O(1) reads per job (its hash's fields, a ZSCORE per sorted set, its lock key),
+// never BullMQ's getState, which walks the active and wait lists. A job whose hash is there and that is in no sorted
+// set is active while a worker holds its lock, else waiting (paused: its queue is). Data and reason come cut.
+// KEYS[1..5] <queue>:completed, failed, delayed, prioritized, waiting-children  KEYS[6] <queue>:meta
+// ARGV[1] the job key prefix <prefix>:<queue>:, ARGV[2] the most bytes of data and reason, ARGV[3..] jids.
+// Per job: false (no hash), or { state, name, attemptsMade, timestamp, processedOn, finishedOn, failedReason,
+// data, data's length, delayed score }.
+const describeScript = `local out = {}
+local max = tonumber(ARGV[2])
+local paused = redis.call('HEXISTS', KEYS[6], 'paused') == 1
+local states = { 'completed', 'failed', 'delayed', 'prioritized', 'waiting-children' }
+for i = 3, #ARGV do
+  local jid = ARGV[i]
+  local key = ARGV[1] .. jid
+  if redis.call('EXISTS', key) == 0 then
+    out[#out + 1] = false
+  else
+    local state = false
+    local score = false
+    for k = 1, 5 do
+      local s = redis.call('ZSCORE', KEYS[k], jid)
+      if s then
+        state = states[k]
+        if k == 3 then score = s end
+        break
+      end
+    end
+    if not state then
+      if redis.call('EXISTS', key .. ':lock') == 1 then state = 'active'
+      elseif paused then state = 'paused'
+      else state = 'waiting' end
+    end
+    local f = redis.call('HMGET', key, 'name', 'atm', 'timestamp', 'processedOn', 'finishedOn', 'failedReason', 'data')
+    local reason = f[6]
+    if reason then reason = string.sub(reason, 1, max) end
+    local data = f[7]
+    local size = 0
+    if data then
+      size = string.len(data)
+      data = string.sub(data, 1, max)
+    end
+    out[#out + 1] = { state, f[1], f[2], f[3], f[4], f[5], reason, data, size, score }
+  end
+end
+return out`
+const describeCommand = "uniqueJobsDescribe"
+
+const describing = new WeakSet<object>()
+
+// A script over a queue's jobs, defined once on each queue's client (`made` remembers where), run on chunks of
+// `presenceChunk` jids that keep each call short and are sent together: one reply per jid, in order.
+const perJob = async (
+  of: Queue,
+  command: string,
+  lua: string,
+  made: WeakSet<object>,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<string>,
+  jids: ReadonlyArray<string>
+): Promise<Array<unknown>> => {
+  const client = await of.getBackend().client
+  if (!made.has(client)) {
+    client.defineCommand(command, { numberOfKeys: keys.length, lua })
+    made.add(client)
+  }
+  const chunks: Array<Promise<unknown>> = []
+  for (let i = 0; i < jids.length; i += presenceChunk) {
+    chunks.push(client.runCommand(command, [...keys, ...args, ...jids.slice(i, i + presenceChunk)]))
+  }
+  const replies = (await Promise.all(chunks)).flatMap((reply) => (Array.isArray(reply) ? reply : []))
+  if (replies.length !== jids.length) throw new Error(`${replies.length} answers for ${jids.length} jobs`)
+  return replies
+}
+
+const numberOf = (value: unknown): number | undefined => {
+  if (value === null || value === undefined || value === false || value === "") return undefined
+  const n = Number(value)
+  return Number.isFinite(n) ? n : undefined
+}
+const textOf = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
+// A cut may split a character: its stray bytes are dropped.
+const cutText = (value: string | undefined, cut: boolean): string | undefined =>
+  value === undefined || !cut ? value : value.replace(/\uFFFD+$/, "")
+
+const knownStates = new Set<string>(["waiting", "delayed", "prioritized", "active", "completed", "failed", "paused", "waiting-children"])
+
+// One job's reply of `describeScript` as `JobDetails`.
+const detailsOf = (queue: string, jid: string, reply: unknown): JobDetails => {
+  if (!Array.isArray(reply)) return { jid, queue, state: "gone" }
+  const [state, name, attemptsMade, timestamp, processedOn, finishedOn, reason, data, size, score] = reply as Array<unknown>
+  const dataBytes = numberOf(size)
+  const delayed = numberOf(score)
+  const failedReason = textOf(reason)
+  return {
+    jid,
+    queue,
+    state: typeof state === "string" && knownStates.has(state) ? state as JobState : "unknown",
+    name: textOf(name),
+    attemptsMade: numberOf(attemptsMade) ?? 0,
+    addedAt: numberOf(timestamp),
+    processedOn: numberOf(processedOn),
+    finishedOn: numberOf(finishedOn),
+    runsAt: delayed === undefined ? undefined : Math.floor(delayed / 0x1000),
+    failedReason: cutText(failedReason, failedReason !== undefined && Buffer.byteLength(failedReason) >= previewBytes),
+    data: cutText(textOf(data), dataBytes !== undefined && dataBytes > previewBytes),
+    dataBytes
+  }
+}
 
 /**
  * How long every call to a queue may take before it fails with a `QueueError`: 5 seconds.
@@ -351,26 +459,45 @@ export const make = (
       return found !== undefined ? Effect.succeed(found) : Effect.fail(unknownQueue(operation, job))
     }
 
+    // Each job asked of its own queue, one call per queue, all at once; another queue's job answered `other`.
+    const perQueue = <A>(
+      jobs: ReadonlyArray<JobRef>,
+      other: A,
+      ask: (of: Queue, jids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<A>, QueueError>
+    ): Effect.Effect<ReadonlyArray<A>, QueueError> =>
+      Effect.gen(function*() {
+        const answers: Array<A> = jobs.map(() => other)
+        const asked = new Map<Queue, Array<number>>()
+        jobs.forEach((job, i) => {
+          const of = byName.get(job.queue)
+          if (of === undefined) return // another queue's job: not this adapter's to tell
+          const positions = asked.get(of)
+          if (positions === undefined) asked.set(of, [i])
+          else positions.push(i)
+        })
+        yield* Effect.forEach(asked, ([of, positions]) =>
+          Effect.map(ask(of, positions.map((i) => jobs[i]!.jid)), (found) =>
+            found.forEach((answer, k) => {
+              answers[positions[k]!] = answer
+            })), { concurrency: "unbounded", discard: true })
+        return answers
+      })
+
     const activeOf = (jid: string) =>
       Effect.map(FiberRef.get(currentActive), (active) => (active?.job.id === jid ? active : undefined))
 
-    // Per job: its hash, and its score in the completed and failed sets (O(1) each), by a script defined once on
-    // each queue's client; chunks of `presenceChunk` jobs keep each call short, and are sent together.
+    // Per job: its hash, and its score in the completed and failed sets (O(1) each).
     const presenceIn = (of: Queue, jids: ReadonlyArray<string>): Effect.Effect<Array<Presence>, QueueError> =>
-      call("exists", jids.length === 1 ? jids[0] : undefined, async () => {
-        const client = await of.getBackend().client
-        if (!defined.has(client)) {
-          client.defineCommand(presenceCommand, { numberOfKeys: 2, lua: presenceScript })
-          defined.add(client)
-        }
-        const chunks: Array<Promise<unknown>> = []
-        for (let i = 0; i < jids.length; i += presenceChunk) {
-          const chunk = jids.slice(i, i + presenceChunk)
-          chunks.push(client.runCommand(presenceCommand, [of.keys.completed, of.keys.failed, of.toKey(""), ...chunk]))
-        }
-        const replies = (await Promise.all(chunks)).flatMap((reply) => (Array.isArray(reply) ? reply : []))
-        if (replies.length !== jids.length) throw new Error(`${replies.length} answers for ${jids.length} jobs`)
-        return replies.map((reply): Presence => (Number(reply) === 1 ? "exists" : "gone"))
+      call("exists", jids.length === 1 ? jids[0] : undefined, async () =>
+        (await perJob(of, presenceCommand, presenceScript, defined, [of.keys.completed!, of.keys.failed!], [of.toKey("")], jids))
+          .map((reply): Presence => (Number(reply) === 1 ? "exists" : "gone")))
+
+    // Per job what `describeScript` reads: one round trip per queue.
+    const detailsIn = (of: Queue, jids: ReadonlyArray<string>): Effect.Effect<Array<JobDetails>, QueueError> =>
+      call("describe", jids.length === 1 ? jids[0] : undefined, async () => {
+        const keys = [of.keys.completed!, of.keys.failed!, of.keys.delayed!, of.keys.prioritized!, of.keys["waiting-children"]!, of.keys.meta!]
+        const replies = await perJob(of, describeCommand, describeScript, describing, keys, [of.toKey(""), String(previewBytes)], jids)
+        return replies.map((reply, i) => detailsOf(of.name, jids[i]!, reply))
       })
 
     // An add of `job` under its jid, answered through `done` or `failed`: the one way `add`, `push`, `schedule` and
@@ -463,24 +590,8 @@ export const make = (
           const of = yield* queueOf("kill", job)
           yield* call("kill", job.jid, () => deadLetterOf(of).add(job.worker, entry, { jobId: job.jid }))
         }),
-      exists: (jobs) =>
-        Effect.gen(function*() {
-          const answers: Array<Presence> = jobs.map(() => "unknown")
-          const asked = new Map<Queue, Array<number>>()
-          jobs.forEach((job, i) => {
-            const of = byName.get(job.queue)
-            if (of === undefined) return // another queue's job: not this adapter's to tell
-            const positions = asked.get(of)
-            if (positions === undefined) asked.set(of, [i])
-            else positions.push(i)
-          })
-          yield* Effect.forEach(asked, ([of, positions]) =>
-            Effect.map(presenceIn(of, positions.map((i) => jobs[i]!.jid)), (found) =>
-              found.forEach((presence, k) => {
-                answers[positions[k]!] = presence
-              })), { concurrency: "unbounded", discard: true })
-          return answers
-        })
+      exists: (jobs) => perQueue(jobs, "unknown" as Presence, presenceIn),
+      describe: (jobs) => perQueue(jobs, undefined as JobDetails | undefined, detailsIn)
     }
     addsNow.set(adapter, (job, own) => new Promise((resolve, reject) => addWith("add", job, own, resolve, reject)))
     return adapter
@@ -869,14 +980,17 @@ export const processor = <A, E, R, Args extends ReadonlyArray<unknown> = Readonl
  *
  * @internal
  */
-export const warnIfDropping = (definition: Definition): Effect.Effect<void> =>
-  definition.lock === "while_executing" && definition.onConflict.server === "log"
-    ? Effect.logWarning(
-      "while_executing with the server strategy log drops a job that arrives while a copy of it runs (BullMQ " +
-        "completes it without running it); to run every job one at a time, set onConflict: { server: " +
-        "\"reschedule\" } (or \"raise\" with attempts)"
-    ).pipe(Effect.annotateLogs({ package: "effect-unique-jobs", module: "BullMQ" }))
-    : Effect.void
+export const warnIfDropping = (definition: Definition): Effect.Effect<void> => {
+  if (definition.lock !== "while_executing" || definition.onConflict.server !== "log") return Effect.void
+  // With a lockTimeout the copy waits first: it is dropped only when the wait ends without the lock.
+  const waits = Duration.toMillis(definition.lockTimeout) > 0
+  return Effect.logWarning(
+    `while_executing with the server strategy log drops a job that ${
+      waits ? "still meets a running copy when its lockTimeout ends" : "arrives while a copy of it runs"
+    } (BullMQ completes it without running it); to run every job one at a time, set onConflict: { server: ` +
+      "\"reschedule\" } (or \"raise\" with attempts)"
+  ).pipe(Effect.annotateLogs({ package: "effect-unique-jobs", module: "BullMQ" }))
+}
 
 /**
  * A BullMQ `Worker` on `unique`'s queue running `perform` through the server middleware; closed with the scope

@@ -18,7 +18,7 @@ import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type { Job } from "../Job.js"
-import { JobQueue, type Presence, QueueError } from "../JobQueue.js"
+import { type JobDetails, JobQueue, type Presence, previewBytes, QueueError } from "../JobQueue.js"
 
 /**
  * Something that happened to a job, with the Clock's time. A handler that returns the server middleware's
@@ -296,6 +296,33 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
           jobs.map(({ jid, queue }): Presence => {
             if (served !== undefined && !served.has(queue)) return "unknown"
             return ready.has(jid) || scheduled.has(jid) || running.has(jid) ? "exists" : "gone"
+          })
+        ),
+      // Ready, scheduled and running jobs are found by jid; a dead one by a look through the dead set (in process).
+      describe: (jobs) =>
+        Effect.sync(() =>
+          jobs.map(({ jid, queue }): JobDetails | undefined => {
+            if (served !== undefined && !served.has(queue)) return undefined
+            const timer = scheduled.get(jid)
+            const deadOne = ready.has(jid) || timer !== undefined || running.has(jid)
+              ? undefined
+              : [...dead].reverse().find((d) => d.job.jid === jid && d.job.queue === queue)
+            const job = ready.get(jid) ?? timer?.job ?? running.get(jid) ?? deadOne?.job
+            if (job === undefined) return { jid, queue, state: "gone" }
+            const data = JSON.stringify(job.args) ?? ""
+            const bytes = Buffer.byteLength(data)
+            return {
+              jid,
+              queue,
+              state: ready.has(jid) ? "waiting" : timer !== undefined ? "delayed" : running.has(jid) ? "active" : "failed",
+              name: job.worker,
+              attemptsMade: job.retryCount ?? 0,
+              runsAt: timer?.at,
+              finishedOn: deadOne?.at,
+              failedReason: deadOne?.reason.slice(0, previewBytes),
+              data: bytes > previewBytes ? Buffer.from(data).subarray(0, previewBytes).toString().replace(/\uFFFD+$/, "") : data,
+              dataBytes: bytes
+            }
           })
         ),
       work: (handler, workOptions) =>

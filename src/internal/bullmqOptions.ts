@@ -41,7 +41,10 @@ export const issues = (opts: unknown, field: string, source: Source): Array<Issu
     )
   }
   if (Object.hasOwn(opts, "debounce")) {
-    refuse("debounce", "BullMQ removed debounce (it was deduplication): leave it out, the lock keeps the job unique")
+    refuse(
+      "debounce",
+      "BullMQ removed debounce (it was deduplication): give the worker's options debounce: { delay, maxWait } instead"
+    )
   }
   if (opts.repeat !== undefined) {
     refuse(

@@ -32,6 +32,30 @@ export const withLogLevelFirst = (argv: ReadonlyArray<string>): Array<string> =>
 }
 
 /**
+ * `unique-jobs help [COMMAND…]` as `unique-jobs [COMMAND…] --help`: @effect/cli knows only the flag.
+ *
+ * @internal
+ */
+export const withHelpCommand = (argv: ReadonlyArray<string>): Array<string> => {
+  const first = argv.findIndex((arg, i) => i >= 2 && !arg.startsWith("-"))
+  return first !== -1 && argv[first] === "help" && !argv.slice(2, first).some((arg) => arg === "--")
+    ? [...argv.slice(0, first), ...argv.slice(first + 1), "--help"]
+    : [...argv]
+}
+
+// The command a help page is of, as its words were typed (`locks show`): @effect/cli's usage line names only the last.
+const commandWords = (argv: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const words: Array<string> = []
+  for (let i = 2; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === "--") break
+    if (["--log-level", "--completions"].includes(arg)) i++
+    else if (!arg.startsWith("-")) words.push(arg)
+  }
+  return words
+}
+
+/**
  * Whether each stream shows colours: a terminal, with NO_COLOR unset. Where none is seen (output piped to a file or
  * another program) no escape code is printed.
  *
@@ -50,19 +74,40 @@ const generic =
 // A repeated option may be given no times (`--bullmq-queue QUEUE...` reads as required): bracketed as optional.
 const repeated = /(^|[\s(])(--[a-z][a-z-]* [A-Z]+)\.\.\./gm
 
-const plain = (colours: boolean) => (args: ReadonlyArray<unknown>): Array<unknown> =>
+// Every optional setting says so under it, and a required one says nothing: the usage line's brackets already tell
+// them apart, and each required one's description begins "required".
+const optional = /^ *(?:\u001b\[[0-9;]*m)*This setting is optional\.(?:\u001b\[[0-9;]*m)*\n\n?/gm
+
+// The page opens with the name, then the name and version: once is enough.
+const doubled = /^((?:\u001b\[[0-9;]*m)*)unique-jobs((?:\u001b\[[0-9;]*m)*)\n\n(?=(?:\u001b\[[0-9;]*m)*unique-jobs \d)/
+
+// The usage line names the command by its last word (`$ show`): written as it is typed, from the top.
+const usageOf = (words: ReadonlyArray<string>) => (text: string): string =>
+  text.replace(/^((?:\u001b\[[0-9;]*m)*)\$ ([a-z][a-z-]*)\b/m, (line, colour: string, name: string) => {
+    if (name === "unique-jobs") return `${colour}$ unique-jobs <command> [options]`
+    const at = words.lastIndexOf(name)
+    return at === -1 ? line : `${colour}$ unique-jobs ${words.slice(0, at + 1).join(" ")}`
+  })
+
+// The list of commands pads each usage to the longest (over 200 columns): each description goes on its own line.
+const commandList = /^( {2}- .*?\S) {3,}(\S.*)$/gm
+
+const plain = (colours: boolean, words: ReadonlyArray<string>) => (args: ReadonlyArray<unknown>): Array<unknown> =>
   args.map((arg) =>
     typeof arg === "string"
-      ? (colours ? arg : arg.replace(/\u001b\[[0-9;]*m/g, "")).replace(generic, "").replace(repeated, "$1[$2]...")
+      ? usageOf(words)(
+        (colours ? arg : arg.replace(/\u001b\[[0-9;]*m/g, "")).replace(generic, "").replace(optional, "")
+          .replace(doubled, "").replace(repeated, "$1[$2]...").replace(commandList, "$1\n      $2")
+      )
       : arg
   )
 
 // The console in place, its lines without escape codes where the stream shows no colours (@effect/cli's help and
 // errors are written in colour), and its help without the generic type lines.
-const plainConsole = (colours: Colours) =>
+const plainConsole = (colours: Colours, words: ReadonlyArray<string>) =>
   Effect.map(Effect.console, (current): Console.Console => {
-    const out = plain(colours.stdout)
-    const err = plain(colours.stderr)
+    const out = plain(colours.stdout, words)
+    const err = plain(colours.stderr, words)
     return {
       ...current,
       log: (...args) => current.log(...out(args)),
@@ -87,9 +132,10 @@ const logger = (colours: boolean) =>
  *
  * @internal
  */
-export const main = (argv: ReadonlyArray<string>, colours: Colours): Effect.Effect<number> =>
-  Effect.flatMap(plainConsole(colours), (console) =>
-    Cli.run(withLogLevelFirst(argv)).pipe(
+export const main = (given: ReadonlyArray<string>, colours: Colours): Effect.Effect<number> => {
+  const argv = withLogLevelFirst(withHelpCommand(given))
+  return Effect.flatMap(plainConsole(colours, commandWords(argv)), (console) =>
+    Cli.run(argv).pipe(
       Effect.as(0),
       Effect.catchAll((error) =>
         Effect.as(error instanceof Cli.CliError ? Console.error(`unique-jobs: ${error.message}`) : Effect.void, 1)
@@ -99,3 +145,4 @@ export const main = (argv: ReadonlyArray<string>, colours: Colours): Effect.Effe
       Effect.provide(logger(colours.stderr)),
       Effect.provide(Cli.platform)
     )
+}

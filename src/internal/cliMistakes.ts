@@ -90,6 +90,8 @@ export const nearest = (word: string, candidates: ReadonlyArray<string>): Option
 interface Flag {
   readonly name: string
   readonly value: Option.Option<string>
+  /** Whether the command runs without it (it has a default, or is a switch). */
+  readonly optional: boolean
 }
 
 interface Shape {
@@ -117,7 +119,7 @@ const shapeOf = (usage: Usage.Usage): Shape => {
           return ""
         }
         if (name.startsWith("-")) {
-          flags.push({ name, value: u.acceptedValues })
+          flags.push({ name, value: u.acceptedValues, optional: optional || Option.isNone(u.acceptedValues) })
           return Option.match(u.acceptedValues, { onNone: () => name, onSome: (value) => `${name} ${value}` })
         }
         args.push({ name, optional })
@@ -146,6 +148,13 @@ const shapeOf = (usage: Usage.Usage): Shape => {
 
 /** @effect/cli's own options, taken by every command: those that take a value, and those that do not. */
 const builtInValued = ["--log-level", "--completions"]
+
+/**
+ * The values `--log-level` takes: @effect/cli answers any other with its list of commands, as if the value were one.
+ *
+ * @internal
+ */
+export const logLevels = ["all", "trace", "debug", "info", "warning", "error", "fatal", "none"]
 const builtInFlags = ["--help", "-h", "--version", "--wizard"]
 
 /**
@@ -172,6 +181,7 @@ export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<Re
   let node = root
   const path = [root.name]
   let positional = 0
+  const seen = new Set<string>()
   const say = (line: string) => Option.some([line, usageLine(node, path)])
   for (let i = 0; i < words.length; i++) {
     const word = words[i]!
@@ -180,7 +190,17 @@ export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<Re
       : [word, undefined]
     const flag = flagName.toLowerCase()
     if (builtInValued.includes(flag)) {
+      const value = inline ?? words[i + 1]
       if (inline === undefined) i++
+      if (flag === "--log-level" && (value === undefined || !logLevels.includes(value.toLowerCase()))) {
+        return Option.some([
+          value === undefined
+            ? `--log-level needs a level: one of ${logLevels.join(", ")}`
+            : `--log-level ${value} is not a level${
+              Option.match(nearest(value, logLevels), { onNone: () => "", onSome: (m) => ` (did you mean ${m}?)` })
+            }: use one of ${logLevels.join(", ")}`
+        ])
+      }
       continue
     }
     if (builtInFlags.includes(flag)) continue
@@ -218,6 +238,7 @@ export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<Re
           }`
         )
       }
+      seen.add(known.name)
       if (Option.isNone(known.value)) continue
       const value = inline ?? words[i + 1]
       if (inline === undefined) i++
@@ -229,6 +250,14 @@ export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<Re
         if (!Number.isSafeInteger(n) || n < range.min || n > range.max) return say(`${wanted}, got ${value}`)
       } else if (value === undefined) {
         return say(`${known.name} needs a value`)
+      } else {
+        // A choice (`legacy | modern`): @effect/cli's refusal names neither the flag nor the value.
+        const choices = Option.getOrElse(known.value, () => "").split(" | ")
+        if (choices.length > 1 && !choices.includes(value)) {
+          return say(`${known.name} ${value} is not one of ${choices.join(", ")}${
+            Option.match(nearest(value, choices), { onNone: () => "", onSome: (m) => `: did you mean ${m}?` })
+          }`)
+        }
       }
       continue
     }
@@ -240,6 +269,16 @@ export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<Re
         : `takes ${shape.args.map((a) => (a.optional ? `[${a.name}]` : a.name)).join(" ")}`
       return say(`unexpected argument ${JSON.stringify(word)}: ${path.join(" ")} ${takes}`)
     }
+  }
+  // What the command cannot run without, said as the others are (@effect/cli's "Expected to find option: '--args'"
+  // names neither the command nor its usage). `--wizard` asks for each at a terminal instead.
+  if (node._tag === "Leaf" && !words.some((w) => w.toLowerCase() === "--wizard")) {
+    const shape = shapeOf(node.usage)
+    const flags = shape.flags.filter((f) => !f.optional && !seen.has(f.name))
+      .map((f) => Option.match(f.value, { onNone: () => f.name, onSome: (v) => `${f.name} ${v}` }))
+    const args = shape.args.filter((a) => !a.optional).slice(positional).map((a) => a.name)
+    const missing = [...flags, ...args]
+    if (missing.length > 0) return say(`${path.join(" ")} needs ${missing.join(" and ")}`)
   }
   return Option.none()
 }

@@ -16,7 +16,8 @@ import type { HolderRequest, LockKey, LockResult, Store } from "./models.js"
  */
 export interface Direct {
   readonly lock: (lock: LockKey, request: HolderRequest) => Promise<LockResult>
-  readonly unlock: (lock: LockKey, jid: string, fence: number) => Promise<boolean>
+  /** `sent`, when given, is called once the release has gone to Redis (a batched one waits for its turn's end). */
+  readonly unlock: (lock: LockKey, jid: string, fence: number, events?: boolean, sent?: () => void) => Promise<boolean>
 }
 
 const registry = new WeakMap<Store, Direct>()

@@ -4,7 +4,9 @@
  *
  * @internal
  */
-import type { Holder } from "./models.js"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type { Holder, LockEvent } from "./models.js"
 
 // The lead of an entry (lua/lib/prelude.lua), with no end: t, x and l always fit the smallest cut.
 const lead = new RegExp(
@@ -83,3 +85,28 @@ export const cutHolder = (jid: string, head: string, length: number): Holder => 
   }
   return { ...holderOf(jid, match, match.i === undefined ? undefined : leadingFields(match.i)), truncated: length }
 }
+
+/**
+ * An activity-log entry as `log_event` (lua/lib/prelude.lua) writes it: its fields in a fixed order, so both stores
+ * hold the same bytes.
+ *
+ * @internal
+ */
+export const eventText = (event: LockEvent): string =>
+  `{"at":${event.at},"event":"${event.event}","jid":${JSON.stringify(event.jid)},"phase":"${event.phase}"${
+    event.holder === undefined ? "" : `,"holder":${JSON.stringify(event.holder)}`
+  }${event.who === undefined ? "" : `,"who":${JSON.stringify(event.who)}`}}`
+
+const EventEntry = Schema.parseJson(Schema.Struct({
+  at: Schema.Number,
+  event: Schema.String,
+  jid: Schema.String,
+  phase: Schema.Literal("queue", "run"),
+  holder: Schema.optional(Schema.String),
+  who: Schema.optional(Schema.String)
+}))
+
+const decodeEvent = Schema.decodeUnknownOption(EventEntry)
+
+/** An activity-log entry read back; undefined when it is not in the log's shape (someone else's write). @internal */
+export const eventOf = (text: string): LockEvent | undefined => Option.getOrUndefined(decodeEvent(text))

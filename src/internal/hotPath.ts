@@ -11,8 +11,8 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
-import { constVoid } from "effect/Function"
 import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import type * as MetricLabel from "effect/MetricLabel"
 import { Defaults, resolve } from "../Defaults.js"
 import type { Job } from "../Job.js"
@@ -90,7 +90,9 @@ export const clientFast = <A, E, R>(
   run: Run<R | RedisService | JobQueue>
 ): Promise<Strategy.ClientOutcome<A>> | undefined => {
   const { definition, redis } = fast
-  if (job.at !== undefined || LockType.records[definition.lock].enqueue !== "lock") return undefined
+  if (job.at !== undefined || LockType.records[definition.lock].enqueue !== "lock" || Option.isSome(definition.debounce)) {
+    return undefined
+  }
   const digest = job.lockDigest ?? Lock.digestNow(definition, job)
   if (typeof digest !== "string") return Promise.reject(digest)
   const stamped: Job = { ...job, lockDigest: digest }
@@ -167,6 +169,8 @@ export const serverFast = <A>(
   const { definition } = fast
   const record = LockType.records[definition.lock]
   if (record.beforePerform === "handoff") return undefined
+  // A run lock met held waits for its release (lockTimeout): that wait is `server`'s.
+  if (record.beforePerform === "takeRunLock" && Duration.toMillis(definition.lockTimeout) > 0) return undefined
   const digest = job.lockDigest ?? Lock.digestNow(definition, job)
   // A job whose digest cannot be computed fails as `server` fails it.
   if (typeof digest !== "string") return undefined
@@ -211,11 +215,11 @@ export const serverFast = <A>(
         // Interrupted meanwhile: the job is retried under its jid, and keeps its lock for it.
         if (record.afterPerform !== "releaseQueueLockOnSuccess" || ending.interrupted !== undefined) return performed(value)
         // Whatever the release answers, the job has performed (a miss or an unreachable Redis is logged, never a
-        // failure): it is sent now and the outcome goes with it, so the queue's own move of the job overlaps its
-        // round trip rather than following it. On one Redis the release, sent first, is done before that move is
-        // answered.
-        ending.after = releaseFast(fast, target, run).then(constVoid, constVoid)
-        performed(value)
+        // failure): the outcome goes once the release is sent (a batched one at its turn's end), so the queue's own
+        // move of the job overlaps its round trip rather than following it. On one Redis the release, sent first,
+        // is done before that move is answered. A release that fails before it is sent settles the outcome too.
+        const done = () => performed(value)
+        ending.after = releaseFast(fast, target, run, false, done).then(done, done)
       }, ending.reject)
       break
     case "takeRunLock":
@@ -259,7 +263,7 @@ const holdFast = <A>(
     const unlockOnce = () => {
       if (unlocked !== undefined) return unlocked
       Keeper.letGo(redis, lease)
-      return unlocked = fast.direct.unlock(key, target.jid, fence).then(
+      return unlocked = fast.direct.unlock(key, target.jid, fence, definition.lockEvents).then(
         (live): boolean | Promise<boolean> => {
           Metrics.holdTime.unsafeUpdate(fast.clock.unsafeCurrentTimeMillis() - start, fast.labels)
           return live && released(fast, target, "run", run)
@@ -318,7 +322,13 @@ const holdFast = <A>(
     }
     Metrics.acquired.of(definition.lock, "run").unsafeUpdate(1, fast.labels)
     const leaseMs = Duration.toMillis(definition.lockLease)
-    const renewal = { lock: key, jid: target.jid, leaseMs, fence: result.fence }
+    const renewal = {
+      lock: key,
+      jid: target.jid,
+      leaseMs,
+      fence: result.fence,
+      ...(definition.lockEvents ? { events: true } : {})
+    }
     const about = { digest: target.digest, lockType: definition.lock }
     const kept = Keeper.keepNow(redis, renewal, about, start, fast.clock)
     if (kept !== undefined) return admitted(() => held(kept, result.fence))
@@ -334,10 +344,12 @@ const releaseFast = (
   fast: Fast,
   target: Lock.Target,
   run: Run<RedisService | JobQueue>,
-  expectGone = false
+  expectGone = false,
+  sent?: () => void
 ): Promise<boolean> => {
   const { definition } = fast
-  return fast.direct.unlock(Lock.keyOf(definition, target.digest, "queue"), target.jid, 0).then(
+  const key = Lock.keyOf(definition, target.digest, "queue")
+  return fast.direct.unlock(key, target.jid, 0, definition.lockEvents, sent).then(
     (live) => {
       if (!live) return expectGone ? false : run(Lock.releaseMissed(definition, target))
       return released(fast, target, "queue", run)

@@ -13,20 +13,22 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { LayoutMismatch } from "../Errors.js"
-import { makeDeadlines } from "./deadlines.js"
-import { cutHolder, holderOf, queueOf } from "./entries.js"
+import { makeDeadlines, type Pending } from "./deadlines.js"
+import { cutHolder, eventOf, holderOf, queueOf } from "./entries.js"
 import * as Direct from "./direct.js"
 import * as Keeper from "./leaseKeeper.js"
 import type {
   Fetched,
   Holder,
   HolderRequest,
+  LockEvent,
   LockKey,
   LockResult,
   PrefixLayout,
   ReapCandidate,
   ReapRequest,
   ReapResult,
+  ReleaseSignals,
   Removal,
   Renewal,
   ScanPage,
@@ -240,6 +242,56 @@ const mergeRemovals = (parts: ReadonlyArray<Removal>): Removal => ({
   refused: parts.flatMap((part) => part.refused)
 })
 
+/** A lock step's kind in batch.lua, and the shard its keys are on. */
+interface Step {
+  readonly kind: "l" | "u" | "h"
+  readonly group: number
+  /** Called once the step has gone to Redis. */
+  readonly sent?: (() => void) | undefined
+}
+
+/** A lock step waiting for its turn's batch: its script and arguments as sent alone, and how it is answered. */
+interface Queued extends Step {
+  readonly script: Scripts.Script
+  readonly args: ReadonlyArray<string | number>
+  readonly pending: Pending
+  readonly replied: (reply: unknown) => void
+  readonly refused: (cause: unknown, located?: boolean) => void
+}
+
+/**
+ * The most steps of a shard a turn gathers: they go then, without waiting for the turn's end, so Redis runs them
+ * while Node makes the rest (a turn's whole batch sent at its end left Redis idle meanwhile), and a batch.lua call
+ * stays short (some 16 × 20 µs of Redis time, and flushBytes of arguments at most) for the clients behind it.
+ *
+ * @internal
+ */
+export const flushAt = 16
+
+// The most argument bytes a shard's gathered steps reach before they go: a step's lockInfo can be large (a job's
+// arguments), and a batch of sixteen 100 KB steps would hold Redis for milliseconds at a stretch.
+const flushBytes = 64 * 1024
+
+// A step's arguments' size, about as Redis reads them.
+const sizeOf = (args: ReadonlyArray<string | number>): number => {
+  let bytes = 0
+  for (const arg of args) bytes += typeof arg === "string" ? arg.length : 8
+  return bytes
+}
+
+// batch.lua's arguments for `steps`: every step's keys, then per step its kind, key count, argument count, arguments.
+const batchArgs = (steps: ReadonlyArray<Queued>): [number, ...Array<string | number>] => {
+  const keys: Array<string | number> = []
+  const argv: Array<string | number> = []
+  for (const step of steps) {
+    const count = step.args[0] as number
+    for (let i = 1; i <= count; i++) keys.push(step.args[i]!)
+    argv.push(step.kind, count, step.args.length - 1 - count)
+    for (let i = 1 + count; i < step.args.length; i++) argv.push(step.args[i]!)
+  }
+  return [keys.length, ...keys, ...argv]
+}
+
 // A script's error ends naming the script's sha and the line of its source (prelude included).
 const scriptSuffix = / script: [0-9a-f]{40}, on @user_script:(\d+)\.$/
 
@@ -317,6 +369,45 @@ export type Client = Scripts.ScriptClient & {
   nodes?(role: "master"): Array<{ script(subcommand: "LOAD", script: string): Promise<unknown> }>
   /** ioredis' `Cluster`: reads the slots again (a master that died during the build is replaced). */
   refreshSlotsCache?(callback?: (error?: Error | null) => void): void
+  /**
+   * A second connection like this one, for `lockTimeout`'s release signals (ioredis' `duplicate`); a client without it
+   * (a test's stand-in) has none, and a held run lock goes to its strategy at once.
+   */
+  duplicate?(...args: ReadonlyArray<never>): Subscriber
+}
+
+/** What the release signals' connection is asked (an ioredis `Redis` or `Cluster` made by `duplicate`). @internal */
+export interface Subscriber {
+  subscribe(channel: string): Promise<unknown>
+  unsubscribe(channel: string): Promise<unknown>
+  on(event: "message", listener: (channel: string, message: string) => void): unknown
+  on(event: "error", listener: (error: Error) => void): unknown
+  disconnect(): void
+}
+
+// The release signals' connection: made from the store's client when the first job waits (a duplicate queues its
+// commands while it connects, and subscribes again after a reconnect), closed with the store. A signal lost while it
+// is disconnected is made up for by each waiter's timer on the holders' ends.
+const releasesOf = (client: Client, channelOf: (lock: LockKey) => string): ReleaseSignals | undefined => {
+  const duplicate = client.duplicate
+  if (duplicate === undefined) return undefined
+  return {
+    channelOf,
+    open: (deliver) => {
+      const options = { enableOfflineQueue: true, lazyConnect: false, autoResubscribe: true }
+      const subscriber = (client.isCluster === true
+        ? (duplicate as (nodes: ReadonlyArray<never>, options: object) => Subscriber).call(client, [], options)
+        : (duplicate as (options: object) => Subscriber).call(client, options))
+      subscriber.on("message", (channel, message) => deliver(channel, Number(message) || 1))
+      // Its errors show as the waits' ends by their timers; the store's calls report the connection's state.
+      subscriber.on("error", () => undefined)
+      return {
+        subscribe: (channel) => subscriber.subscribe(channel).then(() => undefined),
+        unsubscribe: (channel) => subscriber.unsubscribe(channel).then(() => undefined),
+        close: () => Promise.resolve(subscriber.disconnect())
+      }
+    }
+  }
 }
 
 /**
@@ -403,13 +494,15 @@ export const makeFromClient = (
     // EVALSHA, and EVAL when Redis lost the script (NOSCRIPT): `args` is numkeys, the keys, then ARGV.
     // `compensate` undoes a call that timed out: a stalled Redis still runs what it was sent once it resumes, so a
     // lock whose caller already failed would stay held. The undo goes out on the same connection, which Redis
-    // answers in order, so it runs after the late call if that ever runs.
+    // answers in order, so it runs after the late call if that ever runs. A lock step (`step`: a lock, unlock or
+    // handoff, with the shard it goes to) may share its call with others (`batched`).
     const script = <A>(
       operation: string,
       script: Scripts.Script,
       args: Array<string | number>,
       decode: (reply: unknown) => A,
-      compensate?: () => void
+      compensate?: () => void,
+      step?: Step
     ) =>
       Effect.async<A, RedisError>((resume) =>
         send(
@@ -419,7 +512,8 @@ export const makeFromClient = (
           decode,
           (value) => resume(Effect.succeed(value)),
           (error) => resume(Effect.fail(error)),
-          compensate
+          compensate,
+          step
         )
       )
     // `script` as a promise, rejected with its RedisError: the store's promise calls (internal/direct).
@@ -428,10 +522,12 @@ export const makeFromClient = (
       script: Scripts.Script,
       args: Array<string | number>,
       decode: (reply: unknown) => A,
-      compensate?: () => void
-    ): Promise<A> => new Promise((resolve, reject) => send(operation, script, args, decode, resolve, reject, compensate))
+      compensate?: () => void,
+      step?: Step
+    ): Promise<A> =>
+      new Promise((resolve, reject) => send(operation, script, args, decode, resolve, reject, compensate, step))
     // The one way a script call goes out, for the Effect calls and the promise ones: each gets its decoded reply or its
-    // RedisError once, and never after its deadline.
+    // RedisError once, and never after its deadline (which counts from here, a turn spent waiting for a batch too).
     const send = <A>(
       operation: string,
       script: Scripts.Script,
@@ -439,7 +535,8 @@ export const makeFromClient = (
       decode: (reply: unknown) => A,
       done: (value: A) => void,
       failed: (error: RedisError) => void,
-      compensate: (() => void) | undefined
+      compensate: (() => void) | undefined,
+      step?: Step
     ): void => {
       const pending = deadlines.add(() => {
         compensate?.()
@@ -455,26 +552,108 @@ export const makeFromClient = (
         }
         done(value)
       }
-      const refused = (cause: unknown) => {
+      // `located`: the error names a line of this script (not of a batch that carried it).
+      const refused = (cause: unknown, located = true) => {
         if (pending.settle()) {
           if (compensate !== undefined && mayHaveRun(cause)) compensate()
-          failed(errorOf(operation, cause, script))
+          failed(errorOf(operation, cause, located ? script : undefined))
         }
       }
+      if (step === undefined) return void evalOne(script, args, pending, replied, refused)
+      batched({ kind: step.kind, group: step.group, sent: step.sent, script, args, pending, replied, refused })
+    }
+    const evalOne = (
+      script: Scripts.Script,
+      args: ReadonlyArray<string | number>,
+      pending: Pending,
+      replied: (reply: unknown) => void,
+      refused: (cause: unknown) => void
+    ): Promise<void> =>
       client.evalsha(script.sha, ...(args as [number, ...Array<string | number>])).then(replied, (cause: unknown) => {
         // A NOSCRIPT that comes after the deadline is not answered with EVAL: its caller has already failed.
         if (Scripts.isNoScript(cause) && !pending.settled) {
-          client.eval(script.source, ...(args as [number, ...Array<string | number>])).then(replied, refused)
-        } else {
-          refused(cause)
+          return client.eval(script.source, ...(args as [number, ...Array<string | number>])).then(replied, refused)
         }
+        refused(cause)
       })
+
+    // Lock steps batched per event-loop turn (issue 39). A step that finds no call of its shard in flight and none
+    // waiting goes at once, alone, in its own script: a lone job waits for nothing. Otherwise it waits for the end of
+    // the turn (setImmediate) or for flushAt steps, and the steps of each shard gathered by then go as one batch.lua
+    // call: one command to write, parse and answer for many jobs. Each step keeps its own deadline, compensation,
+    // decoding and error: a refused or failed step answers its job alone. On a cluster a shard's keys share a slot.
+    const queued = new Map<number, { readonly steps: Array<Queued>; bytes: number }>()
+    const flying = new Map<number, number>()
+    let turnEnds = false
+    const batched = (step: Queued): void => {
+      const waiting = queued.get(step.group)
+      if (waiting === undefined && (flying.get(step.group) ?? 0) === 0) return sendSteps(step.group, [step])
+      const bytes = sizeOf(step.args)
+      if (waiting === undefined) queued.set(step.group, { steps: [step], bytes })
+      else if (waiting.steps.push(step) >= flushAt || (waiting.bytes += bytes) >= flushBytes) {
+        queued.delete(step.group)
+        return sendSteps(step.group, waiting.steps)
+      }
+      if (!turnEnds) {
+        turnEnds = true
+        setImmediate(endTurn)
+      }
     }
+    const endTurn = () => {
+      turnEnds = false
+      const groups = Array.from(queued)
+      queued.clear()
+      for (const [group, waiting] of groups) sendSteps(group, waiting.steps)
+    }
+    const sendSteps = (group: number, gathered: ReadonlyArray<Queued>): void => {
+      // A step whose deadline passed while it waited is not sent: its undo has gone out already, and the step would
+      // run after it (a lock held by a caller told it failed). Found by an outsider probe of the flushAt path.
+      const steps = gathered.filter((step) => !step.pending.settled)
+      if (steps.length === 0) return
+      flying.set(group, (flying.get(group) ?? 0) + 1)
+      const landed = () => {
+        const left = flying.get(group)! - 1
+        if (left === 0) flying.delete(group)
+        else flying.set(group, left)
+      }
+      if (steps.length === 1) {
+        const [step] = steps as [Queued]
+        evalOne(step.script, step.args, step.pending, step.replied, step.refused).then(landed, landed)
+        return step.sent?.()
+      }
+      const answered = (sent: ReadonlyArray<Queued>) => (reply: unknown) => {
+        if (!Array.isArray(reply) || reply.length !== sent.length) {
+          const cause = new Error(`a batch of ${sent.length} steps answered ${String(reply)}`)
+          for (const step of sent) step.refused(cause, false)
+          return
+        }
+        sent.forEach((step, i) => {
+          const one = reply[i] as unknown
+          if (!Array.isArray(one) || one.length !== 2) return step.refused(new Error(`unexpected reply: ${String(one)}`), false)
+          if (Number(one[0]) === 1) step.replied(one[1])
+          else step.refused(new Error(String(one[1])), false)
+        })
+      }
+      const failed = (sent: ReadonlyArray<Queued>) => (cause: unknown) => {
+        for (const step of sent) step.refused(cause, false)
+      }
+      client.evalsha(scripts.batch.sha, ...batchArgs(steps)).then(answered(steps), (cause: unknown) => {
+        if (!Scripts.isNoScript(cause)) return failed(steps)(cause)
+        // Redis lost the script and ran nothing: the steps still waiting go again, by EVAL (one that timed out
+        // meanwhile has been compensated, and must not run after its undo).
+        const live = steps.filter((step) => !step.pending.settled)
+        if (live.length === 0) return
+        return client.eval(scripts.batch.source, ...batchArgs(live)).then(answered(live), failed(live))
+      }).then(landed, landed)
+      for (const step of steps) step.sent?.()
+    }
+
     // The compensation of a lock or handoff: release what the late call may take for jid. Fire and forget, tried
     // again while the connection is down (a call lost with its connection is undone once it is back), for up to 30 s.
     // A late lock's fence is unknown here: release whichever acquisition of jid it made.
     const releaseLate = (lock: LockKey, jid: string) => () => {
-      const args = unlockArgs(lock, jid, 0) as [number, ...Array<string | number>]
+      // A run lock's late hold is published as released: a job of this worker may wait for it (lockTimeout).
+      const args = unlockArgs(lock, jid, 0, false, lock.name.endsWith(":RUN")) as [number, ...Array<string | number>]
       const attempt = (left: number): void => {
         client.evalsha(scripts.unlock.sha, ...args)
           .catch((cause: unknown) => (Scripts.isNoScript(cause) ? client.eval(scripts.unlock.source, ...args) : Promise.reject(cause)))
@@ -616,15 +795,23 @@ export const makeFromClient = (
       )
     }
 
-    const renewBatch = (renewals: ReadonlyArray<Renewal>) =>
-      script(
+    // The logs of the renewals with lockEvents on follow the holders keys; each renewal names its log's place.
+    const renewBatch = (renewals: ReadonlyArray<Renewal>) => {
+      const logs: Array<string> = []
+      const args: Array<string | number> = []
+      for (const renewal of renewals) {
+        args.push(renewal.jid, renewal.leaseMs, renewal.fence)
+        if (renewal.events === true) {
+          logs.push(keysOf(renewal.lock).events)
+          args.push(renewals.length + logs.length)
+        } else {
+          args.push(0)
+        }
+      }
+      return script(
         "renewAll",
         scripts.renewAll,
-        [
-          renewals.length,
-          ...renewals.map((renewal) => keysOf(renewal.lock).locked),
-          ...renewals.flatMap((renewal) => [renewal.jid, renewal.leaseMs, renewal.fence])
-        ],
+        [renewals.length + logs.length, ...renewals.map((renewal) => keysOf(renewal.lock).locked), ...logs, ...args],
         (reply) => {
           const answers = toArray(reply, "renewAll")
           if (answers.length !== renewals.length) {
@@ -633,6 +820,7 @@ export const makeFromClient = (
           return answers.map(isOne)
         }
       )
+    }
 
     const reapArgs = (request: ReapRequest, rank: number, batch: number) =>
       [rank, batch, request.orphansBefore, request.dryRun ? "1" : "0"] as const
@@ -663,9 +851,10 @@ export const makeFromClient = (
               "reap",
               scripts.reap,
               [
-                members.length + 1,
+                2 * members.length + 1,
                 index,
                 ...members.map((name) => keysOf({ prefix: request.prefix, name }).locked),
+                ...members.map((name) => keysOf({ prefix: request.prefix, name }).events),
                 ...reapArgs(request, rank, batch),
                 "",
                 ...members
@@ -696,14 +885,20 @@ export const makeFromClient = (
           : walk(shard, rank, emptyReap))
     }
 
+    // A lock step's batch: one per shard on a cluster (a shard's keys share a slot), one in all on a standalone Redis.
+    const stepOf = (kind: Step["kind"], lock: LockKey, sent?: () => void): Step => ({
+      kind,
+      group: client.isCluster === true ? slotGroup(lock) : 0,
+      sent
+    })
     // lock.lua's and unlock.lua's arguments, for the Effect calls and the promise ones alike.
     const lockArgs = (lock: LockKey, request: HolderRequest): Array<string | number> => {
       const keys = keysOf(lock)
+      const head = request.events === true
+        ? [4, keys.locked, keys.index, keys.fence, keys.events]
+        : [3, keys.locked, keys.index, keys.fence]
       return [
-        3,
-        keys.locked,
-        keys.index,
-        keys.fence,
+        ...head,
         request.jid,
         lock.name,
         request.limit,
@@ -714,17 +909,45 @@ export const makeFromClient = (
         request.queue === undefined || request.queue === "" ? "" : JSON.stringify(request.queue)
       ]
     }
-    const unlockArgs = (lock: LockKey, jid: string, fence: number): Array<string | number> => {
+    const unlockArgs = (
+      lock: LockKey,
+      jid: string,
+      fence: number,
+      events?: boolean,
+      signal?: boolean
+    ): Array<string | number> => {
       const keys = keysOf(lock)
-      return [2, keys.locked, keys.index, jid, lock.name, fence]
+      const args: Array<string | number> = events === true
+        ? [3, keys.locked, keys.index, keys.events, jid, lock.name, fence]
+        : [2, keys.locked, keys.index, jid, lock.name, fence]
+      if (signal === true) args.push("1")
+      return args
     }
 
+    // A lock call as both the Effect call and the promise one send it.
+    const lockCall = (lock: LockKey, request: HolderRequest) =>
+      [
+        "lock",
+        scripts.lock,
+        lockArgs(lock, request),
+        toLockResultReply,
+        releaseLate(lock, request.jid),
+        stepOf("l", lock)
+      ] as const
+
     const store: Store = {
-      lock: (lock, request) =>
-        script("lock", scripts.lock, lockArgs(lock, request), toLockResultReply, releaseLate(lock, request.jid)),
-      unlock: (lock, jid, fence = 0) => script("unlock", scripts.unlock, unlockArgs(lock, jid, fence), isOne),
-      renew: (lock, jid, leaseMs, fence = 0) =>
-        script("renew", scripts.renew, [1, keysOf(lock).locked, jid, leaseMs, fence], isOne),
+      lock: (lock, request) => script(...lockCall(lock, request)),
+      unlock: (lock, jid, fence = 0, events, signal) =>
+        script("unlock", scripts.unlock, unlockArgs(lock, jid, fence, events, signal), isOne, undefined, stepOf("u", lock)),
+      renew: (lock, jid, leaseMs, fence = 0, events) =>
+        script(
+          "renew",
+          scripts.renew,
+          events === true
+            ? [2, keysOf(lock).locked, keysOf(lock).events, jid, leaseMs, fence]
+            : [1, keysOf(lock).locked, jid, leaseMs, fence],
+          isOne
+        ),
       // One script call for the batch: the keys, then jid, lease and fence per renewal.
       // One script call per shard the batch falls in (one for standalone Redis), each all or nothing. A lease out of
       // range fails the whole batch before anything is written: only the shard holding the first one is sent, and
@@ -742,11 +965,12 @@ export const makeFromClient = (
           "handoff",
           scripts.handoff,
           [
-            4,
+            ...(request.events === true ? [5] : [4]),
             keysOf(from).locked,
             keysOf(to).locked,
             keysOf(to).index,
             keysOf(to).fence,
+            ...(request.events === true ? [keysOf(from).events] : []),
             request.jid,
             from.name,
             to.name,
@@ -760,7 +984,8 @@ export const makeFromClient = (
             const [held, ...rest] = toArray(reply, "handoff")
             return { ...toLockResult(rest), queueLockHeld: Number(held) === 1 }
           },
-          releaseLate(to, request.jid)
+          releaseLate(to, request.jid),
+          stepOf("h", to)
         ),
       holders: (lock) =>
         call(
@@ -822,12 +1047,14 @@ export const makeFromClient = (
             "remove",
             scripts.remove,
             [
-              shard.length + 1,
+              2 * shard.length + 1,
               keysOf(shard[0]!).index,
               ...shard.map((lock) => keysOf(lock).locked),
+              ...shard.map((lock) => keysOf(lock).events),
               options?.jid ?? "",
               mode,
-              ...shard.map((lock) => lock.name)
+              ...shard.map((lock) => lock.name),
+              options?.who ?? ""
             ],
             toRemoval
           )
@@ -858,6 +1085,12 @@ export const makeFromClient = (
           { concurrency: "unbounded" }
         ),
       journal: (key, entry, keep, ttlMs) => script("journal", scripts.journal, [1, key, entry, keep, ttlMs], () => undefined),
+      events: (lock, count) =>
+        Effect.map(store.journaled(keysOf(lock).events, count), (texts) =>
+          texts.flatMap((text): Array<LockEvent> => {
+            const event = eventOf(text)
+            return event === undefined ? [] : [event]
+          })),
       journaled: (key, count) => {
         const lrange = client.lrange
         return lrange === undefined
@@ -873,8 +1106,11 @@ export const makeFromClient = (
     const checked: Store = {
       ...store,
       lock: (lock, request) => withLayout(lock.prefix, () => store.lock(lock, request), true),
-      unlock: (lock, jid, fence) => withLayout(lock.prefix, () => store.unlock(lock, jid, fence)),
-      renew: (lock, jid, leaseMs, fence) => withLayout(lock.prefix, () => store.renew(lock, jid, leaseMs, fence)),
+      unlock: (lock, jid, fence, events, signal) =>
+        withLayout(lock.prefix, () => store.unlock(lock, jid, fence, events, signal)),
+      renew: (lock, jid, leaseMs, fence, events) =>
+        withLayout(lock.prefix, () => store.renew(lock, jid, leaseMs, fence, events)),
+      events: (lock, count) => withLayout(lock.prefix, () => store.events(lock, count)),
       renewAll: (renewals) => {
         const unknown = new Set<string>()
         for (const renewal of renewals) if (!layouts.has(renewal.lock.prefix)) unknown.add(renewal.lock.prefix)
@@ -922,22 +1158,23 @@ export const makeFromClient = (
               return reply !== null && String(reply) === Layout.encode(read)
             }
           )
-        })
+        }),
+      // A run lock's channel is its holders key's name (the scripts PUBLISH on KEYS[1]).
+      releases: releasesOf(client, (lock) => keysOf(lock).locked)
     }
     // The promise calls: the question first only while the prefix's layout is not known yet.
-    const directLock = (lock: LockKey, request: HolderRequest) =>
-      sendPromise("lock", scripts.lock, lockArgs(lock, request), toLockResultReply, releaseLate(lock, request.jid))
-    const directUnlock = (lock: LockKey, jid: string, fence: number) =>
-      sendPromise("unlock", scripts.unlock, unlockArgs(lock, jid, fence), isOne)
+    const directLock = (lock: LockKey, request: HolderRequest) => sendPromise(...lockCall(lock, request))
+    const directUnlock = (lock: LockKey, jid: string, fence: number, events?: boolean, sent?: () => void) =>
+      sendPromise("unlock", scripts.unlock, unlockArgs(lock, jid, fence, events), isOne, undefined, stepOf("u", lock, sent))
     Direct.register(checked, {
       lock: (lock, request) =>
         layouts.has(lock.prefix)
           ? directLock(lock, request)
           : layoutPromise(lock.prefix, true).then(() => directLock(lock, request)),
-      unlock: (lock, jid, fence) =>
+      unlock: (lock, jid, fence, events, sent) =>
         layouts.has(lock.prefix)
-          ? directUnlock(lock, jid, fence)
-          : layoutPromise(lock.prefix, false).then(() => directUnlock(lock, jid, fence))
+          ? directUnlock(lock, jid, fence, events, sent)
+          : layoutPromise(lock.prefix, false).then(() => directUnlock(lock, jid, fence, events, sent))
     })
     return checked
   })

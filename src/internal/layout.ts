@@ -21,6 +21,11 @@ export interface Keys {
   readonly locked: string
   readonly index: string
   readonly fence: string
+  /**
+   * The digest's activity log (`lockEvents`): one list for both phases, `<digest>:EVENTS`, in the lock's shard (the
+   * queue and run locks of a digest share it), so a script that writes it stays in one slot.
+   */
+  readonly events: string
 }
 
 /**
@@ -41,7 +46,12 @@ export const standalone: Layout = {
   shards: 1,
   cluster: false,
   shardOf: () => 0,
-  keysOf: (lock) => ({ locked: `${lock.name}:LOCKED`, index: `${lock.prefix}:digests`, fence: `${lock.prefix}:fence` }),
+  keysOf: (lock) => ({
+    locked: `${lock.name}:LOCKED`,
+    index: `${lock.prefix}:digests`,
+    fence: `${lock.prefix}:fence`,
+    events: `${lock.name.endsWith(":RUN") ? lock.name.slice(0, -4) : lock.name}:EVENTS`
+  }),
   index: (prefix) => `${prefix}:digests`
 }
 
@@ -145,7 +155,8 @@ const makeCluster = (shards: number): Layout => {
       return {
         locked: `${tagged}:${restOf(lock)}:LOCKED`,
         index: `${tagged}:digests`,
-        fence: `${tagged}:fence`
+        fence: `${tagged}:fence`,
+        events: `${tagged}:${baseOf(lock)}:EVENTS`
       }
     },
     index: (prefix, shard) => `${prefix}:{${tags[shard]}}:digests`

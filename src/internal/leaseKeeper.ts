@@ -27,6 +27,7 @@ import type * as Scope from "effect/Scope"
 import { LockLost } from "../Errors.js"
 import * as Metrics from "../Metrics.js"
 import type { RedisError, Renewal, Store } from "./models.js"
+import * as Waits from "./releaseWaits.js"
 
 /** Why a lease ends when Redis refuses its renewal. @internal */
 export const renewalRefused =
@@ -652,6 +653,6 @@ export const close = (store: Store): Effect.Effect<void> =>
     )
   })
 
-/** Ties the store's keeper to the scope of the layer that built the store. @internal */
+/** Ties the store's keeper, and its lockTimeout waits (internal/releaseWaits), to the scope of the layer that built the store. @internal */
 export const scoped = (store: Store): Effect.Effect<Store, never, Scope.Scope> =>
-  Effect.as(Effect.addFinalizer(() => close(store)), store)
+  Effect.as(Effect.addFinalizer(() => Effect.zipRight(Waits.close(store), close(store))), store)

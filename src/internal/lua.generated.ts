@@ -7,6 +7,7 @@
  * @internal
  */
 export const sources: {
+  readonly "batch.lua": string
   readonly "claim.lua": string
   readonly "fetch.lua": string
   readonly "handoff.lua": string
@@ -21,6 +22,34 @@ export const sources: {
   readonly "tally.lua": string
   readonly "unlock.lua": string
 } = {
+  "batch.lua": `-- Many lock steps of one process in one call (issue 39): the acquisitions, releases and handoffs its jobs asked for
+-- in one event-loop turn, on one shard. Each step runs as its own script (lock.lua, unlock.lua, handoff.lua) would,
+-- under pcall: a step that fails (a refused argument, a wrong-typed key) fails alone, and as every step checks
+-- before its first write, it has written nothing; its neighbours go on.
+-- KEYS every step's keys, one step after another.
+-- ARGV per step: its kind ('l' lock, 'u' unlock, 'h' handoff), its key count, its argument count, its arguments.
+-- Returns per step {1, the step's reply} or {0, the error's message}.
+local run = {l = lock_step, u = unlock_step, h = handoff_step}
+local out = {}
+local k, a = 1, 1
+while a <= #ARGV do
+  local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local keys, argv = {}, {}
+  for i = 1, nk do keys[i] = KEYS[k + i - 1] end
+  for i = 1, na do argv[i] = ARGV[a + 2 + i] end
+  local ok, reply = pcall(run[ARGV[a]], keys, argv)
+  if ok then
+    out[#out + 1] = {1, reply}
+  elseif type(reply) == 'table' and reply.err then
+    out[#out + 1] = {0, reply.err}
+  else
+    out[#out + 1] = {0, tostring(reply)}
+  end
+  k = k + nk
+  a = a + 3 + na
+end
+return out
+`,
   "claim.lua": `-- A lease on a key for one owner (one runner at a time). KEYS[1] the lease's key   ARGV owner, lease ms (0: give up)
 -- Returns 1 when owner holds the lease after the call: taken when free, renewed when owner's; 0 when another owner's
 -- or given up (only owner's own lease is deleted). GET fails on a wrong-typed key before any write.
@@ -82,24 +111,10 @@ return {entries, pttl, score, ms, size, cursor, cut}
   "handoff.lua": `-- The execution handoff of until_and_while_executing, in one step: take <digest>:RUN, then let go of the
 -- queue lock, so there is no moment when the job holds neither.
 -- KEYS[1] <digest>:LOCKED  KEYS[2] <digest>:RUN:LOCKED  KEYS[3] <prefix>:digests  KEYS[4] <prefix>:fence
+-- KEYS[5] <digest>:EVENTS (optional: lockEvents on; logs the run lock taken or refused, and the queue lock released)
 -- ARGV jid, queue member, run member, limit, ttl ms, lease ms, info JSON or '', keep queue lock on conflict ('1'/'0')
 -- Returns {queue lock was held (1/0), acquire result...}.
-local ms, micros = now()
-local jid = ARGV[1]
--- The queue lock's and the index's types are checked before acquire writes anything.
-local queued = redis.call('HGET', KEYS[1], jid)
-redis.call('ZSCORE', KEYS[3], ARGV[2])
-local result = acquire(KEYS[2], KEYS[3], ARGV[3], jid, ARGV[4], ARGV[5], ARGV[6], ARGV[7], KEYS[4], ms, micros)
-local held
-if result[1] == 1 or ARGV[8] ~= '1' then
-  held = release(KEYS[1], KEYS[3], ARGV[2], jid, '0', ms, queued)
-elseif queued and live(queued, ms) then
-  held = 1
-else
-  held = 0
-end
-table.insert(result, 1, held)
-return result
+return handoff_step(KEYS, ARGV)
 `,
   "journal.lua": `-- Keeps the newest entries of a journal (the reaper's last passes, History) with a TTL.
 -- KEYS[1] the list   ARGV entry, keep (1 to 1000), ttl ms   Returns the journal's length. LPUSH, the first write,
@@ -339,21 +354,117 @@ local function keep_lease(key, owner, lease, current)
     redis.call('SET', key, owner, 'PX', lease)
   end
 end
+
+-- A digest's activity log (lockEvents): puts an event first in the list at key (\`<digest>:EVENTS\`), keeps its newest
+-- 100 and sets its TTL to 24 hours. at: Redis ms; refused (a refusal: acquire's answer, {0, holder, ...}: the
+-- holder logged is the first in byte order, as the memory store picks it, the hash's order being Redis' own) and who
+-- (an admin's call) may be nil. The entry is compact JSON in a fixed field order, as the memory store writes it: at, event, jid, phase, holder,
+-- who. A key of another type (not ours) is left alone: LPUSH by pcall, and nothing else then; the log never fails the
+-- call it records, and a call that fails before its first write has logged nothing (this runs after the others).
+-- LTRIM only once the list has grown past 100, and a text escaped only when it holds a character to escape: the
+-- common event costs LPUSH and PEXPIRE (bench/results/lock-events.md).
+local function log_event(key, at, event, jid, phase, refused, who)
+  local function text(s)
+    if not string.find(s, '[%z\\1-\\31"\\\\]') then return '"' .. s .. '"' end
+    local escapes = {['"'] = '\\\\"', ['\\\\'] = '\\\\\\\\', ['\\b'] = '\\\\b', ['\\f'] = '\\\\f', ['\\n'] = '\\\\n', ['\\r'] = '\\\\r', ['\\t'] = '\\\\t'}
+    return '"' .. string.gsub(s, '[%z\\1-\\31"\\\\]', function(c) return escapes[c] or string.format('\\\\u%04x', string.byte(c)) end) .. '"'
+  end
+  local entry = '{"at":' .. string.format('%d', at) .. ',"event":"' .. event .. '","jid":' .. text(jid) .. ',"phase":"' .. phase .. '"'
+  if refused then
+    local holder = refused[2]
+    for i = 3, #refused do
+      if refused[i] < holder then holder = refused[i] end
+    end
+    entry = entry .. ',"holder":' .. text(holder)
+  end
+  if who then entry = entry .. ',"who":' .. text(who) end
+  local pushed = redis.pcall('LPUSH', key, entry .. '}')
+  if type(pushed) == 'table' and pushed.err then return end
+  if pushed > 100 then redis.call('LTRIM', key, 0, 99) end
+  redis.call('PEXPIRE', key, 86400000)
+end
+
+-- The bodies of lock.lua, unlock.lua and handoff.lua, as functions of their keys and arguments: each script calls its
+-- own, and batch.lua calls them for many steps in one call (their arguments and replies are described in each file).
+local function lock_step(keys, argv)
+  local ms, micros = now()
+  local fence = ''
+  if argv[7] == '1' then fence = keys[3] end
+  local result = acquire(keys[1], keys[2], argv[2], argv[1], argv[3], argv[4], argv[5], argv[6], fence, ms, micros, argv[8])
+  if keys[4] then
+    local phase = 'queue'
+    if fence ~= '' then phase = 'run' end
+    if result[1] == 0 then
+      log_event(keys[4], ms, 'refused', argv[1], phase, result)
+    elseif result[2] == 1 then
+      log_event(keys[4], ms, 'reentered', argv[1], phase)
+    else
+      log_event(keys[4], ms, 'taken', argv[1], phase)
+    end
+  end
+  if result[1] == 0 then return result end
+  if result[3] > 0 then return result[3] end
+  return -1 - result[2]
+end
+-- A run lock's release with ARGV[4] '1' (its worker has a lockTimeout) tells the waiters of the lock (in any process)
+-- that a place is free: PUBLISH on the channel named as its holders key (KEYS[1], a channel and not a key), the
+-- message the number of places freed. One channel per lock: Redis sends it only to the processes that wait for it.
+-- Without ARGV[4] nothing is published: a worker with no lockTimeout pays nothing for it.
+local function unlock_step(keys, argv)
+  local released
+  if not keys[3] then
+    released = release(keys[1], keys[2], argv[2], argv[1], argv[3])
+  else
+    local ms = now()
+    released = release(keys[1], keys[2], argv[2], argv[1], argv[3], ms)
+    local phase = 'queue'
+    if string.sub(argv[2], -4) == ':RUN' then phase = 'run' end
+    local event = 'missed'
+    if released == 1 then event = 'released' end
+    log_event(keys[3], ms, event, argv[1], phase)
+  end
+  if released == 1 and argv[4] == '1' then redis.call('PUBLISH', keys[1], '1') end
+  return released
+end
+local function handoff_step(keys, argv)
+  local ms, micros = now()
+  local jid = argv[1]
+  -- The queue lock's and the index's types are checked before acquire writes anything.
+  local queued = redis.call('HGET', keys[1], jid)
+  redis.call('ZSCORE', keys[3], argv[2])
+  local result = acquire(keys[2], keys[3], argv[3], jid, argv[4], argv[5], argv[6], argv[7], keys[4], ms, micros)
+  local held
+  if result[1] == 1 or argv[8] ~= '1' then
+    held = release(keys[1], keys[3], argv[2], jid, '0', ms, queued)
+  elseif queued and live(queued, ms) then
+    held = 1
+  else
+    held = 0
+  end
+  if keys[5] then
+    if result[1] == 0 then
+      log_event(keys[5], ms, 'refused', jid, 'run', result)
+    else
+      log_event(keys[5], ms, 'taken', jid, 'run')
+    end
+    -- A queue lock's entry of jid's (a foreign one is no hold of this library's: nothing to log).
+    if queued and parse(queued) ~= nil and (result[1] == 1 or argv[8] ~= '1') then
+      if held == 1 then log_event(keys[5], ms, 'released', jid, 'queue') else log_event(keys[5], ms, 'missed', jid, 'queue') end
+    end
+  end
+  table.insert(result, 1, held)
+  return result
+end
 `,
-  "lock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <prefix>:fence
+  "lock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <prefix>:fence  KEYS[4] <digest>:EVENTS (optional: given
+-- when the worker's lockEvents is on, and the call then logs taken, reentered or refused there, log_event)
 -- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock),
 -- the job's queue name as a JSON string or '' (ARGV[8], optional)
 -- Returns, when taken, one integer: the fencing token (a run lock, at least 1), else -1 (a queue lock taken) or -2 (a
 -- queue lock its jid re-entered); when refused, {0, holder, ...}. An integer: Redis answers a table at a higher cost.
 -- A refusal stays a table even for one holder: a client that reads integers as text (ioredis' stringNumbers) could
 -- not tell a holder named "-1" from a lock taken.
-local ms, micros = now()
-local fence = ''
-if ARGV[7] == '1' then fence = KEYS[3] end
-local result = acquire(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], fence, ms, micros, ARGV[8])
-if result[1] == 0 then return result end
-if result[3] > 0 then return result[3] end
-return -1 - result[2]
+return lock_step(KEYS, ARGV)
 `,
   "reap.lua": `-- One bounded step of the reaper over the index, oldest first. KEYS[1] <prefix>:digests
 -- ARGV start (rank), batch (1 to 1000), orphans before (Redis ms; 0: none), dry run ('1': answer, write nothing)
@@ -365,7 +476,10 @@ return -1 - result[2]
 -- {lock, jid, locked at, queue, ...} candidates}: queue is the entry's q as its JSON string literal, '' when none.
 -- On one Redis the walk reads the members here and builds their keys (m:LOCKED): it cannot name them in KEYS up front.
 -- On Redis Cluster every key is declared: ARGV[5] is '' and ARGV[6..] are the members the caller read (ZRANGE of the
--- same ranks), each with its holders key in KEYS[1 + i]; that call has no runner (its lease is in another slot).
+-- same ranks), each with its holders key in KEYS[1 + i] and, optionally, its digest's activity log in KEYS[1 + m + i]
+-- (m members); that call has no runner (its lease is in another slot). On one Redis the log's name is built as its
+-- holders key is (<digest>:EVENTS). A holder removed is logged there as reaped, only when the log exists (lockEvents was
+-- on for the digest): the reaper creates no lists. A member whose key had gone is logged reaped with no jid (jid '').
 -- All or nothing: every read (ZRANGE fails on a wrong-typed index, then one HGETALL per member) before any write.
 -- One call per member, the step's main cost: HGETALL by pcall answers a key of another type with an error (left
 -- alone) and a missing key with an empty list (an empty hash cannot exist). No WITHSCORES: the scores are not used.
@@ -404,21 +518,33 @@ if runner then
   if holder and holder ~= ARGV[5] then return {0, -1, {}, {}, {}, 0} end
 end
 local ms = now()
-local found, keys = {}, {}
+local found, keys, logs = {}, {}, {}
 if given then
   for i = 6, #ARGV do found[i - 5] = ARGV[i] end
-  for i = 2, #KEYS do keys[i - 1] = KEYS[i] end
-  if #found ~= #keys or #found > batch then error({err = 'ERR each given member needs its key, at most batch of them'}) end
+  local m = #found
+  if (#KEYS ~= m + 1 and #KEYS ~= 2 * m + 1) or m > batch then
+    error({err = 'ERR each given member needs its key, at most batch of them'})
+  end
+  for i = 1, m do
+    keys[i] = KEYS[i + 1]
+    logs[i] = KEYS[m + i + 1] or false
+  end
   -- Fails on a wrong-typed index before any write, as ZRANGE does below.
   redis.call('ZCARD', KEYS[1])
 else
   found = redis.call('ZRANGE', KEYS[1], start, start + batch - 1)
-  for i = 1, #found do keys[i] = found[i] .. ':LOCKED' end
+  for i = 1, #found do
+    keys[i] = found[i] .. ':LOCKED'
+    local base = found[i]
+    if string.sub(base, -4) == ':RUN' then base = string.sub(base, 1, -5) end
+    logs[i] = base .. ':EVENTS'
+  end
 end
 local scanned = #found
 local members, holders, candidates = {}, {}, {}
 local gone = {}
 local evictions = {}
+local expired = {}
 local kept = 0
 for i = 1, scanned do
   local member = found[i]
@@ -429,6 +555,7 @@ for i = 1, scanned do
   elseif #all == 0 then
     members[#members + 1] = member
     gone[#gone + 1] = member
+    if logs[i] then expired[#expired + 1] = {logs[i], member} end
   else
     local evict = {}
     for j = 1, #all, 2 do
@@ -447,7 +574,7 @@ for i = 1, scanned do
         end
       end
     end
-    if #evict > 0 then evictions[#evictions + 1] = {key, evict} end
+    if #evict > 0 then evictions[#evictions + 1] = {key, evict, logs[i], member} end
     if #evict * 2 == #all then
       members[#members + 1] = member
       gone[#gone + 1] = member
@@ -463,6 +590,28 @@ end
 if not dry then
   -- HDEL of a key's last field deletes the key.
   for i = 1, #evictions do redis.call('HDEL', evictions[i][1], unpack(evictions[i][2])) end
+  -- A run lock's ended holders removed: its lockTimeout waiters are told (unlock_step).
+  for i = 1, #evictions do
+    if string.sub(evictions[i][4], -4) == ':RUN' then
+      redis.call('PUBLISH', evictions[i][1], string.format('%d', #evictions[i][2]))
+    end
+  end
+  for i = 1, #evictions do
+    local log = evictions[i][3]
+    if log and redis.call('EXISTS', log) == 1 then
+      local phase = 'queue'
+      if string.sub(evictions[i][4], -4) == ':RUN' then phase = 'run' end
+      for j = 1, #evictions[i][2] do log_event(log, ms, 'reaped', evictions[i][2][j], phase) end
+    end
+  end
+  -- A lock whose key had gone (its TTL or lease ended it): reaped with no jid, the holders being gone with the key.
+  for i = 1, #expired do
+    if redis.call('EXISTS', expired[i][1]) == 1 then
+      local phase = 'queue'
+      if string.sub(expired[i][2], -4) == ':RUN' then phase = 'run' end
+      log_event(expired[i][1], ms, 'reaped', '', phase)
+    end
+  end
   if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
 end
 -- The runner's lease is its own, not lock data: a dry run keeps it too.
@@ -473,9 +622,12 @@ end
 return {scanned, next, members, holders, candidates}
 `,
   "remove.lua": `-- The admin's removal (Locks.delete, unlock, deleteByPattern): every holder of each lock, or only jid's.
--- KEYS[1] <prefix>:digests  KEYS[2..] each lock's <lock>:LOCKED
+-- KEYS[1] <prefix>:digests  KEYS[2..n+1] each lock's <lock>:LOCKED, then (optional) KEYS[n+2..2n+1] each lock's
+-- <digest>:EVENTS
 -- ARGV jid ('' for every holder), strict ('1': when any lock is refused, write nothing; '2': only check, never write),
--- each lock's member
+-- each lock's member, then with the logs: who asked ('' when unknown)
+-- With the logs, a lock whose digest has one (lockEvents was on: the key exists) logs each holder revoked or removed
+-- there, naming who; a digest without one gets none (an admin's bulk delete creates no lists).
 -- Only this library's locks: a lock whose key exists but whose member is not in the index, or whose key is not a
 -- hash, is refused (left alone). In one of ours, a holder with a live lease (a run lock whose job may still run) is
 -- revoked, not removed: it keeps its place, so no second copy can start while the first runs, and its next renewal
@@ -484,12 +636,19 @@ return {scanned, next, members, holders, candidates}
 -- Returns {Redis time, {locks deleted whole}, {lock, jid, live (1/0), ...} removed, {lock, jid, lease until, ...}
 -- revoked, {lock, reason, ...} refused}.
 -- All or nothing: every read (ZSCORE fails on a wrong-typed index) before the first write.
+local logged = #KEYS ~= #ARGV - 1
+local n = #KEYS - 1
+local who = nil
+if logged then
+  n = n / 2
+  if ARGV[#ARGV] ~= '' then who = ARGV[#ARGV] end
+end
 local jid = ARGV[1]
 local strict = ARGV[2] == '1' or ARGV[2] == '2'
 local ms = now()
 local locks = {}
 local refused = {}
-for i = 2, #KEYS do
+for i = 2, n + 1 do
   local member = ARGV[i + 1]
   local key = KEYS[i]
   local indexed = redis.call('ZSCORE', KEYS[1], member)
@@ -512,7 +671,9 @@ for i = 2, #KEYS do
         if meta then entries = {jid, meta} end
       end
     end
-    locks[#locks + 1] = {key = key, member = member, indexed = indexed, size = size, entries = entries}
+    local events = false
+    if logged then events = KEYS[n + i] end
+    locks[#locks + 1] = {key = key, member = member, indexed = indexed, size = size, entries = entries, events = events}
   end
 end
 if (strict and #refused > 0) or ARGV[2] == '2' then return {ms, {}, {}, {}, refused} end
@@ -521,6 +682,7 @@ local deleted, removed, revokes = {}, {}, {}
 local gone = {}
 for _, lock in ipairs(locks) do
   local drop = {}
+  local log = {}
   for j = 1, #lock.entries, 2 do
     local holder, meta = lock.entries[j], lock.entries[j + 1]
     local t, x, l, _, rest = parse(meta)
@@ -528,6 +690,7 @@ for _, lock in ipairs(locks) do
       revokes[#revokes + 1] = lock.member
       revokes[#revokes + 1] = holder
       revokes[#revokes + 1] = string.format('%d', l)
+      log[#log + 1] = {'revoked', holder}
       if not revoked(rest) then
         -- r goes right after f (a run lock's entry always has f): t, x, l and f stay where every script reads them.
         local f = string.match(rest, '^,"f":%d+') or ''
@@ -535,6 +698,7 @@ for _, lock in ipairs(locks) do
       end
     else
       drop[#drop + 1] = holder
+      log[#log + 1] = {'removed', holder}
       removed[#removed + 1] = lock.member
       removed[#removed + 1] = holder
       if t ~= nil and live(meta, ms) then removed[#removed + 1] = 1 else removed[#removed + 1] = 0 end
@@ -542,6 +706,13 @@ for _, lock in ipairs(locks) do
   end
   -- In chunks, under unpack's limit on how many values it spreads. HDEL of a key's last field deletes the key.
   for k = 1, #drop, 1000 do redis.call('HDEL', lock.key, unpack(drop, k, math.min(k + 999, #drop))) end
+  -- A run lock's places freed: its lockTimeout waiters are told (unlock_step).
+  if #drop > 0 and string.sub(lock.member, -4) == ':RUN' then redis.call('PUBLISH', lock.key, string.format('%d', #drop)) end
+  if lock.events and #log > 0 and redis.call('EXISTS', lock.events) == 1 then
+    local phase = 'queue'
+    if string.sub(lock.member, -4) == ':RUN' then phase = 'run' end
+    for k = 1, #log do log_event(lock.events, ms, log[k][1], log[k][2], phase, nil, who) end
+  end
   if #drop == lock.size and lock.indexed then
     gone[#gone + 1] = lock.member
     if lock.size > 0 then deleted[#deleted + 1] = lock.member end
@@ -550,28 +721,36 @@ end
 for k = 1, #gone, 1000 do redis.call('ZREM', KEYS[1], unpack(gone, k, math.min(k + 999, #gone))) end
 return {ms, deleted, removed, revokes, refused}
 `,
-  "renew.lua": `-- KEYS[1] <lock>:LOCKED   ARGV jid, lease ms, fencing token of the acquisition ('0': whichever holds jid's entry)
+  "renew.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <digest>:EVENTS (optional: lockEvents on; a refused renewal logs lost)
+-- ARGV jid, lease ms, fencing token of the acquisition ('0': whichever holds jid's entry)
 -- Moves the lease to now + lease (renew_entry). Returns 1, or 0 when the hold is gone: no entry, another
 -- acquisition's, or its lease or expiry already passed; or revoked by an operator (remove.lua).
 local lease = whole(ARGV[2], 'lease', 1)
 local current = redis.call('HGET', KEYS[1], ARGV[1])
-if not current then return 0 end
+if not current and not KEYS[2] then return 0 end
 local ms = now()
-return renew_entry(KEYS[1], ARGV[1], current, ARGV[3], lease, ms)
+local renewed = renew_entry(KEYS[1], ARGV[1], current, ARGV[3], lease, ms)
+if renewed == 0 and KEYS[2] then log_event(KEYS[2], ms, 'lost', ARGV[1], 'run') end
+return renewed
 `,
   "renew_all.lua": `-- renew.lua for a batch, in one call at one instant (the lease keeper renews every held lease at once).
--- KEYS[i] the i-th renewal's <lock>:LOCKED   ARGV per renewal, in threes: jid, lease ms, fencing token of the
--- acquisition ('0': whichever holds jid's entry). Returns {1 or 0 per renewal, in order}: renew.lua's answer for each.
+-- KEYS[i] the i-th renewal's <lock>:LOCKED, then the activity logs (<digest>:EVENTS) of those whose lockEvents is on.
+-- ARGV per renewal, in fours: jid, lease ms, fencing token of the acquisition ('0': whichever holds jid's entry), and
+-- the KEYS position of its log ('0': none; a refused renewal logs lost there). Returns {1 or 0 per renewal, in
+-- order}: renew.lua's answer for each.
 -- All or nothing for the batch: every lease is checked, then every entry read (HGET fails on a wrong-typed key),
 -- before the first write.
+local n = #ARGV / 4
 local leases = {}
-for i = 1, #KEYS do leases[i] = whole(ARGV[i * 3 - 1], 'lease', 1) end
+for i = 1, n do leases[i] = whole(ARGV[i * 4 - 2], 'lease', 1) end
 local current = {}
-for i = 1, #KEYS do current[i] = redis.call('HGET', KEYS[i], ARGV[i * 3 - 2]) end
+for i = 1, n do current[i] = redis.call('HGET', KEYS[i], ARGV[i * 4 - 3]) end
 local ms = now()
 local renewed = {}
-for i = 1, #KEYS do
-  renewed[i] = renew_entry(KEYS[i], ARGV[i * 3 - 2], current[i], ARGV[i * 3], leases[i], ms)
+for i = 1, n do
+  renewed[i] = renew_entry(KEYS[i], ARGV[i * 4 - 3], current[i], ARGV[i * 4 - 1], leases[i], ms)
+  local log = tonumber(ARGV[i * 4])
+  if renewed[i] == 0 and log and log > 0 and KEYS[log] then log_event(KEYS[log], ms, 'lost', ARGV[i * 4 - 3], 'run') end
 end
 return renewed
 `,
@@ -592,10 +771,13 @@ end
 if added then redis.call('PEXPIRE', KEYS[1], ttl) end
 return (#ARGV - 1) / 2
 `,
-  "unlock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests
--- ARGV jid, member, fencing token of the acquisition ('0': whichever holds jid's entry).
+  "unlock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <digest>:EVENTS (optional: lockEvents on)
+-- ARGV jid, member, fencing token of the acquisition ('0': whichever holds jid's entry), and optionally '1' to
+-- PUBLISH the release for lockTimeout's waiters (ARGV[4]).
 -- Returns 1 when jid held the lock, 0 when it did not (gone, another acquisition's, or past its horizon).
--- Redis time is read only for an entry with a TTL or a lease: one without is live for as long as it is there.
-return release(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3])
+-- Redis time is read only for an entry with a TTL or a lease: one without is live for as long as it is there (and
+-- for the log's entry, when it is on). With KEYS[3]: logs released (1) or missed (0: nothing of jid's was live).
+-- With ARGV[4] '1', a release (1) PUBLISHes '1' on the channel named KEYS[1], for the waiters of its lockTimeout.
+return unlock_step(KEYS, ARGV)
 `
 }

@@ -17,8 +17,9 @@ import type {
   ScanPage,
   Store
 } from "./models.js"
-import { keysOf, RedisError } from "./models.js"
-import { cutHolder } from "./entries.js"
+import { eventLog, keysOf, RedisError } from "./models.js"
+import type { LockEvent } from "./models.js"
+import { cutHolder, eventOf, eventText } from "./entries.js"
 import * as Layout from "./layout.js"
 
 /** @internal */
@@ -168,6 +169,12 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
   const counters = new Map<string, number>()
   /** claim.lua's keys: the owner and when the lease ends. */
   const leases = new Map<string, { owner: string; expiresAt: number }>()
+  /** The release signals' listeners (`Store.releases`): PUBLISH of the scripts, on a run lock's holders key. */
+  const listeners = new Set<(channel: string, freed: number) => void>()
+  const publish = (member: string, locked: string, freed: number): void => {
+    if (freed === 0 || !member.endsWith(":RUN")) return
+    for (const listener of listeners) listener(locked, freed)
+  }
 
   const getHash = (key: string, now: number): Hash | undefined => {
     const hash = hashes.get(key)
@@ -249,7 +256,7 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     return { _tag: "Acquired", reentrant: false, fence: f }
   }
 
-  const release = (lock: LockKey, jid: string, token: number, now: number): boolean => {
+  const release = (lock: LockKey, jid: string, token: number, now: number, signal = false): boolean => {
     const { index, locked } = keysOf(lock)
     const hash = getHash(locked, now)
     const current = hash?.entries.get(jid)
@@ -260,7 +267,9 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     if (token !== 0 && current.f !== token) return false
     hdel(locked, hash, jid)
     if (!hashes.has(locked)) indexes.get(index)?.delete(lock.name)
-    return live(current, now)
+    const released = live(current, now)
+    if (released && signal) publish(lock.name, locked, 1)
+    return released
   }
 
   const renew = (lock: LockKey, jid: string, leaseMs: number, token: number, now: number): boolean => {
@@ -337,15 +346,19 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
       ? []
       : Array.from(members).sort(([a, x], [b, y]) => x - y || compareNames(a, b)).slice(start, start + batch)
     const removedMembers: Array<string> = []
+    const expired: Array<string> = []
     const removedHolders: Array<{ readonly lock: string; readonly jid: string }> = []
     const candidates: Array<ReapCandidate> = []
-    const evictions: Array<{ readonly key: string; readonly hash: Hash; readonly jids: ReadonlyArray<string> }> = []
+    const evictions: Array<
+      { readonly key: string; readonly hash: Hash; readonly jids: ReadonlyArray<string>; readonly member: string }
+    > = []
     let kept = 0
     for (const [member] of found) {
       const key = `${member}:LOCKED`
       const hash = getHash(key, now)
       if (hash === undefined) {
         removedMembers.push(member)
+        expired.push(member)
         continue
       }
       const jids: Array<string> = []
@@ -358,13 +371,22 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
           candidates.push({ lock: member, jid, lockedAt: entry.t, ...(entry.q === "" ? {} : { queue: entry.q }) })
         }
       }
-      if (jids.length > 0) evictions.push({ key, hash, jids })
+      if (jids.length > 0) evictions.push({ key, hash, jids, member })
       if (jids.length === hash.entries.size) removedMembers.push(member)
       else kept++
     }
     if (!request.dryRun) {
       for (const { hash, jids, key } of evictions) for (const jid of jids) hdel(key, hash, jid)
+      for (const { jids, key, member } of evictions) publish(member, key, jids.length)
       for (const member of removedMembers) members?.delete(member)
+      for (const { jids, member } of evictions) {
+        const lock = { prefix: request.prefix, name: member }
+        for (const jid of jids) logEvent(lock, { at: now, event: "reaped", jid, phase: phaseOf(lock) }, now, true)
+      }
+      for (const member of expired) {
+        const lock = { prefix: request.prefix, name: member }
+        logEvent(lock, { at: now, event: "reaped", jid: "", phase: phaseOf(lock) }, now, true)
+      }
     }
     const next = found.length < batch ? -1 : start + (request.dryRun ? found.length : kept)
     // The runner's lease is its own, not lock data: a dry run keeps it too.
@@ -435,16 +457,22 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
         ? [[jid, hash.entries.get(jid)!] as const]
         : []
       let dropped = 0
+      const log: Array<LockEvent> = []
+      const who = options.who === undefined || options.who === "" ? {} : { who: options.who }
       for (const [holder, entry] of entries) {
         if (entry.l > 0 && live(entry, now)) {
           revoked.push({ lock: lock.name, jid: holder, leaseUntil: entry.l })
           if (entry.r === undefined) hash!.entries.set(holder, { ...entry, r: now })
+          log.push({ at: now, event: "revoked", jid: holder, phase: phaseOf(lock), ...who })
         } else {
           removed.push({ lock: lock.name, jid: holder, live: live(entry, now) })
           hdel(locked, hash!, holder)
           dropped++
+          log.push({ at: now, event: "removed", jid: holder, phase: phaseOf(lock), ...who })
         }
       }
+      for (const event of log) logEvent(lock, event, now, true)
+      publish(lock.name, locked, dropped)
       if (dropped === size && indexed) {
         indexes.get(index)?.delete(lock.name)
         if (size > 0) deleted.push(lock.name)
@@ -517,6 +545,28 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     journals.set(key, list)
   }
 
+  // log_event (lua/lib/prelude.lua): first in the digest's list, its newest 100 kept for 24 hours; a key of another
+  // kind (a tally's) is left alone. `only`: log only where the list exists (the reaper's and an admin's calls).
+  const phaseOf = (lock: LockKey): "queue" | "run" => (lock.name.endsWith(":RUN") ? "run" : "queue")
+  const logEvent = (lock: LockKey, event: LockEvent, now: number, only = false): void => {
+    const key = keysOf(lock).events
+    if (alive(tallied, key, now) !== undefined) return
+    const list = alive(journals, key, now)
+    if (only && list === undefined) return
+    journals.set(key, {
+      entries: [eventText(event), ...(list?.entries ?? [])].slice(0, eventLog.keep),
+      expiresAt: now + eventLog.ttlMs
+    })
+  }
+  const logAcquired = (lock: LockKey, jid: string, phase: "queue" | "run", result: LockResult, now: number): void =>
+    logEvent(
+      lock,
+      result._tag === "Conflict"
+        ? { at: now, event: "refused", jid, phase, holder: [...result.holders].sort(compareNames)[0]! }
+        : { at: now, event: result.reentrant ? "reentered" : "taken", jid, phase },
+      now
+    )
+
   // Like a script, a call either runs whole or is refused (RedisError) before it changes anything.
   const run = <A>(operation: string, f: (now: number, micros: number) => A): Effect.Effect<A, RedisError> =>
     Clock.clockWith((clock) => {
@@ -533,22 +583,52 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     })
 
   const store: Store = {
-    lock: (lock, request) => run("lock", (now, micros) => acquire(lock, request, now, micros)),
-    unlock: (lock, jid, fence = 0) => run("unlock", (now) => release(lock, jid, fence, now)),
-    renew: (lock, jid, leaseMs, fence = 0) => run("renew", (now) => renew(lock, jid, leaseMs, fence, now)),
+    lock: (lock, request) =>
+      run("lock", (now, micros) => {
+        const result = acquire(lock, request, now, micros)
+        if (request.events === true) logAcquired(lock, request.jid, request.fenced ? "run" : "queue", result, now)
+        return result
+      }),
+    unlock: (lock, jid, fence = 0, events, signal) =>
+      run("unlock", (now) => {
+        const released = release(lock, jid, fence, now, signal === true)
+        if (events === true) {
+          logEvent(lock, { at: now, event: released ? "released" : "missed", jid, phase: phaseOf(lock) }, now)
+        }
+        return released
+      }),
+    renew: (lock, jid, leaseMs, fence = 0, events) =>
+      run("renew", (now) => {
+        const renewed = renew(lock, jid, leaseMs, fence, now)
+        if (!renewed && events === true) logEvent(lock, { at: now, event: "lost", jid, phase: "run" }, now)
+        return renewed
+      }),
     // renew_all.lua: every lease checked before the first renewal, all at one instant.
     renewAll: (renewals) =>
       run("renewAll", (now) => {
         for (const renewal of renewals) whole(renewal.leaseMs, "lease", 1)
-        return renewals.map((renewal) => renew(renewal.lock, renewal.jid, renewal.leaseMs, renewal.fence, now))
+        return renewals.map((renewal) => {
+          const renewed = renew(renewal.lock, renewal.jid, renewal.leaseMs, renewal.fence, now)
+          if (!renewed && renewal.events === true) {
+            logEvent(renewal.lock, { at: now, event: "lost", jid: renewal.jid, phase: "run" }, now)
+          }
+          return renewed
+        })
       }),
     handoff: (from, to, request, { keepOnConflict }) =>
       run("handoff", (now, micros) => {
         const queued = getHash(keysOf(from).locked, now)?.entries.get(request.jid)
         const result = acquire(to, { ...request, fenced: true }, now, micros)
-        const queueLockHeld = result._tag === "Acquired" || !keepOnConflict
+        const releases = result._tag === "Acquired" || !keepOnConflict
+        const queueLockHeld = releases
           ? release(from, request.jid, 0, now)
           : queued !== undefined && live(queued, now)
+        if (request.events === true) {
+          logAcquired(from, request.jid, "run", result, now)
+          if (queued !== undefined && releases) {
+            logEvent(from, { at: now, event: queueLockHeld ? "released" : "missed", jid: request.jid, phase: "queue" }, now)
+          }
+        }
         return { ...result, queueLockHeld }
       }),
     holders: (lock) => run("holders", (now) => holdersOf(getHash(keysOf(lock).locked, now))),
@@ -580,11 +660,31 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
       run("tallies", (now) =>
         keys.map((key) => Object.fromEntries(alive(tallied, key, now)?.fields ?? []))),
     journal: (key, entry, keep, ttlMs) => run("journal", (now) => journal(key, entry, keep, ttlMs, now)),
+    events: (lock, count) =>
+      run("events", (now) => {
+        if (!Number.isSafeInteger(count) || count < 1) throw new Refused(`count must be a whole number from 1, got ${count}`)
+        return (alive(journals, keysOf(lock).events, now)?.entries.slice(0, count) ?? []).flatMap((text) => {
+          const event = eventOf(text)
+          return event === undefined ? [] : [event]
+        })
+      }),
     journaled: (key, count) =>
       run("journaled", (now) => {
         if (!Number.isSafeInteger(count) || count < 1) throw new Refused(`count must be a whole number from 1, got ${count}`)
         return alive(journals, key, now)?.entries.slice(0, count) ?? []
-      })
+      }),
+    // One process: every listener hears every signal, and the waiters' registry keeps those of its lines.
+    releases: {
+      channelOf: (lock) => keysOf(lock).locked,
+      open: (deliver) => {
+        listeners.add(deliver)
+        return {
+          subscribe: () => Promise.resolve(),
+          unsubscribe: () => Promise.resolve(),
+          close: () => Promise.resolve(void listeners.delete(deliver))
+        }
+      }
+    }
   }
 
   const inspect = (lock: LockKey): Effect.Effect<LockState> =>

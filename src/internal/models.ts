@@ -76,6 +76,11 @@ export interface HolderRequest {
    * token, and only that token releases or renews it.
    */
   readonly fenced: boolean
+  /**
+   * Log the outcome (taken, reentered, refused with a holder) in the digest's activity log, `<digest>:EVENTS`, in the
+   * same script call (`lockEvents`). Default false.
+   */
+  readonly events?: boolean | undefined
 }
 
 /**
@@ -142,7 +147,38 @@ export interface Renewal {
   readonly leaseMs: number
   /** The acquisition's fencing token; 0 renews whichever acquisition holds jid's entry. */
   readonly fence: number
+  /** A refused renewal logs `lost` in the digest's activity log, in the same call (`lockEvents`). Default false. */
+  readonly events?: boolean | undefined
 }
+
+/**
+ * What a digest's activity log holds (`lockEvents`): what happened to its locks, newest first.
+ *
+ * - `taken`, `reentered` (a retry of the jid re-entered its queue lock), `refused` (`holder` names one who held it);
+ * - `released` (its holder let go), `missed` (a release found nothing of jid's live);
+ * - `lost` (a renewal was refused: the lease had passed, the hold was taken over, deleted or revoked);
+ * - `revoked` and `removed` (an admin's call; `who` when it named itself), `reaped` (the reaper removed an ended hold).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LockEvent {
+  /** Redis time (ms). */
+  readonly at: number
+  readonly event: string
+  readonly jid: string
+  readonly phase: "queue" | "run"
+  readonly holder?: string | undefined
+  readonly who?: string | undefined
+}
+
+/**
+ * The most events a digest's activity log keeps, and for how long after its last one (ms).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const eventLog = { keep: 100, ttlMs: 24 * 60 * 60 * 1000 } as const
 
 /**
  * Which of a lock's holders `Store.fetch` reads: a page of them, bounded whatever the lock holds.
@@ -296,10 +332,26 @@ export interface Store {
   /**
    * Removes jid's entry, only the acquisition `fence` when it is not 0; true when that hold was still live. False
    * when it was gone, another acquisition's, or past its expiry or lease (the lock may have passed to another job).
+   * With `signal`, a release of a live hold is published for `lockTimeout`'s waiters (`releases`) in the same call.
    */
-  readonly unlock: (lock: LockKey, jid: string, fence?: number) => Effect.Effect<boolean, RedisError>
-  /** Moves jid's lease forward; false when the hold is gone, another acquisition's (`fence`), or already lapsed. */
-  readonly renew: (lock: LockKey, jid: string, leaseMs: number, fence?: number) => Effect.Effect<boolean, RedisError>
+  readonly unlock: (
+    lock: LockKey,
+    jid: string,
+    fence?: number,
+    events?: boolean,
+    signal?: boolean
+  ) => Effect.Effect<boolean, RedisError>
+  /**
+   * Moves jid's lease forward; false when the hold is gone, another acquisition's (`fence`), or already lapsed. With
+   * `events` (and in `unlock`): the outcome goes to the digest's activity log in the same call.
+   */
+  readonly renew: (
+    lock: LockKey,
+    jid: string,
+    leaseMs: number,
+    fence?: number,
+    events?: boolean
+  ) => Effect.Effect<boolean, RedisError>
   /**
    * `renew` for many holds in one round trip (one script call): answers, in order, whether each was renewed. The
    * caller bounds the batch (the lease keeper sends chunks of at most a few hundred).
@@ -336,8 +388,19 @@ export interface Store {
    */
   readonly remove: (
     locks: ReadonlyArray<LockKey>,
-    options?: { readonly jid?: string | undefined; readonly strict?: boolean | undefined }
+    options?: {
+      readonly jid?: string | undefined
+      readonly strict?: boolean | undefined
+      /** Who asked, named in the activity log of each digest that has one (`LockEvent.who`). */
+      readonly who?: string | undefined
+    }
   ) => Effect.Effect<Removal, RedisError>
+  /**
+   * The newest `count` (1 to 1000) events of the activity log of `lock`'s digest (both phases share it), newest first;
+   * none when it has no log (`lockEvents` off, or 24 hours without an event). An entry not in the log's shape is left
+   * out.
+   */
+  readonly events: (lock: LockKey, count: number) => Effect.Effect<ReadonlyArray<LockEvent>, RedisError>
   /**
    * A lease on `key` for `owner` (one runner at a time): taken when free, renewed when `owner` holds it, refused
    * otherwise; `leaseMs` 0 gives it up (only `owner`'s). Answers whether `owner` holds it after the call.
@@ -369,6 +432,38 @@ export interface Store {
    * prefix records its own. Answers whether it was deleted. Only for a drained prefix (`Redis.resetLayout` checks).
    */
   readonly resetLayout?: ((prefix: string) => Effect.Effect<boolean, LayoutMismatch | RedisError>) | undefined
+  /**
+   * The release signals `lockTimeout` waits on (see `ReleaseSignals`); absent on a store that has none: a job whose
+   * run lock is held then goes to its strategy at once, as with no `lockTimeout`.
+   */
+  readonly releases?: ReleaseSignals | undefined
+}
+
+/**
+ * The connection a store opens for `lockTimeout`'s waits (`Store.releases`): one per process, subscribed to the
+ * channels of the run locks the process waits for.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReleaseChannel {
+  /** Subscribes to `channel`; resolves once Redis has confirmed it (a release after that reaches this process). */
+  readonly subscribe: (channel: string) => Promise<void>
+  readonly unsubscribe: (channel: string) => Promise<void>
+  readonly close: () => Promise<void>
+}
+
+/**
+ * How a store tells its process that a run lock's places were freed (`lockTimeout`'s wake): the release scripts
+ * `PUBLISH` on the channel named as the lock's holders key; `open` makes the connection that hears them, `deliver`
+ * called with the channel and the number of places freed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReleaseSignals {
+  readonly channelOf: (lock: LockKey) => string
+  readonly open: (deliver: (channel: string, freed: number) => void) => ReleaseChannel
 }
 
 /**

@@ -44,6 +44,7 @@ export type ScriptName =
   | "tally"
   | "journal"
   | "layout"
+  | "batch"
 
 /** Each script's own file under `lua/`. @internal */
 export const files: Record<ScriptName, keyof typeof sources> = {
@@ -58,7 +59,8 @@ export const files: Record<ScriptName, keyof typeof sources> = {
   claim: "claim.lua",
   tally: "tally.lua",
   journal: "journal.lua",
-  layout: "layout.lua"
+  layout: "layout.lua",
+  batch: "batch.lua"
 }
 
 /** The prelude: every file under `lua/lib/`, in path order. @internal */
@@ -81,10 +83,10 @@ interface Block {
   readonly calls: ReadonlyArray<string>
 }
 
-// The names of `names` that `code` calls, comments left out.
+// The names of `names` that `code` calls, or passes as a value (`pcall(f, …)`, `{l = f}`), comments left out.
 const callsIn = (code: string, names: ReadonlyArray<string>): Array<string> => {
   const bare = code.replace(/--.*$/gm, "")
-  return names.filter((name) => new RegExp(`(^|[^\\w.:])${name}\\s*\\(`).test(bare))
+  return names.filter((name) => new RegExp(`(^|[^\\w.:])${name}\\s*[(,}]`).test(bare))
 }
 
 // The prelude's functions in file order. Everything between them is comment: a script carries only code.
@@ -153,7 +155,8 @@ export const loadScripts = (): Record<ScriptName, Script> => {
     claim: make("claim"),
     tally: make("tally"),
     journal: make("journal"),
-    layout: make("layout")
+    layout: make("layout"),
+    batch: make("batch")
   }
 }
 

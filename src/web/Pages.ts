@@ -5,7 +5,8 @@
  *
  * @internal
  */
-import type * as History from "../History.js"
+import * as History from "../History.js"
+import { dataCut, type JobDetails, type JobRef, jobStates } from "../JobQueue.js"
 import type * as Locks from "../Locks.js"
 import type { Holder } from "../Redis.js"
 import { type Html, html, type Part } from "./Html.js"
@@ -15,8 +16,11 @@ export interface Frame {
   /** The path the UI is mounted under ("" at the root). */
   readonly base: string
   readonly prefix: string
-  /** Whether this request may change anything: forms are shown only then. */
-  readonly canChange: boolean
+  /**
+   * Whether this request may change anything: forms are shown only then, and the "read-only" badge otherwise.
+   * Undefined on a refusal answered before the request's access was known: no badge either way.
+   */
+  readonly canChange: boolean | undefined
   readonly csrf: string
 }
 
@@ -26,12 +30,71 @@ export interface Filters {
   readonly type: string
   readonly queue: string
   readonly worker: string
+  /** Part of the arguments `lockInfo` stored (their JSON text); "" for any. */
+  readonly args: string
   /** Minutes: only locks whose oldest holder is at least this old. */
   readonly age: number | undefined
   readonly stale: boolean
+  /** A job state, or "live" or "over": only locks a holder's job of which is in it (asked of the queue). */
+  readonly job: string
   readonly cursor: string
   readonly count: number
 }
+
+/** What `?job=` takes: a state, "live" (still to run or running) or "over" (completed, failed or gone). @internal */
+export const jobFilters: ReadonlyArray<string> = [...jobStates, "live", "over"]
+
+const overStates: ReadonlySet<string> = new Set(["completed", "failed", "gone"])
+
+/** Whether a job in `state` passes the `?job=` filter `filter`. @internal */
+export const jobMatches = (filter: string, state: string): boolean =>
+  filter === "live"
+    ? !overStates.has(state) && state !== "unknown"
+    : filter === "over"
+    ? overStates.has(state)
+    : state === filter
+
+/**
+ * The holders' jobs as the queue told of them, by `jobKey`: undefined for a job not its to tell (another queue's).
+ * @internal
+ */
+export interface JobsView {
+  /** Whether a queue that describes jobs is in the UI's context. */
+  readonly describer: boolean
+  readonly details: ReadonlyMap<string, JobDetails | undefined>
+  /** What the queue answered when it failed. */
+  readonly error?: string | undefined
+}
+
+/** How `JobsView.details` is keyed. @internal */
+export const jobKey = (job: JobRef): string => `${job.queue}\0${job.jid}`
+
+/** The job a holder is: its jid and its queue (its entry's, else `lockInfo`'s); undefined when it names none. @internal */
+export const jobRefOf = (holder: Holder): JobRef | undefined => {
+  const queue = holderQueue(holder)
+  return queue !== "" ? { jid: holder.jid, queue } : undefined
+}
+
+/** The jobs of `holders`, each once. @internal */
+export const jobRefsOf = (holders: Iterable<Holder>): Array<JobRef> => {
+  const refs = new Map<string, JobRef>()
+  for (const holder of holders) {
+    const ref = jobRefOf(holder)
+    if (ref !== undefined) refs.set(jobKey(ref), ref)
+  }
+  return [...refs.values()]
+}
+
+/** The states of a row's holders' jobs, each once, as the queue told them. @internal */
+export const jobStatesOf = (row: Locks.Row, jobs: JobsView): Array<string> => [
+  ...new Set(
+    row.lock.holders.flatMap((holder) => {
+      const ref = jobRefOf(holder)
+      const details = ref === undefined ? undefined : jobs.details.get(jobKey(ref))
+      return details === undefined ? [] : [details.state]
+    })
+  )
+]
 
 /** One page of the locks list: the rows that passed the filters, and how many index members the page read. @internal */
 export interface LocksView {
@@ -41,17 +104,25 @@ export interface LocksView {
   readonly next: string
   /** Index members read but not listed: the UI could not act on them (a name too long for an address). */
   readonly omitted: number
+  /** The listed holders' jobs, when the UI has a queue that describes them. */
+  readonly jobs?: JobsView | undefined
+  /**
+   * Locks of the page the arguments filter could not search: no holder read matched, and a holder's stored info was
+   * cut (over the per-entry byte cap), its arguments not read. Not listed, counted.
+   */
+  readonly notSearched: number
 }
 
 export const lockTypes = ["until_executed", "until_executing", "until_expired", "while_executing", "until_and_while_executing"]
 
-const layout = (frame: Frame, title: string, active: string, body: Part): Html =>
+const layout = (frame: Frame, title: string, active: string, body: Part, refresh?: number): Html =>
   html`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${title} · unique jobs</title>
+${refresh === undefined ? "" : html`<meta http-equiv="refresh" content="${String(refresh)}">
+`}<title>${title} · unique jobs</title>
 <link rel="stylesheet" href="${frame.base}/assets/style.css">
 </head>
 <body>
@@ -62,7 +133,7 @@ const layout = (frame: Frame, title: string, active: string, body: Part): Html =
       html`<a href="${frame.base}/${path}"${path === active ? html` aria-current="page"` : ""}>${name}</a> `
     )
   }</nav>
-${frame.canChange ? "" : html`<span class="readonly">read-only</span>`}
+${frame.canChange === false ? html`<span class="readonly">read-only</span>` : ""}
 </header>
 <main>
 ${body}
@@ -96,10 +167,42 @@ const textOf = (value: unknown): string => (typeof value === "string" ? value : 
 /** The queue a lock's holders name (their entry's `q`, else `lockInfo`'s), or "". @internal */
 export const queueOf = (row: Locks.Row): string => {
   for (const holder of row.lock.holders) {
-    const queue = holder.queue ?? infoOf(holder).queue
-    if (queue !== undefined) return textOf(queue)
+    if (holder.queue !== undefined || infoOf(holder).queue !== undefined) return holderQueue(holder)
   }
   return ""
+}
+
+/** A holder's queue: its entry's `q` (a queue lock), else the one `lockInfo` stored (a run lock's too), or "". @internal */
+export const holderQueue = (holder: Holder): string => textOf(holder.queue ?? infoOf(holder).queue)
+
+/** A holder's arguments as `lockInfo` stored them, as JSON text; undefined when none were read. @internal */
+export const holderArgs = (holder: Holder): string | undefined => {
+  const args = infoOf(holder).args
+  return args === undefined ? undefined : JSON.stringify(args) ?? String(args)
+}
+
+/** The arguments of a lock's first holder that has some, as JSON text, or "". @internal */
+export const argsOf = (row: Locks.Row): string => {
+  for (const holder of row.lock.holders) {
+    const args = holderArgs(holder)
+    if (args !== undefined) return args
+  }
+  return ""
+}
+
+/**
+ * Whether a lock's arguments contain `needle`: "match" when a holder read has it, "cut" when none has but a holder's
+ * stored info was cut (its arguments not read, so not searched), else "no". @internal
+ */
+export const argsMatch = (row: Locks.Row, needle: string): "match" | "cut" | "no" => {
+  if (row.lock.holders.some((h) => holderArgs(h)?.includes(needle) === true)) return "match"
+  return row.lock.holders.some((h) => h.truncated !== undefined) ? "cut" : "no"
+}
+
+/** Text cut to `max` characters with an ellipsis (by code point: no lone surrogate). @internal */
+export const abbreviate = (text: string, max: number): string => {
+  const points = Array.from(text)
+  return points.length <= max ? text : `${points.slice(0, max - 1).join("")}…`
 }
 
 /** The worker `lockInfo` stored, or "". @internal */
@@ -128,22 +231,33 @@ const leftOf = (lock: Locks.Row["lock"]): string => {
 const lockLink = (frame: Frame, digest: string, text: Part) =>
   html`<a href="${frame.base}/lock?digest=${encodeURIComponent(digest)}">${text}</a>`
 
-const queryOf = (filters: Filters, cursor: string): string => {
+/** The query of a page of the list: its filters, from `cursor`. @internal */
+export const queryOf = (filters: Filters, cursor: string): string => {
   const query = new URLSearchParams()
   query.set("pattern", filters.pattern)
   if (filters.type !== "") query.set("type", filters.type)
   if (filters.queue !== "") query.set("queue", filters.queue)
   if (filters.worker !== "") query.set("worker", filters.worker)
+  if (filters.args !== "") query.set("args", filters.args)
   if (filters.age !== undefined) query.set("age", String(filters.age))
   if (filters.stale) query.set("stale", "1")
+  if (filters.job !== "") query.set("job", filters.job)
   query.set("count", String(filters.count))
   if (cursor !== "0") query.set("cursor", cursor)
   return query.toString()
 }
 
+// The arguments, abbreviated (the whole text in its title, and on the lock page).
+const argsCell = (row: Locks.Row): Html => {
+  const args = argsOf(row)
+  return html`<td class="args"${args.length > 24 ? html` title="${abbreviate(args, 1024)}"` : ""}>${abbreviate(args, 24)}</td>`
+}
+
 /** @internal */
-export const locksPage = (frame: Frame, view: LocksView): Html => {
+export const locksPage = (frame: Frame, view: LocksView, message?: Html): Html => {
   const f = view.filters
+  const jobs = view.jobs
+  const describer = jobs?.describer === true
   const form = html`<form method="get" action="${frame.base}/locks" class="filters">
 <label>pattern <input name="pattern" value="${f.pattern}" size="32"></label>
 <label>type <select name="type"><option value="">any</option>${
@@ -151,15 +265,23 @@ export const locksPage = (frame: Frame, view: LocksView): Html => {
   }</select></label>
 <label>queue <input name="queue" value="${f.queue}" size="12"></label>
 <label>worker <input name="worker" value="${f.worker}" size="12"></label>
+<label>arguments <input name="args" value="${f.args}" size="16" maxlength="256"></label>
 <label>older than <input name="age" value="${f.age === undefined ? "" : String(f.age)}" size="4" inputmode="numeric"> min</label>
 <label><input type="checkbox" name="stale" value="1"${f.stale ? html` checked` : ""}> stale only</label>
-<label>per page <input name="count" value="${String(f.count)}" size="5" inputmode="numeric"></label>
+${
+    describer
+      ? html`<label>job <select name="job"><option value="">any</option>${
+        jobFilters.map((state) => html`<option${state === f.job ? html` selected` : ""}>${state}</option>`)
+      }</select></label>
+`
+      : ""
+  }<label>per page <input name="count" value="${String(f.count)}" size="5" inputmode="numeric"></label>
 <button type="submit">Filter</button>
 </form>`
   const rows = view.rows.map((row) => {
     const since = sinceOf(row)
     return html`<tr data-name="${row.entry.name}">
-<td class="digest">${lockLink(frame, row.entry.digest, row.entry.name)}</td>
+<td class="digest" title="${row.entry.name}">${lockLink(frame, row.entry.digest, row.entry.name)}</td>
 <td>${row.type}</td>
 <td>${row.entry.phase}</td>
 <td class="num">${String(row.lock.size)}${
@@ -169,12 +291,17 @@ export const locksPage = (frame: Frame, view: LocksView): Html => {
     }</td>
 <td>${queueOf(row)}</td>
 <td>${workerOf(row)}</td>
+${argsCell(row)}
 <td>${since === undefined ? "-" : html`<time datetime="${time(since)}">${span(row.lock.now - since)} ago</time>`}</td>
 <td>${leftOf(row.lock)}</td>
 <td>${row.stale ? html`<span class="stale">stale</span>` : ""}${row.notOurs === undefined ? "" : html`<span class="foreign" title="${row.notOurs}">not ours</span>`}</td>
-</tr>`
+${describer ? html`<td class="job-state">${jobStatesOf(row, jobs!).join(", ") || "-"}</td>\n` : ""}</tr>`
   })
   const paging = html`<p class="paging">read ${String(view.scanned)} index member(s), ${String(view.rows.length)} shown · ${
+    view.notSearched === 0
+      ? ""
+      : html`<span class="not-searched">${String(view.notSearched)} not searched: their stored lock info was cut (over the per-entry byte cap), so their arguments were not read</span> · `
+  }${
     view.omitted === 0
       ? ""
       : html`<span class="omitted">${String(view.omitted)} lock(s) on this page not shown: a name too long for an address (the reaper, or <code>unique-jobs locks del PATTERN</code>, acts on them)</span> · `
@@ -190,14 +317,19 @@ export const locksPage = (frame: Frame, view: LocksView): Html => {
     "Locks",
     "locks",
     html`<h1>Locks</h1>
+${message ?? ""}
 ${form}
+${jobs?.error === undefined ? "" : html`<p class="error job-error">The queue did not answer about the jobs: ${jobs.error}</p>`}
+${bulkLink(frame, view)}
 ${paging}
+<div class="scroll">
 <table class="locks">
-<thead><tr><th>lock</th><th>type</th><th>phase</th><th>holders</th><th>queue</th><th>worker</th><th>since</th><th>left</th><th></th></tr></thead>
+<thead><tr><th>lock</th><th>type</th><th>phase</th><th>holders</th><th>queue</th><th>worker</th><th>arguments</th><th>since</th><th>left</th><th></th>${describer ? html`<th>job</th>` : ""}</tr></thead>
 <tbody>
 ${rows}
 </tbody>
 </table>
+</div>
 ${view.rows.length === 0 ? html`<p class="empty">No lock on this page matches.</p>` : ""}
 ${paging}`
   )
@@ -211,24 +343,31 @@ const nextHolders = (frame: Frame, digest: string, phase: "queue" | "run", curso
       encodeURIComponent(digest)
     }&amp;${phase}Cursor=${cursor}">next page of holders</a>`
 
-const holdersTable = (frame: Frame, digest: string, phase: "queue" | "run", fetched: Locks.Digest["queue"]): Html => {
+const holdersTable = (
+  frame: Frame,
+  digest: string,
+  phase: "queue" | "run",
+  fetched: Locks.Digest["queue"],
+  jobs?: JobsView
+): Html => {
   if (fetched.holders.length === 0 && fetched.cursor === "0") return html`<p class="empty">No ${phase} lock held.</p>`
   const rows = fetched.holders.map((holder) =>
     html`<tr data-jid="${holder.jid}">
-<td class="jid">${holder.jid}</td>
+<td class="jid">${jobLink(holder, jobs)}</td>
 <td>${time(holder.lockedAt)}</td>
 <td>${holder.expiresAt === undefined ? "-" : html`${time(holder.expiresAt)} (${span(holder.expiresAt - fetched.now)})`}</td>
 <td>${holder.leaseUntil === undefined ? "-" : html`${time(holder.leaseUntil)} (${span(holder.leaseUntil - fetched.now)})`}</td>
 <td class="num">${holder.fence === 0 ? "-" : String(holder.fence)}</td>
-<td>${holder.revokedAt === undefined ? "" : html`revoked ${time(holder.revokedAt)}`}</td>
-<td>${holder.queue ?? ""}</td>
+<td>${holder.revokedAt === undefined ? "" : html`<span class="revoked">${time(holder.revokedAt)}</span>`}</td>
+<td>${holderQueue(holder)}</td>
 <td><pre class="info">${holder.info === undefined ? "" : JSON.stringify(holder.info, null, 2)}</pre>${
       holder.truncated === undefined
         ? ""
         : html`<small class="cut">entry of ${String(holder.truncated)} bytes, cut: its leading fields only</small>`
     }</td>
 <td>${
-      frame.canChange && encodeURIComponent(holder.jid).length <= 4096
+      // A revoked holder has nothing left to unlock: it keeps its place until it stops.
+      frame.canChange && holder.revokedAt === undefined && encodeURIComponent(holder.jid).length <= 4096
         ? html`<form method="post" action="${frame.base}/lock/unlock">${csrfField(frame)}<input type="hidden" name="digest" value="${digest}"><input type="hidden" name="jid" value="${holder.jid}"><button type="submit" class="unlock">Unlock</button></form>`
         : ""
     }</td>
@@ -240,16 +379,105 @@ const holdersTable = (frame: Frame, digest: string, phase: "queue" | "run", fetc
 <p class="holders-count">${String(fetched.size)} holder(s), showing ${
     fetched.holders.length === fetched.size && fetched.cursor === "0" ? "all" : `${fetched.holders.length} on this page`
   }${nextHolders(frame, digest, phase, fetched.cursor)}</p>
+<div class="scroll">
 <table class="holders">
-<thead><tr><th>jid</th><th>locked at</th><th>expires</th><th>lease until</th><th>fence</th><th></th><th>queue</th><th>lock info</th><th></th></tr></thead>
+<thead><tr><th>jid</th><th>locked at</th><th>expires</th><th>lease until</th><th>fence</th><th>revoked</th><th>queue</th><th>lock info</th><th></th></tr></thead>
 <tbody>
 ${rows}
 </tbody>
-</table>`
+</table>
+</div>`
 }
 
+const jobAnchor = (jid: string) => `job-${encodeURIComponent(jid)}`
+
+// A holder's jid, linked to its job's section when the queue told of its job.
+const jobLink = (holder: Holder, jobs: JobsView | undefined): Part => {
+  const ref = jobRefOf(holder)
+  return jobs === undefined || ref === undefined || jobs.details.get(jobKey(ref)) === undefined
+    ? holder.jid
+    : html`<a class="job-link" href="#${jobAnchor(holder.jid)}">${holder.jid}</a>`
+}
+
+const jobRow = (label: string, value: Part) => html`<tr><th>${label}</th><td>${value}</td></tr>`
+
+const jobCard = (ref: JobRef, details: JobDetails | undefined): Html =>
+  details === undefined
+    ? html`<section class="job" id="${jobAnchor(ref.jid)}" data-jid="${ref.jid}" data-state="">
+<h3><span class="jid">${ref.jid}</span> · queue ${ref.queue}</h3>
+<p class="empty">Not this UI's to tell: its queue is not one it was given.</p>
+</section>`
+    : html`<section class="job" id="${jobAnchor(ref.jid)}" data-jid="${ref.jid}" data-state="${details.state}">
+<h3><span class="jid">${ref.jid}</span> <span class="job-state state-${details.state}">${details.state}</span></h3>
+${
+      details.state === "gone"
+        ? html`<p class="empty">Queue ${ref.queue} holds no such job: it was removed, or never added. Its lock is an orphan (a reaper pass that asks the queue frees it).</p>`
+        : html`<table class="job-details">
+${jobRow("queue", ref.queue)}
+${details.name === undefined ? "" : jobRow("name", details.name)}
+${jobRow("attempts made", String(details.attemptsMade ?? 0))}
+${jobRow("added", time(details.addedAt))}
+${details.runsAt === undefined ? "" : jobRow("runs at", time(details.runsAt))}
+${jobRow("processed", time(details.processedOn))}
+${jobRow("finished", time(details.finishedOn))}
+${details.failedReason === undefined || details.failedReason === "" ? "" : jobRow("failed reason", html`<pre class="info">${details.failedReason}</pre>`)}
+${
+          details.data === undefined
+            ? ""
+            : jobRow(
+              "data",
+              html`<pre class="info job-data">${details.data}</pre>${
+                dataCut(details)
+                  ? html`<small class="cut">data of ${String(details.dataBytes)} bytes, cut: its first ${String(Buffer.byteLength(details.data))} shown</small>`
+                  : ""
+              }`
+            )
+        }
+</table>`
+    }
+</section>`
+
+// The holders' jobs: a section each, or why there is none.
+const jobSection = (shown: Locks.Digest, jobs: JobsView | undefined): Part => {
+  const holders = [...shown.queue.holders, ...shown.run.holders]
+  if (jobs === undefined || holders.length === 0) return ""
+  if (!jobs.describer) {
+    return html`<h2>Job</h2>
+<p class="job-none">This UI has no queue to ask about the holders' jobs: serve it with one in its context (<code>BullMQ.layer</code>), or run <code>unique-jobs web --bullmq-queue NAME</code>.</p>`
+  }
+  const refs = jobRefsOf(holders)
+  return html`<h2>Job</h2>
+${jobs.error === undefined ? "" : html`<p class="error job-error">The queue did not answer: ${jobs.error}</p>`}
+${
+    refs.length === 0
+      ? html`<p class="job-none">No holder names its queue (the lock was taken without one), so its job cannot be asked for.</p>`
+      : jobs.error === undefined
+      ? refs.map((ref) => jobCard(ref, jobs.details.get(jobKey(ref))))
+      : ""
+  }`
+}
+// The digest's activity log (lockEvents), newest first: every field through `html`, so a jid shows as text.
+const eventsTable = (events: Locks.Digest["events"]): Html =>
+  html`<h2>Recent events</h2>
+${
+    events.length === 0
+      ? html`<p class="events-none">none kept: this digest's workers do not set <code>lockEvents</code>, or nothing happened to it in the last 24 hours</p>`
+      : html`<table class="events">
+<thead><tr><th>at</th><th>event</th><th>phase</th><th>jid</th><th>holder</th><th>by</th></tr></thead>
+<tbody>
+${
+        events.map((event) =>
+          html`<tr><td>${time(event.at)}</td><td class="event">${event.event}</td><td>${event.phase}</td><td class="jid">${
+            event.jid === "" ? html`<small>(its key had expired)</small>` : event.jid
+          }</td><td class="jid">${event.holder ?? ""}</td><td>${event.who ?? ""}</td></tr>`
+        )
+      }
+</tbody>
+</table>`
+  }`
+
 /** @internal */
-export const lockPage = (frame: Frame, shown: Locks.Digest, message?: Html): Html =>
+export const lockPage = (frame: Frame, shown: Locks.Digest, message?: Html, jobs?: JobsView): Html =>
   layout(
     frame,
     shown.digest,
@@ -258,9 +486,11 @@ export const lockPage = (frame: Frame, shown: Locks.Digest, message?: Html): Htm
 ${message ?? ""}
 ${shown.notOurs.map((n) => html`<p class="foreign">${n.lock}: ${n.reason}</p>`)}
 <h2>Queue lock</h2>
-${holdersTable(frame, shown.digest, "queue", shown.queue)}
+${holdersTable(frame, shown.digest, "queue", shown.queue, jobs)}
 <h2>Run lock</h2>
-${holdersTable(frame, shown.digest, "run", shown.run)}
+${holdersTable(frame, shown.digest, "run", shown.run, jobs)}
+${jobSection(shown, jobs)}
+${eventsTable(shown.events)}
 ${
       frame.canChange && (shown.queue.holders.length > 0 || shown.run.holders.length > 0)
         ? html`<p class="danger"><a class="delete" href="${confirmHref(frame, "delete", shown.digest)}">Delete this digest…</a> <small>Asks first, naming what goes. Queue-lock holders go at once; a running holder (live lease) is revoked: it keeps its place until it stops, so no second copy starts.</small></p>`
@@ -291,11 +521,19 @@ export interface Result {
   readonly revoked: number
   /** The latest lease among the revoked holders. */
   readonly until?: number | undefined
+  /** A bulk delete: the digests it deleted. */
+  readonly locks?: number | undefined
+  /** A bulk delete: the digests left alone, found not to be this library's locks by then. */
+  readonly refused?: number | undefined
 }
 
 /** A change's result, in words. @internal */
 export const resultMessage = (result: Result): Html => {
-  const what = result.action === "delete" ? "Deleted" : `Unlocked ${result.jid ?? "a holder"}`
+  const what = result.action === "unlock"
+    ? `Unlocked ${result.jid ?? "a holder"}`
+    : result.locks === undefined
+    ? "Deleted"
+    : `Deleted ${result.locks} digest(s)`
   return html`<div class="message" role="status"><strong>${what}</strong> at <time>${time(result.at)}</time>: ${
     result.nothing
       ? result.action === "delete"
@@ -312,6 +550,10 @@ export const resultMessage = (result: Result): Html => {
             } at the latest)`
             : ""
         }`
+  }${
+    result.refused === undefined || result.refused === 0
+      ? ""
+      : html`; left ${String(result.refused)} digest(s) alone: not this library's locks by then`
   }</div>`
 }
 
@@ -319,23 +561,36 @@ export const resultMessage = (result: Result): Html => {
 export const isRunning = (holder: Holder, now: number): boolean =>
   holder.revokedAt === undefined && (holder.leaseUntil ?? holder.expiresAt ?? Number.POSITIVE_INFINITY) > now
 
-// The holders a confirmation names, each with what happens to it.
-const fateTable = (shown: Locks.Digest, jid?: string): Html => {
-  const rows = (["queue", "run"] as const).flatMap((phase) =>
+/**
+ * Whether deleting the lock revokes the holder rather than removing it: its lease is live (and its expiry, if any,
+ * not passed), as the removal script judges it; a holder revoked already stays revoked. @internal
+ */
+export const revokedOnDelete = (holder: Holder, now: number): boolean =>
+  holder.leaseUntil !== undefined && holder.leaseUntil > now && (holder.expiresAt === undefined || holder.expiresAt > now)
+
+// One digest's holders a confirmation names, each with what happens to it (with the digest, for a bulk preview).
+const fateRows = (shown: Locks.Digest, jid: string | undefined, withDigest: boolean): Array<Html> =>
+  (["queue", "run"] as const).flatMap((phase) =>
     shown[phase].holders.filter((h) => jid === undefined || h.jid === jid).map((h) => {
-      const running = phase === "run" && isRunning(h, shown[phase].now)
-      return html`<tr data-jid="${h.jid}" data-fate="${running ? "revoked" : "removed"}"><td class="jid">${h.jid}</td><td>${phase}</td><td>${
-        running
+      const revoked = revokedOnDelete(h, shown[phase].now)
+      return html`<tr data-jid="${h.jid}" data-digest="${shown.digest}" data-phase="${phase}" data-fate="${revoked ? "revoked" : "removed"}">${
+        withDigest ? html`<td class="digest">${shown.digest}</td>` : ""
+      }<td class="jid">${h.jid}</td><td>${phase}</td><td>${
+        !revoked
+          ? "removed at once"
+          : h.revokedAt === undefined
           ? html`<strong>revoked</strong>: running (lease until ${time(h.leaseUntil)}); it keeps its place until it stops, and is told at its next renewal`
-          : "removed at once"
+          : html`<strong>revoked</strong> already (at ${time(h.revokedAt)}): it keeps its place until it stops (lease until ${time(h.leaseUntil)})`
       }</td></tr>`
     })
   )
-  return html`<table class="holders fates">
+
+// The holders a confirmation names, each with what happens to it.
+const fateTable = (shown: Locks.Digest, jid?: string): Html =>
+  html`<table class="holders fates">
 <thead><tr><th>jid</th><th>lock</th><th>what happens</th></tr></thead>
-<tbody>${rows}</tbody>
+<tbody>${fateRows(shown, jid, false)}</tbody>
 </table>`
-}
 
 const confirmForm = (frame: Frame, action: string, fields: Record<string, string>, label: string, cancel: string) =>
   html`<form method="post" action="${frame.base}${action}" class="danger">${csrfField(frame)}${
@@ -394,6 +649,84 @@ ${frame.canChange ? confirmForm(frame, "/lock/unlock", { digest: shown.digest, j
         : html`<p class="empty">${jid} holds no lock of this digest: there is nothing to unlock.</p>`
     }
 <p><a href="${back}">back to the lock</a></p>`
+  )
+}
+
+/** The digests a page of the list shows that a bulk delete acts on: each once, none that is not ours. @internal */
+export const bulkDigests = (rows: ReadonlyArray<Locks.Row>): Array<string> => [
+  ...new Set(rows.filter((row) => row.notOurs === undefined).map((row) => row.entry.digest))
+]
+
+// The list page's way to the bulk preview: only where a change is possible and the page shows a lock to act on.
+const bulkLink = (frame: Frame, view: LocksView) => {
+  const digests = bulkDigests(view.rows)
+  return frame.canChange && digests.length > 0
+    ? html`<p class="danger bulk"><a class="bulk-delete" href="${frame.base}/locks/bulk/confirm?${
+      queryOf(view.filters, view.filters.cursor)
+    }">Delete the ${String(digests.length)} digest(s) this page shows…</a> <small>Asks first, naming every lock and the running holders it would revoke.</small></p>`
+    : ""
+}
+
+/** What a bulk delete would do, as its preview read it: the digests it deletes, and what it leaves alone. @internal */
+export interface BulkPreview {
+  readonly filters: Filters
+  /** Each digest to delete, with every holder of its two locks. */
+  readonly shown: ReadonlyArray<Locks.Digest>
+  /** Locks on the page that are not this library's (left alone, as a delete refuses them). */
+  readonly leftAlone: ReadonlyArray<{ readonly lock: string; readonly reason: string }>
+}
+
+/** A bulk delete of what a page of the list shows, to confirm: every lock, every holder and its fate. @internal */
+export const confirmBulkPage = (frame: Frame, preview: BulkPreview, confirm: string, changed: boolean): Html => {
+  const query = queryOf(preview.filters, preview.filters.cursor)
+  const back = `${frame.base}/locks?${query}`
+  const fates = preview.shown.flatMap((shown) =>
+    (["queue", "run"] as const).flatMap((phase) =>
+      shown[phase].holders.map((h) => revokedOnDelete(h, shown[phase].now))
+    )
+  )
+  const revoked = fates.filter((fate) => fate).length
+  const rows = preview.shown.map((shown) =>
+    shown.queue.holders.length === 0 && shown.run.holders.length === 0
+      ? html`<tr data-digest="${shown.digest}" data-fate="gone"><td class="digest">${shown.digest}</td><td colspan="3">no holder: its index entry goes</td></tr>`
+      : fateRows(shown, undefined, true)
+  )
+  return layout(
+    frame,
+    "Delete these locks?",
+    "locks",
+    html`<h1>Delete the locks this page shows?</h1>
+<p class="bulk-filter">The locks page ${
+      [...new URLSearchParams(query)].filter(([name]) => name !== "count").map(([name, value]) => html`<span>${name} <code>${value}</code></span> `)
+    }(${String(preview.filters.count)} index members read${preview.filters.cursor === "0" ? "" : ", from its cursor"}), read again now.</p>
+${changedNote(changed)}
+<p class="bulk-summary" data-locks="${String(preview.shown.length)}" data-removed="${String(fates.length - revoked)}" data-revoked="${String(revoked)}">${
+      String(preview.shown.length)
+    } digest(s), both their queue and run locks: ${String(fates.length - revoked)} holder(s) removed at once, ${
+      String(revoked)
+    } running holder(s) revoked (each keeps its place until it stops, so no second copy starts).</p>
+${preview.leftAlone.map((n) => html`<p class="foreign">${n.lock}: ${n.reason} (left alone)</p>`)}
+${
+      preview.shown.length === 0
+        ? html`<p class="empty">This page shows no lock to delete.</p>`
+        : html`<p>Only the digests and holders named here are confirmed: if any of them is held otherwise by then, nothing is deleted and you are asked again. A lock that starts to match the filter later is not touched.</p>
+<table class="holders fates bulk">
+<thead><tr><th>digest</th><th>jid</th><th>lock</th><th>what happens</th></tr></thead>
+<tbody>${rows}</tbody>
+</table>
+${
+          frame.canChange
+            ? confirmForm(
+              frame,
+              `/locks/bulk/delete?${query}`,
+              { digests: preview.shown.map((shown) => shown.digest).join("\n"), confirm },
+              `Delete ${preview.shown.length} digest(s)`,
+              back
+            )
+            : ""
+        }`
+    }
+<p><a href="${back}">back to the locks</a></p>`
   )
 }
 
@@ -495,20 +828,58 @@ ${reportTable(passes)}`
 
 const palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
 
-// One small chart per event: a line per lock type over the minutes, as inline SVG (no script).
+// A chart's frame, in the SVG's own units: it scales to the page's width (CSS), text with it.
+const plot = { width: 960, height: 200, left: 52, right: 16, top: 14, bottom: 34 }
+const clock = (ms: number) => new Date(ms).toISOString().slice(11, 16)
+
+// The value axis: 0, the middle and the top, each a grid line with its label.
+const valueAxis = (top: number, y: (n: number) => number): Html =>
+  html`${
+    [0, top / 2, top].map((n) => {
+      const label = Number.isInteger(n) ? String(n) : n.toFixed(1)
+      return html`<line class="grid" x1="${String(plot.left)}" y1="${y(n).toFixed(1)}" x2="${
+        String(plot.width - plot.right)
+      }" y2="${y(n).toFixed(1)}" stroke="#ddd"/><text x="${String(plot.left - 6)}" y="${
+        (y(n) + 4).toFixed(1)
+      }" text-anchor="end" font-size="12" fill="#555">${label}</text>`
+    })
+  }`
+
+// One chart per event: a line per lock type over the minutes, as inline SVG (no script), with both axes labelled.
 const chart = (buckets: ReadonlyArray<History.Bucket>, event: History.Event, types: ReadonlyArray<string>): Html => {
-  const width = 600
-  const height = 120
   const values = types.map((type) => buckets.map((b) => b.counts[type]?.[event] ?? 0))
   const peak = Math.max(0, ...values.flat())
   const top = Math.max(1, peak)
-  const x = (i: number) => (buckets.length <= 1 ? 0 : (i / (buckets.length - 1)) * width)
-  const y = (n: number) => height - (n / top) * (height - 10)
+  const inner = plot.width - plot.left - plot.right
+  const x = (i: number) => plot.left + (buckets.length <= 1 ? 0 : (i / (buckets.length - 1)) * inner)
+  const y = (n: number) => plot.height - plot.bottom - (n / top) * (plot.height - plot.top - plot.bottom)
   const total = values.flat().reduce((a, b) => a + b, 0)
+  // Time labels: the first minute, every 15th, and the last (the current minute).
+  const ticks = buckets.flatMap((b, i) =>
+    i === 0 || i === buckets.length - 1 || (b.start / 60_000) % 15 === 0 && i > 3 && i < buckets.length - 4 ? [i] : []
+  )
+  const first = buckets[0]
+  const last = buckets[buckets.length - 1]
   return html`<figure class="chart" data-event="${event}" data-total="${String(total)}">
-<figcaption>${event} · ${String(total)} in the last hour · peak ${String(peak)}/min</figcaption>
-<svg viewBox="0 0 ${String(width)} ${String(height)}" width="${String(width)}" height="${String(height)}" role="img" aria-label="${event} per minute">
-<line x1="0" y1="${String(height)}" x2="${String(width)}" y2="${String(height)}" stroke="#999"/>
+<figcaption>${event} per minute · ${String(total)} in all · peak ${String(peak)}/min${
+    first === undefined || last === undefined ? "" : html` · <time>${clock(first.start)}</time> to <time>${clock(last.start + 60_000)}</time> UTC`
+  }</figcaption>
+<svg viewBox="0 0 ${String(plot.width)} ${String(plot.height)}" role="img" aria-label="${event} per minute, ${
+    first === undefined ? "" : `${clock(first.start)} to ${clock((last?.start ?? first.start) + 60_000)} UTC`
+  }, peak ${String(peak)}">
+${valueAxis(top, y)}
+<line x1="${String(plot.left)}" y1="${String(plot.height - plot.bottom)}" x2="${String(plot.width - plot.right)}" y2="${
+    String(plot.height - plot.bottom)
+  }" stroke="#999"/>
+${
+    ticks.map((i) =>
+      html`<line x1="${x(i).toFixed(1)}" y1="${String(plot.height - plot.bottom)}" x2="${x(i).toFixed(1)}" y2="${
+        String(plot.height - plot.bottom + 5)
+      }" stroke="#999"/><text class="tick" x="${x(i).toFixed(1)}" y="${String(plot.height - 10)}" text-anchor="${
+        i === 0 ? "start" : i === buckets.length - 1 ? "end" : "middle"
+      }" font-size="12" fill="#555">${clock(buckets[i]!.start)}</text>`
+    )
+  }
 ${
     values.map((series, t) =>
       html`<polyline fill="none" stroke="${palette[t % palette.length]!}" stroke-width="2" points="${
@@ -520,8 +891,54 @@ ${
 </figure>`
 }
 
+// A hold-time bin's label: "≤ 16ms", "≤ 1m 05s", the last "> 17m 28s".
+const binLabel = (bound: string, i: number): string =>
+  bound === "Infinity" ? `> ${span(Number(History.holdBounds[i - 1] ?? 0))}` : `≤ ${span(Number(bound))}`
+
+// The hour's hold times as bars, a bin each: how long locks were held from acquire to release.
+const holdChart = (buckets: ReadonlyArray<History.Bucket>): Html => {
+  const bins = History.holdBounds.map((bound) => buckets.reduce((n, b) => n + (b.hold[bound] ?? 0), 0))
+  const total = bins.reduce((a, b) => a + b, 0)
+  const top = Math.max(1, ...bins)
+  const inner = plot.width - plot.left - plot.right
+  const slot = inner / bins.length
+  const y = (n: number) => plot.height - plot.bottom - (n / top) * (plot.height - plot.top - plot.bottom)
+  return html`<figure class="chart hold" data-total="${String(total)}">
+<figcaption>hold time · ${String(total)} lock(s) released in the window, by how long each was held (acquire to release)</figcaption>
+${
+    total === 0
+      ? html`<p class="empty">No hold time recorded in the window (processes flush it with their counts from this version on).</p>`
+      : html`<svg viewBox="0 0 ${String(plot.width)} ${String(plot.height)}" role="img" aria-label="locks per hold time">
+${valueAxis(top, y)}
+${
+        bins.map((n, i) =>
+          html`<rect class="bin" data-bound="${History.holdBounds[i]!}" data-count="${String(n)}" x="${
+            (plot.left + i * slot + 3).toFixed(1)
+          }" y="${y(n).toFixed(1)}" width="${(slot - 6).toFixed(1)}" height="${
+            (plot.height - plot.bottom - y(n)).toFixed(1)
+          }" fill="#1f77b4"><title>${binLabel(History.holdBounds[i]!, i)}: ${String(n)}</title></rect><text x="${
+            (plot.left + (i + 0.5) * slot).toFixed(1)
+          }" y="${String(plot.height - 10)}" text-anchor="middle" font-size="12" fill="#555">${binLabel(History.holdBounds[i]!, i)}</text>`
+        )
+      }
+</svg>`
+  }
+</figure>`
+}
+
+const refreshLabel = (seconds: number) => (seconds % 60 === 0 ? `${String(seconds / 60)}m` : span(seconds * 1000))
+
+/** The metrics page's refresh choices (seconds), and the bounds `?refresh=` is held to. @internal */
+export const refreshChoices = [10, 30, 60, 300] as const
+export const refreshBounds = { min: 5, max: 3600 } as const
+
 /** @internal */
-export const metricsPage = (frame: Frame, buckets: ReadonlyArray<History.Bucket>, events: ReadonlyArray<History.Event>): Html => {
+export const metricsPage = (
+  frame: Frame,
+  buckets: ReadonlyArray<History.Bucket>,
+  events: ReadonlyArray<History.Event>,
+  refresh?: number
+): Html => {
   const types = [...new Set(buckets.flatMap((b) => Object.keys(b.counts)))].sort()
   const totals = types.map((type) =>
     html`<tr><td>${type}</td>${
@@ -532,19 +949,39 @@ export const metricsPage = (frame: Frame, buckets: ReadonlyArray<History.Bucket>
       )
     }</tr>`
   )
+  const refreshLinks = html`<p class="refresh">refresh: ${
+    [undefined, ...refreshChoices].map((n, i) => {
+      const label = n === undefined ? "off" : refreshLabel(n)
+      const href = `${frame.base}/metrics${n === undefined ? "" : `?refresh=${String(n)}`}`
+      return html`${i === 0 ? "" : " · "}${
+        n === refresh ? html`<strong aria-current="true">${label}</strong>` : html`<a href="${href}">${label}</a>`
+      }`
+    })
+  }${
+    refresh !== undefined && !(refreshChoices as ReadonlyArray<number>).includes(refresh)
+      ? html` · <strong aria-current="true">${refreshLabel(refresh)}</strong>`
+      : ""
+  }</p>`
   return layout(
     frame,
     "Metrics",
     "metrics",
     html`<h1>Metrics</h1>
-<p>Counts per lock type in one-minute buckets over the last hour, from every process that runs <code>History.layer</code> (each flushes its counts on its interval). Reaped counts are under <code>*</code>.</p>
+<p>Counts per lock type in one-minute buckets over the last hour (times in UTC), from every process that runs <code>History.layer</code> (each flushes its counts on its interval). Reaped counts are under <code>*</code>.</p>
+${refreshLinks}
 ${types.length === 0 ? html`<p class="empty">Nothing counted in the last hour under this prefix. Add History.layer to the processes that take locks.</p>` : ""}
 <p class="legend">${types.map((type, t) => html`<span class="swatch swatch-${String(t % palette.length)}">${type}</span> `)}</p>
+<div class="charts">
 ${events.map((event) => chart(buckets, event, types))}
+${holdChart(buckets)}
+</div>
+<div class="scroll">
 <table class="totals">
 <thead><tr><th>lock type</th>${events.map((event) => html`<th>${event}</th>`)}</tr></thead>
 <tbody>${totals}</tbody>
-</table>`
+</table>
+</div>`,
+    refresh
   )
 }
 
@@ -559,12 +996,21 @@ header a{color:#cde;margin-right:.8em}header a[aria-current]{color:#fff;font-wei
 .prefix{color:#aab}.readonly{background:#a60;color:#fff;padding:0 .4em;border-radius:3px}
 main{padding:1em}table{border-collapse:collapse;width:100%;margin:.5em 0}
 th,td{border-bottom:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
-td.num{text-align:right}.digest{font-family:ui-monospace,monospace;word-break:break-all}
-pre.info{margin:0;max-width:32em;white-space:pre-wrap;word-break:break-all;font-size:12px}
+td.num{text-align:right}.digest{font-family:ui-monospace,monospace;overflow-wrap:anywhere}
+.scroll{overflow-x:auto;max-width:100%}
+td.digest{white-space:nowrap}
+td.digest a{display:inline-block;max-width:16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom}
+td.args{font-family:ui-monospace,monospace;font-size:12px;white-space:nowrap}
+pre.info{margin:0;min-width:26em;max-width:40em;white-space:pre-wrap;overflow-wrap:break-word;font-size:12px}
+@media (max-width:600px){td.digest a{max-width:11em}table.locks td{white-space:nowrap}th,td{padding:.2em .3em}}
 .filters label{margin-right:.8em;white-space:nowrap}.stale{color:#a60}.foreign{color:#a00}
 .message{background:#eef6ee;border:1px solid #9c9;padding:.5em;margin:.5em 0}.error{color:#a00}
 .actions form,td form{display:inline}.danger{margin-top:1em}button.delete,button.reap,button.confirm,a.delete,a.reap{color:#a00}
-figure.chart{margin:.5em 0}.swatch{padding:0 .4em;border-left:1em solid}
+figure.chart{margin:.5em 0 1.5em;width:100%}figure.chart svg{display:block;width:100%;height:auto}
+figcaption{font-weight:bold;margin-bottom:.2em}.not-searched{color:#a60}.swatch{padding:0 .4em;border-left:1em solid}
 .swatch-0{border-color:#1f77b4}.swatch-1{border-color:#d62728}.swatch-2{border-color:#2ca02c}
+.job{border:1px solid #ddd;padding:.25em .75em;margin:.5em 0}.job:target{border-color:#36c;background:#f4f8ff}
+.job-state{padding:0 .4em;border-radius:3px;background:#eee}.state-active{background:#def}.state-failed,.state-gone{background:#fdd}
+.state-completed{background:#dfd}.job-details th{width:9em}
 .swatch-3{border-color:#9467bd}.swatch-4{border-color:#ff7f0e}.swatch-5{border-color:#8c564b}.swatch-6{border-color:#17becf}
 `

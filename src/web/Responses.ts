@@ -59,21 +59,36 @@ export const pageResponse = (page: Html, status = 200) =>
 export const jsonResponse = (body: unknown, status = 200) =>
   withHeaders(HttpServerResponse.unsafeJson(body, { status }))
 
+/**
+ * Where a refusal is answered: the mount, the prefix, and the request's mode when it is known by then (the error page
+ * shows the "read-only" badge only for a request that may not change; undefined shows none).
+ */
+export interface RefusalFrame {
+  readonly base: string
+  readonly prefix: string
+  readonly canChange?: boolean | undefined
+}
+
 /** A refusal as a route answers it: a JSON call's `{ error, message }`, or a page's error page. */
 export const refusalBody = (
   refusal: Refusal,
   api: boolean,
-  frame: { readonly base: string; readonly prefix: string }
+  frame: RefusalFrame
 ): { readonly body: string; readonly contentType: string } =>
   api
     ? { body: JSON.stringify({ error: refusal.title, message: refusal.reason }), contentType: "application/json" }
     : {
-      body: Pages.errorPage({ ...frame, canChange: false, csrf: "" }, refusal.status, refusal.title, refusal.reason).value,
+      body: Pages.errorPage(
+        { base: frame.base, prefix: frame.prefix, canChange: frame.canChange, csrf: "" },
+        refusal.status,
+        refusal.title,
+        refusal.reason
+      ).value,
       contentType: "text/html; charset=utf-8"
     }
 
 /** `refusalBody` as the response, with its status and the security headers. */
-export const refusalResponse = (refusal: Refusal, api: boolean, frame: { readonly base: string; readonly prefix: string }) => {
+export const refusalResponse = (refusal: Refusal, api: boolean, frame: RefusalFrame) => {
   const { body, contentType } = refusalBody(refusal, api, frame)
   return withHeaders(HttpServerResponse.text(body, { status: refusal.status, contentType }))
 }

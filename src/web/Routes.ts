@@ -18,9 +18,9 @@ import { JobQueue } from "../JobQueue.js"
 import * as Locks from "../Locks.js"
 import * as Metrics from "../Metrics.js"
 import * as Reaper from "../Reaper.js"
-import type { RedisService } from "../Redis.js"
+import type { Holder, RedisService } from "../Redis.js"
 import * as Pages from "./Pages.js"
-import { fieldsOf, jsonResponse, mapFailure, pageResponse, Refusal, withHeaders } from "./Responses.js"
+import { failureOf, fieldsOf, jsonResponse, mapFailure, pageResponse, Refusal, withHeaders } from "./Responses.js"
 import * as Security from "./Security.js"
 
 /** The largest page a request may ask for. @internal */
@@ -92,6 +92,10 @@ const filtersFrom = (
   }
   const queue = text("queue")
   const worker = text("worker")
+  const args = query.get("args") ?? ""
+  if (args.length > 256 || /[\u0000-\u001f\u007f]/.test(args)) {
+    issues.push(`args: part of the arguments' JSON text, at most 256 characters and no control characters (got ${args.length})`)
+  }
   const ageText = query.get("age") ?? ""
   const age = ageText === "" ? undefined : /^\d+(\.\d+)?$/.test(ageText) ? Number(ageText) : Number.NaN
   if (age !== undefined && !(Number.isFinite(age) && age >= 0 && age <= 1e7)) {
@@ -107,6 +111,10 @@ const filtersFrom = (
   if (!Number.isSafeInteger(count) || count < 1 || count > maxPageSize) {
     issues.push(`count: a whole number from 1 to ${maxPageSize}, got ${JSON.stringify(countText)}`)
   }
+  const job = query.get("job") ?? ""
+  if (job !== "" && !Pages.jobFilters.includes(job)) {
+    issues.push(`job: one of ${Pages.jobFilters.join(", ")}, got ${JSON.stringify(job.slice(0, 64))}`)
+  }
   const stale = query.get("stale")
   if (stale !== null && stale !== "" && stale !== "1" && stale !== "on" && stale !== "true")
     issues.push("stale: 1 or nothing")
@@ -116,11 +124,27 @@ const filtersFrom = (
     type,
     queue,
     worker,
+    args,
     age,
     stale: stale === "1" || stale === "on" || stale === "true",
+    job,
     cursor,
     count
   })
+}
+
+// Every filter but the arguments (which may find a lock it could not search: counted apart).
+// `?refresh=N`: the metrics page reloads itself every N seconds (a meta refresh: the UI runs no script).
+const refreshFrom = (query: URLSearchParams): Either.Either<number | undefined, Refusal> => {
+  const text = query.get("refresh") ?? ""
+  if (text === "" || text === "0") return Either.right(undefined)
+  const n = /^\d{1,4}$/.test(text) ? Number(text) : Number.NaN
+  const { max, min } = Pages.refreshBounds
+  return n >= min && n <= max
+    ? Either.right(n)
+    : Either.left(
+      new Refusal(400, "Bad request", `refresh: seconds, a whole number from ${min} to ${max} (or 0 for none), got ${JSON.stringify(text)}`)
+    )
 }
 
 const matches =
@@ -137,23 +161,69 @@ const matches =
     return true
   }
 
-/** One page of the index with its rows read and filtered: one ZSCAN and one pipelined read per member. */
+/**
+ * The holders' jobs, asked of the UI's `JobQueue` when it has one that describes jobs: one `describe` call for them
+ * all (one round trip per queue), none when no holder names a queue. A queue that fails is told, not thrown.
+ */
+const jobsOf = (holders: ReadonlyArray<Holder>): Effect.Effect<Pages.JobsView> =>
+  Effect.flatMap(Effect.serviceOption(JobQueue), (queue): Effect.Effect<Pages.JobsView> => {
+    const describe = Option.isSome(queue) ? queue.value.describe : undefined
+    if (describe === undefined) return Effect.succeed({ describer: false, details: new Map() })
+    const refs = Pages.jobRefsOf(holders)
+    if (refs.length === 0) return Effect.succeed({ describer: true, details: new Map() })
+    return describe(refs).pipe(
+      Effect.map((answers): Pages.JobsView => ({
+        describer: true,
+        details: new Map(refs.map((ref, i) => [Pages.jobKey(ref), answers[i]]))
+      })),
+      Effect.catchAll((error) => Effect.succeed<Pages.JobsView>({ describer: true, details: new Map(), error: error.message }))
+    )
+  })
+
+/**
+ * One page of the index with its rows read and filtered: one ZSCAN and one pipelined read per member, and with a
+ * queue that describes jobs one `describe` of the page's holders (the `job` filter and column).
+ */
 const locksView = (locks: Context.Tag.Service<Locks.Locks>, filters: Pages.Filters) =>
   Effect.gen(function*() {
     const page = yield* locks.list({ pattern: filters.pattern, cursor: filters.cursor, count: filters.count })
     // What the UI could not open or act on (a name too long for an address) is counted, not listed nor read.
     const actionable = page.items.filter((entry) => Either.isRight(digestFrom(entry.name, locks.prefix)))
-    const rows = yield* locks.rows(actionable)
+    const rows = (yield* locks.rows(actionable)).filter(matches(filters))
+    const searched = filters.args === "" ? undefined : rows.map((row) => Pages.argsMatch(row, filters.args))
+    const found = searched === undefined ? rows : rows.filter((_, i) => searched[i] === "match")
+    const jobs = yield* jobsOf(found.flatMap((row) => row.lock.holders))
+    if (filters.job !== "" && !jobs.describer) {
+      return yield* Effect.fail(
+        new Refusal(
+          400,
+          "Bad filter",
+          "job: this UI has no queue to ask about jobs; serve it with one in its context (BullMQ.layer), or run " +
+            "unique-jobs web --bullmq-queue NAME"
+        )
+      )
+    }
+    if (filters.job !== "" && jobs.error !== undefined) {
+      return yield* Effect.fail(new Refusal(503, "The queue did not answer", jobs.error))
+    }
     return {
       filters,
-      rows: rows.filter(matches(filters)),
+      rows: filters.job === ""
+        ? found
+        : found.filter((row) => Pages.jobStatesOf(row, jobs).some((state) => Pages.jobMatches(filters.job, state))),
       scanned: page.items.length,
       next: page.cursor,
-      omitted: page.items.length - actionable.length
+      omitted: page.items.length - actionable.length,
+      notSearched: searched === undefined ? 0 : searched.filter((s) => s === "cut").length,
+      jobs
     } satisfies Pages.LocksView
   })
 
-const rowJson = (row: Locks.Row) => ({
+// A holder's job as the API answers it: its details, or null when the queue was not asked or could not tell.
+const jobsJson = (holders: ReadonlyArray<Holder>, jobs: Pages.JobsView) =>
+  Pages.jobRefsOf(holders).map((ref) => ({ ...ref, details: jobs.details.get(Pages.jobKey(ref)) ?? null }))
+
+const rowJson = (row: Locks.Row, jobs?: Pages.JobsView) => ({
   name: row.entry.name,
   digest: row.entry.digest,
   phase: row.entry.phase,
@@ -163,9 +233,11 @@ const rowJson = (row: Locks.Row) => ({
   ttlMs: row.lock.ttlMs,
   queue: Pages.queueOf(row),
   worker: Pages.workerOf(row),
+  args: Pages.argsOf(row),
   since: Pages.sinceOf(row),
   stale: row.stale,
-  notOurs: row.notOurs
+  notOurs: row.notOurs,
+  ...(jobs?.describer === true ? { jobs: jobsJson(row.lock.holders, jobs) } : {})
 })
 
 export type Handler = (
@@ -200,7 +272,9 @@ const decodeResult = Schema.decodeUnknownOption(
     removed: Schema.Number,
     deleted: Schema.Number,
     revoked: Schema.Number,
-    until: Schema.optional(Schema.Number)
+    until: Schema.optional(Schema.Number),
+    locks: Schema.optional(Schema.Number),
+    refused: Schema.optional(Schema.Number)
   })
 )
 const decodeReport = Schema.decodeUnknownOption(
@@ -218,6 +292,7 @@ const decodeReport = Schema.decodeUnknownOption(
 const seeOther = (location: string) => withHeaders(HttpServerResponse.redirect(location, { status: 303 }))
 
 const lockBind = (digest: string) => `lock\0${digest}`
+const bulkBind = (prefix: string) => `bulk\0${prefix}`
 const reaperBind = (prefix: string) => `reaper\0${prefix}`
 
 // Every holder of both phases as a confirmation page showed them: a confirmation is for exactly these.
@@ -238,6 +313,29 @@ export const deleteConfirmation = (secret: Uint8Array, shown: Locks.Digest): str
 export const unlockConfirmation = (secret: Uint8Array, shown: Locks.Digest, jid: string): string =>
   Security.sign(secret, "confirm-unlock", `${shown.digest}\0${jid}\0${holdersMark(shown, jid)}`)
 
+/**
+ * The most a bulk delete carries in its form: its digests, URL-encoded, one per line. With the CSRF token and the
+ * confirmation it stays within the 64 KiB body a change may send. @internal
+ */
+export const maxBulkBytes = 60 * 1024
+
+/** The digests a bulk preview or delete reads (or deletes) at once: each call bounded, their waits overlapped. */
+const bulkReads = 16
+
+/** The most holders a bulk preview reads over its locks (as the list counted them): a bounded read per request. @internal */
+export const maxBulkHolders = 10_000
+
+/**
+ * The value a bulk delete's confirmation carries: valid while each digest it lists, in order, has the holders (and
+ * nothing not ours) its preview named. @internal
+ */
+export const bulkConfirmation = (secret: Uint8Array, shown: ReadonlyArray<Locks.Digest>): string =>
+  Security.sign(
+    secret,
+    "confirm-bulk",
+    JSON.stringify(shown.map((digest) => [digest.digest, holdersMark(digest), digest.notOurs.map((n) => n.reason)]))
+  )
+
 const reapConfirmation = (secret: Uint8Array, prefix: string): string => Security.sign(secret, "confirm-reap", prefix)
 
 export const routes = (pageSize: number): ReadonlyArray<Route> => {
@@ -246,8 +344,17 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
     { name: "type", description: "a lock type, or unknown (taken without lockInfo)" },
     { name: "queue", description: "part of the queue name" },
     { name: "worker", description: "part of the worker name (stored with lockInfo)" },
+    {
+      name: "args",
+      description: "part of the arguments' JSON text (stored with lockInfo), at most 256 characters; a lock whose " +
+        "stored info was cut is not searched, and counted in notSearched"
+    },
     { name: "age", description: "minutes: only locks whose oldest holder is at least this old" },
     { name: "stale", description: "1: only what the next reaper pass removes" },
+    {
+      name: "job",
+      description: `only locks a holder's job of which is in this state, asked of the UI's queue (${Pages.jobFilters.join(", ")})`
+    },
     { name: "cursor", description: "the cursor of the page (from the previous answer's next)" },
     { name: "count", description: `index members read for the page, 1 to ${maxPageSize}` }
   ]
@@ -263,7 +370,9 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
         onLeft: Effect.fail,
         onRight: Effect.succeed
       }),
-      (filters) => mapFailure(locksView(context.locks, filters))
+      (filters) => locksView(context.locks, filters).pipe(
+        Effect.mapError((error) => (error instanceof Refusal ? error : failureOf(error)))
+      )
     )
   // A page of each lock's holders: `holders` per lock, from `queueCursor` and `runCursor` (checked by Locks.show).
   const shown = (context: RequestContext, value: string | undefined) =>
@@ -309,7 +418,9 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
   const act = (context: RequestContext, digest: string, jid: string | undefined) =>
     Effect.gen(function*() {
       const removed = yield* mapFailure(
-        jid !== undefined ? context.locks.unlock(digest, jid) : context.locks.delete(digest)
+        jid !== undefined
+          ? context.locks.unlock(digest, jid, { who: context.who })
+          : context.locks.delete(digest, { who: context.who })
       )
       yield* counted(jid !== undefined ? "unlock" : "delete", "done")
       yield* Effect.logInfo(jid !== undefined ? "admin unlock" : "admin delete").pipe(
@@ -439,6 +550,123 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
         }`
       )
     })
+  // A bulk delete's digests, as its form carried them: one per line (a digest has no control character), each a digest of this prefix, none twice.
+  const bulkTargets = (context: RequestContext, value: string | undefined) => {
+    const bad = (reason: string) => Effect.fail(new Refusal(400, "Bad digests", reason))
+    if (value === undefined || value === "") return bad("give the digests to delete, one per line, as the preview listed them")
+    // A browser sends a form's line breaks as CRLF.
+    const lines = value.split(/\r?\n/)
+    if (lines.length > maxPageSize) return bad(`at most ${maxPageSize} digests, a page's worth; got ${lines.length}`)
+    const digests: Array<string> = []
+    for (const line of lines) {
+      const checked = digestFrom(line, context.frame.prefix)
+      if (Either.isLeft(checked)) return Effect.fail(checked.left)
+      digests.push(checked.right)
+    }
+    return new Set(digests).size === digests.length ? Effect.succeed(digests) : bad("a digest is listed twice")
+  }
+  // Every holder of each digest, a few digests read at once (each read bounded, as a lock's own confirmation reads).
+  const everyHolderOf = (context: RequestContext, digests: ReadonlyArray<string>) =>
+    Effect.forEach(digests, (digest) => everyHolder(context, digest), { concurrency: bulkReads })
+  // A bulk delete's preview: the page of the list the operator saw, read again with its bounded work, and every holder
+  // of each digest on it. A lock that is not ours is left alone (a delete would refuse it).
+  const bulkPreview = (context: RequestContext) =>
+    Effect.gen(function*() {
+      const view = yield* listed(context)
+      const digests = Pages.bulkDigests(view.rows)
+      const holders = view.rows.reduce((n, row) => n + row.lock.size, 0)
+      const bytes = digests.reduce((n, digest) => n + encodedLength(digest) + 3, 0)
+      if (holders > maxBulkHolders || bytes > maxBulkBytes) {
+        const reason = `this page's locks have ${holders} holder(s) and ${bytes} bytes of names; one bulk delete takes ` +
+          `at most ${maxBulkHolders} holders and ${maxBulkBytes} bytes: lower "per page" or narrow the filter`
+        return yield* Effect.fail(new Refusal(400, "Too much for one bulk delete", reason))
+      }
+      const read = yield* everyHolderOf(context, digests)
+      return {
+        filters: view.filters,
+        shown: read.filter((digest) => digest.notOurs.length === 0),
+        leftAlone: [
+          ...view.rows.flatMap((row) => row.notOurs === undefined ? [] : [{ lock: row.entry.name, reason: row.notOurs }]),
+          ...read.flatMap((digest) => digest.notOurs)
+        ]
+      } satisfies Pages.BulkPreview
+    })
+  // A bulk delete from its preview: only with the confirmation of every digest's holders as the preview named them
+  // (else nothing, and the preview again); then each digest deleted as one delete is (running holders revoked), logged
+  // with who, and 303 to the list with the result signed into its address.
+  const bulkDelete: Handler = (context) =>
+    Effect.gen(function*() {
+      const filters = yield* Either.match(filtersFrom(context.query, context.frame.prefix, pageSize), {
+        onLeft: Effect.fail,
+        onRight: Effect.succeed
+      })
+      const query = Pages.queryOf(filters, filters.cursor)
+      const fields = yield* fieldsOf(context.request)
+      const digests = yield* bulkTargets(context, fields.digests)
+      const shown = yield* everyHolderOf(context, digests)
+      if (!Security.same(fields.confirm ?? "", bulkConfirmation(context.secret, shown))) {
+        yield* Effect.logInfo("admin bulk delete asked again: the holders changed since its preview").pipe(
+          Effect.annotateLogs({ who: context.who, locks: digests.length })
+        )
+        return seeOther(
+          `${context.frame.base}/locks/bulk/confirm?${query}${fields.confirm === undefined ? "" : "&changed=1"}`
+        )
+      }
+      const outcomes = yield* Effect.forEach(digests, (digest) =>
+        context.locks.delete(digest, { who: context.who }).pipe(
+          Effect.map((removal) => ({ digest, removal })),
+          // Not ours by now (a key of another type since the preview): left alone, as a delete leaves it.
+          Effect.catchTag("NotALock", (error) => Effect.succeed({ digest, refused: error.reason })),
+          mapFailure,
+          Effect.tap((outcome) =>
+            Effect.logInfo("admin bulk delete").pipe(
+              Effect.annotateLogs({
+                who: context.who,
+                digest,
+                ...("removal" in outcome
+                  ? { removed: outcome.removal.removed.length, revoked: outcome.removal.revoked.length }
+                  : { refused: outcome.refused })
+              })
+            )
+          )
+        ), { concurrency: bulkReads })
+      const removals = outcomes.flatMap((outcome) => "removal" in outcome ? [outcome.removal] : [])
+      const merged: Locks.Removal = {
+        now: Math.max(0, ...removals.map((removal) => removal.now)),
+        deleted: removals.flatMap((removal) => removal.deleted),
+        removed: removals.flatMap((removal) => removal.removed),
+        revoked: removals.flatMap((removal) => removal.revoked),
+        refused: removals.flatMap((removal) => removal.refused)
+      }
+      const result = {
+        ...resultOf("delete", undefined, removals.length === 0 ? Date.now() : merged.now, merged),
+        locks: removals.length,
+        refused: outcomes.length - removals.length
+      }
+      yield* counted("bulk-delete", "done")
+      yield* Effect.logInfo("admin bulk delete done").pipe(
+        Effect.annotateLogs({
+          who: context.who,
+          locks: result.locks,
+          refused: result.refused,
+          removed: result.removed,
+          revoked: result.revoked
+        })
+      )
+      return seeOther(
+        `${context.frame.base}/locks?${query}&result=${
+          Security.seal(context.secret, bulkBind(context.frame.prefix), result)
+        }`
+      )
+    })
+  // A change's result, from the address of the page it redirected to (signed for that page), in words.
+  const resultIn = (context: RequestContext, bind: string) =>
+    Option.getOrUndefined(
+      Option.map(
+        Option.flatMap(Option.fromNullable(Security.unseal(context.secret, bind, context.query.get("result"))), decodeResult),
+        Pages.resultMessage
+      )
+    )
   const reportOf = (context: RequestContext) =>
     Option.flatMap(
       Option.fromNullable(
@@ -447,7 +675,8 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       decodeReport
     )
   const locksPage: Handler = (context) =>
-    Effect.map(listed(context), (view) => pageResponse(Pages.locksPage(context.frame, view)))
+    Effect.map(listed(context), (view) =>
+      pageResponse(Pages.locksPage(context.frame, view, resultIn(context, bulkBind(context.frame.prefix)))))
   const passes = (context: RequestContext) => mapFailure(History.passes(context.frame.prefix))
   const buckets = (context: RequestContext) => mapFailure(History.buckets(context.frame.prefix))
   return [
@@ -471,17 +700,9 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: false,
       summary: "one lock's page",
       handler: (context) =>
-        Effect.map(shown(context, context.query.get("digest") ?? undefined), (digest) => {
-          const result = Option.flatMap(
-            Option.fromNullable(
-              Security.unseal(context.secret, lockBind(digest.digest), context.query.get("result"))
-            ),
-            decodeResult
-          )
-          return pageResponse(
-            Pages.lockPage(context.frame, digest, Option.getOrUndefined(Option.map(result, Pages.resultMessage)))
-          )
-        })
+        Effect.flatMap(shown(context, context.query.get("digest") ?? undefined), (digest) =>
+          Effect.map(jobsOf([...digest.queue.holders, ...digest.run.holders]), (jobs) =>
+            pageResponse(Pages.lockPage(context.frame, digest, resultIn(context, lockBind(digest.digest)), jobs))))
     },
     {
       method: "GET",
@@ -499,6 +720,30 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
             )
           )
         )
+    },
+    {
+      method: "GET",
+      path: "/locks/bulk/confirm",
+      api: false,
+      summary: "what deleting every digest a page of the list shows removes and revokes, to confirm",
+      handler: (context) =>
+        Effect.map(bulkPreview(context), (preview) =>
+          pageResponse(
+            Pages.confirmBulkPage(
+              context.frame,
+              preview,
+              bulkConfirmation(context.secret, preview.shown),
+              context.query.get("changed") === "1"
+            )
+          ))
+    },
+    {
+      method: "POST",
+      path: "/locks/bulk/delete",
+      api: false,
+      action: "bulk-delete",
+      summary: "delete the digests a bulk preview listed, once confirmed, then 303 to the list",
+      handler: bulkDelete
     },
     {
       method: "GET",
@@ -583,7 +828,13 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       api: false,
       summary: "the metrics page",
       handler: (context) =>
-        Effect.map(buckets(context), (read) => pageResponse(Pages.metricsPage(context.frame, read, History.events)))
+        Effect.flatMap(
+          Either.match(refreshFrom(context.query), { onLeft: Effect.fail, onRight: Effect.succeed }),
+          (refresh) =>
+            Effect.map(buckets(context), (read) =>
+              pageResponse(Pages.metricsPage(context.frame, read, History.events, refresh))
+            )
+        )
     },
     {
       method: "GET",
@@ -593,17 +844,31 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       parameters: filterParams,
       handler: (context) =>
         Effect.map(listed(context), (view) =>
-          jsonResponse({ next: view.next, scanned: view.scanned, omitted: view.omitted, items: view.rows.map(rowJson) })
+          jsonResponse({
+            next: view.next,
+            scanned: view.scanned,
+            omitted: view.omitted,
+            notSearched: view.notSearched,
+            items: view.rows.map((row) => rowJson(row, view.jobs))
+          })
         )
     },
     {
       method: "GET",
       path: "/api/lock",
       api: true,
-      summary: "one digest's queue and run locks",
+      summary: "one digest's queue and run locks, and its holders' jobs when the UI has a queue that describes them",
       parameters: digestParam,
       handler: (context) =>
-        Effect.map(shown(context, context.query.get("digest") ?? undefined), (digest) => jsonResponse(digest))
+        Effect.flatMap(shown(context, context.query.get("digest") ?? undefined), (digest) => {
+          const holders = [...digest.queue.holders, ...digest.run.holders]
+          return Effect.map(jobsOf(holders), (jobs) =>
+            jsonResponse(
+              jobs.describer
+                ? { ...digest, jobs: jobsJson(holders, jobs), ...(jobs.error === undefined ? {} : { jobsError: jobs.error }) }
+                : digest
+            ))
+        })
     },
     {
       method: "POST",

@@ -81,3 +81,13 @@ export const until = <E, R>(done: Effect.Effect<boolean, E, R>, limitMs = 60_000
     }
     return yield* done
   })
+
+/** Redis's count of calls per command (INFO commandstats): what a step cost, as the difference of two reads. */
+export const commandstats = (raw: { info: (section: string) => Promise<string> }) =>
+  Effect.promise(async () => {
+    const stats = new Map<string, number>()
+    for (const match of (await raw.info("commandstats")).matchAll(/cmdstat_(\w+(?:\|\w+)?):calls=(\d+)/g)) {
+      stats.set(match[1]!, Number(match[2]))
+    }
+    return stats
+  })

@@ -15,13 +15,15 @@ import * as Strategy from "../../src/Strategy.js"
 import * as RedisTest from "./redis.js"
 
 /** Top-level script calls Redis has run so far (INFO commandstats: EVALSHA and EVAL). */
-export const scriptCalls = Effect.flatMap(RedisTest.TestRedis, ({ raw }) =>
-  Effect.promise(async () => {
-    const info = await raw.info("commandstats")
-    let calls = 0
-    for (const match of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(match[2])
-    return calls
-  }))
+export const scriptCalls = Effect.flatMap(RedisTest.TestRedis, ({ raw }) => Effect.promise(() => scriptCallsOn(raw)))
+
+/** EVALSHA and EVAL calls the Redis behind `raw` has run so far. */
+export const scriptCallsOn = async (raw: { readonly info: (section: string) => Promise<string> }): Promise<number> => {
+  const info = await raw.info("commandstats")
+  let calls = 0
+  for (const match of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(match[2])
+  return calls
+}
 
 /** How many script calls `self` made. */
 export const counted = <A, E, R>(self: Effect.Effect<A, E, R>) =>

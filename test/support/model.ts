@@ -952,6 +952,7 @@ const workerStore = (
     holders: (lock) => guard("holders", () => store.holders(lock)),
     // The admin calls (reaper, lock listing), as the store answers them; the worker's faults above do not apply.
     fetch: (lock) => guard("fetch", () => store.fetch(lock)),
+    events: (lock, count) => guard("events", () => store.events(lock, count)),
     reap: (request) => guard("reap", () => store.reap(request)),
     scan: (prefix, cursor, pattern, count) => guard("scan", () => store.scan(prefix, cursor, pattern, count)),
     remove: (locks) => guard("remove", () => store.remove(locks)),

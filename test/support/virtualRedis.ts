@@ -136,6 +136,10 @@ export const make = (raw: IORedis, namespace: string, layout: Layout.Layout = La
     // The index has no expiry: ZSCAN goes to Redis as it is.
     zscan: (key, cursor, matchToken, pattern, countToken, count) =>
       raw.zscan(key, cursor, matchToken, pattern, countToken, count),
+    // The activity log (lockEvents) on the virtual clock: gone once its expiry there has passed.
+    lrange: (key, start, stop) =>
+      evalShimmed("redis.call('EXISTS', KEYS[1]) return real.call('LRANGE', KEYS[1], ARGV[1], ARGV[2])", 1, [key, start, stop])
+        .then((reply) => reply as Array<string>),
     hgetall: (key) =>
       evalShimmed("redis.call('EXISTS', KEYS[1]) return real.call('HGETALL', KEYS[1])", 1, [key]).then((reply) => {
         const pairs = reply as Array<string>

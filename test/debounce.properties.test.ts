@@ -1,0 +1,150 @@
+/**
+ * Issue 40, must show 1, on MemoryQueue and TestClock against Redis: under any interleaving of triggers and runs,
+ * debounce runs exactly once per window, never later than maxWait after its first trigger, with the last trigger's
+ * arguments; "latest after the active one" never loses the last trigger and never runs two at once.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as fc from "effect/FastCheck"
+import * as Ref from "effect/Ref"
+import * as TestClock from "effect/TestClock"
+import * as TestContext from "effect/TestContext"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import { JobQueue } from "../src/JobQueue.js"
+import type * as Redis from "../src/Redis.js"
+import * as UniqueJob from "../src/UniqueJob.js"
+import { type DebouncedLock, debouncedWorker, settle, tick } from "./support/debounce.js"
+import * as RedisTest from "./support/redis.js"
+
+describe("debounce properties", () => {
+  layer(RedisTest.layer())((it) => {
+    // Issue 40, must show 1: under any interleaving of triggers and runs (the virtual clock decides which runs come
+    // between two triggers), one run per window, at min(last trigger + delay, first + maxWait), with the last
+    // trigger's arguments, and no trigger lost: each is in exactly one window.
+    it.effect("property: one run per window, never later than maxWait after its first trigger, with the last's arguments", () =>
+      Effect.flatMap(Effect.context<Redis.RedisService | RedisTest.TestRedis>(), (context) =>
+        Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(
+            fc.constantFrom<DebouncedLock>("until_executing", "until_executed", "until_and_while_executing"),
+            fc.integer({ min: 100, max: 2_000 }),
+            fc.option(fc.integer({ min: 0, max: 4_000 }), { nil: undefined }),
+            fc.array(fc.integer({ min: 0, max: 3_000 }), { minLength: 1, maxLength: 12 }),
+            (lock, delay, extra, gaps) =>
+              Effect.runPromise(
+                Effect.gen(function*() {
+                  const maxWait = extra === undefined ? undefined : delay + extra
+                  const { queue, runs, trigger } = yield* debouncedWorker(lock, delay, maxWait)
+                  // The model: windows of triggers, each ending in its run.
+                  const expected: Array<{ at: number; args: Array<unknown> }> = []
+                  let open: { first: number; last: number; args: number } | undefined
+                  const dueOf = (w: { first: number; last: number }) =>
+                    Math.min(w.last + delay, maxWait === undefined ? Infinity : w.first + maxWait)
+                  let now = 0
+                  for (const [n, gap] of gaps.entries()) {
+                    now += gap
+                    yield* TestClock.adjust(gap)
+                    yield* settle(queue)
+                    if (open !== undefined && dueOf(open) <= now) {
+                      expected.push({ at: dueOf(open), args: [open.args] })
+                      open = undefined
+                    }
+                    open = open === undefined ? { first: now, last: now, args: n } : { ...open, last: now, args: n }
+                    const outcome = yield* trigger(n)
+                    assert.include(["Enqueued", "Replaced"], outcome._tag, `trigger ${n} at ${now}`)
+                  }
+                  if (open !== undefined) expected.push({ at: dueOf(open), args: [open.args] })
+                  yield* TestClock.adjust(delay + (maxWait ?? delay))
+                  yield* settle(queue)
+                  const ran = yield* Ref.get(runs)
+                  assert.deepStrictEqual(ran, expected, JSON.stringify({ ran, expected }))
+                }).pipe(Effect.scoped, Effect.provide(context), Effect.provide(TestContext.TestContext))
+              )
+          ),
+          { numRuns: 100 }
+        )
+      )), { timeout: 120_000 })
+  })
+
+  // "Latest after the active one" (BullMQ's keepLastIfActive): until_and_while_executing with replace on the client
+  // and reschedule on the server. Two workers, so that the follow-up is picked up while the first still runs, meets
+  // its run lock and is rescheduled: the triggers meet it waiting, starting, and rescheduled.
+  layer(RedisTest.layer())((it) => {
+    it.effect("property: latest after the active one: never two at once, at most one waiting, the last trigger always runs", () =>
+      Effect.flatMap(Effect.context<Redis.RedisService | RedisTest.TestRedis>(), (context) =>
+        Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.integer({ min: 1, max: 3_000 }),
+              fc.array(fc.record({ gap: fc.integer({ min: 0, max: 1_500 }), work: fc.integer({ min: 0, max: 2_000 }) }), {
+                minLength: 1,
+                maxLength: 10
+              }),
+              (rescheduleDelay, triggers) =>
+                Effect.runPromise(
+                  Effect.gen(function*() {
+                    const prefix = RedisTest.uniquePrefix("latest")
+                    const queue = yield* MemoryQueue.make()
+                    const worker = UniqueJob.unsafeMake({
+                      worker: "Sync",
+                      lock: "until_and_while_executing",
+                      onConflict: { client: "replace", server: "reschedule" },
+                      rescheduleDelay,
+                      lockPrefix: prefix,
+                      lockArgs: () => ["account-1"]
+                    })
+                    const work = new Map(triggers.map((t, n) => [n, t.work]))
+                    let performing = 0
+                    let most = 0
+                    const performed: Array<number> = []
+                    yield* queue.work((job) =>
+                      worker.server(
+                        job,
+                        Effect.suspend(() => {
+                          performing++
+                          most = Math.max(most, performing)
+                          const n = job.args[0] as number
+                          performed.push(n)
+                          return Effect.ensuring(Effect.sleep(work.get(n)!), Effect.sync(() => performing--))
+                        })
+                      ).pipe(Effect.provideService(JobQueue, queue)), { concurrency: 2 })
+                    // Settled: every job the queue runs is inside its perform (sleeping on TestClock), none on its way
+                    // in or out, and nothing due waits.
+                    const steady = Effect.gen(function*() {
+                      for (let i = 0; i < 5_000; i++) {
+                        const now = yield* Clock.currentTimeMillis
+                        const snapshot = yield* queue.snapshot
+                        if (
+                          snapshot.ready.length === 0 && snapshot.running.length === performing &&
+                          snapshot.scheduled.every((s) => s.at > now)
+                        ) return snapshot
+                        yield* tick
+                      }
+                      return assert.fail("the queue did not settle")
+                    })
+                    for (const [n, { gap }] of triggers.entries()) {
+                      yield* TestClock.adjust(gap)
+                      yield* steady
+                      const outcome = yield* Effect.provideService(worker.enqueue([n]), JobQueue, queue)
+                      assert.include(["Enqueued", "Replaced"], outcome._tag, `trigger ${n}`)
+                      const snapshot = yield* steady
+                      assert.isAtMost(snapshot.ready.length + snapshot.scheduled.length, 1, "one waiting at most")
+                    }
+                    for (let i = 0; i < 200 && (performing > 0 || (yield* queue.snapshot).scheduled.length > 0); i++) {
+                      yield* TestClock.adjust(1_000)
+                      yield* steady
+                    }
+                    assert.strictEqual(performing, 0)
+                    assert.strictEqual(most, 1, "never two at once")
+                    assert.strictEqual(performed[performed.length - 1], triggers.length - 1, "the last trigger ran, last")
+                    assert.deepStrictEqual([...performed].sort((a, b) => a - b), performed, "in trigger order")
+                    assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [])
+                  }).pipe(Effect.scoped, Effect.provide(context), Effect.provide(TestContext.TestContext))
+                )
+            ),
+            { numRuns: 100 }
+          )
+        )), { timeout: 120_000 })
+  })
+})

@@ -1,0 +1,147 @@
+/**
+ * Debounce with a maximum wait (issue 40): each enqueue of a digest within a window takes the waiting job's place and
+ * pushes its run to `delay` after itself, never past `maxWait` after the window's first enqueue; the window ends when
+ * its job runs. On MemoryQueue and TestClock against Redis, by example; the option's refusals. The properties are in
+ * debounce.properties.test.ts, on BullMQ in debounce.bullmq.test.ts.
+ */
+import { assert, describe, it, layer } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Ref from "effect/Ref"
+import * as TestClock from "effect/TestClock"
+import * as LockOptions from "../src/Options.js"
+import { debouncedWorker, settle } from "./support/debounce.js"
+import * as RedisTest from "./support/redis.js"
+
+describe("debounce", () => {
+  layer(RedisTest.layer())((it) => {
+    it.scoped("a burst runs once, delay after its last trigger, with the last trigger's arguments", () =>
+      Effect.gen(function*() {
+        const { queue, runs, trigger } = yield* debouncedWorker("until_executing", 1_000, 5_000)
+        const outcomes: Array<string> = []
+        for (const [n, gap] of [[1, 0], [2, 300], [3, 300]] as const) {
+          yield* TestClock.adjust(gap)
+          outcomes.push((yield* trigger(n))._tag)
+          yield* settle(queue)
+        }
+        assert.deepStrictEqual(outcomes, ["Enqueued", "Replaced", "Replaced"])
+        assert.strictEqual((yield* queue.snapshot).scheduled.length, 1, "one job waits: the newest")
+        yield* TestClock.adjust(999)
+        yield* settle(queue)
+        assert.deepStrictEqual(yield* Ref.get(runs), [], "600 + 999: not yet")
+        yield* TestClock.adjust(1)
+        yield* settle(queue)
+        assert.deepStrictEqual(yield* Ref.get(runs), [{ at: 1_600, args: [3] }])
+        // The window ended with the run: the next trigger opens one of its own.
+        assert.strictEqual((yield* trigger(4))._tag, "Enqueued")
+        yield* TestClock.adjust(1_000)
+        yield* settle(queue)
+        assert.deepStrictEqual((yield* Ref.get(runs)).map((r) => r.args), [[3], [4]])
+      }))
+
+    it.scoped("a steady stream of triggers still runs maxWait after the window's first, then a new window opens", () =>
+      Effect.gen(function*() {
+        const { queue, runs, trigger } = yield* debouncedWorker("until_and_while_executing", 1_000, 3_000)
+        // A trigger every 500 ms for 6 s: never 1 s of quiet, so only maxWait ends each window.
+        for (let n = 0; n <= 12; n++) {
+          if (n > 0) yield* TestClock.adjust(500)
+          yield* settle(queue)
+          yield* trigger(n)
+          yield* settle(queue)
+        }
+        yield* TestClock.adjust(1_000)
+        yield* settle(queue)
+        // Windows: 0–3000 (run at 3000 with the trigger of 2500), 3000–6000 (the trigger at 3000 opens it; run at
+        // 6000 with 5500's), and 6000's own, run 1 s later.
+        assert.deepStrictEqual(yield* Ref.get(runs), [
+          { at: 3_000, args: [5] },
+          { at: 6_000, args: [11] },
+          { at: 7_000, args: [12] }
+        ])
+      }))
+
+    // Found by an outsider probe: the window of a holder whose job is gone (removed by hand) was kept, so the next
+    // trigger, long after, ran at once instead of opening a window of its own.
+    it.scoped("a waiting job removed by hand: the next trigger opens a window of its own, delay after itself", () =>
+      Effect.gen(function*() {
+        const { queue, runs, start, trigger } = yield* debouncedWorker("until_executing", 1_000, 2_000)
+        const first = yield* trigger(1)
+        assert.isTrue(yield* queue.remove(first.job.jid))
+        yield* TestClock.adjust(2_500)
+        const next = yield* trigger(2)
+        assert.strictEqual(next._tag, "Replaced", "the orphaned lock's place is taken")
+        assert.strictEqual(next.job.at! - start, 3_500, "delay after itself, not at once (the gone job's window)")
+        yield* TestClock.adjust(1_000)
+        yield* settle(queue)
+        assert.deepStrictEqual(yield* Ref.get(runs), [{ at: 3_500, args: [2] }])
+      }))
+
+    it.scoped("without maxWait a window lasts as long as its triggers keep coming", () =>
+      Effect.gen(function*() {
+        const { queue, runs, trigger } = yield* debouncedWorker("until_executed", 1_000, undefined)
+        for (let n = 0; n < 10; n++) {
+          if (n > 0) yield* TestClock.adjust(900)
+          yield* settle(queue)
+          yield* trigger(n)
+        }
+        yield* settle(queue)
+        assert.deepStrictEqual(yield* Ref.get(runs), [])
+        yield* TestClock.adjust(1_000)
+        yield* settle(queue)
+        assert.deepStrictEqual(yield* Ref.get(runs), [{ at: 9 * 900 + 1_000, args: [9] }])
+      }))
+
+  })
+
+  describe("refused where it cannot work, naming the field", () => {
+    const refusal = (options: Omit<LockOptions.Options, "lock"> & { readonly lock: string }) => {
+      const made = Effect.runSync(Effect.either(LockOptions.make(options as LockOptions.Options)))
+      assert.isTrue(Either.isLeft(made), JSON.stringify(options))
+      return Either.isLeft(made) ? made.left.issues.map((i) => `${i.field}: ${i.reason}`) : []
+    }
+    it("a type whose lock outlives the run, or that takes none at enqueue", () => {
+      assert.match(refusal({ lock: "until_expired", lockTtl: 1_000, debounce: { delay: 100 } })[0]!, /^debounce: until_expired keeps its lock/)
+      assert.match(refusal({ lock: "while_executing", debounce: { delay: 100 } })[0]!, /^debounce: while_executing takes no lock at enqueue/)
+    })
+    it("maxWait shorter than delay; a delay of 0, -1, NaN or text", () => {
+      assert.match(refusal({ lock: "until_executing", debounce: { delay: 1_000, maxWait: 500 } })[0]!, /^debounce\.maxWait: maxWait \(500 ms\) is shorter than delay/)
+      for (const delay of [0, -1, Number.NaN, "soon"]) {
+        assert.match(refusal({ lock: "until_executing", debounce: { delay: delay as number } })[0]!, /^debounce\.delay: /)
+      }
+      assert.match(refusal({ lock: "until_executing", debounce: { maxWait: 100 } as never })[0]!, /^debounce\.delay/)
+      assert.match(refusal({ lock: "until_executing", debounce: { delay: 100, later: 1 } as never })[0]!, /^debounce\.later/)
+    })
+    it("a client strategy other than replace", () => {
+      assert.match(
+        refusal({ lock: "until_executed", onConflict: { client: "raise" }, debounce: { delay: 100 } })[0]!,
+        /^onConflict\.client: debounce replaces the waiting job/
+      )
+    })
+    // Found by an outsider probe: the follow-up waiting for its run lock is running in the queue and cannot be
+    // replaced, so the newest trigger was Skipped: lost.
+    it("lockTimeout on until_and_while_executing with replace or debounce", () => {
+      for (const options of [
+        { onConflict: { client: "replace", server: "reschedule" } },
+        { onConflict: "replace" },
+        { debounce: { delay: 100 } }
+      ] as const) {
+        assert.match(
+          refusal({ lock: "until_and_while_executing", lockTimeout: "10 seconds", ...options })[0]!,
+          /^lockTimeout: a job of until_and_while_executing that waits for the run lock/,
+          JSON.stringify(options)
+        )
+      }
+      assert.doesNotThrow(() =>
+        LockOptions.unsafeMake({ lock: "until_and_while_executing", lockTimeout: "10 seconds", onConflict: { server: "reschedule" } })
+      )
+    })
+    it("given as it should be, the client strategy is replace and the server one stays", () => {
+      const definition = LockOptions.unsafeMake({
+        lock: "until_and_while_executing",
+        onConflict: { server: "reschedule" },
+        debounce: { delay: "1 second", maxWait: "10 seconds" }
+      })
+      assert.deepStrictEqual(definition.onConflict, { client: "replace", server: "reschedule" })
+    })
+  })
+})
