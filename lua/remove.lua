@@ -2,7 +2,9 @@
 -- KEYS[1] <prefix>:digests  KEYS[2..n+1] each lock's <lock>:LOCKED, then (optional) KEYS[n+2..2n+1] each lock's
 -- <digest>:EVENTS
 -- ARGV jid ('' for every holder), strict ('1': when any lock is refused, write nothing; '2': only check, never write),
--- each lock's member, then with the logs: who asked ('' when unknown)
+-- n (the number of locks), each lock's member, then each lock's expectation: a count (-1: none) and that many jids,
+-- the holders (of this library's shape; only jid's when jid is given) the caller read; a lock whose holders are others
+-- by now is refused as changed. Then with the logs: who asked ('' when unknown).
 -- With the logs, a lock whose digest has one (lockEvents was on: the key exists) logs each holder revoked or removed
 -- there, naming who; a digest without one gets none (an admin's bulk delete creates no lists).
 -- Only this library's locks: a lock whose key exists but whose member is not in the index, or whose key is not a
@@ -13,20 +15,30 @@
 -- Returns {Redis time, {locks deleted whole}, {lock, jid, live (1/0), ...} removed, {lock, jid, lease until, ...}
 -- revoked, {lock, reason, ...} refused}.
 -- All or nothing: every read (ZSCORE fails on a wrong-typed index) before the first write.
-local logged = #KEYS ~= #ARGV - 1
-local n = #KEYS - 1
-local who = nil
-if logged then
-  n = n / 2
-  if ARGV[#ARGV] ~= '' then who = ARGV[#ARGV] end
-end
+local n = whole(ARGV[3], 'n', 1, #KEYS - 1)
+-- The count is given, not inferred: with one lock, KEYS and ARGV alone cannot tell a logged call from an unlogged one.
+local logged = #KEYS == 2 * n + 1
 local jid = ARGV[1]
 local strict = ARGV[2] == '1' or ARGV[2] == '2'
 local ms = now()
+local expected = {}
+local at = n + 4
+for i = 1, n do
+  local count = whole(ARGV[at], 'expectation', -1, #ARGV - at)
+  at = at + 1
+  if count >= 0 then
+    local jids = {}
+    for k = 0, count - 1 do jids[ARGV[at + k]] = true end
+    expected[i] = {jids = jids, count = count}
+    at = at + count
+  end
+end
+local who = nil
+if logged and ARGV[at] ~= nil and ARGV[at] ~= '' then who = ARGV[at] end
 local locks = {}
 local refused = {}
 for i = 2, n + 1 do
-  local member = ARGV[i + 1]
+  local member = ARGV[i + 2]
   local key = KEYS[i]
   local indexed = redis.call('ZSCORE', KEYS[1], member)
   local kind = redis.call('TYPE', key).ok
@@ -48,9 +60,26 @@ for i = 2, n + 1 do
         if meta then entries = {jid, meta} end
       end
     end
-    local events = false
-    if logged then events = KEYS[n + i] end
-    locks[#locks + 1] = {key = key, member = member, indexed = indexed, size = size, entries = entries, events = events}
+    local changed = false
+    local expect = expected[i - 1]
+    if expect then
+      local seen = 0
+      for j = 1, #entries, 2 do
+        if parse(entries[j + 1]) ~= nil then
+          seen = seen + 1
+          if not expect.jids[entries[j]] then changed = true end
+        end
+      end
+      if seen ~= expect.count then changed = true end
+    end
+    if changed then
+      refused[#refused + 1] = member
+      refused[#refused + 1] = 'its holders changed since they were read: read it again'
+    else
+      local events = false
+      if logged then events = KEYS[n + i] end
+      locks[#locks + 1] = {key = key, member = member, indexed = indexed, size = size, entries = entries, events = events}
+    end
   end
 end
 if (strict and #refused > 0) or ARGV[2] == '2' then return {ms, {}, {}, {}, refused} end

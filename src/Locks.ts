@@ -14,7 +14,7 @@ import * as Schema from "effect/Schema"
 import { Defaults } from "./Defaults.js"
 import { describeValue, formatIssues, invalidOptions, type InvalidLockOptions, isRecord, PrefixSchema } from "./Options.js"
 import type { Fetched, Holder, HolderPage, LockEvent, LockKey, RedisError, Removal } from "./Redis.js"
-import { eventLog, RedisService } from "./Redis.js"
+import { eventLog, holdersChanged, RedisService } from "./Redis.js"
 import * as Tracing from "./internal/tracing.js"
 
 export type {
@@ -42,6 +42,22 @@ export class NotALock extends Schema.TaggedError<NotALock>("effect-unique-jobs/N
 }) {
   override get message(): string {
     return `${this.name}: ${this.reason}; nothing was changed`
+  }
+}
+
+/**
+ * `delete` or `unlock` was given the holders the caller read (`ChangeOptions.expect`), and the lock held others by
+ * the time of the call (one came, one went): nothing was changed. Read the lock again, and ask again.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class HoldersChanged extends Schema.TaggedError<HoldersChanged>("effect-unique-jobs/HoldersChanged")(
+  "HoldersChanged",
+  { name: Schema.String }
+) {
+  override get message(): string {
+    return `${this.name}: its holders changed since they were read; nothing was changed, read it again`
   }
 }
 
@@ -174,6 +190,22 @@ export interface AdminOptions {
 }
 
 /**
+ * A `delete` or `unlock` that acts only on what its caller saw: `expect` names the jids of each lock's holders as read
+ * (for `unlock`, the jid itself when it held that lock, else none). When either lock holds others by the time of the
+ * call, in the same script call, nothing is changed and it fails with `HoldersChanged`: a confirmation page (the web
+ * UI's) never removes or revokes a holder that came after it was shown.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ChangeOptions extends AdminOptions {
+  readonly expect?: {
+    readonly queue: ReadonlyArray<string>
+    readonly run: ReadonlyArray<string>
+  } | undefined
+}
+
+/**
  * @since 0.1.0
  * @category tags
  */
@@ -198,11 +230,19 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
   ) => Effect.Effect<ReadonlyArray<Row>, RedisError | InvalidLockOptions>
   /**
    * Removes every holder of a digest's two locks (queue and run), but revokes a run lock's holder whose lease is live
-   * (see `Removal`). Fails with `NotALock`, changing nothing, when either key exists and is not one of ours.
+   * (see `Removal`). Fails with `NotALock`, changing nothing, when either key exists and is not one of ours; with
+   * `expect`, with `HoldersChanged` when the holders are not the ones expected.
    */
-  readonly delete: (digest: string, options?: AdminOptions) => Effect.Effect<Removal, RedisError | NotALock>
+  readonly delete: (
+    digest: string,
+    options?: ChangeOptions
+  ) => Effect.Effect<Removal, RedisError | NotALock | HoldersChanged>
   /** `delete` of one jid's hold on the digest's queue lock and run lock. */
-  readonly unlock: (digest: string, jid: string, options?: AdminOptions) => Effect.Effect<Removal, RedisError | NotALock>
+  readonly unlock: (
+    digest: string,
+    jid: string,
+    options?: ChangeOptions
+  ) => Effect.Effect<Removal, RedisError | NotALock | HoldersChanged>
   /**
    * `delete` of one page of the members matching `pattern` (bounded by `count`), or with `dryRun` lists them only; a
    * member whose key is not one of ours is left alone (`refused`). `deleted` counts the locks that went whole. Call
@@ -416,13 +456,21 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       )
     }
     // Strict: a key of the two that is not ours fails the call before anything is written.
-    const removeDigest = (digest: string, jid?: string, who?: string) =>
+    // With `expect`, holders other than the ones read refuse the lock in the same call (holdersChanged).
+    const removeDigest = (digest: string, jid?: string, o?: ChangeOptions) =>
       Effect.flatMap(
-        redis.remove([key(digest), key(`${digest}:RUN`)], { jid, strict: true, who }),
-        (removal) => {
-          const [refused] = removal.refused
+        redis.remove([key(digest), key(`${digest}:RUN`)], {
+          jid,
+          strict: true,
+          who: o?.who,
+          expect: o?.expect === undefined ? undefined : [o.expect.queue, o.expect.run]
+        }),
+        (removal): Effect.Effect<Removal, NotALock | HoldersChanged> => {
+          const refused = removal.refused.find((r) => r.reason !== holdersChanged) ?? removal.refused[0]
           return refused === undefined
             ? Effect.succeed(removal)
+            : refused.reason === holdersChanged
+            ? Effect.fail(new HoldersChanged({ name: refused.lock }))
             : Effect.fail(new NotALock({ name: refused.lock, reason: refused.reason }))
         }
       )
@@ -486,13 +534,13 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       show: (digest, o) => admin("show", "fetch", { "unique_jobs.digest": digest }, show(digest, o)),
       rows: (entries, o) => admin("rows", "fetch", { "unique_jobs.count": entries.length }, rows(entries, o)),
       delete: (digest, o) =>
-        admin("delete", "remove", { "unique_jobs.digest": digest }, removeDigest(digest, undefined, o?.who)),
+        admin("delete", "remove", { "unique_jobs.digest": digest }, removeDigest(digest, undefined, o)),
       unlock: (digest, jid, o) =>
         admin(
           "unlock",
           "remove",
           { "unique_jobs.digest": digest, "unique_jobs.jid": jid },
-          removeDigest(digest, jid, o?.who)
+          removeDigest(digest, jid, o)
         ),
       deleteByPattern: (pattern, o) =>
         admin("deleteByPattern", "remove", { "unique_jobs.pattern": pattern }, Effect.flatMap(page(pattern, o?.cursor ?? "0", o?.count ?? 100), (found) => {

@@ -21,7 +21,7 @@ import type { InvalidLockOptions } from "./internal/decoding.js"
 import { type Holder, RedisError, type Store } from "./internal/models.js"
 
 // The shared models live apart so that the stores need not import this module back.
-export { eventLog, keysOf, RedisError } from "./internal/models.js"
+export { eventLog, holdersChanged, keysOf, RedisError } from "./internal/models.js"
 export type {
   Fetched,
   HandoffResult,

@@ -33,10 +33,18 @@ type Command =
     readonly jid: string | undefined
     /** Also ask for the keys that are not this library's (Redis holds them; the memory store has nothing there). */
     readonly foreign: boolean
+    readonly expect?: Expectation | undefined
   }
-  | { readonly _tag: "delete"; readonly digest: number }
-  | { readonly _tag: "unlock"; readonly digest: number; readonly jid: string }
+  | { readonly _tag: "delete"; readonly digest: number; readonly expect?: Expectation | undefined }
+  | { readonly _tag: "unlock"; readonly digest: number; readonly jid: string; readonly expect?: Expectation | undefined }
   | { readonly _tag: "deleteByPattern"; readonly count: number }
+
+/**
+ * The holders a call names as read (`expect`): exactly those it would act on ("read"), one more that is not there
+ * ("extra"), or one fewer ("missing"; one that is not there when none is): only "read" lets the call act.
+ */
+type Expectation = "read" | "extra" | "missing"
+const expectation = fc.option(fc.constantFrom<Expectation>("read", "extra", "missing"), { nil: undefined })
 
 const DIGESTS = 2
 const digest = fc.integer({ min: 0, max: DIGESTS - 1 })
@@ -52,11 +60,12 @@ const command: fc.Arbitrary<Command> = fc.oneof(
       _tag: fc.constant("remove" as const),
       digests: fc.uniqueArray(digest, { minLength: 1, maxLength: DIGESTS }),
       jid: fc.option(jid, { nil: undefined }),
-      foreign: fc.boolean()
+      foreign: fc.boolean(),
+      expect: expectation
     })
   },
-  { weight: 2, arbitrary: fc.record({ _tag: fc.constant("delete" as const), digest }) },
-  { weight: 2, arbitrary: fc.record({ _tag: fc.constant("unlock" as const), digest, jid }) },
+  { weight: 2, arbitrary: fc.record({ _tag: fc.constant("delete" as const), digest, expect: expectation }) },
+  { weight: 2, arbitrary: fc.record({ _tag: fc.constant("unlock" as const), digest, jid, expect: expectation }) },
   { weight: 1, arbitrary: fc.record({ _tag: fc.constant("deleteByPattern" as const), count: fc.integer({ min: 1, max: 3 }) }) }
 )
 
@@ -90,10 +99,19 @@ const holdersOf = (prefix: string, side: Side) =>
 const sortedBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string) => [...items].sort((x, y) => key(x).localeCompare(key(y)))
 
 // A Removal as both stores must give it (times and foreign keys aside: Redis alone can hold a key of another type).
-const removalShape = (r: Pick<Locks.Removal, "removed" | "revoked">) => ({
+const removalShape = (r: Locks.Removal) => ({
   removed: sortedBy(r.removed.map((x) => `${x.lock} ${x.jid} ${x.live}`), String),
-  revoked: sortedBy(r.revoked.map((x) => `${x.lock} ${x.jid}`), String)
+  revoked: sortedBy(r.revoked.map((x) => `${x.lock} ${x.jid}`), String),
+  changed: r.refused.filter((x) => x.reason === Redis.holdersChanged).map((x) => x.lock).sort()
 })
+
+/** The jids each lock holds (only `jid`'s when given), as the call's expectation makes them. */
+const expected = (side: Side, locks: ReadonlyArray<Redis.LockKey>, how: Expectation, jid?: string) =>
+  Effect.forEach(locks, (lock) =>
+    Effect.map(side.store.holders(lock), (holders) => {
+      const read = holders.map((h) => h.jid).filter((h) => jid === undefined || h === jid)
+      return how === "read" ? read : how === "extra" ? [...read, "z"] : read.length > 0 ? read.slice(1) : ["z"]
+    }))
 
 const run = (prefix: string, side: Side, c: Command): Effect.Effect<unknown, never> => {
   const provided = <A, E>(f: (locks: Locks.Locks["Type"]) => Effect.Effect<A, E>) =>
@@ -123,21 +141,43 @@ const run = (prefix: string, side: Side, c: Command): Effect.Effect<unknown, nev
         const lock = keyOf(prefix, c.digest, "run")
         return side.store.renew(lock, c.jid, 60_000, side.fences.get(`${lock.name} ${c.jid}`) ?? 0)
       }
-      case "remove":
-        return Effect.map(
-          side.store.remove(
-            [
-              ...c.digests.flatMap((d) => [keyOf(prefix, d, "queue"), keyOf(prefix, d, "run")]),
-              ...(c.foreign ? [{ prefix, name: `${prefix}:user` }, { prefix, name: `${prefix}:d-listed` }] : [])
-            ],
-            { jid: c.jid }
-          ),
-          (r) => ({ ...removalShape(r), deleted: [...r.deleted].sort() })
+      case "remove": {
+        const ours = c.digests.flatMap((d) => [keyOf(prefix, d, "queue"), keyOf(prefix, d, "run")])
+        const locks = [
+          ...ours,
+          ...(c.foreign ? [{ prefix, name: `${prefix}:user` }, { prefix, name: `${prefix}:d-listed` }] : [])
+        ]
+        // The keys that are not this library's get no expectation: Redis alone has them, and refuses them first.
+        return Effect.flatMap(
+          c.expect === undefined ? Effect.succeed(undefined) : expected(side, ours, c.expect, c.jid),
+          (expect) =>
+            Effect.map(
+              side.store.remove(locks, { jid: c.jid, expect }),
+              (r) => ({ ...removalShape(r), deleted: [...r.deleted].sort() })
+            )
         )
+      }
       case "delete":
-        return Effect.map(provided((locks) => locks.delete(nameOf(prefix, c.digest, "queue"))), removalShape)
-      case "unlock":
-        return Effect.map(provided((locks) => locks.unlock(nameOf(prefix, c.digest, "queue"), c.jid)), removalShape)
+      case "unlock": {
+        const jid = c._tag === "unlock" ? c.jid : undefined
+        return Effect.flatMap(
+          c.expect === undefined
+            ? Effect.succeed(undefined)
+            : Effect.map(
+              expected(side, [keyOf(prefix, c.digest, "queue"), keyOf(prefix, c.digest, "run")], c.expect, jid),
+              ([queue, run]) => ({ queue: queue ?? [], run: run ?? [] })
+            ),
+          (expect) =>
+            Effect.map(
+              provided((locks) =>
+                jid === undefined
+                  ? locks.delete(nameOf(prefix, c.digest, "queue"), { expect })
+                  : locks.unlock(nameOf(prefix, c.digest, "queue"), jid, { expect })
+              ),
+              removalShape
+            )
+        )
+      }
       case "deleteByPattern":
         return provided((locks) =>
           Effect.gen(function*() {
@@ -227,7 +267,23 @@ describe("the admin surface (properties)", () => {
               if ((yield* foreign()) !== foreignBefore) fail("a key that is not this library's was changed")
               const target = targets(prefix, c)
               if (target === undefined) continue
-              for (const lock of target.locks) {
+              // A lock whose holders were not the ones expected is left as it was (a delete or unlock: both its locks).
+              const untouched = new Set(
+                typeof fromRedis === "object" && fromRedis !== null && "changed" in fromRedis
+                  ? (fromRedis as { readonly changed: ReadonlyArray<string> }).changed
+                  : typeof fromRedis === "object" && fromRedis !== null && "failed" in fromRedis
+                  ? target.locks
+                  : []
+              )
+              if ("expect" in c && c.expect !== undefined && c.expect !== "read" && untouched.size === 0) {
+                fail(`${c._tag} acted although it expected other holders than the lock held`)
+              }
+              for (const lock of untouched) {
+                if (JSON.stringify(after[lock] ?? []) !== JSON.stringify(before[lock] ?? [])) {
+                  fail(`${c._tag} changed ${lock} although its holders were not the ones expected`)
+                }
+              }
+              for (const lock of target.locks.filter((name) => !untouched.has(name))) {
                 const asked = (h: string) => target.jid === undefined || h.split(" ")[0] === target.jid
                 // Every live run holder (all leases here are far off) is still there, revoked.
                 for (const h of before[lock] ?? []) {

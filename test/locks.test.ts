@@ -86,6 +86,62 @@ describe("Locks", () => {
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [])
       }), { timeout: 60_000 })
 
+    // remove.lua told a logged call from an unlogged one by counting its arguments, and with one lock the counts of the
+    // two agree: the call read its actor's name as a second lock (refused, "not in the index") and logged nothing.
+    it.effect("a delete by pattern that finds one lock removes it, logs it and refuses nothing", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("one")
+        const logged = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockEvents: true })
+        yield* Lock.lock(logged, { digest: `${prefix}:a1`, jid: "j1" })
+        const locks = yield* Locks.make({ prefix })
+        const page = yield* locks.deleteByPattern(`${prefix}:a*`, { count: 1 })
+        assert.deepStrictEqual([page.items, page.deleted, page.refused], [[`${prefix}:a1`], 1, []])
+        const events = (yield* locks.show(`${prefix}:a1`)).events.map((e) => `${e.event} ${e.jid}`)
+        assert.deepStrictEqual(events, ["removed j1", "taken j1"])
+      }))
+
+    it.effect("a delete or unlock given the holders it read acts only while they hold it: one that came or went since fails HoldersChanged, changing nothing", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("expect")
+        const digest = `${prefix}:d`
+        const queued = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockLimit: 3, lockEvents: true })
+        const running = LockOptions.unsafeMake({ lock: "while_executing", lockPrefix: prefix, lockLease: 60_000 })
+        const locks = yield* Locks.make({ prefix })
+        yield* Lock.lock(queued, { digest, jid: "j1" })
+        yield* Lock.lock(running, { digest, jid: "r1", phase: "run" })
+        const read = yield* locks.show(digest)
+        const expect = { queue: read.queue.holders.map((h) => h.jid), run: read.run.holders.map((h) => h.jid) }
+        assert.deepStrictEqual(expect, { queue: ["j1"], run: ["r1"] })
+        // One came after the read: nothing is removed or revoked, not even what was read.
+        yield* Lock.lock(queued, { digest, jid: "j2" })
+        const before = yield* locks.show(digest)
+        const changed = yield* Effect.flip(locks.delete(digest, { expect, who: "ops" }))
+        assert.strictEqual(changed._tag, "HoldersChanged")
+        assert.include(changed.message, "nothing was changed")
+        const after = yield* locks.show(digest)
+        assert.deepStrictEqual(after.queue.holders, before.queue.holders)
+        assert.deepStrictEqual(after.run.holders, before.run.holders)
+        assert.deepStrictEqual(after.events, before.events)
+        // An unlock names only its jid's holds: j1's queue hold as read is still j1's alone, so it goes.
+        const unlocked = yield* locks.unlock(digest, "j1", { expect: { queue: ["j1"], run: [] } })
+        assert.deepStrictEqual(unlocked.removed.map((r) => r.jid), ["j1"])
+        // One that went since the read: an unlock that read j2's queue hold finds none and changes nothing.
+        yield* locks.unlock(digest, "j2")
+        assert.strictEqual(
+          (yield* Effect.flip(locks.unlock(digest, "j2", { expect: { queue: ["j2"], run: [] } })))._tag,
+          "HoldersChanged"
+        )
+        // Read again, the delete acts: exactly the holders read.
+        const again = yield* locks.show(digest)
+        const done = yield* locks.delete(digest, {
+          expect: { queue: again.queue.holders.map((h) => h.jid), run: again.run.holders.map((h) => h.jid) }
+        })
+        assert.deepStrictEqual(
+          [...done.removed.map((r) => r.jid), ...done.revoked.map((r) => r.jid)].sort(),
+          [...again.queue.holders, ...again.run.holders].map((h) => h.jid).sort()
+        )
+      }))
+
     // Short entries make a small hash a listpack, which Redis' HSCAN answers whole whatever its COUNT: the row keeps
     // its first `holders` all the same.
     it.effect("a list row keeps at most `holders` of its lock's holders and counts them all", () =>

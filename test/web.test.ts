@@ -912,6 +912,57 @@ describe("a bulk delete of what a filter shows (issue 38)", () => {
     for (let i = 0; i < 4; i++) assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail${i}`), [])
   })
 
+  // The handler reads the holders, checks the confirmation against them, then removes: a holder that comes between
+  // that read and the remove must not go unnamed. The store here lets one in just before the remove's call.
+  it("a holder that comes after the confirmation is checked, before the delete's call: that digest is left whole, and the page says so", async () => {
+    const prefix = RedisTest.uniquePrefix("web-late")
+    await harness.run(Harness.seed(prefix))
+    const late = { prefix, name: `${prefix}:mail3` }
+    let letIn = 0
+    let comer = "late"
+    const store: Redis.Store = {
+      ...harness.store,
+      remove: (locks, options) =>
+        Effect.zipRight(
+          locks.some((lock) => lock.name === late.name) && letIn++ === 0
+            ? harness.store.lock(late, { jid: comer, limit: 3, ttlMs: 0, leaseMs: 0, info: "", fenced: false })
+            : Effect.void,
+          harness.store.remove(locks, options)
+        )
+    }
+    const served = await harness.run(Effect.provideService(Web.serve({ prefix }), Redis.RedisService, store))
+    const { cookie, csrf } = await session(served.url)
+    const preview = await send(`${served.url}/locks/bulk/confirm?worker=Mailer`, { headers: { cookie } })
+    assert.strictEqual(rowsOf(preview.body).length, 4)
+    const answer = await send(`${served.url}/locks/bulk/delete?worker=Mailer`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie },
+      body: form({ _csrf: csrf, digests: hidden(preview.body, "digests"), confirm: hidden(preview.body, "confirm") })
+    })
+    assert.strictEqual(answer.status, 303)
+    assert.strictEqual(letIn, 1)
+    for (let i = 0; i < 3; i++) assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail${i}`), [])
+    // Neither the holder it named nor the one it never saw went.
+    assert.deepStrictEqual((await jidsOf(prefix, late.name)).map(([jid]) => jid).sort(), ["late", "m3"])
+    const result = await send(`${served.url}${String(answer.headers["location"])}`, { headers: { cookie } })
+    assert.include(result.body, "Deleted 3 digest(s)")
+    assert.include(result.body, "left 1 digest(s) alone: their holders changed after the preview")
+
+    // One digest's delete: asked again on its confirmation page, nothing removed.
+    letIn = 0
+    comer = "later"
+    const confirm = await send(`${served.url}/lock/delete/confirm?digest=${encodeURIComponent(late.name)}`, { headers: { cookie } })
+    const single = await send(`${served.url}/lock/delete`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie },
+      body: form({ _csrf: csrf, digest: late.name, confirm: hidden(confirm.body, "confirm") })
+    })
+    assert.strictEqual(single.status, 303)
+    assert.match(String(single.headers["location"]), /^\/lock\/delete\/confirm\?digest=.*&changed=1$/)
+    assert.strictEqual(letIn, 1)
+    assert.deepStrictEqual((await jidsOf(prefix, late.name)).map(([jid]) => jid).sort(), ["late", "later", "m3"])
+  })
+
   it("read-only shows no bulk link nor form and refuses the POST; a malformed list of digests is a 400", async () => {
     const prefix = RedisTest.uniquePrefix("web-bulk-ro")
     await harness.run(Harness.seed(prefix))

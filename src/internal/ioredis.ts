@@ -1042,24 +1042,31 @@ export const makeFromClient = (
         const prefix = onePrefix(locks)
         if (prefix === undefined) return Effect.fail(mixedPrefixes(locks))
         const strict = options?.strict === true ? "1" : "0"
-        const removeShard = (shard: ReadonlyArray<LockKey>, mode: "0" | "1" | "2") =>
+        // Each lock's expectation as a count (-1: none) then its jids.
+        const expectation = (i: number) => {
+          const jids = options?.expect?.[i]
+          return jids === undefined ? [-1] : [jids.length, ...jids]
+        }
+        const removeShard = (shard: ReadonlyArray<number>, mode: "0" | "1" | "2") =>
           script(
             "remove",
             scripts.remove,
             [
               2 * shard.length + 1,
-              keysOf(shard[0]!).index,
-              ...shard.map((lock) => keysOf(lock).locked),
-              ...shard.map((lock) => keysOf(lock).events),
+              keysOf(locks[shard[0]!]!).index,
+              ...shard.map((i) => keysOf(locks[i]!).locked),
+              ...shard.map((i) => keysOf(locks[i]!).events),
               options?.jid ?? "",
               mode,
-              ...shard.map((lock) => lock.name),
+              shard.length,
+              ...shard.map((i) => locks[i]!.name),
+              ...shard.flatMap(expectation),
               options?.who ?? ""
             ],
             toRemoval
           )
-        const groups = shardGroups(locks, layout.shardOf).map((indices) => indices.map((i) => locks[i]!))
-        if (groups.length === 1) return removeShard(locks, strict)
+        const groups = shardGroups(locks, layout.shardOf)
+        if (groups.length === 1) return removeShard(groups[0]!, strict)
         const removeAll = Effect.map(
           Effect.forEach(groups, (group) => removeShard(group, strict), { concurrency: "unbounded" }),
           mergeRemovals

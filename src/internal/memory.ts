@@ -17,7 +17,7 @@ import type {
   ScanPage,
   Store
 } from "./models.js"
-import { eventLog, keysOf, RedisError } from "./models.js"
+import { eventLog, holdersChanged, keysOf, RedisError } from "./models.js"
 import type { LockEvent } from "./models.js"
 import { cutHolder, eventOf, eventText } from "./entries.js"
 import * as Layout from "./layout.js"
@@ -418,6 +418,11 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     }
   }
 
+  // remove.lua's comparison: the holders are exactly the expected jids (a set; a jid listed twice never matches).
+  const sameHolders = (holders: ReadonlyArray<string>, expected: ReadonlyArray<string>) => {
+    const wanted = new Set(expected)
+    return holders.length === expected.length && holders.every((holder) => wanted.has(holder))
+  }
   // remove.lua: refused locks first (strict: then nothing is written); live leases revoked, every other holder removed.
   const remove = (locks: ReadonlyArray<LockKey>, options: RemoveOptions, now: number): Removal => {
     const prefix = locks[0]?.prefix
@@ -431,12 +436,16 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     const jid = options.jid ?? ""
     const refused: Array<Removal["refused"][number]> = []
     const ours: Array<{ readonly lock: LockKey; readonly hash: Hash | undefined; readonly indexed: boolean }> = []
-    for (const lock of locks) {
+    for (const [i, lock] of locks.entries()) {
       const { index, locked } = keysOf(lock)
       const hash = getHash(locked, now)
       const indexed = indexes.get(index)?.has(lock.name) === true
+      const expected = options.expect?.[i]
+      const holders = hash === undefined ? [] : jid === "" ? Array.from(hash.entries.keys()) : hash.entries.has(jid) ? [jid] : []
       if (hash !== undefined && !indexed) {
         refused.push({ lock: lock.name, reason: `not in ${index}: not a lock of this library` })
+      } else if (expected !== undefined && !sameHolders(holders, expected)) {
+        refused.push({ lock: lock.name, reason: holdersChanged })
       } else {
         ours.push({ lock, hash, indexed })
       }

@@ -316,9 +316,20 @@ export interface Removal {
    * or at `leaseUntil` if it died.
    */
   readonly revoked: ReadonlyArray<{ readonly lock: string; readonly jid: string; readonly leaseUntil: number }>
-  /** Locks left alone because they are not this library's: the key exists but not in the index, or is not a hash. */
+  /**
+   * Locks left alone: not this library's (the key exists but not in the index, or is not a hash), or, when the call
+   * named the holders it expected, holding others by then (`reason` is `holdersChanged`).
+   */
   readonly refused: ReadonlyArray<{ readonly lock: string; readonly reason: string }>
 }
+
+/**
+ * The reason a removal gives a lock whose holders are not the ones the call expected (`Store.remove`'s `expect`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const holdersChanged = "its holders changed since they were read: read it again"
 
 /**
  * What a lock store does: one method per script, each a single round trip.
@@ -391,6 +402,12 @@ export interface Store {
     options?: {
       readonly jid?: string | undefined
       readonly strict?: boolean | undefined
+      /**
+       * For each lock (in `locks`' order), the jids of the holders the caller read (only `jid`'s, when given), or
+       * undefined to expect none in particular: a lock whose holders of this library's shape are others by the time
+       * of the call is refused (`holdersChanged`), in the same call that removes the rest.
+       */
+      readonly expect?: ReadonlyArray<ReadonlyArray<string> | undefined> | undefined
       /** Who asked, named in the activity log of each digest that has one (`LockEvent.who`). */
       readonly who?: string | undefined
     }

@@ -525,6 +525,8 @@ export interface Result {
   readonly locks?: number | undefined
   /** A bulk delete: the digests left alone, found not to be this library's locks by then. */
   readonly refused?: number | undefined
+  /** A bulk delete: the digests left alone, their holders changed since the preview (one came or went). */
+  readonly changed?: number | undefined
 }
 
 /** A change's result, in words. @internal */
@@ -554,6 +556,10 @@ export const resultMessage = (result: Result): Html => {
     result.refused === undefined || result.refused === 0
       ? ""
       : html`; left ${String(result.refused)} digest(s) alone: not this library's locks by then`
+  }${
+    result.changed === undefined || result.changed === 0
+      ? ""
+      : html`; left ${String(result.changed)} digest(s) alone: their holders changed after the preview, so none of them was touched`
   }</div>`
 }
 

@@ -33,13 +33,20 @@ export const securityHeaders = {
 }
 
 export const failureOf = (
-  error: RedisError | InvalidLockOptions | Locks.NotALock | { readonly _tag: "QueueError"; readonly message: string }
+  error:
+    | RedisError
+    | InvalidLockOptions
+    | Locks.NotALock
+    | Locks.HoldersChanged
+    | { readonly _tag: "QueueError"; readonly message: string }
 ) => {
   switch (error._tag) {
     case "InvalidLockOptions":
       return new Refusal(400, "Bad request", error.message)
     case "NotALock":
       return new Refusal(409, "Not a lock", error.message)
+    case "HoldersChanged":
+      return new Refusal(409, "The lock changed", error.message)
     case "RedisError":
       // Redis answered with an error (a key of another type under the prefix): it is there, but refused the call.
       return /^(WRONGTYPE|ERR|NOSCRIPT|OOM|READONLY|NOPERM)\b/.test(error.reason)
@@ -146,7 +153,11 @@ export const fieldsOf = (
 export const mapFailure = <A, R>(
   effect: Effect.Effect<
     A,
-    RedisError | InvalidLockOptions | Locks.NotALock | { readonly _tag: "QueueError"; readonly message: string },
+    | RedisError
+    | InvalidLockOptions
+    | Locks.NotALock
+    | Locks.HoldersChanged
+    | { readonly _tag: "QueueError"; readonly message: string },
     R
   >
 ) => Effect.mapError(effect, failureOf)

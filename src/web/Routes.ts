@@ -274,7 +274,8 @@ const decodeResult = Schema.decodeUnknownOption(
     revoked: Schema.Number,
     until: Schema.optional(Schema.Number),
     locks: Schema.optional(Schema.Number),
-    refused: Schema.optional(Schema.Number)
+    refused: Schema.optional(Schema.Number),
+    changed: Schema.optional(Schema.Number)
   })
 )
 const decodeReport = Schema.decodeUnknownOption(
@@ -415,14 +416,31 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       }
       return { fields, digest, jid: jid ? fields.jid : undefined }
     })
-  const act = (context: RequestContext, digest: string, jid: string | undefined) =>
+  // With `expect` (a page's change: the holders it read), a holder that came or went since changes nothing: "changed".
+  const act = (
+    context: RequestContext,
+    digest: string,
+    jid: string | undefined,
+    expect?: Locks.ChangeOptions["expect"]
+  ) =>
     Effect.gen(function*() {
+      const action = jid !== undefined ? "unlock" : "delete"
+      const options = { who: context.who, expect }
       const removed = yield* mapFailure(
-        jid !== undefined
-          ? context.locks.unlock(digest, jid, { who: context.who })
-          : context.locks.delete(digest, { who: context.who })
+        Effect.catchTag(
+          jid !== undefined ? context.locks.unlock(digest, jid, options) : context.locks.delete(digest, options),
+          "HoldersChanged",
+          () => Effect.succeed("changed" as const)
+        )
       )
-      yield* counted(jid !== undefined ? "unlock" : "delete", "done")
+      if (removed === "changed") {
+        yield* counted(action, "changed")
+        yield* Effect.logInfo(`admin ${action} asked again: the holders changed after they were read`).pipe(
+          Effect.annotateLogs({ who: context.who, digest })
+        )
+        return removed
+      }
+      yield* counted(action, "done")
       yield* Effect.logInfo(jid !== undefined ? "admin unlock" : "admin delete").pipe(
         Effect.annotateLogs({
           who: context.who,
@@ -434,8 +452,17 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       )
       return removed
     })
+  // The holders a change read (only jid's, for an unlock): the script compares them in the call that removes them.
+  const expectOf = (shown: Locks.Digest, jid?: string): NonNullable<Locks.ChangeOptions["expect"]> => ({
+    queue: shown.queue.holders.map((h) => h.jid).filter((holder) => jid === undefined || holder === jid),
+    run: shown.run.holders.map((h) => h.jid).filter((holder) => jid === undefined || holder === jid)
+  })
+  // The API acts on what it is given (no expectation: it is never "changed").
   const removal = (context: RequestContext, jid: boolean) =>
-    Effect.flatMap(target(context, jid), ({ digest, jid }) => act(context, digest, jid))
+    Effect.flatMap(
+      target(context, jid),
+      ({ digest, jid }) => Effect.filterOrDie(act(context, digest, jid), (removed) => removed !== "changed", () => "unexpected")
+    )
   const reaped = (context: RequestContext, dryRun: boolean) =>
     Effect.gen(function*() {
       // With a JobQueue in the UI's context (the app's, or `web --bullmq-queue`) the pass also frees orphans.
@@ -509,8 +536,10 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       if (running && !Security.same(fields.confirm ?? "", unlockConfirmation(context.secret, shown, jid!))) {
         return seeOther(confirmUrl(context, digest, jid, fields.confirm !== undefined))
       }
-      const removed = yield* act(context, digest, jid)
-      return toResult(context, digest, resultOf("unlock", jid, removed.now, removed))
+      const removed = yield* act(context, digest, jid, expectOf(shown, jid))
+      return removed === "changed"
+        ? seeOther(confirmUrl(context, digest, jid, true))
+        : toResult(context, digest, resultOf("unlock", jid, removed.now, removed))
     })
   // A delete from a page: only with the confirmation of the holders it removes, as its page named them.
   const deleteFromPage: Handler = (context) =>
@@ -523,8 +552,10 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       if (!Security.same(fields.confirm ?? "", deleteConfirmation(context.secret, shown))) {
         return seeOther(confirmUrl(context, digest, undefined, fields.confirm !== undefined))
       }
-      const removed = yield* act(context, digest, undefined)
-      return toResult(context, digest, resultOf("delete", undefined, removed.now, removed))
+      const removed = yield* act(context, digest, undefined, expectOf(shown))
+      return removed === "changed"
+        ? seeOther(confirmUrl(context, digest, undefined, true))
+        : toResult(context, digest, resultOf("delete", undefined, removed.now, removed))
     })
   // A reap from the page: a dry run at once, a pass for real only confirmed; either way 303 to the report.
   const reapFromPage: Handler = (context) =>
@@ -612,19 +643,23 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
           `${context.frame.base}/locks/bulk/confirm?${query}${fields.confirm === undefined ? "" : "&changed=1"}`
         )
       }
-      const outcomes = yield* Effect.forEach(digests, (digest) =>
-        context.locks.delete(digest, { who: context.who }).pipe(
-          Effect.map((removal) => ({ digest, removal })),
+      // Each digest with the holders just read: one that came or went since is left alone (nothing of it touched).
+      const outcomes = yield* Effect.forEach(shown, (read) =>
+        context.locks.delete(read.digest, { who: context.who, expect: expectOf(read) }).pipe(
+          Effect.map((removal) => ({ digest: read.digest, removal })),
           // Not ours by now (a key of another type since the preview): left alone, as a delete leaves it.
-          Effect.catchTag("NotALock", (error) => Effect.succeed({ digest, refused: error.reason })),
+          Effect.catchTag("NotALock", (error) => Effect.succeed({ digest: read.digest, refused: error.reason })),
+          Effect.catchTag("HoldersChanged", () => Effect.succeed({ digest: read.digest, changed: true as const })),
           mapFailure,
           Effect.tap((outcome) =>
             Effect.logInfo("admin bulk delete").pipe(
               Effect.annotateLogs({
                 who: context.who,
-                digest,
+                digest: read.digest,
                 ...("removal" in outcome
                   ? { removed: outcome.removal.removed.length, revoked: outcome.removal.revoked.length }
+                  : "changed" in outcome
+                  ? { changed: true }
                   : { refused: outcome.refused })
               })
             )
@@ -641,7 +676,8 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       const result = {
         ...resultOf("delete", undefined, removals.length === 0 ? Date.now() : merged.now, merged),
         locks: removals.length,
-        refused: outcomes.length - removals.length
+        refused: outcomes.filter((outcome) => "refused" in outcome).length,
+        changed: outcomes.filter((outcome) => "changed" in outcome).length
       }
       yield* counted("bulk-delete", "done")
       yield* Effect.logInfo("admin bulk delete done").pipe(
@@ -649,6 +685,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
           who: context.who,
           locks: result.locks,
           refused: result.refused,
+          changed: result.changed,
           removed: result.removed,
           revoked: result.revoked
         })
