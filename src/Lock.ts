@@ -888,13 +888,21 @@ export interface Wait {
   readonly lock: LockKey
   readonly limit: number
   readonly timeoutMs: number
+  /** The lock type, the waits' metrics' `lock_type`. */
+  readonly lockType: string
 }
 
 /** The `Wait` of `definition`'s run lock of `digest`; undefined when its `lockTimeout` is 0 (nothing waits). @internal */
 export const waitOf = (redis: Store, definition: Definition, digest: string): Wait | undefined => {
   const timeoutMs = Duration.toMillis(definition.lockTimeout)
   return timeoutMs > 0
-    ? { redis, lock: keyOf(definition, digest, "run"), limit: definition.lockLimit, timeoutMs }
+    ? {
+      redis,
+      lock: keyOf(definition, digest, "run"),
+      limit: definition.lockLimit,
+      timeoutMs,
+      lockType: definition.lock
+    }
     : undefined
 }
 
@@ -933,6 +941,35 @@ const freeIn = (wait: Wait, jid: string): Effect.Effect<number | undefined> =>
 
 const isConflict = (error: LockConflict | RedisError): error is LockConflict => error._tag === "LockConflict"
 
+/** How a wait ended (`Metrics.lockWaits`' `outcome`); `unsupported` (a store with no release signals) counts none. */
+type WaitEnd = "taken" | "timed_out" | "full" | "closed" | "interrupted" | "failed" | "unsupported"
+
+// Counted when a wait ends, never on a first try that takes the lock: the no-conflict path pays nothing. A wait refused
+// as it starts (`lined` false) is counted, not timed.
+const recordWait = <H>(
+  wait: Wait,
+  start: number,
+  lined: boolean,
+  ended: WaitEnd,
+  exit: Exit.Exit<H, LockConflict | RedisError>
+): Effect.Effect<void> => {
+  const outcome: WaitEnd = Exit.isSuccess(exit)
+    ? "taken"
+    : Cause.isInterruptedOnly(exit.cause)
+    ? "interrupted"
+    : Option.exists(Cause.failureOption(exit.cause), isConflict)
+    ? ended
+    : "failed"
+  if (outcome === "unsupported") return Effect.void
+  const counted = Metric.increment(Metrics.lockWaits.of(wait.lockType, outcome))
+  return lined
+    ? Effect.zipRight(
+      counted,
+      Effect.clockWith((clock) => Metric.update(Metrics.waitTime, clock.unsafeCurrentTimeMillis() - start))
+    )
+    : counted
+}
+
 /**
  * `take` once more each time the lock is released, for at most `wait.timeoutMs` after its first conflict
  * (`lockTimeout`). The job lines up among this process' waiters for the lock (internal/releaseWaits): a release
@@ -950,6 +987,9 @@ const waiting = <H extends Held>(
 ): Effect.Effect<H, LockConflict | RedisError> =>
   Effect.catchIf(take, isConflict, (first) =>
     Effect.flatMap(Clock.currentTimeMillis, (start) => {
+      // Why a wait that ends on a conflict ended: its deadline, unless a step below says otherwise.
+      let ended: WaitEnd = "timed_out"
+      let lined = true
       const deadline = start + wait.timeoutMs
       const remaining = <A>(f: (left: number) => Effect.Effect<A, LockConflict | RedisError>, conflict: LockConflict) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => now >= deadline ? Effect.fail(conflict) : f(deadline - now))
@@ -972,7 +1012,10 @@ const waiting = <H extends Held>(
               const until = known === undefined ? left : Math.min(left, known === 0 ? disagreedMs : known)
               return Effect.flatMap(restore(Effect.timeoutOption(member.turn(front), until)), (turn) =>
                 Option.isSome(turn)
-                  ? turn.value === "signal" ? retry(false) : Effect.fail(conflict)
+                  ? turn.value === "signal" ? retry(false) : Effect.suspend(() => {
+                    ended = "closed"
+                    return Effect.fail(conflict)
+                  })
                   // The earliest holder's end has come (it may have crashed): try, unless the deadline has come.
                   : until < left
                   ? retry(false)
@@ -980,17 +1023,29 @@ const waiting = <H extends Held>(
             }, conflict)
           }), conflict)
       }
-      return Effect.acquireUseRelease(
-        Waits.join(wait.redis, wait.lock),
-        (member) =>
-          typeof member === "string"
-            ? Effect.fail(first)
+      return Effect.onExit(
+        Effect.acquireUseRelease(
+          Waits.join(wait.redis, wait.lock),
+          (member) => {
+            if (typeof member === "string") {
+              ended = member
+              lined = false
+              return Effect.fail(first)
+            }
             // Subscribed before the store is read: a release after the read reaches this process.
-            : Effect.flatMap(
+            return Effect.flatMap(
               restore(Effect.timeoutOption(Effect.promise(() => member.ready), Math.max(0, deadline - start))),
-              (ready) => Option.getOrElse(ready, () => false) ? loop(member, first, false, true) : Effect.fail(first)
-            ),
-        (member) => typeof member === "string" ? Effect.void : member.leave
+              (ready) => {
+                if (Option.isSome(ready) && ready.value) return loop(member, first, false, true)
+                // Not subscribed by the deadline (timed out), or refused by Redis.
+                if (Option.isSome(ready)) ended = "failed"
+                return Effect.fail(first)
+              }
+            )
+          },
+          (member) => typeof member === "string" ? Effect.void : member.leave
+        ),
+        (exit) => recordWait(wait, start, lined, ended, exit)
       )
     }))
 

@@ -101,6 +101,31 @@ export const holdTime = Metric.histogram(
 )
 
 /**
+ * `lockTimeout`'s waits, one per job that met its run lock held and waited (a job that takes the lock at once, or
+ * whose store has no release signals, counts none), labelled `lock_type` and `outcome`: `taken` (the lock was taken after waiting), `timed_out` (`lockTimeout`
+ * ran out: the server strategy had the job), `full` (refused by a waiter cap, `maxLockWaiters` or
+ * `maxProcessWaiters`: the strategy at once), `closed` (the store closed: the strategy), `interrupted` (the job was
+ * interrupted while it waited) or `failed` (Redis failed: the channel could not be subscribed, or a try failed).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const lockWaits = Internal.family("unique_jobs_lock_waits_total", "lockTimeout waits, by outcome", "outcome")
+
+/**
+ * How long each `lockTimeout` wait lasted, in milliseconds, from the job's first conflict to the wait's end (the lock
+ * taken, the deadline, …). Waits refused at once (`full`, `closed` at the start) are not recorded.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const waitTime = Metric.histogram(
+  "unique_jobs_lock_wait_time_ms",
+  MetricBoundaries.exponential({ start: 1, factor: 4, count: 12 }),
+  "Time a job waited for a held run lock (lockTimeout), in milliseconds"
+)
+
+/**
  * What the reaper removed, labelled `what`: `member` (an index member whose lock was gone or emptied), `holder` (a
  * holder whose expiry or lease had passed) or `orphan` (a holder with no expiry whose job the queue no longer knows).
  *

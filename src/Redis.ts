@@ -40,7 +40,8 @@ export type {
   Removal,
   Renewal,
   ScanPage,
-  Store
+  Store,
+  WaiterCaps
 } from "./internal/models.js"
 
 /**
@@ -145,9 +146,10 @@ export const makeFromClient = (
       : IORedisStore.makeFromClient(client, decoded))
 
 /**
- * What `makeFromClient` takes beside the client: the per-call `timeout`, and for an ioredis `Cluster` how many
- * `shards` the index is split into (24 by default; every process of a prefix must agree: Redis records it, and a
- * store configured otherwise is refused).
+ * What `makeFromClient` takes beside the client: the per-call `timeout`, for an ioredis `Cluster` how many `shards`
+ * the index is split into (24 by default; every process of a prefix must agree: Redis records it, and a store
+ * configured otherwise is refused), and `lockTimeout`'s caps on waiting jobs (`maxLockWaiters`, default 1000 per
+ * lock; `maxProcessWaiters`, default 10 000 per process; each a whole number from 1 to 1 000 000).
  *
  * @since 0.1.0
  * @category models
@@ -155,6 +157,8 @@ export const makeFromClient = (
 export interface FromClientOptions {
   readonly timeout?: Duration.DurationInput | undefined
   readonly shards?: number | undefined
+  readonly maxLockWaiters?: number | undefined
+  readonly maxProcessWaiters?: number | undefined
 }
 
 /**

@@ -11,6 +11,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
+import * as Metric from "effect/Metric"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
@@ -21,6 +22,7 @@ import * as Waits from "../src/internal/releaseWaits.js"
 import type * as Job from "../src/Job.js"
 import type { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
+import * as Metrics from "../src/Metrics.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisServer from "../src/RedisServer.js"
 import type * as Strategy from "../src/Strategy.js"
@@ -458,12 +460,141 @@ describe("lockTimeout: Redis down, store closed", () => {
       const waiter = yield* Effect.fork(run(uj.server(uj.job([1]), Effect.succeed("ran"))))
       yield* until(() => Waits.waiting(store, key) === 1, "the job waits")
       assert.isTrue(Waits.connected(store))
+      const before = yield* waitCounts("while_executing")
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(tagOf(yield* Fiber.join(waiter)), "Skipped")
+      assert.deepStrictEqual(yield* waitsSince(before, "while_executing"), { closed: 1, timed: 1 })
       assert.strictEqual(Waits.waiting(store, key), 0)
       assert.isFalse(Waits.connected(store))
       yield* Fiber.interrupt(holder.fiber)
     }).pipe(Effect.scoped)), { timeout: 30_000 })
+})
+
+/** The waits counted so far under `lock_type` (a test reads the change over its own jobs; a file's tests run one by one). */
+const waitCounts = (lockType: string) =>
+  Effect.gen(function*() {
+    const counts: Record<string, number> = {}
+    for (const outcome of ["taken", "timed_out", "full", "closed", "interrupted", "failed"]) {
+      counts[outcome] = (yield* Metric.value(Metrics.lockWaits.of(lockType, outcome))).count
+    }
+    counts.timed = (yield* Metric.value(Metrics.waitTime)).count
+    return counts
+  })
+
+/** How each count moved since `before`, the unmoved left out. */
+const waitsSince = (before: Record<string, number>, lockType: string) =>
+  Effect.map(waitCounts(lockType), (after) =>
+    Object.fromEntries(
+      Object.entries(after).flatMap(([outcome, n]) => n === before[outcome] ? [] : [[outcome, n - before[outcome]!]])
+    ))
+
+/** A store of its own on the test Redis with waiter caps. */
+const cappedStore = (caps: { readonly maxLockWaiters?: number; readonly maxProcessWaiters?: number }) =>
+  Effect.flatMap(
+    RedisTest.TestRedis,
+    ({ options }) => "nodes" in options ? Redis.makeCluster({ ...options, ...caps }) : Redis.make({ ...options, ...caps })
+  )
+
+const settled = (fibers: ReadonlyArray<Fiber.RuntimeFiber<unknown, unknown>>) =>
+  fibers.filter((fiber) => fiber.unsafePoll() !== null).length
+
+describe("lockTimeout: caps and metrics on Redis", () => {
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    it.effect("maxProcessWaiters 3: of 5 jobs on a held lock 3 wait and run, 2 go to the strategy at once (full)", () =>
+      withQueue(Effect.gen(function*() {
+        const store = yield* cappedStore({ maxProcessWaiters: 3 })
+        const uj = yield* UniqueJob.make({
+          worker: "ProcessCapJob",
+          lock: "while_executing",
+          lockTimeout: "30 seconds",
+          lockPrefix: RedisTest.uniquePrefix("pcap")
+        })
+        const run = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.provideService(self, Redis.RedisService, store)
+        const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
+        const before = yield* waitCounts("while_executing")
+        const holder = yield* gated((job, perform) => run(uj.server(job, perform)), uj.job([1]))
+        // The first try took the lock: nothing counted.
+        assert.deepStrictEqual(yield* waitsSince(before, "while_executing"), {})
+        const fibers = yield* Effect.forEach(
+          Array.from({ length: 5 }, () => uj.job([1])),
+          (job) => Effect.fork(run(uj.server(job, Effect.void)))
+        )
+        yield* until(() => Waits.waiting(store, key) === 3 && settled(fibers) === 2, "3 wait, 2 refused")
+        assert.deepStrictEqual(yield* waitsSince(before, "while_executing"), { full: 2 })
+        assert.strictEqual(tagOf(yield* holder.finish), "Performed")
+        const outcomes = (yield* Effect.forEach(fibers, Fiber.join)).map(tagOf).sort()
+        assert.deepStrictEqual(outcomes, ["Performed", "Performed", "Performed", "Skipped", "Skipped"])
+        // The refused are counted, not timed; each wait that lined up is timed once.
+        assert.deepStrictEqual(yield* waitsSince(before, "while_executing"), { full: 2, taken: 3, timed: 3 })
+        assert.strictEqual(Waits.waiting(store, key), 0)
+      }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.None))), { timeout: 30_000 })
+
+    it.effect("maxLockWaiters 2: a third job on one lock goes to its strategy; another lock still has its 2", () =>
+      withQueue(Effect.gen(function*() {
+        const store = yield* cappedStore({ maxLockWaiters: 2 })
+        const uj = yield* UniqueJob.make({
+          worker: "LockCapJob",
+          lock: "while_executing",
+          lockTimeout: "30 seconds",
+          lockPrefix: RedisTest.uniquePrefix("lcap")
+        })
+        const run = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.provideService(self, Redis.RedisService, store)
+        const keyA = Lock.keyOf(uj.definition, yield* uj.digest(["a"]), "run")
+        const keyB = Lock.keyOf(uj.definition, yield* uj.digest(["b"]), "run")
+        const before = yield* waitCounts("while_executing")
+        const holderA = yield* gated((job, perform) => run(uj.server(job, perform)), uj.job(["a"]))
+        const holderB = yield* gated((job, perform) => run(uj.server(job, perform)), uj.job(["b"]))
+        const onA = yield* Effect.forEach(
+          Array.from({ length: 3 }, () => uj.job(["a"])),
+          (job) => Effect.fork(run(uj.server(job, Effect.void)))
+        )
+        yield* until(() => Waits.waiting(store, keyA) === 2 && settled(onA) === 1, "2 wait on a, 1 refused")
+        const onB = yield* Effect.forEach(
+          Array.from({ length: 2 }, () => uj.job(["b"])),
+          (job) => Effect.fork(run(uj.server(job, Effect.void)))
+        )
+        yield* until(() => Waits.waiting(store, keyB) === 2, "2 wait on b")
+        assert.strictEqual(settled(onB), 0)
+        assert.deepStrictEqual(yield* waitsSince(before, "while_executing"), { full: 1 })
+        assert.strictEqual(tagOf(yield* holderA.finish), "Performed")
+        assert.strictEqual(tagOf(yield* holderB.finish), "Performed")
+        const outcomes = (yield* Effect.forEach([...onA, ...onB], Fiber.join)).map(tagOf).sort()
+        assert.deepStrictEqual(outcomes, ["Performed", "Performed", "Performed", "Performed", "Skipped"])
+        assert.deepStrictEqual(yield* waitsSince(before, "while_executing"), { full: 1, taken: 4, timed: 4 })
+      }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.None))), { timeout: 30_000 })
+
+    it.effect("a wait that runs out is counted timed_out, an interrupted one interrupted", () =>
+      withQueue(Effect.gen(function*() {
+        const store = yield* processStore
+        const uj = yield* UniqueJob.make({
+          worker: "WaitEndJob",
+          lock: "while_executing_reject",
+          lockTimeout: "300 millis",
+          lockPrefix: RedisTest.uniquePrefix("ends")
+        })
+        const patient = yield* UniqueJob.make({
+          worker: "WaitEndJob",
+          lock: "while_executing_reject",
+          lockTimeout: "30 seconds",
+          lockPrefix: uj.definition.lockPrefix
+        })
+        const run = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.provideService(self, Redis.RedisService, store)
+        const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
+        const before = yield* waitCounts("while_executing_reject")
+        // Held until the test lets it go: the short wait always runs out first.
+        const holder = yield* gated((job, perform) => run(uj.server(job, perform)), uj.job([1]))
+        assert.strictEqual(tagOf(yield* run(uj.server(uj.job([1]), Effect.void))), "Rejected")
+        assert.deepStrictEqual(yield* waitsSince(before, "while_executing_reject"), { timed_out: 1, timed: 1 })
+        const waiter = yield* Effect.fork(run(patient.server(patient.job([1]), Effect.void)))
+        yield* until(() => Waits.waiting(store, key) === 1, "the job waits")
+        assert.isTrue(Exit.isInterrupted(yield* Fiber.interrupt(waiter)))
+        assert.deepStrictEqual(
+          yield* waitsSince(before, "while_executing_reject"),
+          { timed_out: 1, interrupted: 1, timed: 2 }
+        )
+        assert.strictEqual(tagOf(yield* holder.finish), "Performed")
+      }).pipe(Effect.scoped)), { timeout: 30_000 })
+  })
 })
 
 /** A store that has only release signals, driven by hand: what the waiters' registry is told and asks. */

@@ -975,6 +975,15 @@ describe("options of the other constructors: decoded once, each field named", ()
           [{ url: 5 }, "url", "redis://"],
           [{ url: "" }, "url", "redis://"],
           [{ url, enableAutoPipelining: "yes" }, "enableAutoPipelining", "boolean"],
+          [{ url, maxLockWaiters: 0 }, "maxLockWaiters", "from 1 to 1000000"],
+          [{ url, maxLockWaiters: -1 }, "maxLockWaiters", "got number -1"],
+          [{ url, maxLockWaiters: Number.NaN }, "maxLockWaiters", "got number NaN"],
+          [{ url, maxLockWaiters: 1.5 }, "maxLockWaiters", "whole number"],
+          [{ url, maxLockWaiters: 1e7 }, "maxLockWaiters", "from 1 to 1000000"],
+          [{ url, maxLockWaiters: "5" }, "maxLockWaiters", "the string"],
+          [{ url, maxProcessWaiters: 0 }, "maxProcessWaiters", "from 1 to 1000000"],
+          [{ url, maxProcessWaiters: Number.POSITIVE_INFINITY }, "maxProcessWaiters", "Infinity"],
+          [{ url, maxProcessWaiters: 2.5 }, "maxProcessWaiters", "whole number"],
           [{ url, client: 5 }, "client", "expected ioredis options"],
           [{ url, client: { port: 70_000 } }, "client.port", "a port"],
           [{ url, client: { db: -1 } }, "client.db", "database"],
@@ -994,7 +1003,18 @@ describe("options of the other constructors: decoded once, each field named", ()
           assert.strictEqual(error.operation, "options", String(timeout))
           assert.isTrue(error.reason.startsWith("timeout: "), error.reason)
         }
+        // lockTimeout's waiter caps, the same on each constructor that takes them.
+        for (const [field, value] of [["maxLockWaiters", 0], ["maxProcessWaiters", -1], ["maxLockWaiters", 1.5]] as const) {
+          const fromClient = yield* Effect.flip(Redis.makeFromClient({} as never, { [field]: value }))
+          assert.strictEqual(fromClient.operation, "options")
+          assert.isTrue(fromClient.reason.startsWith(`${field}: `), fromClient.reason)
+          const cluster = yield* Effect.flip(Effect.scoped(Redis.makeCluster({ nodes: ["127.0.0.1:1"], [field]: value })))
+          assert.strictEqual(cluster.operation, "options")
+          assert.isTrue(cluster.reason.startsWith(`${field}: `), cluster.reason)
+        }
         // What checks still connects.
+        const capped = Redis.make({ url, maxLockWaiters: 1, maxProcessWaiters: 1_000_000 })
+        assert.strictEqual(yield* Effect.scoped(Effect.map(capped, () => "ok")), "ok")
         const store = yield* Effect.scoped(Effect.map(Redis.make({ url, timeout: "2 seconds", client: { db: 0 } }), () => "ok"))
         assert.strictEqual(store, "ok")
       }))

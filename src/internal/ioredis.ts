@@ -32,10 +32,12 @@ import type {
   Removal,
   Renewal,
   ScanPage,
-  Store
+  Store,
+  WaiterCaps
 } from "./models.js"
 import * as Layout from "./layout.js"
 import { RedisError } from "./models.js"
+import * as Waits from "./releaseWaits.js"
 import * as Scripts from "./scripts.js"
 
 /**
@@ -49,6 +51,13 @@ export interface Options {
   readonly timeout?: Duration.DurationInput | undefined
   /** ioredis' automatic pipelining: many concurrent calls share one write. */
   readonly enableAutoPipelining?: boolean | undefined
+  /**
+   * The most jobs of this process that wait for one run lock (`lockTimeout`), 1 to 1 000 000. Default 1000; one more
+   * goes to its strategy at once.
+   */
+  readonly maxLockWaiters?: number | undefined
+  /** The most jobs of this process that wait for any run lock of this store, 1 to 1 000 000. Default 10 000. */
+  readonly maxProcessWaiters?: number | undefined
   /** Anything else ioredis takes. */
   readonly client?: IORedisOptions | undefined
 }
@@ -69,6 +78,13 @@ export interface ClusterOptions {
   readonly shards?: number | undefined
   /** ioredis' automatic pipelining, per node. */
   readonly enableAutoPipelining?: boolean | undefined
+  /**
+   * The most jobs of this process that wait for one run lock (`lockTimeout`), 1 to 1 000 000. Default 1000; one more
+   * goes to its strategy at once.
+   */
+  readonly maxLockWaiters?: number | undefined
+  /** The most jobs of this process that wait for any run lock of this store, 1 to 1 000 000. Default 10 000. */
+  readonly maxProcessWaiters?: number | undefined
   /** Anything else ioredis' `Cluster` takes; what each node's connection takes (password, tls) under `redisOptions`. */
   readonly client?: IORedisClusterOptions | undefined
 }
@@ -388,11 +404,16 @@ export interface Subscriber {
 // The release signals' connection: made from the store's client when the first job waits (a duplicate queues its
 // commands while it connects, and subscribes again after a reconnect), closed with the store. A signal lost while it
 // is disconnected is made up for by each waiter's timer on the holders' ends.
-const releasesOf = (client: Client, channelOf: (lock: LockKey) => string): ReleaseSignals | undefined => {
+const releasesOf = (
+  client: Client,
+  channelOf: (lock: LockKey) => string,
+  waiters: WaiterCaps | undefined
+): ReleaseSignals | undefined => {
   const duplicate = client.duplicate
   if (duplicate === undefined) return undefined
   return {
     channelOf,
+    waiters,
     open: (deliver) => {
       const options = { enableOfflineQueue: true, lazyConnect: false, autoResubscribe: true }
       const subscriber = (client.isCluster === true
@@ -410,6 +431,17 @@ const releasesOf = (client: Client, channelOf: (lock: LockKey) => string): Relea
   }
 }
 
+// Only when either is given: a store without them keeps the registry's defaults.
+const waiterCapsOf = (
+  options: { readonly maxLockWaiters?: number | undefined; readonly maxProcessWaiters?: number | undefined } | undefined
+): WaiterCaps | undefined =>
+  options?.maxLockWaiters === undefined && options?.maxProcessWaiters === undefined
+    ? undefined
+    : {
+      perLock: options.maxLockWaiters ?? Waits.maxWaitersPerLock,
+      perProcess: options.maxProcessWaiters ?? Waits.maxWaiters
+    }
+
 /**
  * A store over a connected client that the caller owns.
  *
@@ -421,6 +453,8 @@ export const makeFromClient = (
   options?: {
     readonly timeout?: Duration.DurationInput | undefined
     readonly shards?: number | undefined
+    readonly maxLockWaiters?: number | undefined
+    readonly maxProcessWaiters?: number | undefined
     /**
      * "check" (the default): a prefix's layout is recorded by its first use, and a prefix recorded otherwise is
      * refused. "adopt" (the CLI, the web UI): the recorded layout is used, and nothing is recorded.
@@ -1167,7 +1201,7 @@ export const makeFromClient = (
           )
         }),
       // A run lock's channel is its holders key's name (the scripts PUBLISH on KEYS[1]).
-      releases: releasesOf(client, (lock) => keysOf(lock).locked)
+      releases: releasesOf(client, (lock) => keysOf(lock).locked, waiterCapsOf(options))
     }
     // The promise calls: the question first only while the prefix's layout is not known yet.
     const directLock = (lock: LockKey, request: HolderRequest) => sendPromise(...lockCall(lock, request))
@@ -1362,7 +1396,12 @@ export const make = (options: Options = {}, tool?: Own): Effect.Effect<Store, Re
     const db = yield* databaseOf(client)
     yield* connect(client, timeout, url !== undefined ? "Redis at the configured url" : "Redis", lastError)
     yield* selectDatabase(client, db)
-    const store = yield* makeFromClient(failFast(client, clientOptions), { timeout, layout: tool?.layout })
+    const store = yield* makeFromClient(failFast(client, clientOptions), {
+      timeout,
+      maxLockWaiters: options.maxLockWaiters,
+      maxProcessWaiters: options.maxProcessWaiters,
+      layout: tool?.layout
+    })
     // Its finalizer runs before the client's: the lease keeper stops before the connection closes.
     return yield* Keeper.scoped(store)
   })
@@ -1411,7 +1450,13 @@ export const makeCluster = (options: ClusterOptions, tool?: Own): Effect.Effect<
     const { client, lastError } = yield* owned(() => new Cluster(nodes, clusterOptions), timeout)
     const named = nodes.map((node) => typeof node === "string" ? node : `${node.host}:${node.port}`).join(", ")
     yield* connect(client, timeout, `the Redis Cluster at ${named} (none answered with its slots)`, lastError, named)
-    const store = yield* makeFromClient(client, { timeout, shards: options.shards, layout: tool?.layout })
+    const store = yield* makeFromClient(client, {
+      timeout,
+      shards: options.shards,
+      maxLockWaiters: options.maxLockWaiters,
+      maxProcessWaiters: options.maxProcessWaiters,
+      layout: tool?.layout
+    })
     return yield* Keeper.scoped(store)
   })
 

@@ -9,14 +9,19 @@ import * as Metric from "effect/Metric"
 import * as MetricKey from "effect/MetricKey"
 import * as MetricLabel from "effect/MetricLabel"
 
-/** A counter family: one counter per `(lock_type, phase)`, made on first use and kept. @internal */
+/**
+ * A counter family: one counter per `(lock_type, phase)` (or another second label, as `outcome`), made on first use
+ * and kept.
+ *
+ * @internal
+ */
 export interface Family {
   readonly name: string
   readonly of: (lockType: string, phase: string) => Metric.Metric.Counter<number>
 }
 
 /** @internal */
-export const family = (name: string, description: string): Family => {
+export const family = (name: string, description: string, second: string = "phase"): Family => {
   const made = new Map<string, Map<string, Metric.Metric.Counter<number>>>()
   return {
     name,
@@ -29,7 +34,7 @@ export const family = (name: string, description: string): Family => {
       let counter = byPhase.get(phase)
       if (counter === undefined) {
         const key = MetricKey.counter(name, { description, incremental: true }).pipe(
-          MetricKey.taggedWithLabels([MetricLabel.make("lock_type", lockType), MetricLabel.make("phase", phase)])
+          MetricKey.taggedWithLabels([MetricLabel.make("lock_type", lockType), MetricLabel.make(second, phase)])
         )
         counter = Metric.fromMetricKey(key)
         byPhase.set(phase, counter)

@@ -481,6 +481,23 @@ export interface ReleaseChannel {
 export interface ReleaseSignals {
   readonly channelOf: (lock: LockKey) => string
   readonly open: (deliver: (channel: string, freed: number) => void) => ReleaseChannel
+  /**
+   * The most jobs of this process that wait for one lock (`perLock`, default 1000) and for any lock of the store
+   * (`perProcess`, default 10 000); a job over either goes to its strategy at once.
+   */
+  readonly waiters?: WaiterCaps | undefined
+}
+
+/**
+ * How many jobs of one process may wait for run locks (`ReleaseSignals.waiters`, the store options
+ * `maxLockWaiters` and `maxProcessWaiters`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WaiterCaps {
+  readonly perLock: number
+  readonly perProcess: number
 }
 
 /**

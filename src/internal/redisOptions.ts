@@ -12,6 +12,7 @@ import * as Schema from "effect/Schema"
 import * as Options from "./decoding.js"
 import type { ClusterOptions as RedisClusterOptions, Options as RedisOptions } from "./ioredis.js"
 import { maxShards } from "./layout.js"
+import { maxWaitersBound } from "./releaseWaits.js"
 
 const Url = Schema.declare(
   (u: unknown): u is string | Redacted.Redacted<string> => {
@@ -33,6 +34,12 @@ const whole = (min: number, max: number, what: string) =>
       `expected ${what} (a whole number from ${min} to ${max}), got ${Options.describeValue(n)}`
     )
   )
+
+// lockTimeout's caps on the jobs of this process that wait (internal/releaseWaits).
+const waiterCaps = {
+  maxLockWaiters: Schema.optional(whole(1, maxWaitersBound, "a number of waiting jobs per lock")),
+  maxProcessWaiters: Schema.optional(whole(1, maxWaitersBound, "a number of waiting jobs per process"))
+}
 
 // null reads as unset, as ioredis keeps an unset username or password (options copied from a client carry it).
 const text = (what: string) =>
@@ -59,6 +66,7 @@ const OptionsSchema = Schema.Struct({
   url: Schema.optional(Url),
   timeout: Schema.optional(Options.TimerDuration),
   enableAutoPipelining: Schema.optional(Schema.Boolean),
+  ...waiterCaps,
   client: Schema.optional(Client)
 })
 
@@ -122,6 +130,7 @@ const ClusterSchema = Schema.Struct({
   timeout: Schema.optional(Options.TimerDuration),
   shards: Schema.optional(whole(1, maxShards, "a shard count")),
   enableAutoPipelining: Schema.optional(Schema.Boolean),
+  ...waiterCaps,
   client: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 
@@ -148,22 +157,30 @@ export const decodeCluster = (
 
 const FromClientSchema = Schema.Struct({
   timeout: Schema.optional(Options.TimerDuration),
-  shards: Schema.optional(whole(1, maxShards, "a shard count"))
+  shards: Schema.optional(whole(1, maxShards, "a shard count")),
+  ...waiterCaps
 })
 
 const decodeFromClientStruct = Schema.decodeUnknownEither(FromClientSchema, { errors: "all", onExcessProperty: "error" })
 
+/** What `Redis.makeFromClient` takes beside the client. @internal */
+export interface FromClientOptions {
+  readonly timeout?: Duration.DurationInput | undefined
+  readonly shards?: number | undefined
+  readonly maxLockWaiters?: number | undefined
+  readonly maxProcessWaiters?: number | undefined
+}
+
 /**
- * Checks what `Redis.makeFromClient` takes beside the client (`timeout`, `shards`), as `decode` checks `Redis.Options`.
+ * Checks what `Redis.makeFromClient` takes beside the client (`timeout`, `shards`, the waiter caps), as `decode`
+ * checks `Redis.Options`.
  *
  * @internal
  */
-export const decodeFromClient = (
-  input: unknown
-): Either.Either<{ readonly timeout?: Duration.DurationInput; readonly shards?: number }, Options.InvalidLockOptions> =>
+export const decodeFromClient = (input: unknown): Either.Either<FromClientOptions, Options.InvalidLockOptions> =>
   input === undefined
     ? Either.right({})
     : Either.mapBoth(decodeFromClientStruct(input), {
       onLeft: (error) => Options.invalidOptions(Options.formatIssues(error)),
-      onRight: () => input as { readonly timeout?: Duration.DurationInput; readonly shards?: number }
+      onRight: () => input as FromClientOptions
     })

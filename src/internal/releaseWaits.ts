@@ -12,11 +12,19 @@
 import * as Effect from "effect/Effect"
 import type { LockKey, ReleaseChannel, Store } from "./models.js"
 
-/** The most jobs of one process that wait for one lock; one more goes to its strategy at once. @internal */
+/**
+ * The most jobs of one process that wait for one lock by default (`maxLockWaiters`); one more goes to its strategy at
+ * once.
+ *
+ * @internal
+ */
 export const maxWaitersPerLock = 1000
 
-/** The most jobs of one process that wait for any lock of one store. @internal */
+/** The most jobs of one process that wait for any lock of one store by default (`maxProcessWaiters`). @internal */
 export const maxWaiters = 10_000
+
+/** The largest cap either option takes: each waiter is a fiber and a place in a line, kept in memory. @internal */
+export const maxWaitersBound = 1_000_000
 
 /** Why a job's turn came: a release signal for it, or the store closing. @internal */
 export type Turn = "signal" | "closed"
@@ -106,12 +114,14 @@ export const join = (store: Store, lock: LockKey): Effect.Effect<Member | Refusa
     if (registry.closed) return Effect.succeed<Member | Refusal>("closed")
     const channel = signals.channelOf(lock)
     let line = registry.lines.get(channel)
-    if (registry.total >= maxWaiters || (line !== undefined && line.members >= maxWaitersPerLock)) {
+    const perLock = signals.waiters?.perLock ?? maxWaitersPerLock
+    const perProcess = signals.waiters?.perProcess ?? maxWaiters
+    if (registry.total >= perProcess || (line !== undefined && line.members >= perLock)) {
       if (registry.warned) return Effect.succeed<Member | Refusal>("full")
       registry.warned = true
       return Effect.as(
         Effect.logWarning(
-          `too many jobs wait for run locks (at most ${maxWaitersPerLock} per lock and ${maxWaiters} per process): ` +
+          `too many jobs wait for run locks (at most ${perLock} per lock and ${perProcess} per process): ` +
             "a job over the limit goes to its strategy at once (logged once)"
         ).pipe(Effect.annotateLogs({ package: "effect-unique-jobs", module: "Lock", lock: lock.name })),
         "full" as const
