@@ -102,10 +102,11 @@ export const holdTime = Metric.histogram(
 
 /**
  * `lockTimeout`'s waits, one per job that met its run lock held and waited (a job that takes the lock at once, or
- * whose store has no release signals, counts none), labelled `lock_type` and `outcome`: `taken` (the lock was taken after waiting), `timed_out` (`lockTimeout`
- * ran out: the server strategy had the job), `full` (refused by a waiter cap, `maxLockWaiters` or
- * `maxProcessWaiters`: the strategy at once), `closed` (the store closed: the strategy), `interrupted` (the job was
- * interrupted while it waited) or `failed` (Redis failed: the channel could not be subscribed, or a try failed).
+ * whose store has no release signals, counts none), labelled `lock_type` and `outcome`: `taken` (the lock was taken
+ * after waiting), `timed_out` (`lockTimeout` ran out: the server strategy had the job), `full` (refused by a waiter
+ * cap, `maxLockWaiters` or `maxProcessWaiters`: the strategy at once), `closed` (the store closed: the strategy),
+ * `interrupted` (the job was interrupted while it waited) or `failed` (Redis failed: the channel could not be
+ * subscribed, or a try failed).
  *
  * @since 0.1.0
  * @category metrics
