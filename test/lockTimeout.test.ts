@@ -6,6 +6,7 @@
  * Every test counts a fixed amount of work: none asserts a duration.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
+import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -618,6 +619,43 @@ const signalling = () => {
   const store = { releases } as unknown as Redis.Store
   return { store, subscribed, unsubscribed, opened: () => opened, signal: (freed = 1) => deliver!("L:RUN:LOCKED", freed) }
 }
+
+// The release connection is opened by the first wait, and another lock's wait can join while it shakes hands. A
+// SUBSCRIBE written then (ioredis writes it between connect and ready) puts the connection in subscriber mode before
+// ioredis' own ready check (INFO), which ioredis then refuses: it drops the connection and fails every command in its
+// queues with "Connection in subscriber mode" (redis/ioredis#2037). The first wait's subscription failed so, every
+// time, and its job went to its strategy as if Redis had failed.
+describe("lockTimeout: the release connection", () => {
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    it.effect("a wait that joins while the release connection shakes hands subscribes, and so does the first", () =>
+      Effect.gen(function*() {
+        const { options, source } = yield* RedisTest.TestRedis
+        if ("nodes" in options) return
+        const prefix = RedisTest.uniquePrefix("handshake")
+        const client = new IORedis(source.url)
+        yield* Effect.addFinalizer(() => Effect.sync(() => client.disconnect()))
+        let onConnect: () => void = () => undefined
+        // The client as the store sees it, but the test hears when the release connection connects.
+        const watched = Object.assign(Object.create(client) as IORedis, {
+          duplicate: (...args: Parameters<IORedis["duplicate"]>) => {
+            const made = client.duplicate(...args)
+            made.once("connect", () => onConnect())
+            return made
+          }
+        })
+        const store = yield* Redis.makeFromClient(watched)
+        yield* Effect.addFinalizer(() => Waits.close(store))
+        const lockOf = (name: string) => ({ prefix, name: `${prefix}:${name}:RUN` })
+        const joined: Array<Waits.Member> = []
+        onConnect = () => joined.push(Effect.runSync(Waits.join(store, lockOf("b"))) as Waits.Member)
+        joined.unshift((yield* Waits.join(store, lockOf("a"))) as Waits.Member)
+        yield* until(() => joined.length === 2, "a second wait joined at the connect")
+        const ready = yield* Effect.promise(() => Promise.all(joined.map((member) => member.ready)))
+        assert.deepStrictEqual(ready, [true, true])
+        for (const member of joined) yield* member.leave
+      }).pipe(Effect.scoped), { timeout: 30_000 })
+  })
+})
 
 describe("lockTimeout: the waiters' registry", () => {
   const lock = { prefix: "p", name: "L:RUN" }

@@ -398,6 +398,8 @@ export interface Subscriber {
   unsubscribe(channel: string): Promise<unknown>
   on(event: "message", listener: (channel: string, message: string) => void): unknown
   on(event: "error", listener: (error: Error) => void): unknown
+  once(event: "ready", listener: () => void): unknown
+  readonly status: string
   disconnect(): void
 }
 
@@ -422,8 +424,16 @@ const releasesOf = (
       subscriber.on("message", (channel, message) => deliver(channel, Number(message) || 1))
       // Its errors show as the waits' ends by their timers; the store's calls report the connection's state.
       subscriber.on("error", () => undefined)
+      // Each SUBSCRIBE waits for the connection's ready: one written while it shakes hands puts it in subscriber mode
+      // before ioredis' ready check (INFO), which ioredis then refuses, failing every queued command with "Connection
+      // in subscriber mode" (redis/ioredis#2037). A connection that never gets ready leaves the waits to their
+      // deadlines.
+      const ready = () =>
+        subscriber.status === "ready"
+          ? Promise.resolve()
+          : new Promise<void>((resolve) => subscriber.once("ready", () => resolve()))
       return {
-        subscribe: (channel) => subscriber.subscribe(channel).then(() => undefined),
+        subscribe: (channel) => ready().then(() => subscriber.subscribe(channel)).then(() => undefined),
         unsubscribe: (channel) => subscriber.unsubscribe(channel).then(() => undefined),
         close: () => Promise.resolve(subscriber.disconnect())
       }
