@@ -7,12 +7,14 @@
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Redis as IORedis } from "ioredis"
+import { type AddressInfo, createServer } from "node:net"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
@@ -653,6 +655,29 @@ describe("lockTimeout: the release connection", () => {
         const ready = yield* Effect.promise(() => Promise.all(joined.map((member) => member.ready)))
         assert.deepStrictEqual(ready, [true, true])
         for (const member of joined) yield* member.leave
+      }).pipe(Effect.scoped), { timeout: 30_000 })
+
+    it.effect("a release connection that never gets ready: closing the store ends the subscription at once", () =>
+      Effect.gen(function*() {
+        const { options, source } = yield* RedisTest.TestRedis
+        if ("nodes" in options) return
+        // A server that accepts and never answers: the release connection stays in its handshake.
+        const silent = createServer(() => undefined)
+        yield* Effect.promise(() => new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve)))
+        yield* Effect.addFinalizer(() => Effect.sync(() => silent.close()))
+        const port = (silent.address() as AddressInfo).port
+        const client = new IORedis(source.url)
+        yield* Effect.addFinalizer(() => Effect.sync(() => client.disconnect()))
+        const watched = Object.assign(Object.create(client) as IORedis, {
+          duplicate: () => new IORedis(port, "127.0.0.1", { enableOfflineQueue: true, lazyConnect: false })
+        })
+        const store = yield* Redis.makeFromClient(watched)
+        const member = (yield* Waits.join(store, { prefix: "p", name: "p:x:RUN" })) as Waits.Member
+        yield* realSleep(100)
+        yield* Waits.close(store)
+        const ready = yield* Effect.promise(() => member.ready).pipe(Effect.timeoutOption(5_000))
+        assert.strictEqual(Option.getOrUndefined(ready), false, "the subscription ended with the store")
+        yield* member.leave
       }).pipe(Effect.scoped), { timeout: 30_000 })
   })
 })

@@ -398,7 +398,7 @@ export interface Subscriber {
   unsubscribe(channel: string): Promise<unknown>
   on(event: "message", listener: (channel: string, message: string) => void): unknown
   on(event: "error", listener: (error: Error) => void): unknown
-  once(event: "ready", listener: () => void): unknown
+  on(event: "ready" | "end", listener: () => void): unknown
   readonly status: string
   disconnect(): void
 }
@@ -428,14 +428,32 @@ const releasesOf = (
       // before ioredis' ready check (INFO), which ioredis then refuses, failing every queued command with "Connection
       // in subscriber mode" (redis/ioredis#2037). A connection that never gets ready leaves the waits to their
       // deadlines.
+      // Closed (by the store, or for good by ioredis), the subscriptions still waiting for ready fail at once.
+      const waiting = new Set<{ readonly resolve: () => void; readonly reject: (error: Error) => void }>()
+      let ended = false
+      const end = () => {
+        ended = true
+        for (const waiter of waiting) waiter.reject(new Error("the release signals' connection is closed"))
+        waiting.clear()
+      }
+      subscriber.on("ready", () => {
+        for (const waiter of waiting) waiter.resolve()
+        waiting.clear()
+      })
+      subscriber.on("end", end)
       const ready = () =>
         subscriber.status === "ready"
           ? Promise.resolve()
-          : new Promise<void>((resolve) => subscriber.once("ready", () => resolve()))
+          : ended
+          ? Promise.reject(new Error("the release signals' connection is closed"))
+          : new Promise<void>((resolve, reject) => void waiting.add({ resolve, reject }))
       return {
         subscribe: (channel) => ready().then(() => subscriber.subscribe(channel)).then(() => undefined),
         unsubscribe: (channel) => subscriber.unsubscribe(channel).then(() => undefined),
-        close: () => Promise.resolve(subscriber.disconnect())
+        close: () => {
+          end()
+          return Promise.resolve(subscriber.disconnect())
+        }
       }
     }
   }
