@@ -162,16 +162,23 @@ export const clientConflict = <A, E, R>(
             clientConflict(redis, definition, stamped, target, enqueue, retried + 1)
           )
         )
-      : Effect.zipRight(
-        Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target, jid }), { discard: true }),
-        Lock.queueLocked(
-          redis,
-          definition,
-          target,
-          Effect.map(enqueue(stamped), (value) =>
-            Strategy.ClientOutcome.Replaced({ digest: target.digest, job: stamped, replaced: holders, value })),
-          skipped
-        )
+      // A holder whose entry was gone by its release had let go itself (its job started, or ran, after all): it was
+      // not replaced.
+      : Effect.flatMap(
+        Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target, jid })),
+        (released) => {
+          const replaced = holders.filter((_, i) => released[i])
+          return Lock.queueLocked(
+            redis,
+            definition,
+            target,
+            Effect.map(enqueue(stamped), (value) =>
+              replaced.length === 0
+                ? Strategy.ClientOutcome.Enqueued({ digest: target.digest, job: stamped, value })
+                : Strategy.ClientOutcome.Replaced({ digest: target.digest, job: stamped, replaced, value })),
+            skipped
+          )
+        }
       )
   return Strategy.clientStrategy(definition.onConflict.client)({ conflict, job: stamped, replace })
 }
@@ -222,9 +229,10 @@ const debounced = <A, E, R>(
                 return Effect.flatMap(
                   removed.length > 0 ? Lock.windowOf(redis, definition, digest, removed) : Effect.succeed(undefined),
                   (kept) =>
-                    Effect.zipRight(
-                      Effect.forEach(freed, (jid) => Lock.unlock(definition, { ...target, jid }), { discard: true }),
-                      restore(attempt(tries + 1, kept, [...replaced, ...freed]))
+                    Effect.flatMap(
+                      Effect.forEach(freed, (jid) => Lock.unlock(definition, { ...target, jid })),
+                      // One whose entry was gone by then had let go itself: not replaced (as Strategy.client.replace).
+                      (released) => restore(attempt(tries + 1, kept, [...replaced, ...freed.filter((_, i) => released[i])]))
                     )
                 )
               }
