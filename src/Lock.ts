@@ -1037,8 +1037,8 @@ const waiting = <H extends Held>(
               restore(Effect.timeoutOption(Effect.promise(() => member.ready), Math.max(0, deadline - start))),
               (ready) => {
                 if (Option.isSome(ready) && ready.value) return loop(member, first, false, true)
-                // Not subscribed by the deadline (timed out), or refused by Redis.
-                if (Option.isSome(ready)) ended = "failed"
+                // Not subscribed by the deadline (timed out), refused by Redis, or ended by the store's close meanwhile.
+                if (Option.isSome(ready)) ended = Waits.closed(wait.redis) ? "closed" : "failed"
                 return Effect.fail(first)
               }
             )

@@ -198,6 +198,9 @@ export const waiting = (store: Store, lock: LockKey): number => {
 /** Whether the store's release connection is open (tests read it). @internal */
 export const connected = (store: Store): boolean => registries.get(store)?.connection !== undefined
 
+/** Whether the store's waits were ended by its close (`close`). @internal */
+export const closed = (store: Store): boolean => registries.get(store)?.closed === true
+
 /**
  * Ends the store's waits with its layer's scope: every waiting job's turn comes as `closed` (it goes to its strategy),
  * no job waits any more, and the connection closes.
