@@ -130,6 +130,16 @@ const clientPhase = <A, E, R>(
   })
 
 /**
+ * Releases the queue locks of the holders a replace freed, and answers those it replaced: a holder whose entry was gone
+ * by its release had let go itself (its job started, or ran, after all), so it was not replaced.
+ */
+const releaseReplaced = (definition: Definition, target: Lock.Target, holders: ReadonlyArray<string>) =>
+  Effect.map(
+    Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target, jid })),
+    (released) => holders.filter((_, i) => released[i])
+  )
+
+/**
  * A conflict at enqueue, as the client strategy says. Its `replace` releases the holders' places (their jobs are
  * gone) and tries once more: another duplicate may take the freed place first, and this one is the duplicate then.
  * `replace([])` waits for a holder caught starting (`Strategy.client.replace`) and tries again: a new conflict goes
@@ -162,24 +172,17 @@ export const clientConflict = <A, E, R>(
             clientConflict(redis, definition, stamped, target, enqueue, retried + 1)
           )
         )
-      // A holder whose entry was gone by its release had let go itself (its job started, or ran, after all): it was
-      // not replaced.
-      : Effect.flatMap(
-        Effect.forEach(holders, (jid) => Lock.unlock(definition, { ...target, jid })),
-        (released) => {
-          const replaced = holders.filter((_, i) => released[i])
-          return Lock.queueLocked(
-            redis,
-            definition,
-            target,
-            Effect.map(enqueue(stamped), (value) =>
-              replaced.length === 0
-                ? Strategy.ClientOutcome.Enqueued({ digest: target.digest, job: stamped, value })
-                : Strategy.ClientOutcome.Replaced({ digest: target.digest, job: stamped, replaced, value })),
-            skipped
-          )
-        }
-      )
+      : Effect.flatMap(releaseReplaced(definition, target, holders), (replaced) =>
+        Lock.queueLocked(
+          redis,
+          definition,
+          target,
+          Effect.map(enqueue(stamped), (value) =>
+            replaced.length === 0
+              ? Strategy.ClientOutcome.Enqueued({ digest: target.digest, job: stamped, value })
+              : Strategy.ClientOutcome.Replaced({ digest: target.digest, job: stamped, replaced, value })),
+          skipped
+        ))
   return Strategy.clientStrategy(definition.onConflict.client)({ conflict, job: stamped, replace })
 }
 
@@ -230,9 +233,8 @@ const debounced = <A, E, R>(
                   removed.length > 0 ? Lock.windowOf(redis, definition, digest, removed) : Effect.succeed(undefined),
                   (kept) =>
                     Effect.flatMap(
-                      Effect.forEach(freed, (jid) => Lock.unlock(definition, { ...target, jid })),
-                      // One whose entry was gone by then had let go itself: not replaced (as Strategy.client.replace).
-                      (released) => restore(attempt(tries + 1, kept, [...replaced, ...freed.filter((_, i) => released[i])]))
+                      releaseReplaced(definition, target, freed),
+                      (released) => restore(attempt(tries + 1, kept, [...replaced, ...released]))
                     )
                 )
               }
