@@ -581,18 +581,27 @@ describe("release properties: run locks one after another, on Redis", () => {
                 const prefix = uniquePrefix("linger")
                 const fiberId = () => (Effect.runSync(Effect.fiberId) as FiberId.Runtime).id
                 const first = fiberId()
-                // A gap the machine stretched past the linger (a busy CI) lets the loop end: the next lock starts one.
+                // A busy machine (CI) may stretch the time from one lock to the next past the linger: the loop may then end
+                // and the next lock start one. The loop's linger starts no earlier than the previous lock's acquire began,
+                // and the next lock registers before its acquire returns: a span between the two that reaches the linger
+                // allows one more loop. Measured around the whole acquire, not the gap alone (a slow acquire stretches it
+                // as much: a CI run failed on a gap of 1 ms).
                 let stretched = 0
-                let released = 0
+                let previousStart = 0
                 for (const [i, [spec, gapMs]] of holds.entries()) {
                   if (i > 0) yield* Effect.sleep(gapMs)
-                  if (i > 0 && Date.now() - released >= Keeper.lingerMs) stretched++
                   const definition = LockOptions.unsafeMake({ lock: spec.lock, lockLease: spec.leaseS * 1000, lockPrefix: prefix })
+                  const start = Date.now()
                   yield* Effect.scoped(Effect.zipRight(
-                    Lock.acquire(definition, { digest: `${prefix}:d${i % 2}`, jid: `j${i}`, phase: "run" }),
+                    Effect.zipRight(
+                      Lock.acquire(definition, { digest: `${prefix}:d${i % 2}`, jid: `j${i}`, phase: "run" }),
+                      Effect.sync(() => {
+                        if (i > 0 && Date.now() - previousStart >= Keeper.lingerMs) stretched++
+                      })
+                    ),
                     Effect.sleep(spec.holdMs)
                   ))
-                  released = Date.now()
+                  previousStart = start
                 }
                 // Checked right after the last release, which the loop outlives by its linger at least. The sleeps run no
                 // fiber of their own: a loop per lock would be one fiber each.
