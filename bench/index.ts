@@ -34,9 +34,11 @@
  *   --targets                                         every target of issue 20 in one run (fixed work: 2.5 min on an
  *                                                     EPYC VM, 4-5 on a slower Xeon one), each with
  *                                                     our figure, the peer's, the ratio and a verdict: results/targets.md
- *   --scripts [--root=<dir>] [--calls=N]              Redis instructions per script call (callgrind: the same count on
- *                                                     a busy machine), beside the raw pair; with --root, another
- *                                                     checkout's scripts first: results/scripts.md
+ *   --scripts [--root=<dir>] [--gem=<dir>] [--calls=N] Redis instructions per script call (callgrind: the same count on
+ *                                                     a busy machine) and bytes per held lock, beside the raw pair;
+ *                                                     with --root, another checkout's scripts first; with --gem, a
+ *                                                     sidekiq-unique-jobs checkout's lock and unlock first:
+ *                                                     results/scripts-gem.md
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
@@ -189,11 +191,13 @@ const main = async () => {
   if (args.includes("--scripts")) {
     const root = args.find((a) => a.startsWith("--root="))
     const calls = args.find((a) => a.startsWith("--calls="))
+    const gem = args.find((a) => a.startsWith("--gem="))
     return Scripts.main(
       log,
       [...(root === undefined ? [] : [root.slice(7)]), new URL("..", import.meta.url).pathname],
       calls === undefined ? 3_000 : Number(calls.slice(8)),
-      new URL("./results/scripts.md", import.meta.url).pathname
+      new URL(gem === undefined ? "./results/scripts.md" : "./results/scripts-gem.md", import.meta.url).pathname,
+      gem?.slice(6)
     )
   }
   if (args.includes("--profile")) {

@@ -21,7 +21,14 @@
  *   set, cad    the raw pair: `SET key jid PX 300000 NX`, and a compare-and-delete script
  *
  * TTLs and leases are long enough that nothing expires while valgrind runs it slowly. `--root` counts another
- * checkout's scripts (its `dist/`, built there) first, each tree on a server of its own: the before of a change. Writes bench/results/scripts.md. Needs valgrind (Debian's package; on every machine here).
+ * checkout's scripts (its `dist/`, built there) first, each tree on a server of its own: the before of a change.
+ *
+ * `--gem=<checkout>` counts sidekiq-unique-jobs v9's own `lock.lua` and `unlock.lua`, read from a checkout of the gem
+ * (nothing of it is copied here), called as its Locksmith calls them: KEYS `<digest>:LOCKED` and the digests index,
+ * ARGV the jid, pttl, type, limit and the metadata JSON it always writes, then the five values its script caller
+ * appends. Its phases are lock, duplicate, unlock and the two without a TTL; the handoff, renew and run-lock phases
+ * have no counterpart there. Each tree also gives the bytes a held lock costs (used_memory over the `lock` phase).
+ * Writes bench/results/scripts.md. Needs valgrind (Debian's package; on every machine here).
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -55,21 +62,47 @@ type Phase = (typeof phases)[number]
 
 interface Tree {
   readonly label: string
-  readonly scripts: Scripts
+  /** Ours, or the gem's two scripts' sources (their ERB partials rendered). */
+  readonly scripts: Scripts | { readonly gem: { readonly lock: string; readonly unlock: string } }
   counts: Partial<Record<Phase, number>>
+  /** Bytes per held lock: the `lock` phase's and the raw `set` phase's used_memory growth per call. */
+  bytes: { lock?: number; set?: number }
+}
+
+/** The gem's script, its `<%= include_partial "shared/_x.lua" %>` lines replaced by those files, as its loader does. */
+const gemScript = (checkout: string, name: string): string => {
+  const dir = path.join(checkout, "lib", "sidekiq_unique_jobs", "lua")
+  return readFileSync(path.join(dir, `${name}.lua`), "utf8").replace(
+    /<%=\s*include_partial\s+["']([^"']+)["']\s*%>/g,
+    (_, partial: string) => readFileSync(path.join(dir, partial), "utf8")
+  )
 }
 
 const batch = 500
 const fillers = 3_000
 
-export const main = async (log: (line: string) => void, roots: ReadonlyArray<string>, calls: number, out: string) => {
+export const main = async (
+  log: (line: string) => void,
+  roots: ReadonlyArray<string>,
+  calls: number,
+  out: string,
+  gem?: string
+) => {
   if (spawnSync("valgrind", ["--version"]).status !== 0) {
     throw new Error("valgrind is not installed (apt-get install -y valgrind): the script counts run under callgrind")
   }
   const trees: Array<Tree> = []
   for (const root of roots) {
     const module = (await import(pathToFileURL(path.join(root, "dist", "internal", "scripts.js")).href)) as typeof ScriptsModule
-    trees.push({ label: path.resolve(root), scripts: module.loadScripts(), counts: {} })
+    trees.push({ label: path.resolve(root), scripts: module.loadScripts(), counts: {}, bytes: {} })
+  }
+  if (gem !== undefined) {
+    trees.unshift({
+      label: `sidekiq-unique-jobs ${path.resolve(gem)}`,
+      scripts: { gem: { lock: gemScript(gem, "lock"), unlock: gemScript(gem, "unlock") } },
+      counts: {},
+      bytes: {}
+    })
   }
   // Each tree on a server of its own: the scripts one loads (and the garbage they leave) never weigh on another's.
   const measure = async (tree: Tree): Promise<void> => {
@@ -119,23 +152,51 @@ export const main = async (log: (line: string) => void, roots: ReadonlyArray<str
         await run(build)
         return dumped() / calls
       }
+      const usedMemory = async (): Promise<number> =>
+        Number(/used_memory:(\d+)/.exec(String(await redis.info("memory")))![1])
+      // The count, and what the calls left in memory, per call.
+      const countAndBytes = async (build: (pipeline: Pipeline, i: number) => void): Promise<[number, number]> => {
+        const before = await usedMemory()
+        const instructions = await count(build)
+        return [instructions, (await usedMemory() - before) / calls]
+      }
       const digest = (round: string, i: number) => `uniquejobs:${hex32(`${round}/${i}`)}`
       const jid = (i: number) => hex32(`jid/${i}`).slice(0, 24)
       const other = (i: number) => hex32(`other/${i}`).slice(0, 24)
       const index = "uniquejobs:digests"
       const fence = "uniquejobs:fence"
 
-      {
+      await redis.flushdb()
+      const filler = redis.pipeline()
+      for (let i = 0; i < fillers; i++) filler.zadd(index, Date.now() + 3_600_000, digest("filler", i))
+      await filler.exec()
+      if ("gem" in tree.scripts) {
+        const lock = String(await redis.script("LOAD", tree.scripts.gem.lock))
+        const unlock = String(await redis.script("LOAD", tree.scripts.gem.unlock))
+        // What its script caller appends to every call: now_f, debug_lua, max_history, the script's name, the version.
+        const appended = (name: string) => [Date.now() / 1000, 0, 1000, name, "7.0.0"]
+        // Its Locksmith's metadata for an until_executed job with a lock_ttl of 300 s and one argument.
+        const metadata = (i: number) =>
+          JSON.stringify({
+            worker: "MyWorker", queue: "default", limit: null, timeout: null, ttl: 300, type: "until_executed",
+            lock_args: [i], time: Date.now() / 1000, at: null
+          })
+        const gemLock = (round: string, who: (i: number) => string, pttl: number) => (p: Pipeline, i: number) =>
+          p.evalsha(lock, 2, `${digest(round, i)}:LOCKED`, index, who(i), pttl, "until_executed", 1, metadata(i), ...appended("lock"))
+        const gemUnlock = (round: string) => (p: Pipeline, i: number) =>
+          p.evalsha(unlock, 2, `${digest(round, i)}:LOCKED`, index, jid(i), "until_executed", ...appended("unlock"))
+        ;[tree.counts.lock, tree.bytes.lock] = await countAndBytes(gemLock("q", jid, 300_000))
+        tree.counts.duplicate = await count(gemLock("q", other, 300_000))
+        tree.counts.unlock = await count(gemUnlock("q"))
+        tree.counts["lock, no TTL"] = await count(gemLock("n", jid, 0))
+        tree.counts["unlock, no TTL"] = await count(gemUnlock("n"))
+      } else {
         const { scripts } = tree
         for (const script of Object.values(scripts)) await redis.script("LOAD", script.source)
-        await redis.flushdb()
-        const filler = redis.pipeline()
-        for (let i = 0; i < fillers; i++) filler.zadd(index, Date.now() + 3_600_000, digest("filler", i))
-        await filler.exec()
         const queueLock = (who: (i: number) => string) => (p: Pipeline, i: number) =>
           p.evalsha(scripts.lock.sha, 3, `${digest("q", i)}:LOCKED`, index, fence, who(i), digest("q", i), 1, 300_000, 0, "", "0", '"default"')
         const runKey = (i: number) => `${digest("q", i)}:RUN`
-        tree.counts.lock = await count(queueLock(jid))
+        ;[tree.counts.lock, tree.bytes.lock] = await countAndBytes(queueLock(jid))
         tree.counts.duplicate = await count(queueLock(other))
         tree.counts.unlock = await count((p, i) =>
           p.evalsha(scripts.unlock.sha, 2, `${digest("q", i)}:LOCKED`, index, jid(i), digest("q", i), 0))
@@ -183,12 +244,12 @@ export const main = async (log: (line: string) => void, roots: ReadonlyArray<str
             argv: [jid(i), digest("q", i), 0]
           })))
         }
-        await redis.flushdb()
-        const cad = String(await redis.script("LOAD", compareAndDelete))
-        tree.counts.set = await count((p, i) => p.set(digest("raw", i), jid(i), "PX", 300_000, "NX"))
-        tree.counts.cad = await count((p, i) => p.evalsha(cad, 1, digest("raw", i), jid(i)))
-        log(`${tree.label}: ${phases.map((phase) => `${phase} ${Math.round(tree.counts[phase] ?? NaN)}`).join(", ")}`)
       }
+      await redis.flushdb()
+      const cad = String(await redis.script("LOAD", compareAndDelete))
+      ;[tree.counts.set, tree.bytes.set] = await countAndBytes((p, i) => p.set(digest("raw", i), jid(i), "PX", 300_000, "NX"))
+      tree.counts.cad = await count((p, i) => p.evalsha(cad, 1, digest("raw", i), jid(i)))
+      log(`${tree.label}: ${phases.map((phase) => `${phase} ${Math.round(tree.counts[phase] ?? NaN)}`).join(", ")}`)
     } finally {
       await redis.shutdown("NOSAVE").catch(() => undefined)
       redis.disconnect()
@@ -218,13 +279,19 @@ export const main = async (log: (line: string) => void, roots: ReadonlyArray<str
     const value = (tree: Tree) => (phase === "lifecycle (lock + unlock)" ? lifecycle(tree) : of(tree, phase as Phase))
     // A batched phase against the first tree's batched figure, or its one-call-per-step one when it has no batch.lua.
     const firstValue = Number.isNaN(value(first)) ? of(first, phase.replace(", batched", "") as Phase) : value(first)
-    const ratio = trees.length > 1 ? ` | ${(value(last) / firstValue).toFixed(3)}×` : ""
+    const ratio = trees.length > 1
+      ? ` | ${Number.isNaN(value(last) / firstValue) ? "–" : `${(value(last) / firstValue).toFixed(3)}×`}`
+      : ""
     return `| ${phase} | ${trees.map((tree) => k(value(tree))).join(" | ")}${ratio} |`
   })
+  const bytes = (tree: Tree) => tree.bytes.lock ?? NaN
+  const bytesRow = `| bytes per held lock (used_memory) | ${trees.map((tree) => String(Math.round(bytes(tree)))).join(" | ")}` +
+    (trees.length > 1 ? ` | ${(bytes(last) / bytes(first)).toFixed(3)}× |` : " |")
   const lines = [
     "# What each script costs Redis, in instructions (issue 20)",
     "",
-    "`npm run bench -- --scripts" + (trees.length > 1 ? ` --root=${first.label}` : "") + "`",
+    "`npm run bench -- --scripts" + (gem === undefined ? "" : ` --gem=${path.resolve(gem)}`) +
+    (trees.length > (gem === undefined ? 1 : 2) ? ` --root=${trees[gem === undefined ? 0 : 1]!.label}` : "") + "`",
     "",
     `Run ${new Date().toISOString()}: ${calls.toLocaleString("en-US")} calls per phase in pipelines of ${batch}, ` +
     `${fillers.toLocaleString("en-US")} other index members, a redis-server per tree under callgrind ` +
@@ -235,10 +302,12 @@ export const main = async (log: (line: string) => void, roots: ReadonlyArray<str
     header,
     `| --- | ${trees.map(() => "---:").join(" | ")}${trees.length > 1 ? " | ---: |" : ""}`,
     ...rows,
+    bytesRow,
     "",
     ...trees.map((tree) =>
       `- \`${tree.label}\`: a lifecycle (lock + unlock) costs ${(lifecycle(tree) / raw(tree)).toFixed(2)}× the raw ` +
-      `pair (SET NX PX + compare-and-delete: ${k(raw(tree))})`
+      `pair (SET NX PX + compare-and-delete: ${k(raw(tree))}); a held lock ${(bytes(tree) / (tree.bytes.set ?? NaN)).toFixed(2)}× ` +
+      `a plain SET's ${Math.round(tree.bytes.set ?? NaN)} B`
     ),
     ""
   ]
