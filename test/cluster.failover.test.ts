@@ -47,6 +47,8 @@ interface Worker {
   readonly child: ChildProcess
   readonly progress: () => number
   readonly result: Promise<ClusterWorker.Result>
+  /** Why the process ended without a result, once it has: the test stops waiting on its progress then. */
+  readonly failed: () => Error | undefined
 }
 
 const startWorker = (config: ClusterWorker.Config): Worker => {
@@ -56,7 +58,12 @@ const startWorker = (config: ClusterWorker.Config): Worker => {
   })
   let progress = 0
   let buffered = ""
-  const result = new Promise<ClusterWorker.Result>((resolve, reject) => {
+  let failed: Error | undefined
+  const result = new Promise<ClusterWorker.Result>((resolve, rejectWith) => {
+    const reject = (error: Error) => {
+      failed ??= error
+      rejectWith(error)
+    }
     child.stdout!.on("data", (chunk: Buffer) => {
       buffered += chunk.toString()
       let newline = buffered.indexOf("\n")
@@ -71,7 +78,9 @@ const startWorker = (config: ClusterWorker.Config): Worker => {
     })
     child.on("exit", (code) => reject(new Error(`worker exited with ${code} before its result`)))
   })
-  return { child, progress: () => progress, result }
+  // Awaited at the end; until then a failure is read through `failed`, not reported as unhandled.
+  result.catch(() => undefined)
+  return { child, progress: () => progress, result, failed: () => failed }
 }
 
 const until = async (done: () => boolean | Promise<boolean>, what: string) => {
@@ -135,7 +144,11 @@ describe("Redis Cluster", () => {
     ]
     try {
       // A third of the way through, a master dies.
-      await until(() => workers.every((w) => w.progress() >= base.target / 3), "every worker a third through")
+      await until(() => {
+        const failure = workers.map((w) => w.failed()).find((error) => error !== undefined)
+        if (failure !== undefined) throw failure
+        return workers.every((w) => w.progress() >= base.target / 3)
+      }, "every worker a third through")
       const masters = await Effect.runPromise(cluster.masters)
       const victim = cluster.nodes.find((node) => node.port === masters[0])!
       const killedAt = Math.round((performance.timeOrigin + performance.now()) * 1000)
