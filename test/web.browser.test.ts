@@ -462,6 +462,25 @@ describe("the admin UI in Chromium", () => {
     assert.deepStrictEqual(wide.dialogs, [])
     await wide.close()
   }, 120_000)
+
+  it("issue 38: a lock page's Recent events, newest first: taken, then refused naming its holder; markup in a jid is text", async () => {
+    const prefix = RedisTest.uniquePrefix("web-events")
+    const served = await harness.run(Web.serve({ prefix }))
+    const digest = `${prefix}:0123abcd`
+    const logged = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockEvents: true })
+    await harness.run(Lock.lock(logged, { digest, jid: "first" }))
+    await harness.run(Effect.flip(Lock.lock(logged, { digest, jid: Harness.markup[1] })))
+    const { page, dialogs, close } = await open()
+    await page.goto(`${served.url}/lock?digest=${encodeURIComponent(digest)}`)
+    const rows = await page.locator("table.events tbody tr").evaluateAll((trs) =>
+      trs.map((tr) => Array.from(tr.querySelectorAll("td"), (td) => (td as { readonly textContent: string | null }).textContent).slice(1, 5))
+    )
+    assert.deepStrictEqual(rows, [["refused", "queue", Harness.markup[1], "first"], ["taken", "queue", "first", ""]])
+    await page.screenshot({ path: new URL("lock-events.png", shots).pathname, fullPage: true })
+    assert.strictEqual(await page.locator("img").count(), 0)
+    assert.deepStrictEqual(dialogs, [])
+    await close()
+  })
 })
 
 describe("the job behind a lock in Chromium, against a real BullMQ queue (issue 38)", () => {
