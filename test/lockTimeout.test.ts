@@ -329,6 +329,41 @@ describe("lockTimeout on Redis", () => {
         yield* Fiber.await(finishing)
         assert.strictEqual(Waits.waiting(redis, key), 0)
       }).pipe(Effect.scoped)), { timeout: 40_000 })
+
+    // The release connection dropped, and kept from coming back (maxclients) while the holder ends: its release's
+    // PUBLISH reaches no one. Before, the job then waited out its lockTimeout (its holder's lease, 60 s, ends later)
+    // and went to its strategy, Skipped; once back, the connection makes up for what it may have missed.
+    it.effect("a release published while the release connection was away: once back, the waiting job tries and runs", () =>
+      withQueue(Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const uj = yield* UniqueJob.make({
+          worker: "AwayJob",
+          lock: "while_executing",
+          lockTimeout: "15 seconds",
+          lockLease: "60 seconds",
+          lockPrefix: RedisTest.uniquePrefix("away")
+        })
+        const redis = yield* Redis.RedisService
+        const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
+        const channel = redis.releases!.channelOf(key)
+        const holder = yield* gated(uj.server, uj.job([1]))
+        const waiter = yield* Effect.fork(uj.server(uj.job([1]), Effect.succeed("ran")))
+        yield* until(() => Waits.waiting(redis, key) === 1, "the job waits")
+        yield* until(async () => Effect.runPromise(numsub(raw, channel)).then((n) => n === 1), "its lock's channel is subscribed")
+        const clients = Number(/^connected_clients:(\d+)/m.exec(yield* Effect.promise(() => raw.info("clients")))![1])
+        const published = yield* Effect.promise(() => publishes(raw))
+        yield* Effect.acquireRelease(
+          Effect.promise(() => raw.config("SET", "maxclients", String(clients - 1))),
+          () => Effect.promise(() => raw.config("SET", "maxclients", "10000"))
+        )
+        yield* Effect.promise(() => raw.call("CLIENT", "KILL", "TYPE", "pubsub"))
+        assert.strictEqual(tagOf(yield* holder.finish), "Performed")
+        assert.strictEqual((yield* Effect.promise(() => publishes(raw))) - published, 1, "the holder's release published")
+        assert.strictEqual(yield* numsub(raw, channel), 0, "with no one subscribed")
+        yield* Effect.promise(() => raw.config("SET", "maxclients", "10000"))
+        assert.strictEqual(tagOf(yield* Fiber.join(waiter)), "Performed")
+        assert.strictEqual(Waits.waiting(redis, key), 0)
+      }).pipe(Effect.scoped)), { timeout: 40_000 })
   })
 })
 

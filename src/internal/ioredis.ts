@@ -404,8 +404,10 @@ export interface Subscriber {
 }
 
 // The release signals' connection: made from the store's client when the first job waits (a duplicate queues its
-// commands while it connects, and subscribes again after a reconnect), closed with the store. A signal lost while it
-// is disconnected is made up for by each waiter's timer on the holders' ends.
+// commands while it connects, and subscribes again after a reconnect), closed with the store. A release published
+// while it was away reached no one: once back, each lock still waited for gets one signal when its channel is
+// confirmed again (its first job in line tries the lock, and lines up again if it is still held). On a cluster, whose
+// subscriber may move to another node without a "ready", each waiter's timer on the holders' ends makes up for it.
 const releasesOf = (
   client: Client,
   channelOf: (lock: LockKey) => string,
@@ -436,9 +438,19 @@ const releasesOf = (
         for (const waiter of waiting) waiter.reject(new Error("the release signals' connection is closed"))
         waiting.clear()
       }
+      const channels = new Set<string>()
+      let readyBefore = false
       subscriber.on("ready", () => {
         for (const waiter of waiting) waiter.resolve()
         waiting.clear()
+        if (readyBefore) {
+          for (const channel of channels) {
+            subscriber.subscribe(channel).then(() => {
+              if (channels.has(channel)) deliver(channel, 1)
+            }, () => undefined)
+          }
+        }
+        readyBefore = true
       })
       subscriber.on("end", end)
       const ready = () =>
@@ -448,8 +460,14 @@ const releasesOf = (
           ? Promise.reject(new Error("the release signals' connection is closed"))
           : new Promise<void>((resolve, reject) => void waiting.add({ resolve, reject }))
       return {
-        subscribe: (channel) => ready().then(() => subscriber.subscribe(channel)).then(() => undefined),
-        unsubscribe: (channel) => subscriber.unsubscribe(channel).then(() => undefined),
+        subscribe: (channel) => {
+          channels.add(channel)
+          return ready().then(() => subscriber.subscribe(channel)).then(() => undefined)
+        },
+        unsubscribe: (channel) => {
+          channels.delete(channel)
+          return subscriber.unsubscribe(channel).then(() => undefined)
+        },
         close: () => {
           end()
           return Promise.resolve(subscriber.disconnect())
