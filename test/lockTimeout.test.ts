@@ -8,6 +8,7 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Redis as IORedis } from "ioredis"
 import { type AddressInfo, createServer } from "node:net"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -101,6 +102,29 @@ const withQueue = <A, E, R>(self: Effect.Effect<A, E, R>) =>
   Effect.provide(self, MemoryQueue.layer())
 
 const tagOf = (outcome: { readonly _tag: string }) => outcome._tag
+
+/**
+ * A while_executing job of `worker` holding its run lock (gated: `holder.finish` ends it) and a second copy waiting for
+ * it (`waiter`), with the lock's key and release channel.
+ */
+const heldAndWaited = (
+  worker: string,
+  options: { readonly lockTimeout: Duration.DurationInput; readonly lockLease?: Duration.DurationInput }
+) =>
+  Effect.gen(function*() {
+    const uj = yield* UniqueJob.make({
+      worker,
+      lock: "while_executing",
+      ...options,
+      lockPrefix: RedisTest.uniquePrefix(worker)
+    })
+    const redis = yield* Redis.RedisService
+    const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
+    const holder = yield* gated(uj.server, uj.job([1]))
+    const waiter = yield* Effect.fork(uj.server(uj.job([1]), Effect.succeed("ran")))
+    yield* until(() => Waits.waiting(redis, key) === 1, "the job waits")
+    return { redis, key, channel: redis.releases!.channelOf(key), holder, waiter }
+  })
 
 describe("lockTimeout on Redis", () => {
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
@@ -268,18 +292,7 @@ describe("lockTimeout on Redis", () => {
     it.effect("foreign messages on a lock's channel (a huge count, text, a negative) wake at most the line; the job runs", () =>
       withQueue(Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
-        const uj = yield* UniqueJob.make({
-          worker: "ForeignJob",
-          lock: "while_executing",
-          lockTimeout: "20 seconds",
-          lockPrefix: RedisTest.uniquePrefix("foreign")
-        })
-        const redis = yield* Redis.RedisService
-        const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
-        const holder = yield* gated(uj.server, uj.job([1]))
-        const waiter = yield* Effect.fork(uj.server(uj.job([1]), Effect.succeed("ran")))
-        yield* until(() => Waits.waiting(redis, key) === 1, "the job waits")
-        const channel = redis.releases!.channelOf(key)
+        const { channel, holder, key, redis, waiter } = yield* heldAndWaited("ForeignJob", { lockTimeout: "20 seconds" })
         for (const message of ["999999999999", "not a number", "-5", ""]) {
           yield* Effect.promise(() => raw.publish(channel, message))
         }
@@ -336,19 +349,10 @@ describe("lockTimeout on Redis", () => {
     it.effect("a release published while the release connection was away: once back, the waiting job tries and runs", () =>
       withQueue(Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
-        const uj = yield* UniqueJob.make({
-          worker: "AwayJob",
-          lock: "while_executing",
+        const { channel, holder, key, redis, waiter } = yield* heldAndWaited("AwayJob", {
           lockTimeout: "15 seconds",
-          lockLease: "60 seconds",
-          lockPrefix: RedisTest.uniquePrefix("away")
+          lockLease: "60 seconds"
         })
-        const redis = yield* Redis.RedisService
-        const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
-        const channel = redis.releases!.channelOf(key)
-        const holder = yield* gated(uj.server, uj.job([1]))
-        const waiter = yield* Effect.fork(uj.server(uj.job([1]), Effect.succeed("ran")))
-        yield* until(() => Waits.waiting(redis, key) === 1, "the job waits")
         yield* until(async () => Effect.runPromise(numsub(raw, channel)).then((n) => n === 1), "its lock's channel is subscribed")
         const clients = Number(/^connected_clients:(\d+)/m.exec(yield* Effect.promise(() => raw.info("clients")))![1])
         const published = yield* Effect.promise(() => publishes(raw))
