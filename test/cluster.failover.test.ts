@@ -59,9 +59,18 @@ const startWorker = (config: ClusterWorker.Config): Worker => {
   let progress = 0
   let buffered = ""
   let failed: Error | undefined
-  const result = new Promise<ClusterWorker.Result>((resolve, rejectWith) => {
+  let settled = false
+  const result = new Promise<ClusterWorker.Result>((resolveWith, rejectWith) => {
+    // A worker that finished (its result read) and then exited has not failed: only the first end counts.
+    const resolve = (value: ClusterWorker.Result) => {
+      if (settled) return
+      settled = true
+      resolveWith(value)
+    }
     const reject = (error: Error) => {
-      failed ??= error
+      if (settled) return
+      settled = true
+      failed = error
       rejectWith(error)
     }
     child.stdout!.on("data", (chunk: Buffer) => {
@@ -76,7 +85,8 @@ const startWorker = (config: ClusterWorker.Config): Worker => {
         newline = buffered.indexOf("\n")
       }
     })
-    child.on("exit", (code) => reject(new Error(`worker exited with ${code} before its result`)))
+    // "close", not "exit": it comes once the worker's stdout is read to its end, its RESULT line included.
+    child.on("close", (code) => reject(new Error(`worker exited with ${code} before its result`)))
   })
   // Awaited at the end; until then a failure is read through `failed`, not reported as unhandled.
   result.catch(() => undefined)
