@@ -28,7 +28,8 @@
  * ARGV the jid, pttl, type, limit and the metadata JSON it always writes, then the five values its script caller
  * appends. Its phases are lock, duplicate, unlock and the two without a TTL; the handoff, renew and run-lock phases
  * have no counterpart there. Each tree also gives the bytes a held lock costs (used_memory over the `lock` phase).
- * Writes bench/results/scripts.md. Needs valgrind (Debian's package; on every machine here).
+ * Writes bench/results/scripts.md (with `--gem`, scripts-gem.md). Needs valgrind (Debian's package; on every machine
+ * here).
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"

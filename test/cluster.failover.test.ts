@@ -59,20 +59,7 @@ const startWorker = (config: ClusterWorker.Config): Worker => {
   let progress = 0
   let buffered = ""
   let failed: Error | undefined
-  let settled = false
-  const result = new Promise<ClusterWorker.Result>((resolveWith, rejectWith) => {
-    // A worker that finished (its result read) and then exited has not failed: only the first end counts.
-    const resolve = (value: ClusterWorker.Result) => {
-      if (settled) return
-      settled = true
-      resolveWith(value)
-    }
-    const reject = (error: Error) => {
-      if (settled) return
-      settled = true
-      failed = error
-      rejectWith(error)
-    }
+  const result = new Promise<ClusterWorker.Result>((resolve, reject) => {
     child.stdout!.on("data", (chunk: Buffer) => {
       buffered += chunk.toString()
       let newline = buffered.indexOf("\n")
@@ -88,8 +75,11 @@ const startWorker = (config: ClusterWorker.Config): Worker => {
     // "close", not "exit": it comes once the worker's stdout is read to its end, its RESULT line included.
     child.on("close", (code) => reject(new Error(`worker exited with ${code} before its result`)))
   })
-  // Awaited at the end; until then a failure is read through `failed`, not reported as unhandled.
-  result.catch(() => undefined)
+  // Awaited at the end; until then a failure is read through `failed`, not reported as unhandled. The promise keeps its
+  // first end: a worker that finished (its result read) and then exited has not failed.
+  result.catch((error: Error) => {
+    failed = error
+  })
   return { child, progress: () => progress, result, failed: () => failed }
 }
 

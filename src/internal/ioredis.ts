@@ -394,7 +394,7 @@ export type Client = Scripts.ScriptClient & {
 
 /** What the release signals' connection is asked (an ioredis `Redis` or `Cluster` made by `duplicate`). @internal */
 export interface Subscriber {
-  subscribe(channel: string): Promise<unknown>
+  subscribe(...channels: Array<string>): Promise<unknown>
   unsubscribe(channel: string): Promise<unknown>
   on(event: "message", listener: (channel: string, message: string) => void): unknown
   on(event: "error", listener: (error: Error) => void): unknown
@@ -443,12 +443,12 @@ const releasesOf = (
       subscriber.on("ready", () => {
         for (const waiter of waiting) waiter.resolve()
         waiting.clear()
-        if (readyBefore) {
-          for (const channel of channels) {
-            subscriber.subscribe(channel).then(() => {
-              if (channels.has(channel)) deliver(channel, 1)
-            }, () => undefined)
-          }
+        // One SUBSCRIBE of every channel: its answer confirms them all, ioredis' own resubscription included.
+        if (readyBefore && channels.size > 0) {
+          const again = [...channels]
+          subscriber.subscribe(...again).then(() => {
+            for (const channel of again) if (channels.has(channel)) deliver(channel, 1)
+          }, () => undefined)
         }
         readyBefore = true
       })
