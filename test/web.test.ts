@@ -214,6 +214,36 @@ describe("the admin UI's guards", () => {
     assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: `${prefix}:bill2` }))).holders.length, 0)
   })
 
+  it("a CSRF token minted for one principal is refused for another on the same browser cookie", async () => {
+    const prefix = RedisTest.uniquePrefix("web-csrf-who")
+    await harness.run(Harness.seed(prefix))
+    // Two admins, both with full access, told apart by the hook alone (as a proxy's user header would).
+    const base = await harness.run(Harness.mountedInRouter({
+      prefix,
+      authorize: (request) => ({ access: "full" as const, who: String(request.headers["x-user"] ?? "nobody") })
+    }))
+    const alice = await session(base, { "x-user": "alice" })
+    const bob = await session(base, { "x-user": "bob", cookie: alice.cookie })
+    assert.notStrictEqual(bob.csrf, alice.csrf, "one cookie, two principals: two tokens")
+    const held = async (name: string) => (await harness.run(harness.store.fetch({ prefix, name }))).holders.length
+    for (const [user, csrf] of [["bob", alice.csrf], ["alice", bob.csrf]] as const) {
+      const answer = await send(`${base}/api/lock/unlock`, {
+        method: "POST",
+        headers: { ...formHeaders, cookie: alice.cookie, "x-user": user, "x-csrf-token": csrf },
+        body: form({ digest: `${prefix}:bill2`, jid: "b2" })
+      })
+      assert.strictEqual(answer.status, 403, `${user} with the other's token: ${answer.body}`)
+    }
+    assert.strictEqual(await held(`${prefix}:bill2`), 1)
+    const own = await send(`${base}/api/lock/unlock`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie: alice.cookie, "x-user": "bob", "x-csrf-token": bob.csrf },
+      body: form({ digest: `${prefix}:bill2`, jid: "b2" })
+    })
+    assert.strictEqual(own.status, 200, own.body)
+    assert.strictEqual(await held(`${prefix}:bill2`), 0)
+  })
+
   it("a malformed digest, pattern, cursor or filter is a 400 naming it; options are decoded where given", async () => {
     const prefix = RedisTest.uniquePrefix("web-input")
     await harness.run(Harness.seed(prefix))
