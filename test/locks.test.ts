@@ -245,6 +245,60 @@ describe("Locks", () => {
       }))
   })
 
+  layer(RedisTest.layer())((it) => {
+    it.effect("deleteByPattern beyond one page (issue 47): every call bounded (ZSCAN of at most 200, removals of at most 50 locks), every match gone, the others kept", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("admin-pages")
+        const store = yield* Redis.RedisService
+        yield* Effect.forEach(Array.from({ length: 3000 }, (_, i) => i), (i) =>
+          store.lock({ prefix, name: `${prefix}:${i % 6 === 0 ? "keep" : "del"}${i}` }, {
+            jid: `j${i}`,
+            limit: 1,
+            ttlMs: 3_600_000,
+            leaseMs: 0,
+            info: "",
+            fenced: false
+          }), { concurrency: 256, discard: true })
+        // The store as the admin API calls it, each call's size recorded.
+        const sizes = { scan: 0, remove: 0, scans: 0 }
+        const counted: Redis.Store = {
+          ...store,
+          scan: (p, cursor, pattern, count) => {
+            sizes.scan = Math.max(sizes.scan, count)
+            sizes.scans++
+            return store.scan(p, cursor, pattern, count)
+          },
+          remove: (names, options) => {
+            sizes.remove = Math.max(sizes.remove, names.length)
+            return store.remove(names, options)
+          }
+        }
+        const locks = yield* Effect.provideService(Locks.make({ prefix }), Redis.RedisService, counted)
+        let cursor = "0"
+        let deleted = 0
+        let pages = 0
+        do {
+          const page = yield* locks.deleteByPattern(`${prefix}:del*`, { cursor, count: 1000 })
+          deleted += page.deleted
+          cursor = page.cursor
+          pages++
+        } while (cursor !== "0")
+        assert.strictEqual(deleted, 2500)
+        assert.isAbove(pages, 1)
+        assert.isAtMost(sizes.scan, 200)
+        assert.isAtMost(sizes.remove, 50)
+        const left: Array<string> = []
+        let at = "0"
+        do {
+          const page = yield* locks.list({ cursor: at, count: 1000 })
+          left.push(...page.items.map((entry) => entry.name))
+          at = page.cursor
+        } while (at !== "0")
+        assert.deepStrictEqual(left.filter((name) => name.includes(":del")), [])
+        assert.strictEqual(new Set(left).size, 500)
+      }), { timeout: 120_000 })
+  })
+
   // The memory store reads a page of holders in jid order: the first ten read can all have ended while one after them
   // lives. A lock read in part is never called stale (before, every lock was read whole).
   layer(Redis.layerMemory)((it) => {
