@@ -246,7 +246,8 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
   /**
    * `delete` of one page of the members matching `pattern` (bounded by `count`), or with `dryRun` lists them only; a
    * member whose key is not one of ours is left alone (`refused`). `deleted` counts the locks that went whole. Call
-   * again with the answer's cursor until it is "0".
+   * again with the answer's cursor until it is "0". Whatever `count` is, each Redis call stays small: the page is read
+   * in ZSCAN calls of at most 200 members and removed in script calls of at most 50 locks.
    */
   readonly deleteByPattern: (
     pattern: string,
