@@ -246,7 +246,8 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
   /**
    * `delete` of one page of the members matching `pattern` (bounded by `count`), or with `dryRun` lists them only; a
    * member whose key is not one of ours is left alone (`refused`). `deleted` counts the locks that went whole. Call
-   * again with the answer's cursor until it is "0".
+   * again with the answer's cursor until it is "0". Whatever `count` is, each Redis call stays small: the page is read
+   * in ZSCAN calls of at most 200 members and removed in script calls of at most 50 locks.
    */
   readonly deleteByPattern: (
     pattern: string,
@@ -284,9 +285,14 @@ export const canMatch = (pattern: string, prefix: string): boolean => {
 
 /** The largest page `list` and `deleteByPattern` take. */
 const maxPage = 10_000
-/** The most ZSCAN calls one page of `list` makes while it holds fewer than it asked for: more than a cluster index's
- * default 24 shards, so a sparse index fills its first page. */
+/** The most ZSCAN calls one page of `list` makes while it holds fewer than it asked for, beyond the calls its size
+ * takes at `scanChunk` a call: more than a cluster index's default 24 shards, so a sparse index fills its first page. */
 const pageReads = 64
+/** The most index members one ZSCAN call is asked for: a large page is read in several short calls, each a bounded
+ * piece of Redis's time, so no worker's call waits long behind an operator's page. */
+const scanChunk = 200
+/** The most locks one removal script call takes (`deleteByPattern`): a page of thousands is removed in short calls. */
+const removeChunk = 50
 
 /** The bounds of the holders' reads, as the options name them. */
 const holderBounds = {
@@ -401,12 +407,13 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
     // nothing still costs a bounded amount per page.
     const scanPage = (pattern: string, cursor: string, count: number): Effect.Effect<Page<Entry>, RedisError> => {
       const items: Array<Entry> = []
-      const more = (at: string, reads: number): Effect.Effect<Page<Entry>, RedisError> =>
-        Effect.flatMap(redis.scan(prefix, at, pattern, count - items.length), (scanned) => {
+      const reads = pageReads + Math.ceil(count / scanChunk)
+      const more = (at: string, read: number): Effect.Effect<Page<Entry>, RedisError> =>
+        Effect.flatMap(redis.scan(prefix, at, pattern, Math.min(scanChunk, count - items.length)), (scanned) => {
           for (const member of scanned.members) items.push(entryOf(member.name, member.score))
-          return scanned.cursor === "0" || items.length >= count || reads + 1 >= pageReads
+          return scanned.cursor === "0" || items.length >= count || read + 1 >= reads
             ? Effect.succeed({ cursor: scanned.cursor, items })
-            : more(scanned.cursor, reads + 1)
+            : more(scanned.cursor, read + 1)
         })
       return more(cursor, 0)
     }
@@ -546,12 +553,15 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
         admin("deleteByPattern", "remove", { "unique_jobs.pattern": pattern }, Effect.flatMap(page(pattern, o?.cursor ?? "0", o?.count ?? 100), (found) => {
           const names = found.items.map((entry) => entry.name)
           if (o?.dryRun === true) return Effect.succeed({ cursor: found.cursor, items: names, deleted: 0, revoked: [], refused: [] })
-          return Effect.map(redis.remove(names.map(key)), (removal) => ({
+          // In calls of removeChunk locks, one after the other: each script a short, bounded piece of Redis's time.
+          const chunks = Array.from({ length: Math.ceil(names.length / removeChunk) }, (_, i) =>
+            names.slice(i * removeChunk, (i + 1) * removeChunk))
+          return Effect.map(Effect.forEach(chunks, (chunk) => redis.remove(chunk.map(key))), (removals) => ({
             cursor: found.cursor,
             items: names,
-            deleted: removal.deleted.length,
-            revoked: removal.revoked,
-            refused: removal.refused
+            deleted: removals.reduce((n, removal) => n + removal.deleted.length, 0),
+            revoked: removals.flatMap((removal) => removal.revoked),
+            refused: removals.flatMap((removal) => removal.refused)
           }))
         })),
       stats

@@ -247,6 +247,20 @@ describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs
         assert.include(bad?.message, "delayed: expected true")
       }), { timeout: 120_000 })
 
+    it.scoped("drain frees the locks of every page of jobs, not only the first: 250 waiting jobs, no worker", () =>
+      Effect.gen(function*() {
+        const { prefix, queue, unique } = yield* fresh("drain-pages")
+        // More than two of drain's pages (100 jobs each), and nothing else takes them.
+        const n = 250
+        const jobs = yield* Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => added(unique, i), { concurrency: 16 })
+        assert.strictEqual(yield* Effect.promise(() => unique.drain()), n)
+        assert.strictEqual(yield* Effect.promise(() => queue.getJobCountByTypes("waiting", "prioritized")), 0)
+        const left = yield* Effect.filter(jobs, (job) => Effect.map(holdersOf(prefix, job.digest), (held) => held.length > 0))
+        assert.strictEqual(left.length, 0, "every drained job's lock is gone")
+        assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [])
+        assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: n - 1 })))._tag, "Enqueued")
+      }), { timeout: 120_000 })
+
     it.scoped("drain while a worker runs 300 jobs: every job ran or was removed, none ran twice, and no lock is left", () =>
       Effect.gen(function*() {
         const { prefix, queue, unique } = yield* fresh("drain-live")

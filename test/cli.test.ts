@@ -415,6 +415,29 @@ describe("unique-jobs (the command)", () => {
         assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${prefix}:m*`)), [])
       }), { timeout: 180_000 })
 
+    it.scoped("locks del of a pattern beyond one page among others (issue 47): 1,500 of 3,000 go, the other 1,500 stay held", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("cli-filter")
+        yield* Effect.promise(async () => {
+          const pipeline = raw.pipeline()
+          for (let i = 0; i < 3000; i++) {
+            const name = `${prefix}:${i % 2 === 0 ? "del" : "keep"}${i}`
+            pipeline.zadd(`${prefix}:digests`, i, name)
+            pipeline.hset(`${name}:LOCKED`, `j${i}`, `{"t":${i},"x":0,"l":0}`)
+          }
+          await pipeline.exec()
+        })
+        const del = yield* cli("locks", "del", `${prefix}:del*`, "--redis-url", source.url, "--prefix", prefix, "--json")
+        assert.strictEqual(del.code, 0, del.stderr)
+        assert.deepStrictEqual(JSON.parse(del.stdout), { matched: 1500, deleted: 1500, dryRun: false, revoked: [], refused: [] })
+        const left = yield* Effect.promise(() => raw.zrange(`${prefix}:digests`, 0, -1))
+        assert.deepStrictEqual(left.filter((name) => name.startsWith(`${prefix}:del`)), [])
+        assert.strictEqual(left.length, 1500)
+        assert.strictEqual((yield* Effect.promise(() => raw.keys(`${prefix}:keep*:LOCKED`))).length, 1500)
+        assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${prefix}:del*`)), [])
+      }), { timeout: 180_000 })
+
     it.scoped("stdout carries only the answer: reap --json parses when the pass logged; --log-level after the subcommand", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis

@@ -10,6 +10,7 @@ import * as Locks from "../src/Locks.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisTest from "./support/redis.js"
+import * as Harness from "./support/web.js"
 
 describe("Locks", () => {
   layer(RedisTest.layer())((it) => {
@@ -243,6 +244,52 @@ describe("Locks", () => {
         assert.strictEqual(yield* Effect.promise(() => raw.get(keyOf("listed").locked)), "listed")
         assert.deepStrictEqual(yield* Effect.promise(() => raw.hgetall(keyOf("user").locked)), { name: "bob" })
       }))
+  })
+
+  layer(RedisTest.layer())((it) => {
+    it.effect("deleteByPattern beyond one page (issue 47): every call bounded (ZSCAN of at most 200, removals of at most 50 locks), every match gone, the others kept", () =>
+      Effect.gen(function*() {
+        const prefix = RedisTest.uniquePrefix("admin-pages")
+        const store = yield* Redis.RedisService
+        // many0 … many2999: the pattern many1* matches 1,111 of them (many1, many10…, many100…, many1000…1999).
+        yield* Harness.seedMany(prefix, 3000)
+        // The store as the admin API calls it, each call's size recorded.
+        const sizes = { scan: 0, remove: 0 }
+        const counted: Redis.Store = {
+          ...store,
+          scan: (p, cursor, pattern, count) => {
+            sizes.scan = Math.max(sizes.scan, count)
+            return store.scan(p, cursor, pattern, count)
+          },
+          remove: (names, options) => {
+            sizes.remove = Math.max(sizes.remove, names.length)
+            return store.remove(names, options)
+          }
+        }
+        const locks = yield* Effect.provideService(Locks.make({ prefix }), Redis.RedisService, counted)
+        let cursor = "0"
+        let deleted = 0
+        let pages = 0
+        do {
+          const page = yield* locks.deleteByPattern(`${prefix}:many1*`, { cursor, count: 1000 })
+          deleted += page.deleted
+          cursor = page.cursor
+          pages++
+        } while (cursor !== "0")
+        assert.strictEqual(deleted, 1111)
+        assert.isAbove(pages, 1)
+        assert.isAtMost(sizes.scan, 200)
+        assert.isAtMost(sizes.remove, 50)
+        const left: Array<string> = []
+        let at = "0"
+        do {
+          const page = yield* locks.list({ cursor: at, count: 1000 })
+          left.push(...page.items.map((entry) => entry.name))
+          at = page.cursor
+        } while (at !== "0")
+        assert.deepStrictEqual(left.filter((name) => name.startsWith(`${prefix}:many1`)), [])
+        assert.strictEqual(new Set(left).size, 3000 - 1111)
+      }), { timeout: 120_000 })
   })
 
   // The memory store reads a page of holders in jid order: the first ten read can all have ended while one after them

@@ -299,6 +299,32 @@ describe("the UI serves a bounded number of requests at once", () => {
     assert.strictEqual(gate.admitted(), 0)
   })
 
+  it("runs at most `concurrency` requests at once, never `concurrency + queue`: the queued ones wait for a turn", async () => {
+    const gate = Gate.make(2, 3)
+    const open = Effect.runSync(Deferred.make<void>())
+    let running = 0
+    let most = 0
+    const request = (i: number) =>
+      Effect.acquireUseRelease(
+        Effect.sync(() => {
+          running++
+          most = Math.max(most, running)
+        }),
+        () => Effect.as(Deferred.await(open), i),
+        () => Effect.sync(() => running--)
+      )
+    const fibers = Array.from({ length: 5 }, (_, i) => Effect.runFork(gate.run(request(i))))
+    for (let i = 0; i < 1000 && (gate.admitted() < 5 || running < 2); i++) await new Promise((resolve) => setTimeout(resolve, 5))
+    assert.strictEqual(gate.admitted(), 5)
+    // Every one admitted has had its chance to start: only two run, three wait.
+    for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve))
+    assert.strictEqual(running, 2)
+    Effect.runSync(Deferred.succeed(open, undefined))
+    assert.deepStrictEqual(await Promise.all(fibers.map((f) => Effect.runPromise(Fiber.join(f)))), [0, 1, 2, 3, 4])
+    assert.strictEqual(most, 2, "never more than two at once")
+    assert.strictEqual(gate.admitted(), 0)
+  })
+
   it("over HTTP: while its one turn waits on a stalled Redis, another request is answered 503 Busy with Retry-After", async () => {
     const scope = Effect.runSync(Scope.make())
     const staller = new IORedis(harness.url)

@@ -61,6 +61,14 @@ const hidden = (body: string, name: string) => {
   return match![1]!.replace(/&amp;/g, "&").replace(/&quot;/g, "\"").replace(/&#39;/g, "'")
 }
 
+/** A bulk preview's form: every hidden field it posts (the digests, when they were read, where the walk goes on, the confirmation). */
+const bulkFields = (body: string) => ({
+  digests: hidden(body, "digests"),
+  at: hidden(body, "at"),
+  next: hidden(body, "next"),
+  confirm: hidden(body, "confirm")
+})
+
 const raw = <A>(f: (redis: import("ioredis").Redis) => Promise<A>) =>
   harness.run(Effect.promise(async () => {
     const { Redis: IORedis } = await import("ioredis")
@@ -212,6 +220,36 @@ describe("the admin UI's guards", () => {
     })
     assert.strictEqual(done.status, 303)
     assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: `${prefix}:bill2` }))).holders.length, 0)
+  })
+
+  it("a CSRF token minted for one principal is refused for another on the same browser cookie", async () => {
+    const prefix = RedisTest.uniquePrefix("web-csrf-who")
+    await harness.run(Harness.seed(prefix))
+    // Two admins, both with full access, told apart by the hook alone (as a proxy's user header would).
+    const base = await harness.run(Harness.mountedInRouter({
+      prefix,
+      authorize: (request) => ({ access: "full" as const, who: String(request.headers["x-user"] ?? "nobody") })
+    }))
+    const alice = await session(base, { "x-user": "alice" })
+    const bob = await session(base, { "x-user": "bob", cookie: alice.cookie })
+    assert.notStrictEqual(bob.csrf, alice.csrf, "one cookie, two principals: two tokens")
+    const held = async (name: string) => (await harness.run(harness.store.fetch({ prefix, name }))).holders.length
+    for (const [user, csrf] of [["bob", alice.csrf], ["alice", bob.csrf]] as const) {
+      const answer = await send(`${base}/api/lock/unlock`, {
+        method: "POST",
+        headers: { ...formHeaders, cookie: alice.cookie, "x-user": user, "x-csrf-token": csrf },
+        body: form({ digest: `${prefix}:bill2`, jid: "b2" })
+      })
+      assert.strictEqual(answer.status, 403, `${user} with the other's token: ${answer.body}`)
+    }
+    assert.strictEqual(await held(`${prefix}:bill2`), 1)
+    const own = await send(`${base}/api/lock/unlock`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie: alice.cookie, "x-user": "bob", "x-csrf-token": bob.csrf },
+      body: form({ digest: `${prefix}:bill2`, jid: "b2" })
+    })
+    assert.strictEqual(own.status, 200, own.body)
+    assert.strictEqual(await held(`${prefix}:bill2`), 0)
   })
 
   it("a malformed digest, pattern, cursor or filter is a 400 naming it; options are decoded where given", async () => {
@@ -827,20 +865,20 @@ describe("a bulk delete of what a filter shows (issue 38)", () => {
     const digests = hidden(preview.body, "digests")
     assert.deepStrictEqual(digests.split("\n").sort(), [0, 1, 2].map((i) => `${prefix}:bill${i}`))
     // Without the CSRF token, or without the confirmation: nothing goes.
-    const noCsrf = await send(`${base}/locks/bulk/delete?${query}`, { method: "POST", headers: { ...formHeaders, cookie }, body: form({ digests, confirm: hidden(preview.body, "confirm") }) })
+    const noCsrf = await send(`${base}/locks/bulk/delete?${query}`, { method: "POST", headers: { ...formHeaders, cookie }, body: form(bulkFields(preview.body)) })
     assert.strictEqual(noCsrf.status, 403)
     const unconfirmed = await post(query, { digests })
     assert.strictEqual(unconfirmed.status, 303)
     assert.strictEqual(String(unconfirmed.headers["location"]), `/admin/locks/locks/bulk/confirm?${query}`)
     // A confirmation for a list other than the one it was made for (one digest more) is asked again.
-    const more = await post(query, { digests: `${digests}\n${prefix}:mail0`, confirm: hidden(preview.body, "confirm") })
+    const more = await post(query, { ...bulkFields(preview.body), digests: `${digests}\n${prefix}:mail0` })
     assert.strictEqual(String(more.headers["location"]), `/admin/locks/locks/bulk/confirm?${query}&changed=1`)
     assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail0`), [["m0", false]])
     for (let i = 0; i < 3; i++) assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:bill${i}`), [[`b${i}`, false]])
     // A lock that starts to match the filter after the preview is never deleted by it.
     const billing = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix, lockInfo: true })
     await harness.run(Lock.lock(billing, { digest: `${prefix}:bill9`, jid: "b9", info: { worker: "Biller", queue: "billing", args: [] } }))
-    const done = await post(query, { digests, confirm: hidden(preview.body, "confirm") })
+    const done = await post(query, bulkFields(preview.body))
     assert.strictEqual(done.status, 303, done.body)
     const location = String(done.headers["location"])
     assert.match(location, /^\/admin\/locks\/locks\?pattern=.*&queue=billing&count=100&result=/)
@@ -863,53 +901,70 @@ describe("a bulk delete of what a filter shows (issue 38)", () => {
     const made = Buffer.from(JSON.stringify({ action: "delete", at: 0, nothing: false, removed: 9, deleted: 9, revoked: 0, locks: 99 }))
     const forged = await send(`${base}/locks?queue=billing&result=${made.toString("base64url")}.${"A".repeat(43)}`, { headers: { cookie } })
     assert.notInclude(forged.body, "Deleted 99")
-    // The same form again (a double submit): the holders it named are gone, so it is asked again and b9 stays.
-    const again = await post(query, { digests, confirm: hidden(preview.body, "confirm") })
-    assert.strictEqual(String(again.headers["location"]), `/admin/locks/locks/bulk/confirm?${query}&changed=1`)
+    // The same form again (a double submit): the digests it named hold nothing now, so nothing is done and b9 stays.
+    const nothingBefore = actions("bulk-delete", "nothing")
+    const again = await post(query, bulkFields(preview.body))
+    assert.strictEqual(again.status, 303)
+    assert.match(String(again.headers["location"]), /^\/admin\/locks\/locks\?pattern=.*&queue=billing&count=100&result=/)
+    const nothing = await send(`http://127.0.0.1:${new URL(base).port}${String(again.headers["location"])}`, { headers: { cookie } })
+    assert.include(nothing.body, "found nothing: none of the digests it listed was held any more")
     assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:bill9`), [["b9", false]])
     assert.strictEqual(actions("bulk-delete", "done") - doneBefore, 1)
+    assert.strictEqual(actions("bulk-delete", "nothing") - nothingBefore, 1)
 
     // Running holders: revoked, not removed (each keeps its place), as one delete does.
     const runQuery = "type=while_executing"
-    const revoked = await post(runQuery, { digests: hidden(running.body, "digests"), confirm: hidden(running.body, "confirm") })
+    const revoked = await post(runQuery, bulkFields(running.body))
     assert.strictEqual(revoked.status, 303)
     for (let i = 0; i < 2; i++) assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:run${i}:RUN`), [[`r${i}`, true]])
     const shown = await send(`http://127.0.0.1:${new URL(base).port}${String(revoked.headers["location"])}`, { headers: { cookie } })
     assert.include(shown.body, "revoked 2 running holder(s)")
   })
 
-  it("holders changed since the preview: nothing is deleted, and the preview is shown again saying so", async () => {
+  it("a digest another job took after the preview is left whole and the others go; the next preview names its new holder", async () => {
     const prefix = RedisTest.uniquePrefix("web-bulk-changed")
     await harness.run(Harness.seed(prefix))
     const served = await harness.run(Web.serve({ prefix }))
     const { cookie, csrf } = await session(served.url)
     const preview = await send(`${served.url}/locks/bulk/confirm?worker=Mailer`, { headers: { cookie } })
     assert.strictEqual(rowsOf(preview.body).length, 4)
-    // One of the four digests changes hands: its holder goes, another takes it.
+    // One of the four digests changes hands: its holder goes, another takes it (after the preview's reads: its Redis
+    // time is later than theirs).
+    await new Promise((resolve) => setTimeout(resolve, 5))
     await harness.run(harness.store.unlock({ prefix, name: `${prefix}:mail3` }, "m3"))
     const mail = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockInfo: true })
     await harness.run(Lock.lock(mail, { digest: `${prefix}:mail3`, jid: "newcomer", info: { worker: "Mailer", queue: "mail", args: [] } }))
+    // A forged time (later than the preview's reads) is not the one confirmed: asked again, nothing done.
+    const forged = await send(`${served.url}/locks/bulk/delete?worker=Mailer`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie },
+      body: form({ _csrf: csrf, ...bulkFields(preview.body), at: String(Date.now() + 60_000) })
+    })
+    assert.match(String(forged.headers["location"]), /^\/locks\/bulk\/confirm\?.*worker=Mailer.*&changed=1$/)
+    assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail0`), [["m0", false]])
     const answer = await send(`${served.url}/locks/bulk/delete?worker=Mailer`, {
       method: "POST",
       headers: { ...formHeaders, cookie },
-      body: form({ _csrf: csrf, digests: hidden(preview.body, "digests"), confirm: hidden(preview.body, "confirm") })
+      body: form({ _csrf: csrf, ...bulkFields(preview.body) })
     })
     assert.strictEqual(answer.status, 303)
     const location = String(answer.headers["location"])
-    assert.match(location, /^\/locks\/bulk\/confirm\?.*worker=Mailer.*&changed=1$/)
-    assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail0`), [["m0", false]])
+    assert.match(location, /^\/locks\?.*worker=Mailer.*&result=/)
+    for (let i = 0; i < 3; i++) assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail${i}`), [])
     assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail3`), [["newcomer", false]])
-    const asked = await send(`${served.url}${location}`, { headers: { cookie } })
-    assert.include(asked.body, "The holders changed since you confirmed: nothing was done.")
-    assert.include(rowsOf(asked.body), `${prefix}:mail3 newcomer queue removed`)
-    // Confirmed on what holds them now: all four go.
+    const result = await send(`${served.url}${location}`, { headers: { cookie } })
+    assert.include(result.body, "Deleted 3 digest(s)")
+    assert.include(result.body, "left 1 digest(s) alone: their holders changed after the preview")
+    // The next preview names what holds it now; confirmed, it goes.
+    const asked = await send(`${served.url}/locks/bulk/confirm?worker=Mailer`, { headers: { cookie } })
+    assert.deepStrictEqual(rowsOf(asked.body), [`${prefix}:mail3 newcomer queue removed`])
     const done = await send(`${served.url}/locks/bulk/delete?worker=Mailer`, {
       method: "POST",
       headers: { ...formHeaders, cookie },
-      body: form({ _csrf: csrf, digests: hidden(asked.body, "digests"), confirm: hidden(asked.body, "confirm") })
+      body: form({ _csrf: csrf, ...bulkFields(asked.body) })
     })
     assert.match(String(done.headers["location"]), /\/locks\?.*&result=/)
-    for (let i = 0; i < 4; i++) assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail${i}`), [])
+    assert.deepStrictEqual(await jidsOf(prefix, `${prefix}:mail3`), [])
   })
 
   // The handler reads the holders, checks the confirmation against them, then removes: a holder that comes between
@@ -937,7 +992,7 @@ describe("a bulk delete of what a filter shows (issue 38)", () => {
     const answer = await send(`${served.url}/locks/bulk/delete?worker=Mailer`, {
       method: "POST",
       headers: { ...formHeaders, cookie },
-      body: form({ _csrf: csrf, digests: hidden(preview.body, "digests"), confirm: hidden(preview.body, "confirm") })
+      body: form({ _csrf: csrf, ...bulkFields(preview.body) })
     })
     assert.strictEqual(answer.status, 303)
     assert.strictEqual(letIn, 1)
@@ -985,8 +1040,7 @@ describe("a bulk delete of what a filter shows (issue 38)", () => {
     for (const [digests, reason] of [
       ["", "give the digests"],
       [`${prefix}:bill0\n${prefix}:bill0`, "listed twice"],
-      [`${prefix}:bill0\nother:bill1`, "starts with"],
-      [Array.from({ length: 1001 }, (_, i) => `${prefix}:x${i}`).join("\n"), "at most 1000"]
+      [`${prefix}:bill0\nother:bill1`, "starts with"]
     ] as const) {
       const answer = await send(`${served.url}/locks/bulk/delete`, {
         method: "POST",
@@ -996,9 +1050,89 @@ describe("a bulk delete of what a filter shows (issue 38)", () => {
       assert.strictEqual(answer.status, 400, reason)
       assert.include(answer.body, reason)
     }
+    // A page of 1,000 and the few more ZSCAN may answer with it: a list the preview can show is never refused for
+    // its length (here unconfirmed, so asked again).
+    const page = await send(`${served.url}/locks/bulk/delete`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie },
+      body: form({ _csrf: csrf, digests: Array.from({ length: 1001 }, (_, i) => `${prefix}:x${i}`).join("\n"), confirm: "x" })
+    })
+    assert.strictEqual(page.status, 303, page.body.slice(0, 300))
     assert.strictEqual((await send(`${served.url}/locks/bulk/confirm?count=0`, { headers: { cookie } })).status, 400)
     assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: `${prefix}:bill0` }))).holders.length, 1)
   })
+})
+
+describe("issue 47, observation 3: a bulk delete finishes a filter of any size, a page at a time", () => {
+  // The preview → confirm loop as an operator runs it: each preview's form posted with every field it carries; a
+  // confirmed page goes on to the next page's preview, the last to the list, where the loop starts again.
+  const loop = async (base: string, first: string, cookie: string, csrf: string) => {
+    let preview = first
+    const statuses: Array<number> = []
+    // Whether each confirmed page went on to the next page's preview (else to the list).
+    const onward: Array<boolean> = []
+    let rounds = 0
+    for (let step = 0; step < 60; step++) {
+      const page = await send(`${base}${preview}`, { headers: { cookie } })
+      assert.strictEqual(page.status, 200, page.body.slice(0, 600))
+      const action = /<form method="post" action="([^"]+)" class="danger">/.exec(page.body)?.[1]?.replace(/&amp;/g, "&")
+      if (action === undefined) {
+        const on = /<a class="read-on" href="([^"]+)"/.exec(page.body)?.[1]?.replace(/&amp;/g, "&")
+        if (on === undefined) break
+        preview = on.slice(on.indexOf("/locks/bulk/confirm"))
+        continue
+      }
+      const fields: Record<string, string> = { _csrf: csrf }
+      for (const m of page.body.matchAll(/<input type="hidden" name="(\w+)" value="([^"]*)">/g)) {
+        fields[m[1]!] = m[2]!.replace(/&#10;/g, "\n").replace(/&amp;/g, "&").replace(/&quot;/g, "\"")
+      }
+      rounds++
+      const posted = await send(`${base}${action.slice(action.indexOf("/locks/bulk/delete"))}`, {
+        method: "POST",
+        headers: { ...formHeaders, cookie },
+        body: form(fields)
+      })
+      statuses.push(posted.status)
+      assert.strictEqual(posted.status, 303, posted.body.slice(0, 600))
+      const location = String(posted.headers["location"])
+      onward.push(location.includes("/locks/bulk/confirm?"))
+      preview = location.includes("/locks/bulk/confirm") ? location.slice(location.indexOf("/locks/bulk/confirm")) : first
+    }
+    return { rounds, statuses, onward }
+  }
+
+  it("600 locks of a queue among 600 others, pages of 250: the loop ends with none of them left and the others untouched", async () => {
+    const prefix = RedisTest.uniquePrefix("web-bulk-many")
+    const n = 1200
+    await harness.run(Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) =>
+      harness.store.lock({ prefix, name: `${prefix}:job${i}` }, {
+        jid: `j${i}`,
+        limit: 1,
+        ttlMs: 3_600_000,
+        leaseMs: 0,
+        info: "",
+        fenced: false,
+        queue: i % 2 === 0 ? "bulk" : "other"
+      }), { concurrency: 256, discard: true }))
+    const served = await harness.run(Web.serve({ prefix }))
+    const { cookie, csrf } = await session(served.url)
+    const { onward, rounds } = await loop(served.url, "/locks/bulk/confirm?queue=bulk&count=250", cookie, csrf)
+    const [left, held] = await raw((redis) =>
+      Promise.all([
+        redis.zrange(`${prefix}:digests`, 0, -1),
+        Promise.all(Array.from({ length: n / 2 }, (_, i) => redis.hexists(`${prefix}:job${2 * i + 1}:LOCKED`, `j${2 * i + 1}`)))
+      ]))
+    const names = new Set(left)
+    const matching = Array.from({ length: n / 2 }, (_, i) => `${prefix}:job${2 * i}`)
+    assert.deepStrictEqual(matching.filter((name) => names.has(name)), [], "every lock of the filter is gone")
+    assert.strictEqual(left.length, n / 2, "the others are all indexed still")
+    for (let i = 1; i < n; i += 2) assert.isTrue(names.has(`${prefix}:job${i}`), `job${i}`)
+    // And still held, each by its own job.
+    assert.strictEqual(held.filter((h) => h === 1).length, n / 2)
+    assert.isAbove(rounds, 2, "more than one page's worth, confirmed page by page")
+    // Each page confirmed went on from where it was, to the next page's preview; only the index's last went to the list.
+    assert.deepStrictEqual(onward, [...Array.from({ length: rounds - 1 }, () => true), false])
+  }, 120_000)
 })
 
 describe("the admin UI's reap asks the queue when it has one (issue 35)", () => {

@@ -535,10 +535,14 @@ export const resultMessage = (result: Result): Html => {
     ? `Unlocked ${result.jid ?? "a holder"}`
     : result.locks === undefined
     ? "Deleted"
+    : result.nothing
+    ? "Bulk delete"
     : `Deleted ${result.locks} digest(s)`
   return html`<div class="message" role="status"><strong>${what}</strong> at <time>${time(result.at)}</time>: ${
     result.nothing
-      ? result.action === "delete"
+      ? result.locks !== undefined
+        ? "found nothing: none of the digests it listed was held any more (a second submit?), so nothing was done"
+        : result.action === "delete"
         ? "found nothing: no job held this digest, so nothing was done"
         : "found nothing: it held no lock of this digest, so nothing was done"
       : result.removed === 0 && result.revoked === 0 && result.deleted === 0
@@ -675,17 +679,33 @@ const bulkLink = (frame: Frame, view: LocksView) => {
 
 /** What a bulk delete would do, as its preview read it: the digests it deletes, and what it leaves alone. @internal */
 export interface BulkPreview {
+  /** The filters, at the cursor of the page listed (read on past pages that showed nothing to delete). */
   readonly filters: Filters
+  /** The cursor of the page after it ("0": the walk of the index ends with this page). */
+  readonly next: string
+  /** Index members read on the way, on pages before this one that showed nothing to delete. */
+  readonly passed: number
+  /** Redis's time (ms) before any holder was read: a holder taken after it was never shown, and is never deleted. */
+  readonly at: number
   /** Each digest to delete, with every holder of its two locks. */
   readonly shown: ReadonlyArray<Locks.Digest>
   /** Locks on the page that are not this library's (left alone, as a delete refuses them). */
   readonly leftAlone: ReadonlyArray<{ readonly lock: string; readonly reason: string }>
 }
 
-/** A bulk delete of what a page of the list shows, to confirm: every lock, every holder and its fate. @internal */
-export const confirmBulkPage = (frame: Frame, preview: BulkPreview, confirm: string, changed: boolean): Html => {
+/**
+ * A bulk delete of what a page of the list shows, to confirm: every lock, every holder and its fate. Confirmed, it goes
+ * on to the next page's preview, so a filter of any size is deleted a page at a time. @internal
+ */
+export const confirmBulkPage = (
+  frame: Frame,
+  preview: BulkPreview,
+  confirm: string,
+  changed: boolean,
+  message?: Html
+): Html => {
   const query = queryOf(preview.filters, preview.filters.cursor)
-  const back = `${frame.base}/locks?${query}`
+  const back = `${frame.base}/locks?${queryOf(preview.filters, "0")}`
   const fates = preview.shown.flatMap((shown) =>
     (["queue", "run"] as const).flatMap((phase) =>
       shown[phase].holders.map((h) => revokedOnDelete(h, shown[phase].now))
@@ -697,14 +717,22 @@ export const confirmBulkPage = (frame: Frame, preview: BulkPreview, confirm: str
       ? html`<tr data-digest="${shown.digest}" data-fate="gone"><td class="digest">${shown.digest}</td><td colspan="3">no holder: its index entry goes</td></tr>`
       : fateRows(shown, undefined, true)
   )
+  const readOn = html`<a class="read-on" href="${frame.base}/locks/bulk/confirm?${queryOf(preview.filters, preview.next)}">read on from where this stopped</a>`
   return layout(
     frame,
     "Delete these locks?",
     "locks",
     html`<h1>Delete the locks this page shows?</h1>
+${message ?? ""}
 <p class="bulk-filter">The locks page ${
       [...new URLSearchParams(query)].filter(([name]) => name !== "count").map(([name, value]) => html`<span>${name} <code>${value}</code></span> `)
-    }(${String(preview.filters.count)} index members read${preview.filters.cursor === "0" ? "" : ", from its cursor"}), read again now.</p>
+    }(${String(preview.filters.count)} index members read${preview.filters.cursor === "0" ? "" : ", from its cursor"}${
+      preview.passed === 0 ? "" : html`, after ${String(preview.passed)} read on pages with nothing to delete`
+    }), read again now. ${
+      preview.next === "0"
+        ? html`<span class="bulk-last">It is the last page of the index.</span>`
+        : html`<span class="bulk-more">More of the index follows: once this page is done, the next page's locks are shown to confirm.</span>`
+    }</p>
 ${changedNote(changed)}
 <p class="bulk-summary" data-locks="${String(preview.shown.length)}" data-removed="${String(fates.length - revoked)}" data-revoked="${String(revoked)}">${
       String(preview.shown.length)
@@ -714,8 +742,10 @@ ${changedNote(changed)}
 ${preview.leftAlone.map((n) => html`<p class="foreign">${n.lock}: ${n.reason} (left alone)</p>`)}
 ${
       preview.shown.length === 0
-        ? html`<p class="empty">This page shows no lock to delete.</p>`
-        : html`<p>Only the digests and holders named here are confirmed: if any of them is held otherwise by then, nothing is deleted and you are asked again. A lock that starts to match the filter later is not touched.</p>
+        ? preview.next === "0"
+          ? html`<p class="empty">No lock to delete here: the filter's walk of the index is done.</p>`
+          : html`<p class="empty">No lock to delete in the ${String(bulkReadOnMembers(preview))} index members read; more of the index follows: ${readOn}.</p>`
+        : html`<p>Only the digests and holders named here are confirmed: a digest another job took after this page was read is left whole (and shown again on a later preview if it still matches). A lock that starts to match the filter later is not touched.</p>
 <table class="holders fates bulk">
 <thead><tr><th>digest</th><th>jid</th><th>lock</th><th>what happens</th></tr></thead>
 <tbody>${rows}</tbody>
@@ -725,7 +755,12 @@ ${
             ? confirmForm(
               frame,
               `/locks/bulk/delete?${query}`,
-              { digests: preview.shown.map((shown) => shown.digest).join("\n"), confirm },
+              {
+                digests: preview.shown.map((shown) => shown.digest).join("\n"),
+                at: String(preview.at),
+                next: preview.next,
+                confirm
+              },
               `Delete ${preview.shown.length} digest(s)`,
               back
             )
@@ -735,6 +770,9 @@ ${
 <p><a href="${back}">back to the locks</a></p>`
   )
 }
+
+// The members a preview that found nothing read: the pages it passed and its own.
+const bulkReadOnMembers = (preview: BulkPreview): number => preview.passed + preview.filters.count
 
 /** A reaper pass for real, to confirm: what it removes (the last dry run's count, when it came from one). @internal */
 export const confirmReapPage = (frame: Frame, dryRun: Report | undefined, confirm: string): Html =>

@@ -327,15 +327,29 @@ const bulkReads = 16
 export const maxBulkHolders = 10_000
 
 /**
- * The value a bulk delete's confirmation carries: valid while each digest it lists, in order, has the holders (and
- * nothing not ours) its preview named. @internal
+ * The most digests one bulk delete lists, its preview and its POST alike: a page of the list holds up to `count`
+ * index members, and ZSCAN may answer a few more than it was asked for (a bucket's chain comes whole), so the bound is
+ * above the largest page, never at it. @internal
  */
-export const bulkConfirmation = (secret: Uint8Array, shown: ReadonlyArray<Locks.Digest>): string =>
-  Security.sign(
-    secret,
-    "confirm-bulk",
-    JSON.stringify(shown.map((digest) => [digest.digest, holdersMark(digest), digest.notOurs.map((n) => n.reason)]))
-  )
+export const maxBulkDigests = 2 * maxPageSize
+
+/**
+ * The pages of the list a bulk preview reads on from its cursor while a page shows nothing to delete: a sparse filter's
+ * next match is found in one request, and a preview stays a bounded read (at most this many pages of `count`).
+ */
+const bulkReadOn = 10
+
+/**
+ * The value a bulk delete's confirmation carries: for the digests its preview listed, in order, the Redis time `at`
+ * when its reads began (a holder taken later was never shown, so it is never deleted), and where the walk of the
+ * index goes on (`next`). @internal
+ */
+export const bulkConfirmation = (
+  secret: Uint8Array,
+  digests: ReadonlyArray<string>,
+  at: number,
+  next: string
+): string => Security.sign(secret, "confirm-bulk", JSON.stringify([digests, at, next]))
 
 const reapConfirmation = (secret: Uint8Array, prefix: string): string => Security.sign(secret, "confirm-reap", prefix)
 
@@ -365,16 +379,11 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
     { name: "queueCursor", description: "where the queue lock's holders page starts (the last answer's queue.cursor)" },
     { name: "runCursor", description: "where the run lock's holders page starts (the previous answer's run.cursor)" }
   ]
-  const listed = (context: RequestContext) =>
-    Effect.flatMap(
-      Either.match(filtersFrom(context.query, context.frame.prefix, pageSize), {
-        onLeft: Effect.fail,
-        onRight: Effect.succeed
-      }),
-      (filters) => locksView(context.locks, filters).pipe(
-        Effect.mapError((error) => (error instanceof Refusal ? error : failureOf(error)))
-      )
-    )
+  const filtersOf = (context: RequestContext) =>
+    Either.match(filtersFrom(context.query, context.frame.prefix, pageSize), { onLeft: Effect.fail, onRight: Effect.succeed })
+  const viewOf = (context: RequestContext, filters: Pages.Filters) =>
+    locksView(context.locks, filters).pipe(Effect.mapError((error) => (error instanceof Refusal ? error : failureOf(error))))
+  const listed = (context: RequestContext) => Effect.flatMap(filtersOf(context), (filters) => viewOf(context, filters))
   // A page of each lock's holders: `holders` per lock, from `queueCursor` and `runCursor` (checked by Locks.show).
   const shown = (context: RequestContext, value: string | undefined) =>
     Effect.flatMap(
@@ -587,7 +596,9 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
     if (value === undefined || value === "") return bad("give the digests to delete, one per line, as the preview listed them")
     // A browser sends a form's line breaks as CRLF.
     const lines = value.split(/\r?\n/)
-    if (lines.length > maxPageSize) return bad(`at most ${maxPageSize} digests, a page's worth; got ${lines.length}`)
+    if (lines.length > maxBulkDigests) {
+      return bad(`at most ${maxBulkDigests} digests, what one preview lists; got ${lines.length}`)
+    }
     const digests: Array<string> = []
     for (const line of lines) {
       const checked = digestFrom(line, context.frame.prefix)
@@ -599,22 +610,36 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
   // Every holder of each digest, a few digests read at once (each read bounded, as a lock's own confirmation reads).
   const everyHolderOf = (context: RequestContext, digests: ReadonlyArray<string>) =>
     Effect.forEach(digests, (digest) => everyHolder(context, digest), { concurrency: bulkReads })
-  // A bulk delete's preview: the page of the list the operator saw, read again with its bounded work, and every holder
-  // of each digest on it. A lock that is not ours is left alone (a delete would refuse it).
+  // A bulk delete's preview: the page of the list at its cursor, read again with its bounded work (or, while a page
+  // shows nothing to delete, the next ones, up to bulkReadOn pages), and every holder of each digest on it. A lock that
+  // is not ours is left alone (a delete would refuse it). `at` is Redis's time before any of the holders were read.
   const bulkPreview = (context: RequestContext) =>
     Effect.gen(function*() {
-      const view = yield* listed(context)
+      let filters = yield* filtersOf(context)
+      let view = yield* viewOf(context, filters)
+      let passed = 0
+      for (let pages = 1; Pages.bulkDigests(view.rows).length === 0 && view.next !== "0" && pages < bulkReadOn; pages++) {
+        passed += view.scanned
+        filters = { ...filters, cursor: view.next }
+        view = yield* viewOf(context, filters)
+      }
       const digests = Pages.bulkDigests(view.rows)
       const holders = view.rows.reduce((n, row) => n + row.lock.size, 0)
       const bytes = digests.reduce((n, digest) => n + encodedLength(digest) + 3, 0)
-      if (holders > maxBulkHolders || bytes > maxBulkBytes) {
-        const reason = `this page's locks have ${holders} holder(s) and ${bytes} bytes of names; one bulk delete takes ` +
-          `at most ${maxBulkHolders} holders and ${maxBulkBytes} bytes: lower "per page" or narrow the filter`
+      if (digests.length > maxBulkDigests || holders > maxBulkHolders || bytes > maxBulkBytes) {
+        const reason = `this page's locks are ${digests.length} digest(s) with ${holders} holder(s) and ${bytes} bytes ` +
+          `of names; one bulk delete takes at most ${maxBulkDigests} digests, ${maxBulkHolders} holders and ` +
+          `${maxBulkBytes} bytes: lower "per page" or narrow the filter`
         return yield* Effect.fail(new Refusal(400, "Too much for one bulk delete", reason))
       }
+      // The rows were read before every holder is: the earliest of their times comes before any holder read.
+      const at = Math.min(...view.rows.map((row) => row.lock.now).filter((now) => now > 0))
       const read = yield* everyHolderOf(context, digests)
       return {
-        filters: view.filters,
+        filters,
+        next: view.next,
+        passed,
+        at: Number.isFinite(at) ? at : 0,
         shown: read.filter((digest) => digest.notOurs.length === 0),
         leftAlone: [
           ...view.rows.flatMap((row) => row.notOurs === undefined ? [] : [{ lock: row.entry.name, reason: row.notOurs }]),
@@ -622,49 +647,60 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
         ]
       } satisfies Pages.BulkPreview
     })
-  // A bulk delete from its preview: only with the confirmation of every digest's holders as the preview named them
-  // (else nothing, and the preview again); then each digest deleted as one delete is (running holders revoked), logged
-  // with who, and 303 to the list with the result signed into its address.
+  // What a bulk delete does to one digest it listed: with a holder taken after the preview's reads began (one the
+  // operator never saw), nothing; else delete it with the holders just read, in the call that compares them (one that
+  // comes or goes in between leaves it whole too). Running holders are revoked, as one delete does.
+  const bulkOne = (context: RequestContext, read: Locks.Digest, at: number) => {
+    const newcomer = [...read.queue.holders, ...read.run.holders].some((holder) => holder.lockedAt > at)
+    return (newcomer
+      ? Effect.succeed({ digest: read.digest, changed: true as const })
+      : context.locks.delete(read.digest, { who: context.who, expect: expectOf(read) }).pipe(
+        Effect.map((removal) => ({ digest: read.digest, removal })),
+        // Not ours by now (a key of another type since the preview): left alone, as a delete leaves it.
+        Effect.catchTag("NotALock", (error) => Effect.succeed({ digest: read.digest, refused: error.reason })),
+        Effect.catchTag("HoldersChanged", () => Effect.succeed({ digest: read.digest, changed: true as const })),
+        mapFailure
+      )).pipe(
+        Effect.tap((outcome) =>
+          Effect.logInfo("admin bulk delete").pipe(
+            Effect.annotateLogs({
+              who: context.who,
+              digest: read.digest,
+              ...("removal" in outcome
+                ? { removed: outcome.removal.removed.length, revoked: outcome.removal.revoked.length }
+                : "changed" in outcome
+                ? { changed: true }
+                : { refused: outcome.refused })
+            })
+          )
+        )
+      )
+  }
+  // A bulk delete from its preview: only with the confirmation of the digests it listed and the time it read them
+  // (else nothing, and the preview again); then each digest as bulkOne says, logged with who. A page with more of the
+  // index after it goes on to the preview of the next page, with the result signed into its address; the last goes to
+  // the list. A second submit finds those digests gone and does nothing.
   const bulkDelete: Handler = (context) =>
     Effect.gen(function*() {
-      const filters = yield* Either.match(filtersFrom(context.query, context.frame.prefix, pageSize), {
-        onLeft: Effect.fail,
-        onRight: Effect.succeed
-      })
+      const filters = yield* filtersOf(context)
       const query = Pages.queryOf(filters, filters.cursor)
       const fields = yield* fieldsOf(context.request)
       const digests = yield* bulkTargets(context, fields.digests)
-      const shown = yield* everyHolderOf(context, digests)
-      if (!Security.same(fields.confirm ?? "", bulkConfirmation(context.secret, shown))) {
-        yield* Effect.logInfo("admin bulk delete asked again: the holders changed since its preview").pipe(
+      const at = /^\d{1,16}$/.test(fields.at ?? "") ? Number(fields.at) : undefined
+      const next = /^\d{1,20}$/.test(fields.next ?? "") ? fields.next! : undefined
+      if (
+        at === undefined || next === undefined ||
+        !Security.same(fields.confirm ?? "", bulkConfirmation(context.secret, digests, at, next))
+      ) {
+        yield* Effect.logInfo("admin bulk delete asked again: its confirmation is not for these digests").pipe(
           Effect.annotateLogs({ who: context.who, locks: digests.length })
         )
         return seeOther(
           `${context.frame.base}/locks/bulk/confirm?${query}${fields.confirm === undefined ? "" : "&changed=1"}`
         )
       }
-      // Each digest with the holders just read: one that came or went since is left alone (nothing of it touched).
-      const outcomes = yield* Effect.forEach(shown, (read) =>
-        context.locks.delete(read.digest, { who: context.who, expect: expectOf(read) }).pipe(
-          Effect.map((removal) => ({ digest: read.digest, removal })),
-          // Not ours by now (a key of another type since the preview): left alone, as a delete leaves it.
-          Effect.catchTag("NotALock", (error) => Effect.succeed({ digest: read.digest, refused: error.reason })),
-          Effect.catchTag("HoldersChanged", () => Effect.succeed({ digest: read.digest, changed: true as const })),
-          mapFailure,
-          Effect.tap((outcome) =>
-            Effect.logInfo("admin bulk delete").pipe(
-              Effect.annotateLogs({
-                who: context.who,
-                digest: read.digest,
-                ...("removal" in outcome
-                  ? { removed: outcome.removal.removed.length, revoked: outcome.removal.revoked.length }
-                  : "changed" in outcome
-                  ? { changed: true }
-                  : { refused: outcome.refused })
-              })
-            )
-          )
-        ), { concurrency: bulkReads })
+      const reads = yield* everyHolderOf(context, digests)
+      const outcomes = yield* Effect.forEach(reads, (read) => bulkOne(context, read, at), { concurrency: bulkReads })
       const removals = outcomes.flatMap((outcome) => "removal" in outcome ? [outcome.removal] : [])
       const merged: Locks.Removal = {
         now: Math.max(0, ...removals.map((removal) => removal.now)),
@@ -673,14 +709,21 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
         revoked: removals.flatMap((removal) => removal.revoked),
         refused: removals.flatMap((removal) => removal.refused)
       }
+      const refused = outcomes.filter((outcome) => "refused" in outcome).length
+      const changed = outcomes.filter((outcome) => "changed" in outcome).length
+      // No digest held or indexed any more, nothing left alone: a second submit of a form done already.
+      const acted = refused + changed > 0 || reads.some((read) =>
+        read.queue.holders.length + read.run.holders.length > 0 ||
+        read.queue.indexScore !== undefined || read.run.indexScore !== undefined
+      )
       const result = {
-        ...resultOf("delete", undefined, removals.length === 0 ? Date.now() : merged.now, merged),
+        ...resultOf("delete", undefined, removals.length === 0 ? Date.now() : merged.now, acted ? merged : undefined),
         locks: removals.length,
-        refused: outcomes.filter((outcome) => "refused" in outcome).length,
-        changed: outcomes.filter((outcome) => "changed" in outcome).length
+        refused,
+        changed
       }
-      yield* counted("bulk-delete", "done")
-      yield* Effect.logInfo("admin bulk delete done").pipe(
+      yield* counted("bulk-delete", acted ? "done" : "nothing")
+      yield* Effect.logInfo(acted ? "admin bulk delete done" : "admin bulk delete found nothing").pipe(
         Effect.annotateLogs({
           who: context.who,
           locks: result.locks,
@@ -690,10 +733,11 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
           revoked: result.revoked
         })
       )
+      const sealed = Security.seal(context.secret, bulkBind(context.frame.prefix), result)
       return seeOther(
-        `${context.frame.base}/locks?${query}&result=${
-          Security.seal(context.secret, bulkBind(context.frame.prefix), result)
-        }`
+        next === "0"
+          ? `${context.frame.base}/locks?${Pages.queryOf(filters, "0")}&result=${sealed}`
+          : `${context.frame.base}/locks/bulk/confirm?${Pages.queryOf(filters, next)}&result=${sealed}`
       )
     })
   // A change's result, from the address of the page it redirected to (signed for that page), in words.
@@ -769,8 +813,9 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
             Pages.confirmBulkPage(
               context.frame,
               preview,
-              bulkConfirmation(context.secret, preview.shown),
-              context.query.get("changed") === "1"
+              bulkConfirmation(context.secret, preview.shown.map((shown) => shown.digest), preview.at, preview.next),
+              context.query.get("changed") === "1",
+              resultIn(context, bulkBind(context.frame.prefix))
             )
           ))
     },
