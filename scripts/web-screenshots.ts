@@ -66,12 +66,14 @@ const seed = Effect.gen(function*() {
     jid: "sync-crm-88",
     info: { worker: "SyncCrm", queue: "sync", args: ["crm"] }
   })
-  // A second trigger while one waits: refused, and logged with the holder.
-  yield* Effect.ignore(Lock.lock(sync, {
-    digest: `${prefix}:sync-crm`,
-    jid: "sync-crm-89",
-    info: { worker: "SyncCrm", queue: "sync", args: ["crm"] }
-  }))
+  // More triggers while one waits: refused, logged with the holder, the ones in a row as one counted entry.
+  for (const n of [89, 90, 91, 92]) {
+    yield* Effect.ignore(Lock.lock(sync, {
+      digest: `${prefix}:sync-crm`,
+      jid: `sync-crm-${n}`,
+      info: { worker: "SyncCrm", queue: "sync", args: ["crm"] }
+    }))
+  }
   yield* Lock.lock(sync, {
     digest: `${prefix}:sync-crm`,
     jid: "sync-crm-87",

@@ -458,7 +458,15 @@ const show = Command.make(
             "recent events, newest first:",
             columns(
               ["at", "event", "phase", "jid", "holder", "by"],
-              shown.events.map((e) => [time(e.at), e.event, e.phase, e.jid === "" ? "(key expired)" : e.jid, e.holder ?? "", e.who ?? ""])
+              shown.events.map((e) => [
+                time(e.at),
+                // Refusals in a row are one entry: how many, since when (its time and jid are the last's).
+                e.count === undefined ? e.event : `${e.event} ×${e.count} since ${time(e.firstAt ?? e.at)}`,
+                e.phase,
+                e.jid === "" ? "(key expired)" : e.jid,
+                e.holder ?? "",
+                e.who ?? ""
+              ])
             )
           ]
           if (rows.length === 0 && !o.digest.startsWith(`${o.prefix}:`)) {

@@ -77,7 +77,8 @@ export interface Options {
   readonly lockInfo?: boolean | undefined
   /**
    * Keep the digest's activity log (`<digest>:EVENTS`: taken, refused with the holder, released, lost, revoked,
-   * reaped; the newest 100 for 24 hours), for the admin UI and the CLI. Written by the lock scripts in the call that
+   * reaped; the newest 100, refusals in a row counted in one, for 24 hours while the digest is held and 1 hour once it
+   * is not), for the admin UI and the CLI. Written by the lock scripts in the call that
    * makes the event: no extra round trip. Default false.
    */
   readonly lockEvents?: boolean | undefined

@@ -46,7 +46,7 @@ import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
 import * as Reaper from "./Reaper.js"
 import { RedisService } from "./Redis.js"
-import { BasePath, mountOf, type NodeHandler, toNode } from "./web/Node.js"
+import { BasePath, mountOf, type NodeHandler, RemoteAddress, toNode } from "./web/Node.js"
 import * as Gate from "./web/Gate.js"
 import * as Pages from "./web/Pages.js"
 import {
@@ -288,13 +288,28 @@ const baseOf = (request: HttpServerRequest.HttpServerRequest, given: Option.Opti
   return mountOf(path, request.url) ?? ""
 }
 
-const infoOf = (request: HttpServerRequest.HttpServerRequest, trustProxy: boolean): RequestInfo => ({
+// The client: a trusted proxy's X-Forwarded-For, else the request's own address (the Node bridge's, for `serve` and
+// `nodeHandler`, whose web requests carry none).
+const clientOf = (
+  request: HttpServerRequest.HttpServerRequest,
+  bridged: Option.Option<string>,
+  trustProxy: boolean
+): string | undefined =>
+  Security.clientOf(request.headers, trustProxy) ??
+    Option.getOrUndefined(Option.orElse(request.remoteAddress, () => bridged))
+
+const infoOf = (request: HttpServerRequest.HttpServerRequest, client: string | undefined): RequestInfo => ({
   method: request.method,
   url: request.url,
   headers: request.headers,
-  remoteAddress: Security.clientOf(request.headers, trustProxy) ?? Option.getOrUndefined(request.remoteAddress),
+  remoteAddress: client,
   cookies: request.cookies
 })
+
+// Who a change is logged as (its log lines, and `who` in the digest's activity log) when `authorize` names no one: this
+// UI and the client's address, so a change from `unique-jobs web` reads "web UI (127.0.0.1)", never "unknown".
+const anonymousWho = (client: string | undefined): string =>
+  client === undefined ? "web UI" : `web UI (${client})`
 
 const principalOf = (answer: Access | Principal): Principal =>
   typeof answer === "string" ? { access: answer } : answer
@@ -395,7 +410,8 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
           if (fromCookie === undefined || !Security.same(fromCookie, token)) return unauthorized(route.api)
         }
       }
-      const principal = yield* Effect.either(authorizeWith(settings, infoOf(request, settings.trustProxy)))
+      const client = clientOf(request, yield* Effect.serviceOption(RemoteAddress), settings.trustProxy)
+      const principal = yield* Effect.either(authorizeWith(settings, infoOf(request, client)))
       if (Either.isLeft(principal)) return answer(principal.left)
       if (principal.right.access === "forbidden")
         return answer(new Refusal(403, "Forbidden", "this request may not see the admin UI"))
@@ -408,9 +424,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
       const locks = yield* Effect.either(Locks.make(settings.prefix === undefined ? {} : { prefix: settings.prefix }))
       if (Either.isLeft(locks)) return answer(failureOf(locks.left))
       const frame: Pages.Frame = { base, prefix: locks.right.prefix, canChange, csrf }
-      const who = principal.right.who ??
-        Security.clientOf(request.headers, settings.trustProxy) ??
-        Option.getOrElse(request.remoteAddress, () => "unknown")
+      const who = principal.right.who ?? anonymousWho(client)
       const context: RequestContext = {
         request,
         frame,

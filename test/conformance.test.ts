@@ -409,7 +409,19 @@ for (const store of stores) {
           assert.deepStrictEqual(yield* events(off.definition, off.digest), [])
         }))
 
-      it.effect("lockEvents: the log keeps its newest 100 events, for 24 hours after the last", () =>
+      // The log's TTL as Redis holds it (the memory store's is its own map's: the differential compares the entries).
+      const logTtl = (definition: LockOptions.Definition, digest: string, fallback: number) =>
+        Effect.serviceOption(RedisTest.TestRedis).pipe(
+          Effect.flatMap(Option.match({
+            onNone: () => Effect.succeed(fallback),
+            onSome: ({ cluster, raw }) =>
+              cluster !== undefined
+                ? Effect.succeed(fallback)
+                : Effect.promise(() => raw.pttl(Redis.keysOf(Lock.keyOf(definition, digest, "queue")).events))
+          }))
+        )
+
+      it.effect("lockEvents: the log keeps its newest 100 events, for 24 hours after the last while a lock of the digest is held, 1 hour once none is", () =>
         Effect.gen(function*() {
           const { definition, digest } = yield* setup({ lock: "until_executed", lockEvents: true })
           for (let i = 0; i < 51; i++) {
@@ -421,17 +433,72 @@ for (const store of stores) {
           assert.strictEqual(log[0]!.jid, "j50")
           assert.strictEqual(log[99]!.event, "taken")
           assert.strictEqual(log[99]!.jid, "j1")
-          const pttl = yield* Effect.serviceOption(RedisTest.TestRedis).pipe(
-            Effect.flatMap(Option.match({
-              onNone: () => Effect.succeed(Redis.eventLog.ttlMs),
-              onSome: ({ cluster, raw }) =>
-                cluster !== undefined
-                  ? Effect.succeed(Redis.eventLog.ttlMs)
-                  : Effect.promise(() => raw.pttl(Redis.keysOf(Lock.keyOf(definition, digest, "queue")).events))
-            }))
-          )
-          assert.isAbove(pttl, Redis.eventLog.ttlMs - 60_000)
-          assert.isAtMost(pttl, Redis.eventLog.ttlMs)
+          // The last release left the digest with no lock: its log is kept for a look back, not a day.
+          const gone = yield* logTtl(definition, digest, Redis.eventLog.goneTtlMs)
+          assert.isAbove(gone, Redis.eventLog.goneTtlMs - 60_000)
+          assert.isAtMost(gone, Redis.eventLog.goneTtlMs)
+          yield* Lock.lock(definition, { digest, jid: "again" })
+          const held = yield* logTtl(definition, digest, Redis.eventLog.ttlMs)
+          assert.isAbove(held, Redis.eventLog.ttlMs - 60_000)
+          assert.isAtMost(held, Redis.eventLog.ttlMs)
+          // A release of the run lock while the queue lock is held (by the next job) keeps the day.
+          const both = yield* setup({ lock: "until_and_while_executing", lockEvents: true })
+          yield* Lock.lock(both.definition, { digest: both.digest, jid: "a" })
+          yield* Lock.handoff(both.definition, { digest: both.digest, jid: "a" }, { keepQueueLock: true })
+          yield* Lock.lock(both.definition, { digest: both.digest, jid: "b" })
+          yield* Lock.unlock(both.definition, { digest: both.digest, jid: "a", phase: "run" })
+          assert.strictEqual((yield* events(both.definition, both.digest))[0]!.event, "released")
+          assert.isAbove(yield* logTtl(both.definition, both.digest, Redis.eventLog.ttlMs), Redis.eventLog.ttlMs - 60_000)
+        }))
+
+      it.effect("lockEvents: refusals in a row of one holder and phase are one entry, counted from the first's time; another holder or phase starts a new one", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_and_while_executing", lockEvents: true, lockTtl: 3_600_000 })
+          const before = yield* storeNow
+          yield* Lock.lock(definition, { digest, jid: "a" })
+          for (let i = 0; i < 250; i++) yield* conflictOf(Lock.lock(definition, { digest, jid: `dup${i}` }))
+          const log = yield* events(definition, digest)
+          assert.deepStrictEqual(log.map((e) => [e.event, e.jid, e.holder, e.count]), [
+            ["refused", "dup249", "a", 250],
+            ["taken", "a", undefined, undefined]
+          ])
+          assert.isAtLeast(log[0]!.firstAt!, before)
+          assert.isAtMost(log[0]!.firstAt!, log[0]!.at)
+          // A single refusal has no count; the log keeps what came before a burst, whatever its length.
+          yield* Lock.handoff(definition, { digest, jid: "a" }, { keepQueueLock: true })
+          yield* Lock.lock(definition, { digest, jid: "b" })
+          yield* conflictOf(Lock.handoff(definition, { digest, jid: "b" }, { keepQueueLock: true }))
+          yield* conflictOf(Lock.handoff(definition, { digest, jid: "b" }, { keepQueueLock: true }))
+          yield* conflictOf(Lock.lock(definition, { digest, jid: "c" }))
+          assert.deepStrictEqual(yield* kinds(definition, digest), [
+            "refused c queue b",
+            "refused b run a",
+            "taken b queue",
+            "released a queue",
+            "taken a run",
+            "refused dup249 queue a",
+            "taken a queue"
+          ])
+          assert.deepStrictEqual((yield* events(definition, digest)).map((e) => e.count), [undefined, 2, undefined, undefined, undefined, 250, undefined])
+        }))
+
+      it.effect("lockEvents: a jid, holder or who over 128 bytes is kept cut at a character's start, ending with an ellipsis", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "until_executed", lockEvents: true })
+          const redis = yield* Redis.RedisService
+          // 20 kB each, with a 2-byte character across the cut.
+          const holder = `h${"é".repeat(10_000)}`
+          const jid = `j${"x".repeat(20_000)}`
+          yield* Lock.lock(definition, { digest, jid: holder })
+          yield* conflictOf(Lock.lock(definition, { digest, jid }))
+          yield* redis.remove([Lock.keyOf(definition, digest, "queue")], { who: "w".repeat(20_000) })
+          const log = yield* events(definition, digest)
+          assert.deepStrictEqual(log.map((e) => e.event), ["removed", "refused", "taken"])
+          assert.strictEqual(log[1]!.jid, `j${"x".repeat(127)}…`)
+          assert.strictEqual(log[1]!.holder, `h${"é".repeat(63)}…`)
+          assert.strictEqual(log[2]!.jid, `h${"é".repeat(63)}…`)
+          assert.strictEqual(log[0]!.who, `${"w".repeat(128)}…`)
+          for (const e of log) assert.isAtMost(Buffer.byteLength(JSON.stringify(e)), 500)
         }))
     })
   })

@@ -50,6 +50,8 @@ interface Dom {
       setStart: (node: unknown, offset: number) => void
       setEnd: (node: unknown, offset: number) => void
       getClientRects: () => { readonly length: number }
+      selectNodeContents: (node: unknown) => void
+      getBoundingClientRect: () => { readonly left: number; readonly right: number }
     }
   }
   readonly getComputedStyle: (element: unknown) => { readonly lineHeight: string; readonly wordBreak: string; readonly overflowWrap: string }
@@ -390,7 +392,8 @@ describe("the admin UI in Chromium", () => {
         height: td.querySelector("a")!.getBoundingClientRect().height,
         line: parseFloat((globalThis as unknown as Dom).getComputedStyle(td).lineHeight) || 20,
         title: td.getAttribute("title"),
-        text: td.textContent ?? ""
+        // The name's own text (the cell starts with its lock's kind, issue 47).
+        text: (td.querySelector("a") as { readonly textContent: string | null } | null)?.textContent ?? ""
       }))
     )
     assert.isAtLeast(cells.length, 15)
@@ -481,6 +484,73 @@ describe("the admin UI in Chromium", () => {
     assert.deepStrictEqual(dialogs, [])
     await close()
   })
+})
+
+describe("what only the layout shows (issue 47)", () => {
+  it("at 1280 px every Unlock button is within its table's box whatever the jid; at 390 px a digest's two rows read apart; the metrics summary's numbers sit under their headers", async () => {
+    const prefix = RedisTest.uniquePrefix("web-layout47")
+    const hex = "6f1c2b9e0d4a8f37c5e1b2a09d8c7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d"
+    const definition = LockOptions.unsafeMake({ lock: "until_and_while_executing", lockPrefix: prefix, lockInfo: true, lockTtl: 3_600_000, lockLease: 600_000 })
+    const info = { worker: "SyncCrm", queue: "sync", args: [{ account: 42 }] }
+    // Jids as apps make them: a digest-like id without a break, a run holder's with its fence and lease beside it.
+    await harness.run(Lock.lock(definition, { digest: `${prefix}:${hex}`, jid: `report:${hex}`, info }))
+    await harness.run(Lock.lock(definition, { digest: `${prefix}:${hex}`, jid: `sync:${hex.slice(0, 32)}`, phase: "run", info }))
+    await harness.run(Effect.scoped(Lock.acquire(LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix }), { digest: `${prefix}:held`, jid: "h" })))
+    await harness.run(History.flush(prefix))
+    const served = await harness.run(Web.serve({ prefix }))
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
+    const page = await context.newPage()
+    await page.goto(`${served.url}/lock?digest=${encodeURIComponent(`${prefix}:${hex}`)}`)
+    const boxes = await page.locator("button.unlock").evaluateAll((buttons) =>
+      buttons.map((button) => {
+        const own = button.getBoundingClientRect()
+        const box = button.closest("div.scroll")!.getBoundingClientRect()
+        return { left: own.left, right: own.right, boxLeft: box.left, boxRight: box.right }
+      })
+    )
+    assert.strictEqual(boxes.length, 2)
+    for (const b of boxes) {
+      assert.isAtLeast(b.left, b.boxLeft, JSON.stringify(b))
+      assert.isAtMost(b.right, b.boxRight, `the Unlock button is cut off: ${JSON.stringify(b)}`)
+      assert.isAtMost(b.right, 1280)
+    }
+    await page.screenshot({ path: new URL("wide-lock-1280.png", shots).pathname, fullPage: true })
+
+    // The metrics summary: each number's right edge under its own header's, not nearer the next one.
+    await page.goto(`${served.url}/metrics`)
+    const columns = await page.locator("table.totals").evaluate((table) => {
+      const edge = (cell: unknown) => {
+        const range = (globalThis as unknown as Dom).document.createRange()
+        range.selectNodeContents(cell)
+        const r = range.getBoundingClientRect()
+        return { left: r.left, right: r.right }
+      }
+      const heads = Array.from(table.querySelectorAll("thead th"), edge)
+      const cells = Array.from(table.querySelectorAll("tbody tr:first-child td"), edge)
+      return { heads, cells }
+    })
+    assert.strictEqual(columns.heads.length, columns.cells.length)
+    for (let i = 1; i < columns.heads.length; i++) {
+      assert.approximately(columns.cells[i]!.right, columns.heads[i]!.right, 2, `column ${i}: ${JSON.stringify(columns)}`)
+    }
+    await context.close()
+
+    // At 390 px the name is cut before its ":RUN": the label in front of it says which lock a row is.
+    const narrow = await browser.newContext({ viewport: { width: 390, height: 844 } })
+    const phone = await narrow.newPage()
+    await phone.goto(`${served.url}/locks?pattern=${encodeURIComponent(`${prefix}:6*`)}`)
+    const rows = await phone.locator("table.locks td.digest").evaluateAll((tds) =>
+      tds.map((td) => {
+        const label = td.querySelector(".kind")
+        const rect = label?.getBoundingClientRect()
+        return { text: (label as { textContent: string | null } | null)?.textContent ?? "", right: rect?.right ?? Infinity, title: td.getAttribute("title") }
+      })
+    )
+    assert.deepStrictEqual(rows.map((r) => [r.title?.endsWith(":RUN") ? "run" : "queue", r.text]).sort(), [["queue", "queue"], ["run", "run"]])
+    for (const r of rows) assert.isAtMost(r.right, 390)
+    await phone.screenshot({ path: new URL("narrow-kinds.png", shots).pathname, fullPage: true })
+    await narrow.close()
+  }, 120_000)
 })
 
 describe("the job behind a lock in Chromium, against a real BullMQ queue (issue 38)", () => {

@@ -22,6 +22,7 @@ import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisServer from "../src/RedisServer.js"
 import * as Web from "../src/Web.js"
+import * as Pages from "../src/web/Pages.js"
 import * as RedisTest from "./support/redis.js"
 import * as Harness from "./support/web.js"
 
@@ -509,6 +510,50 @@ describe("the admin UI's changes are safe to repeat and to look at first (issue 
     assert.isString(after.events[0]!.who)
     const plain = await send(`${served.url}/lock?digest=${encodeURIComponent(`${prefix}:ffff`)}`)
     assert.include(plain.body, "lockEvents")
+  })
+
+  it("issue 47: a change from Web.serve (what unique-jobs web serves) names who made it in Recent events' by column: the web UI and the client's address, never unknown", async () => {
+    const prefix = RedisTest.uniquePrefix("web-who")
+    const digest = `${prefix}:0123abcd`
+    const logged = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockEvents: true })
+    await harness.run(Lock.lock(logged, { digest, jid: "first" }))
+    const seen: Array<string | undefined> = []
+    const served = await harness.run(Web.serve({
+      prefix,
+      authorize: (request) => {
+        seen.push(request.remoteAddress)
+        return "full"
+      }
+    }))
+    const { cookie, csrf } = await session(served.url)
+    const unlocked = await send(`${served.url}/lock/unlock`, {
+      method: "POST",
+      headers: { ...formHeaders, cookie, origin: served.url },
+      body: form({ digest, jid: "first", _csrf: csrf })
+    })
+    assert.strictEqual(unlocked.status, 303, unlocked.body)
+    const page = await send(`${served.url}/lock?digest=${encodeURIComponent(digest)}`)
+    const row = /<tr><td>[^<]*<\/td><td class="event">removed<\/td>.*?<\/tr>/.exec(page.body)
+    assert.isNotNull(row, page.body.slice(page.body.indexOf("Recent events")))
+    const cells = [...row![0].matchAll(/<td[^>]*>(.*?)<\/td>/g)].map((m) => m[1])
+    assert.strictEqual(cells[cells.length - 1], "web UI (127.0.0.1)")
+    // authorize is told the client's address too (the Node bridge carries it).
+    assert.isAbove(seen.length, 0)
+    for (const address of seen) assert.strictEqual(address, "127.0.0.1")
+  })
+
+  it("issue 47: Recent events show a burst of refused duplicates as one row, with its count and the first one's time; what came before stays", async () => {
+    const prefix = RedisTest.uniquePrefix("web-repeats")
+    const digest = `${prefix}:0123abcd`
+    const logged = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockEvents: true })
+    await harness.run(Lock.lock(logged, { digest, jid: "first" }))
+    for (let i = 0; i < 150; i++) await harness.run(Effect.flip(Lock.lock(logged, { digest, jid: `dup${i}` })))
+    const served = await harness.run(Web.serve({ prefix }))
+    const page = await send(`${served.url}/lock?digest=${encodeURIComponent(digest)}`)
+    const section = page.body.slice(page.body.indexOf("<h2>Recent events</h2>"))
+    const rows = [...section.matchAll(/<tr><td>(.*?)<\/td><td class="event">(.*?)<\/td><td>(\w+)<\/td><td class="jid">(.*?)<\/td>/g)]
+    assert.deepStrictEqual(rows.map((m) => [m[2], m[4]]), [["refused <span class=\"count\">×150</span>", "dup149"], ["taken", "first"]])
+    assert.match(rows[0]![1]!, /<small class="repeats">\(since \d{4}-\d\d-\d\dT[\d:.]+Z\)<\/small>/)
   })
 
   it("deleting a digest asks first on a page of its own naming what goes and which running holders are revoked; a confirmation acts only on what it named", async () => {
@@ -1377,6 +1422,42 @@ describe("the lock page, the arguments and the metrics an operator reads at a gl
     assert.include(page.body, "1 not searched")
     assert.strictEqual((await api(served.url, "/api/locks?count=1000&args=hay")).notSearched, 1)
     assert.strictEqual((await api(served.url, "/api/locks?count=1000")).notSearched, 0)
+  })
+
+  it("issue 47: the metrics summary's headers line up with their numbers: a number column's header is aligned as its cells", async () => {
+    const prefix = RedisTest.uniquePrefix("web-totals")
+    const served = await harness.run(Web.serve({ prefix }))
+    const definition = LockOptions.unsafeMake({ lock: "until_executing", lockPrefix: prefix })
+    await harness.run(History.flush(prefix))
+    await harness.run(Effect.scoped(Lock.acquire(definition, { digest: `${prefix}:t0`, jid: "t0" })))
+    await harness.run(History.flush(prefix))
+    const body = (await send(`${served.url}/metrics`)).body
+    const table = body.slice(body.indexOf("<table class=\"totals\">"), body.indexOf("</table>", body.indexOf("<table class=\"totals\">")))
+    const classesOf = (row: string) => [...row.matchAll(/<t[hd](?=[\s>])(?: class="([^"]*)")?[^>]*>/g)].map((m) => m[1] ?? "")
+    const head = classesOf(/<thead>.*?<\/thead>/s.exec(table)![0])
+    const rows = [...table.matchAll(/<tr><td>.*?<\/tr>/gs)].map((m) => classesOf(m[0]))
+    assert.isAtLeast(rows.length, 1)
+    assert.strictEqual(head.length, History.events.length + 1)
+    // Each column's header takes its cells' alignment (num: right), so a number sits under its own header.
+    for (const row of rows) assert.deepStrictEqual(head, row)
+    assert.include(Pages.stylesheet, "th.num")
+  })
+
+  it("issue 47: a digest's queue-lock and run-lock rows in the list say which they are first in their lock cell, before a name cut short", async () => {
+    const prefix = RedisTest.uniquePrefix("web-kind")
+    const digest = `${prefix}:${"6f1c2b9e0d4a8f37".repeat(4)}`
+    const both = LockOptions.unsafeMake({ lock: "until_and_while_executing", lockPrefix: prefix, lockTtl: 3_600_000, lockLease: 600_000 })
+    await harness.run(Lock.lock(both, { digest, jid: "q1" }))
+    await harness.run(Lock.lock(both, { digest, jid: "r1", phase: "run" }))
+    const served = await harness.run(Web.serve({ prefix }))
+    const body = (await send(`${served.url}/locks`)).body
+    const cells = [...body.matchAll(/<tr data-name="([^"]+)">\n<td class="digest"[^>]*>(.*?)<\/td>/g)].map((m) => [m[1]!, m[2]!] as const)
+    assert.deepStrictEqual(cells.map(([name]) => name).sort(), [digest, `${digest}:RUN`])
+    for (const [name, cell] of cells) {
+      const kind = name.endsWith(":RUN") ? "run" : "queue"
+      // The label comes before the link, whose text the page cuts short (CSS) where the ":RUN" would have told them apart.
+      assert.match(cell, new RegExp(`^<span class="kind kind-${kind}">${kind}</span> <a `), name)
+    }
   })
 
   it("the metrics page: a chosen refresh as a meta refresh (5 to 3600 s, else a 400), both axes labelled, the hold-time histogram", async () => {

@@ -6,7 +6,7 @@
  */
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import type { Holder, LockEvent } from "./models.js"
+import { eventLog, type Holder, type LockEvent } from "./models.js"
 
 // The lead of an entry (lua/lib/prelude.lua), with no end: t, x and l always fit the smallest cut.
 const lead = new RegExp(
@@ -87,15 +87,53 @@ export const cutHolder = (jid: string, head: string, length: number): Holder => 
 }
 
 /**
+ * A text of an activity-log entry as `log_event` keeps it: over `eventLog.textBytes` UTF-8 bytes, cut at a character's
+ * start and ended with "…", so both stores hold the same bytes.
+ *
+ * @internal
+ */
+export const eventTextCut = (text: string): string => {
+  const bytes = Buffer.from(text)
+  if (bytes.length <= eventLog.textBytes) return text
+  let n = eventLog.textBytes
+  // Back to a character's first byte (not a UTF-8 continuation byte).
+  while (n > 0 && (bytes[n]! & 0xc0) === 0x80) n--
+  return `${bytes.subarray(0, n).toString()}\u2026`
+}
+
+/**
  * An activity-log entry as `log_event` (lua/lib/prelude.lua) writes it: its fields in a fixed order, so both stores
- * hold the same bytes.
+ * hold the same bytes; its texts cut as `eventTextCut` cuts them.
  *
  * @internal
  */
 export const eventText = (event: LockEvent): string =>
-  `{"at":${event.at},"event":"${event.event}","jid":${JSON.stringify(event.jid)},"phase":"${event.phase}"${
-    event.holder === undefined ? "" : `,"holder":${JSON.stringify(event.holder)}`
-  }${event.who === undefined ? "" : `,"who":${JSON.stringify(event.who)}`}}`
+  `{"at":${event.at},"event":"${event.event}","jid":${JSON.stringify(eventTextCut(event.jid))},"phase":"${event.phase}"${
+    event.holder === undefined ? "" : `,"holder":${JSON.stringify(eventTextCut(event.holder))}`
+  }${event.count === undefined ? "" : `,"n":${event.count},"first":${event.firstAt ?? event.at}`}${
+    event.who === undefined ? "" : `,"who":${JSON.stringify(eventTextCut(event.who))}`
+  }}`
+
+/**
+ * A refusal folded into the log's newest entry, as `log_event` folds it: when `head` is a refusal of the same phase
+ * naming the same holder, the entry that replaces it (counted, with the first one's time); else undefined.
+ *
+ * @internal
+ */
+export const foldRefusal = (head: string | undefined, event: LockEvent): string | undefined => {
+  if (head === undefined || event.event !== "refused" || event.holder === undefined) return undefined
+  const start = /^\{"at":(\d+),"event":"refused","jid":"/.exec(head)
+  if (start === null) return undefined
+  const counted = /,"n":(\d+),"first":(\d+)\}$/.exec(head)
+  const body = counted === null ? head.slice(0, -1) : head.slice(0, head.length - counted[0].length)
+  const tail = `,"phase":"${event.phase}","holder":${JSON.stringify(eventTextCut(event.holder))}`
+  if (!body.endsWith(tail)) return undefined
+  return eventText({
+    ...event,
+    count: (counted === null ? 1 : Number(counted[1])) + 1,
+    firstAt: Number(counted === null ? start[1] : counted[2])
+  })
+}
 
 const EventEntry = Schema.parseJson(Schema.Struct({
   at: Schema.Number,
@@ -103,10 +141,16 @@ const EventEntry = Schema.parseJson(Schema.Struct({
   jid: Schema.String,
   phase: Schema.Literal("queue", "run"),
   holder: Schema.optional(Schema.String),
+  n: Schema.optional(Schema.Number),
+  first: Schema.optional(Schema.Number),
   who: Schema.optional(Schema.String)
 }))
 
 const decodeEvent = Schema.decodeUnknownOption(EventEntry)
 
 /** An activity-log entry read back; undefined when it is not in the log's shape (someone else's write). @internal */
-export const eventOf = (text: string): LockEvent | undefined => Option.getOrUndefined(decodeEvent(text))
+export const eventOf = (text: string): LockEvent | undefined =>
+  Option.getOrUndefined(
+    Option.map(decodeEvent(text), ({ first, n, ...event }): LockEvent =>
+      n === undefined ? event : { ...event, count: n, firstAt: first ?? event.at })
+  )

@@ -356,32 +356,70 @@ local function keep_lease(key, owner, lease, current)
 end
 
 -- A digest's activity log (lockEvents): puts an event first in the list at key (\`<digest>:EVENTS\`), keeps its newest
--- 100 and sets its TTL to 24 hours. at: Redis ms; refused (a refusal: acquire's answer, {0, holder, ...}: the
--- holder logged is the first in byte order, as the memory store picks it, the hash's order being Redis' own) and who
--- (an admin's call) may be nil. The entry is compact JSON in a fixed field order, as the memory store writes it: at, event, jid, phase, holder,
--- who. A key of another type (not ours) is left alone: LPUSH by pcall, and nothing else then; the log never fails the
--- call it records, and a call that fails before its first write has logged nothing (this runs after the others).
--- LTRIM only once the list has grown past 100, and a text escaped only when it holds a character to escape: the
--- common event costs LPUSH and PEXPIRE (bench/results/lock-events.md).
+-- 100 and sets its TTL: 24 hours while either of the digest's locks has a holders key, 1 hour once neither has (a
+-- gone digest's log is kept for a look back, not for a day). at: Redis ms; refused (a refusal: acquire's answer,
+-- {0, holder, ...}: the holder logged is the first in byte order, as the memory store picks it, the hash's order being
+-- Redis' own) and who (an admin's call) may be nil. The entry is compact JSON in a fixed field order, as the memory
+-- store writes it: at, event, jid, phase, holder, n and first (refusals folded together), who. A text over 128
+-- bytes is cut at a character's start and ends with an ellipsis (U+2026): a 20 kB jid costs the log 131 bytes. A
+-- refusal like the newest entry (a refusal of the same phase naming the same holder) replaces it, counted: n the
+-- refusals it stands for, first the time of the first, at and jid the last's; so a burst of duplicates is one entry
+-- and pushes nothing out. A key of another type (not ours) is left alone: LPUSH by pcall, and nothing else then; the
+-- log never fails the call it records, and a call that fails before its first write has logged nothing (this runs
+-- after the others). LTRIM only once the list has grown past 100, and a text escaped only when it holds a character
+-- to escape: the common event costs LPUSH and PEXPIRE (bench/results/lock-events.md). The locks' holders keys are
+-- named from the log's (\`<base>:EVENTS\` -> \`<base>:LOCKED\`, \`<base>:RUN:LOCKED\`), in its slot: the same hash tag.
 local function log_event(key, at, event, jid, phase, refused, who)
   local function text(s)
+    if #s > 128 then
+      local n = 128
+      -- Back to a character's first byte (not a UTF-8 continuation byte 0x80-0xBF).
+      while n > 0 and string.byte(s, n + 1) >= 128 and string.byte(s, n + 1) < 192 do n = n - 1 end
+      s = string.sub(s, 1, n) .. '\\226\\128\\166'
+    end
     if not string.find(s, '[%z\\1-\\31"\\\\]') then return '"' .. s .. '"' end
     local escapes = {['"'] = '\\\\"', ['\\\\'] = '\\\\\\\\', ['\\b'] = '\\\\b', ['\\f'] = '\\\\f', ['\\n'] = '\\\\n', ['\\r'] = '\\\\r', ['\\t'] = '\\\\t'}
     return '"' .. string.gsub(s, '[%z\\1-\\31"\\\\]', function(c) return escapes[c] or string.format('\\\\u%04x', string.byte(c)) end) .. '"'
   end
-  local entry = '{"at":' .. string.format('%d', at) .. ',"event":"' .. event .. '","jid":' .. text(jid) .. ',"phase":"' .. phase .. '"'
+  local stamp = string.format('%d', at)
+  local entry = '{"at":' .. stamp .. ',"event":"' .. event .. '","jid":' .. text(jid) .. ',"phase":"' .. phase .. '"'
+  local folded = false
   if refused then
     local holder = refused[2]
     for i = 3, #refused do
       if refused[i] < holder then holder = refused[i] end
     end
+    local tail = ',"phase":"' .. phase .. '","holder":' .. text(holder)
     entry = entry .. ',"holder":' .. text(holder)
+    local head = redis.pcall('LINDEX', key, 0)
+    if type(head) == 'string' and string.match(head, '^{"at":%d+,"event":"refused","jid":"') then
+      local first, n = string.match(head, '^{"at":(%d+),'), 1
+      local counted, since = string.match(head, ',"n":(%d+),"first":(%d+)}$')
+      local body = string.sub(head, 1, -2)
+      if counted then
+        n, first = tonumber(counted), since
+        body = string.sub(head, 1, -(#(',"n":' .. counted .. ',"first":' .. since .. '}') + 1))
+      end
+      if string.sub(body, -#tail) == tail then
+        entry = entry .. ',"n":' .. string.format('%d', n + 1) .. ',"first":' .. first
+        folded = true
+      end
+    end
   end
   if who then entry = entry .. ',"who":' .. text(who) end
-  local pushed = redis.pcall('LPUSH', key, entry .. '}')
-  if type(pushed) == 'table' and pushed.err then return end
-  if pushed > 100 then redis.call('LTRIM', key, 0, 99) end
-  redis.call('PEXPIRE', key, 86400000)
+  if folded then
+    redis.call('LSET', key, 0, entry .. '}')
+  else
+    local pushed = redis.pcall('LPUSH', key, entry .. '}')
+    if type(pushed) == 'table' and pushed.err then return end
+    if pushed > 100 then redis.call('LTRIM', key, 0, 99) end
+  end
+  local ttl = 86400000
+  if event ~= 'taken' and event ~= 'reentered' and event ~= 'refused' then
+    local base = string.sub(key, 1, -8)
+    if redis.call('EXISTS', base .. ':LOCKED', base .. ':RUN:LOCKED') == 0 then ttl = 3600000 end
+  end
+  redis.call('PEXPIRE', key, ttl)
 end
 
 -- The bodies of lock.lua, unlock.lua and handoff.lua, as functions of their keys and arguments: each script calls its

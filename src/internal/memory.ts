@@ -19,7 +19,7 @@ import type {
 } from "./models.js"
 import { eventLog, holdersChanged, keysOf, RedisError } from "./models.js"
 import type { LockEvent } from "./models.js"
-import { cutHolder, eventOf, eventText } from "./entries.js"
+import { cutHolder, eventOf, eventText, foldRefusal } from "./entries.js"
 import * as Layout from "./layout.js"
 
 /** @internal */
@@ -554,17 +554,25 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     journals.set(key, list)
   }
 
-  // log_event (lua/lib/prelude.lua): first in the digest's list, its newest 100 kept for 24 hours; a key of another
-  // kind (a tally's) is left alone. `only`: log only where the list exists (the reaper's and an admin's calls).
+  // log_event (lua/lib/prelude.lua): first in the digest's list (a refusal like the newest entry folded into it), its
+  // newest 100 kept for 24 hours, or 1 hour once neither of the digest's locks has a hash; a key of another kind (a
+  // tally's) is left alone. `only`: log only where the list exists (the reaper's and an admin's calls).
   const phaseOf = (lock: LockKey): "queue" | "run" => (lock.name.endsWith(":RUN") ? "run" : "queue")
   const logEvent = (lock: LockKey, event: LockEvent, now: number, only = false): void => {
     const key = keysOf(lock).events
     if (alive(tallied, key, now) !== undefined) return
     const list = alive(journals, key, now)
     if (only && list === undefined) return
+    const entries = list?.entries ?? []
+    const folded = foldRefusal(entries[0], event)
+    const base = lock.name.endsWith(":RUN") ? lock.name.slice(0, -4) : lock.name
+    const held = event.event === "taken" || event.event === "reentered" || event.event === "refused" ||
+      [base, `${base}:RUN`].some((name) => getHash(keysOf({ prefix: lock.prefix, name }).locked, now) !== undefined)
     journals.set(key, {
-      entries: [eventText(event), ...(list?.entries ?? [])].slice(0, eventLog.keep),
-      expiresAt: now + eventLog.ttlMs
+      entries: folded === undefined
+        ? [eventText(event), ...entries].slice(0, eventLog.keep)
+        : [folded, ...entries.slice(1)],
+      expiresAt: now + (held ? eventLog.ttlMs : eventLog.goneTtlMs)
     })
   }
   const logAcquired = (lock: LockKey, jid: string, phase: "queue" | "run", result: LockResult, now: number): void =>

@@ -170,15 +170,24 @@ export interface LockEvent {
   readonly phase: "queue" | "run"
   readonly holder?: string | undefined
   readonly who?: string | undefined
+  /**
+   * Refusals only: how many this entry stands for, when more than one (a refusal like the newest entry, of the same
+   * phase naming the same holder, is folded into it: `at` and `jid` are the last one's).
+   */
+  readonly count?: number | undefined
+  /** With `count`: when the first of them was refused (Redis ms). */
+  readonly firstAt?: number | undefined
 }
 
 /**
- * The most events a digest's activity log keeps, and for how long after its last one (ms).
+ * A digest's activity log's bounds: the most entries it keeps; how long after its last event while either of the
+ * digest's locks is held (`ttlMs`), and once neither is (`goneTtlMs`); the bytes of a jid, holder or who kept, past
+ * which a text is cut at a character's start and ends with "…" (`textBytes`).
  *
  * @since 0.1.0
  * @category constants
  */
-export const eventLog = { keep: 100, ttlMs: 24 * 60 * 60 * 1000 } as const
+export const eventLog = { keep: 100, ttlMs: 24 * 60 * 60 * 1000, goneTtlMs: 60 * 60 * 1000, textBytes: 128 } as const
 
 /**
  * Which of a lock's holders `Store.fetch` reads: a page of them, bounded whatever the lock holds.

@@ -11,6 +11,12 @@ import * as Context from "effect/Context"
 /** The path the UI is mounted under ("" at the root), given by the bridge to every request. @internal */
 export class BasePath extends Context.Tag("effect-unique-jobs/web/BasePath")<BasePath, string>() {}
 
+/**
+ * The client's address as the Node socket saw it, given by the bridge to every request: a web `Request` has none, so
+ * without it a change made through `serve` or `nodeHandler` would name no one. @internal
+ */
+export class RemoteAddress extends Context.Tag("effect-unique-jobs/web/RemoteAddress")<RemoteAddress, string>() {}
+
 /** A Node request handler, Express-style: `next` (when given) gets what the handler could not do. */
 export type NodeHandler = (request: IncomingMessage, response: ServerResponse, next?: (error?: unknown) => void) => void
 
@@ -96,10 +102,11 @@ export const toNode =
       // must not throw here).
       const url = new URL(request.url ?? "/", "http://localhost")
       const base = baseOf(request, options.basePath)
-      const answer = await web(
-        new Request(url, { method, headers, ...(body === undefined ? {} : { body }) }),
-        (base === undefined ? Context.empty() : Context.make(BasePath, base)) as Context.Context<never>
-      )
+      const remote = request.socket?.remoteAddress
+      let context: Context.Context<never> = Context.empty()
+      if (base !== undefined) context = Context.add(context, BasePath, base) as Context.Context<never>
+      if (remote !== undefined) context = Context.add(context, RemoteAddress, remote) as Context.Context<never>
+      const answer = await web(new Request(url, { method, headers, ...(body === undefined ? {} : { body }) }), context)
       const out: Record<string, string | Array<string>> = {}
       answer.headers.forEach((value, name) => {
         if (name !== "set-cookie") out[name] = value

@@ -253,6 +253,10 @@ const argsCell = (row: Locks.Row): Html => {
   return html`<td class="args"${args.length > 24 ? html` title="${abbreviate(args, 1024)}"` : ""}>${abbreviate(args, 24)}</td>`
 }
 
+// Which of a digest's two locks a row is, first in its cell: a long name is cut before its ":RUN" shows, so without it
+// the queue lock's row and the run lock's read the same.
+const kindLabel = (phase: "queue" | "run") => html`<span class="kind kind-${phase}">${phase}</span>`
+
 /** @internal */
 export const locksPage = (frame: Frame, view: LocksView, message?: Html): Html => {
   const f = view.filters
@@ -281,9 +285,8 @@ ${
   const rows = view.rows.map((row) => {
     const since = sinceOf(row)
     return html`<tr data-name="${row.entry.name}">
-<td class="digest" title="${row.entry.name}">${lockLink(frame, row.entry.digest, row.entry.name)}</td>
+<td class="digest" title="${row.entry.name}">${kindLabel(row.entry.phase)} ${lockLink(frame, row.entry.digest, row.entry.name)}</td>
 <td>${row.type}</td>
-<td>${row.entry.phase}</td>
 <td class="num">${String(row.lock.size)}${
       row.lock.size > row.lock.holders.length
         ? html` <small>(first ${String(row.lock.holders.length)} read)</small>`
@@ -324,7 +327,7 @@ ${bulkLink(frame, view)}
 ${paging}
 <div class="scroll">
 <table class="locks">
-<thead><tr><th>lock</th><th>type</th><th>phase</th><th>holders</th><th>queue</th><th>worker</th><th>arguments</th><th>since</th><th>left</th><th></th>${describer ? html`<th>job</th>` : ""}</tr></thead>
+<thead><tr><th>lock</th><th>type</th><th>holders</th><th>queue</th><th>worker</th><th>arguments</th><th>since</th><th>left</th><th></th>${describer ? html`<th>job</th>` : ""}</tr></thead>
 <tbody>
 ${rows}
 </tbody>
@@ -365,7 +368,7 @@ const holdersTable = (
         ? ""
         : html`<small class="cut">entry of ${String(holder.truncated)} bytes, cut: its leading fields only</small>`
     }</td>
-<td>${
+<td class="actions">${
       // A revoked holder has nothing left to unlock: it keeps its place until it stops.
       frame.canChange && holder.revokedAt === undefined && encodeURIComponent(holder.jid).length <= 4096
         ? html`<form method="post" action="${frame.base}/lock/unlock">${csrfField(frame)}<input type="hidden" name="digest" value="${digest}"><input type="hidden" name="jid" value="${holder.jid}"><button type="submit" class="unlock">Unlock</button></form>`
@@ -461,13 +464,20 @@ const eventsTable = (events: Locks.Digest["events"]): Html =>
   html`<h2>Recent events</h2>
 ${
     events.length === 0
-      ? html`<p class="events-none">none kept: this digest's workers do not set <code>lockEvents</code>, or nothing happened to it in the last 24 hours</p>`
+      ? html`<p class="events-none">none kept: this digest's workers do not set <code>lockEvents</code>, or nothing happened to it lately (its log is kept 24 hours after its last event, 1 hour once the digest is no longer held)</p>`
       : html`<table class="events">
 <thead><tr><th>at</th><th>event</th><th>phase</th><th>jid</th><th>holder</th><th>by</th></tr></thead>
 <tbody>
 ${
         events.map((event) =>
-          html`<tr><td>${time(event.at)}</td><td class="event">${event.event}</td><td>${event.phase}</td><td class="jid">${
+          html`<tr><td>${time(event.at)}${
+            // Refusals in a row folded into one entry: how many, since when (the row's time and jid are the last's).
+            event.count === undefined
+              ? ""
+              : html` <small class="repeats">(since ${time(event.firstAt)})</small>`
+          }</td><td class="event">${event.event}${
+            event.count === undefined ? "" : html` <span class="count">×${String(event.count)}</span>`
+          }</td><td>${event.phase}</td><td class="jid">${
             event.jid === "" ? html`<small>(its key had expired)</small>` : event.jid
           }</td><td class="jid">${event.holder ?? ""}</td><td>${event.who ?? ""}</td></tr>`
         )
@@ -1021,7 +1031,7 @@ ${holdChart(buckets)}
 </div>
 <div class="scroll">
 <table class="totals">
-<thead><tr><th>lock type</th>${events.map((event) => html`<th>${event}</th>`)}</tr></thead>
+<thead><tr><th>lock type</th>${events.map((event) => html`<th class="num">${event}</th>`)}</tr></thead>
 <tbody>${totals}</tbody>
 </table>
 </div>`,
@@ -1040,13 +1050,16 @@ header a{color:#cde;margin-right:.8em}header a[aria-current]{color:#fff;font-wei
 .prefix{color:#aab}.readonly{background:#a60;color:#fff;padding:0 .4em;border-radius:3px}
 main{padding:1em}table{border-collapse:collapse;width:100%;margin:.5em 0}
 th,td{border-bottom:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
-td.num{text-align:right}.digest{font-family:ui-monospace,monospace;overflow-wrap:anywhere}
+td.num,th.num{text-align:right}.digest{font-family:ui-monospace,monospace;overflow-wrap:anywhere}
 .scroll{overflow-x:auto;max-width:100%}
+td.jid{overflow-wrap:anywhere;min-width:6em}td.actions{position:sticky;right:0;background:#fff}
 td.digest{white-space:nowrap}
 td.digest a{display:inline-block;max-width:16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom}
 td.args{font-family:ui-monospace,monospace;font-size:12px;white-space:nowrap}
 pre.info{margin:0;min-width:26em;max-width:40em;white-space:pre-wrap;overflow-wrap:break-word;font-size:12px}
 @media (max-width:600px){td.digest a{max-width:11em}table.locks td{white-space:nowrap}th,td{padding:.2em .3em}}
+.kind{display:inline-block;min-width:3.2em;padding:0 .3em;border-radius:3px;font:12px system-ui,sans-serif;text-align:center;vertical-align:bottom}
+.kind-queue{background:#eef}.kind-run{background:#efe}
 .filters label{margin-right:.8em;white-space:nowrap}.stale{color:#a60}.foreign{color:#a00}
 .message{background:#eef6ee;border:1px solid #9c9;padding:.5em;margin:.5em 0}.error{color:#a00}
 .actions form,td form{display:inline}.danger{margin-top:1em}button.delete,button.reap,button.confirm,a.delete,a.reap{color:#a00}
