@@ -112,11 +112,13 @@ const checkArgument = (what: string, value: string, help: string): Effect.Effect
     ? fail(`unknown option ${value} (see unique-jobs ${help} --help); a ${what} never starts with '-'`)
     : Effect.void
 
-// What the name's own prefix looks like, to name it in a hint.
+// What the name's own prefix looks like, to name it in a hint: all before its last ':' (a run lock's :RUN aside), as
+// a prefix may hold inner ':' (app:jobs:ace64…).
 const prefixHint = (name: string, prefix: string): string => {
-  const colon = name.indexOf(":")
-  const own = colon > 0 ? name.slice(0, colon) : undefined
-  return own !== undefined && /^[A-Za-z0-9_.-]+$/.test(own)
+  const base = digestOf(name)
+  const colon = base.lastIndexOf(":")
+  const own = colon > 0 ? base.slice(0, colon) : undefined
+  return own !== undefined && Either.isRight(Schema.decodeUnknownEither(PrefixSchema)(own))
     ? `lock names under --prefix ${prefix} start with ${prefix}: (for prefix ${own}, pass --prefix ${own})`
     : `a digest includes its prefix: ${prefix}:${name}`
 }
@@ -435,6 +437,11 @@ const show = Command.make(
     Effect.gen(function*() {
       yield* checkPrefix(o.prefix)
       yield* checkArgument("digest", o.digest, "locks show")
+      // A name outside --prefix is none of the prefix's locks, whatever its key holds (the admin reads only what the
+      // prefix's index lists): said before Redis is asked, as locks list says it of a pattern.
+      if (!o.digest.startsWith(`${o.prefix}:`)) {
+        return yield* fail(`${o.digest} is not a lock under --prefix ${o.prefix}: ${prefixHint(o.digest, o.prefix)}`)
+      }
       return yield* withLocks(o, (locks) =>
         Effect.gen(function*() {
           // Both of the digest's locks: a run lock's holders under phase run, its queue lock's under queue.
@@ -461,9 +468,6 @@ const show = Command.make(
               shown.events.map((e) => [time(e.at), e.event, e.phase, e.jid === "" ? "(key expired)" : e.jid, e.holder ?? "", e.who ?? ""])
             )
           ]
-          if (rows.length === 0 && !o.digest.startsWith(`${o.prefix}:`)) {
-            return yield* fail(`${o.digest}: not locked; ${prefixHint(o.digest, o.prefix)}`)
-          }
           yield* print(o.json, shown, () =>
             [
               rows.length === 0
@@ -918,7 +922,7 @@ const layoutOf = (prefix: string) =>
     store.layout === undefined ? Effect.succeed(undefined) : store.layout(prefix))
 
 const describeLayout = (layout: Redis.PrefixLayout): string =>
-  `${layout.cluster ? `Redis Cluster, ${layout.shards} shards` : "one Redis (standalone)"}${
+  `${layout.cluster ? `Redis Cluster, ${layout.shards} shard${layout.shards === 1 ? "" : "s"}` : "one Redis (standalone)"}${
     layout.recorded ? "" : " (nothing recorded yet: the default, recorded by the first lock)"
   }`
 

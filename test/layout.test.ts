@@ -7,6 +7,7 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import { Redis as IORedis } from "ioredis"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
@@ -14,6 +15,7 @@ import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import { LayoutMismatch } from "../src/Errors.js"
 import * as Direct from "../src/internal/direct.js"
 import * as Layout from "../src/internal/layout.js"
+import * as RedisOptions from "../src/internal/redisOptions.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Locks from "../src/Locks.js"
@@ -480,6 +482,56 @@ describe("a process that read the layout before a layout reset (issue 47, observ
         const resets = Array.from({ length: 24 }, (_, shard) => Layout.cluster(24).resets(prefix, shard))
         assert.deepStrictEqual(yield* Effect.promise(() => Promise.all(resets.map((key) => raw.exists(key)))), resets.map(() => 0))
         assert.strictEqual((yield* a.lock({ prefix, name: `${prefix}:${hexes(2, 32)[1]}` }, request("j2")))._tag, "Acquired")
+      }))
+  })
+})
+
+describe("which layouts a record may name (issue 47, item 8)", () => {
+  // Every shard count a store can be configured with, and the ones around them.
+  const counts: ReadonlyArray<unknown> = [-1, 0, 0.5, 1, 1.5, 2, 3, 24, 1023, 1024, 1025, 4096, "4", null, true, 2 ** 53]
+
+  it("a recorded cluster is read back exactly when Redis.makeFromClient takes its shards: 1 to 1024, one shard included", () => {
+    for (const shards of counts) {
+      const configurable = Either.isRight(RedisOptions.decodeFromClient({ shards }))
+      const read = Layout.decodeRecord(JSON.stringify({ layout: "cluster", shards }))
+      assert.strictEqual(read !== undefined, configurable, `a record of a cluster of ${JSON.stringify(shards)} shards`)
+      if (read !== undefined) {
+        assert.isTrue(read.layout.cluster)
+        assert.strictEqual(read.layout.shards, shards)
+        assert.strictEqual(Layout.decode(Layout.encode(read.layout, "ab12")), read.layout, "encode reads back")
+      }
+    }
+    // The one standalone shape, with or without an epoch; nothing else.
+    assert.strictEqual(Layout.decode(JSON.stringify({ layout: "standalone" })), Layout.standalone)
+    assert.strictEqual(Layout.decodeRecord(JSON.stringify({ layout: "standalone", epoch: "0f" }))?.epoch, "0f")
+    for (const other of [{ layout: "standalone", shards: 1 }, { layout: "cluster" }, { layout: "Cluster", shards: 4 }, { shards: 4 }, { layout: "cluster", shards: 4, epoch: 7 }]) {
+      assert.isUndefined(Layout.decodeRecord(JSON.stringify(other)), JSON.stringify(other))
+    }
+  })
+
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("a process on a cluster of one shard records it, a second one agrees, and the CLI reads it; a record of 0 or 1025 shards is foreign", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("one-shard")
+        for (const store of [yield* storeOf(1), yield* storeOf(1)]) {
+          yield* Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, store))
+          assert.deepStrictEqual(yield* store.layout!(prefix), { cluster: true, shards: 1, recorded: true })
+        }
+        assert.strictEqual(yield* recordOf(raw, prefix), JSON.stringify({ layout: "cluster", shards: 1 }))
+        const shown = yield* runCli(["layout", "show", "--redis-url", source.url, "--prefix", prefix])
+        assert.strictEqual(shown.stdout, `${prefix}: Redis Cluster, 1 shard`)
+        // A standalone store is refused beside it, not taken for the same layout.
+        const standalone = yield* Effect.flip(Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(undefined))))
+        assert.strictEqual(standalone._tag, "LayoutMismatch")
+        assert.isFalse((standalone as LayoutMismatch).foreign)
+        for (const shards of [0, 1025]) {
+          const odd = RedisTest.uniquePrefix("odd-shards")
+          yield* Effect.promise(() => raw.set(`${odd}:layout`, JSON.stringify({ layout: "cluster", shards })))
+          const refused = yield* Effect.flip(Redis.checkLayout(odd).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(24))))
+          assert.strictEqual(refused._tag, "LayoutMismatch")
+          assert.isTrue((refused as LayoutMismatch).foreign, `${shards} shards`)
+        }
       }))
   })
 })
