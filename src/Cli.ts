@@ -779,17 +779,19 @@ const reap = Command.make("reap", { dryRun, redisUrl, prefix, json, bullmq }, (o
             ...freedLines(o.dryRun, freed),
             `${pass.scanned} index entries walked in ${pass.steps} step(s); ${o.dryRun ? "would remove" : "removed"} ` +
             `${pass.members} index entries of gone locks, ${pass.holders} holders whose time ran out, ` +
-            `${pass.orphans} locks whose job is gone`,
+            `${pass.orphans} orphans (locks with no expiry whose job is gone)`,
             asks
-              ? `(a lock younger than ${grace} is not asked about: its job may still be on its way; --grace)`
-              : "(orphans, locks whose job is gone, are freed only with --bullmq-queue)"
+              ? `(a lock younger than ${grace} is not asked about: its job may still be on its way, --grace; a lock ` +
+                `with an expiry, a lockTtl, is no orphan: it ends then, and until_expired keeps it past its job on purpose)`
+              : "(orphans, locks with no expiry whose job is gone, are freed only with --bullmq-queue)"
           ].join("\n")
           : "another reaper is running; nothing done")
     })
   ))).pipe(Command.withDescription(
     "one pass of the clean-up the workers' reaper runs: removes what no job needs any more (entries of the index, " +
       "the list of locks this command walks, whose lock is gone; holders whose time ran out); with --bullmq-queue, " +
-      "also the locks whose BullMQ job is gone (orphans: removed, completed or failed with its lock left). It stops " +
+      "also the orphans: locks with no expiry (no lockTtl) whose BullMQ job is gone (removed, completed or failed " +
+      "with its lock left); a lock with an expiry ends then, whether its job is gone or not. It stops " +
       "no running job. Example: unique-jobs reap --dry-run --bullmq-queue emails"
   ))
 
@@ -982,7 +984,9 @@ const glossary: ReadonlyArray<readonly [string, string]> = [
   ["revoke", "what del and unlock do to a running job's hold: marked, not removed; the job fails with LockLost at " +
   "its next renewal, then the lock frees"],
   ["index", "the sorted set of every lock under a prefix, which list, stats and reap walk"],
-  ["orphan", "a lock whose job is gone (removed, or ended without letting go); reap --bullmq-queue frees them"],
+  ["orphan", "a lock with no expiry (no lockTtl) whose job is gone (removed, or ended without letting go): nothing " +
+  "else ends it, and reap --bullmq-queue frees it. A lock with a lockTtl ends at its expiry and is never an orphan " +
+  "(until_expired keeps its lock past its job on purpose)"],
   ["layout", "how a prefix's keys lie: one Redis, or a Redis Cluster with N shards (see layout show)"]
 ]
 
