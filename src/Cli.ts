@@ -960,7 +960,8 @@ const layoutReset = Command.make("reset", { redisUrl, prefix, json }, (o) =>
   )).pipe(Command.withDescription(
     "forget the prefix's recorded layout, to move it to another (a cluster, or another shards count): refused while " +
       "any lock is held under it (drained: no job queued or running with a lock). Stop its workers, run this, then " +
-      "start them with the new Redis options (Redis.layerCluster, shards); the first lock records the new layout. " +
+      "start them with the new Redis options (Redis.layerCluster, shards); the first lock records the new layout. A " +
+      "process left running is refused at its next lock under the prefix (LayoutMismatch, reset) until restarted. " +
       "Example: unique-jobs layout reset --prefix myapp"
   ))
 
