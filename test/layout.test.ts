@@ -115,6 +115,20 @@ const recordOf = (raw: IORedis, prefix: string) =>
     return JSON.stringify(rest)
   })
 
+/** `store`'s process running job `jid` of `unique` (digest of [7]) until `release`, once it has started. */
+const holding = (unique: UniqueJob.UniqueJob, store: Redis.Store, queue: JobQueue["Type"], jid: string) =>
+  Effect.gen(function*() {
+    const started = yield* Deferred.make<void>()
+    const release = yield* Deferred.make<void>()
+    const one = yield* unique.perform(job(jid, [7]), () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))).pipe(
+      Effect.provideService(Redis.RedisService, store),
+      Effect.provideService(JobQueue, queue),
+      Effect.fork
+    )
+    yield* Deferred.await(started)
+    return { one, release }
+  })
+
 /**
  * Two processes running the same while_executing job at once, each with its own store: the first holds its run lock
  * while the second tries. The second's answer (or its failure) is returned, and whether the first was still running.
@@ -123,14 +137,7 @@ const twoRuns = (first: Redis.Store, second: Redis.Store, prefix: string) =>
   Effect.gen(function*() {
     const unique = yield* UniqueJob.make({ worker: "Report", lock: "while_executing", lockPrefix: prefix, lockLease: "30 seconds" })
     const queue = yield* MemoryQueue.make()
-    const started = yield* Deferred.make<void>()
-    const release = yield* Deferred.make<void>()
-    const one = yield* unique.perform(job("j1", [7]), () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))).pipe(
-      Effect.provideService(Redis.RedisService, first),
-      Effect.provideService(JobQueue, queue),
-      Effect.fork
-    )
-    yield* Deferred.await(started)
+    const { one, release } = yield* holding(unique, first, queue, "j1")
     const two = yield* unique.perform(job("j2", [7]), () => Effect.succeed("ran")).pipe(
       Effect.provideService(Redis.RedisService, second),
       Effect.provideService(JobQueue, queue),
@@ -399,15 +406,7 @@ describe("a process that read the layout before a layout reset (issue 47, observ
         const reset = yield* runCli(["layout", "reset", ...where, "--json"])
         assert.deepStrictEqual(JSON.parse(reset.stdout), { reset: true })
         // B, started on the new layout, holds the digest's run lock while A tries again.
-        const b = yield* storeOf(4)
-        const started = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        const onB = yield* unique.perform(job("b1", [7]), () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))).pipe(
-          Effect.provideService(Redis.RedisService, b),
-          Effect.provideService(JobQueue, queue),
-          Effect.fork
-        )
-        yield* Deferred.await(started)
+        const { one: onB, release } = yield* holding(unique, yield* storeOf(4), queue, "b1")
         let ranBeside = 0
         for (const jid of ["a2", "a3"]) {
           const again = yield* Effect.either(onA(unique.perform(job(jid, [7]), () => Effect.sync(() => ranBeside++))))
