@@ -194,28 +194,41 @@ export const main = async (
       } else {
         const { scripts } = tree
         for (const script of Object.values(scripts)) await redis.script("LOAD", script.source)
+        // A tree whose lock steps check the layout's epoch (issue 47) takes the resets key and the epoch after the rest.
+        const epochs = scripts.lock.source.includes("layout_current")
+        const resets = epochs ? [`${index.slice(0, -":digests".length)}:resets`] : []
+        const epoch = epochs ? [""] : []
         const queueLock = (who: (i: number) => string) => (p: Pipeline, i: number) =>
-          p.evalsha(scripts.lock.sha, 3, `${digest("q", i)}:LOCKED`, index, fence, who(i), digest("q", i), 1, 300_000, 0, "", "0", '"default"')
+          p.evalsha(
+            scripts.lock.sha, 3 + resets.length, `${digest("q", i)}:LOCKED`, index, fence, ...resets,
+            who(i), digest("q", i), 1, 300_000, 0, "", "0", '"default"', ...epoch
+          )
         const runKey = (i: number) => `${digest("q", i)}:RUN`
         ;[tree.counts.lock, tree.bytes.lock] = await countAndBytes(queueLock(jid))
         tree.counts.duplicate = await count(queueLock(other))
         tree.counts.unlock = await count((p, i) =>
           p.evalsha(scripts.unlock.sha, 2, `${digest("q", i)}:LOCKED`, index, jid(i), digest("q", i), 0))
         tree.counts["lock, no TTL"] = await count((p, i) =>
-          p.evalsha(scripts.lock.sha, 3, `${digest("n", i)}:LOCKED`, index, fence, jid(i), digest("n", i), 1, 0, 0, "", "0", '"default"'))
+          p.evalsha(
+            scripts.lock.sha, 3 + resets.length, `${digest("n", i)}:LOCKED`, index, fence, ...resets,
+            jid(i), digest("n", i), 1, 0, 0, "", "0", '"default"', ...epoch
+          ))
         tree.counts["unlock, no TTL"] = await count((p, i) =>
           p.evalsha(scripts.unlock.sha, 2, `${digest("n", i)}:LOCKED`, index, jid(i), digest("n", i), 0))
         await run(queueLock(jid))
         tree.counts.handoff = await count((p, i) =>
           p.evalsha(
-            scripts.handoff.sha, 4, `${digest("q", i)}:LOCKED`, `${runKey(i)}:LOCKED`, index, fence,
-            jid(i), digest("q", i), runKey(i), 1, 0, 60_000, "", "0"
+            scripts.handoff.sha, 4 + resets.length, `${digest("q", i)}:LOCKED`, `${runKey(i)}:LOCKED`, index, fence,
+            ...resets, jid(i), digest("q", i), runKey(i), 1, 0, 60_000, "", "0", ...epoch
           ))
         tree.counts.renew = await count((p, i) => p.evalsha(scripts.renew.sha, 1, `${runKey(i)}:LOCKED`, jid(i), 60_000, 0))
         tree.counts["run unlock"] = await count((p, i) =>
           p.evalsha(scripts.unlock.sha, 2, `${runKey(i)}:LOCKED`, index, jid(i), runKey(i), 0))
         tree.counts["run lock"] = await count((p, i) =>
-          p.evalsha(scripts.lock.sha, 3, `${digest("w", i)}:RUN:LOCKED`, index, fence, jid(i), `${digest("w", i)}:RUN`, 1, 0, 60_000, "", "1", ""))
+          p.evalsha(
+            scripts.lock.sha, 3 + resets.length, `${digest("w", i)}:RUN:LOCKED`, index, fence, ...resets,
+            jid(i), `${digest("w", i)}:RUN`, 1, 0, 60_000, "", "1", "", ...epoch
+          ))
         // Issue 39: the same lock, duplicate and unlock steps, 32 to a batch.lua call (a tree that has it), per step.
         const batchScript = (scripts as Partial<Scripts>).batch
         if (batchScript !== undefined) {
@@ -235,8 +248,8 @@ export const main = async (
               p.evalsha(batchScript.sha, keys.length, ...keys, ...argv)
             }
           const lockStep = (who: (i: number) => string) => (i: number) => ({
-            keys: [`${digest("q", i)}:LOCKED`, index, fence],
-            argv: [who(i), digest("q", i), 1, 300_000, 0, "", "0", '"default"']
+            keys: [`${digest("q", i)}:LOCKED`, index, fence, ...resets],
+            argv: [who(i), digest("q", i), 1, 300_000, 0, "", "0", '"default"', ...epoch]
           })
           tree.counts["lock, batched"] = await count(batched("l", lockStep(jid)))
           tree.counts["duplicate, batched"] = await count(batched("l", lockStep(other)))

@@ -112,11 +112,13 @@ const checkArgument = (what: string, value: string, help: string): Effect.Effect
     ? fail(`unknown option ${value} (see unique-jobs ${help} --help); a ${what} never starts with '-'`)
     : Effect.void
 
-// What the name's own prefix looks like, to name it in a hint.
+// What the name's own prefix looks like, to name it in a hint: all before its last ':' (a run lock's :RUN aside), as
+// a prefix may hold inner ':' (app:jobs:ace64…).
 const prefixHint = (name: string, prefix: string): string => {
-  const colon = name.indexOf(":")
-  const own = colon > 0 ? name.slice(0, colon) : undefined
-  return own !== undefined && /^[A-Za-z0-9_.-]+$/.test(own)
+  const base = digestOf(name)
+  const colon = base.lastIndexOf(":")
+  const own = colon > 0 ? base.slice(0, colon) : undefined
+  return own !== undefined && Either.isRight(Schema.decodeUnknownEither(PrefixSchema)(own))
     ? `lock names under --prefix ${prefix} start with ${prefix}: (for prefix ${own}, pass --prefix ${own})`
     : `a digest includes its prefix: ${prefix}:${name}`
 }
@@ -435,6 +437,11 @@ const show = Command.make(
     Effect.gen(function*() {
       yield* checkPrefix(o.prefix)
       yield* checkArgument("digest", o.digest, "locks show")
+      // A name outside --prefix is none of the prefix's locks, whatever its key holds (the admin reads only what the
+      // prefix's index lists): said before Redis is asked, as locks list says it of a pattern.
+      if (!o.digest.startsWith(`${o.prefix}:`)) {
+        return yield* fail(`${o.digest} is not a lock under --prefix ${o.prefix}: ${prefixHint(o.digest, o.prefix)}`)
+      }
       return yield* withLocks(o, (locks) =>
         Effect.gen(function*() {
           // Both of the digest's locks: a run lock's holders under phase run, its queue lock's under queue.
@@ -469,9 +476,6 @@ const show = Command.make(
               ])
             )
           ]
-          if (rows.length === 0 && !o.digest.startsWith(`${o.prefix}:`)) {
-            return yield* fail(`${o.digest}: not locked; ${prefixHint(o.digest, o.prefix)}`)
-          }
           yield* print(o.json, shown, () =>
             [
               rows.length === 0
@@ -783,17 +787,19 @@ const reap = Command.make("reap", { dryRun, redisUrl, prefix, json, bullmq }, (o
             ...freedLines(o.dryRun, freed),
             `${pass.scanned} index entries walked in ${pass.steps} step(s); ${o.dryRun ? "would remove" : "removed"} ` +
             `${pass.members} index entries of gone locks, ${pass.holders} holders whose time ran out, ` +
-            `${pass.orphans} locks whose job is gone`,
+            `${pass.orphans} orphans (locks with no expiry whose job is gone)`,
             asks
-              ? `(a lock younger than ${grace} is not asked about: its job may still be on its way; --grace)`
-              : "(orphans, locks whose job is gone, are freed only with --bullmq-queue)"
+              ? `(a lock younger than ${grace} is not asked about: its job may still be on its way, --grace; a lock ` +
+                `with an expiry, a lockTtl, is no orphan: it ends then, and until_expired keeps it past its job on purpose)`
+              : "(orphans, locks with no expiry whose job is gone, are freed only with --bullmq-queue)"
           ].join("\n")
           : "another reaper is running; nothing done")
     })
   ))).pipe(Command.withDescription(
     "one pass of the clean-up the workers' reaper runs: removes what no job needs any more (entries of the index, " +
       "the list of locks this command walks, whose lock is gone; holders whose time ran out); with --bullmq-queue, " +
-      "also the locks whose BullMQ job is gone (orphans: removed, completed or failed with its lock left). It stops " +
+      "also the orphans: locks with no expiry (no lockTtl) whose BullMQ job is gone (removed, completed or failed " +
+      "with its lock left); a lock with an expiry ends then, whether its job is gone or not. It stops " +
       "no running job. Example: unique-jobs reap --dry-run --bullmq-queue emails"
   ))
 
@@ -926,7 +932,7 @@ const layoutOf = (prefix: string) =>
     store.layout === undefined ? Effect.succeed(undefined) : store.layout(prefix))
 
 const describeLayout = (layout: Redis.PrefixLayout): string =>
-  `${layout.cluster ? `Redis Cluster, ${layout.shards} shards` : "one Redis (standalone)"}${
+  `${layout.cluster ? `Redis Cluster, ${layout.shards} shard${layout.shards === 1 ? "" : "s"}` : "one Redis (standalone)"}${
     layout.recorded ? "" : " (nothing recorded yet: the default, recorded by the first lock)"
   }`
 
@@ -962,7 +968,8 @@ const layoutReset = Command.make("reset", { redisUrl, prefix, json }, (o) =>
   )).pipe(Command.withDescription(
     "forget the prefix's recorded layout, to move it to another (a cluster, or another shards count): refused while " +
       "any lock is held under it (drained: no job queued or running with a lock). Stop its workers, run this, then " +
-      "start them with the new Redis options (Redis.layerCluster, shards); the first lock records the new layout. " +
+      "start them with the new Redis options (Redis.layerCluster, shards); the first lock records the new layout. A " +
+      "process left running is refused at its next lock under the prefix (LayoutMismatch, reset) until restarted. " +
       "Example: unique-jobs layout reset --prefix myapp"
   ))
 
@@ -986,7 +993,9 @@ const glossary: ReadonlyArray<readonly [string, string]> = [
   ["revoke", "what del and unlock do to a running job's hold: marked, not removed; the job fails with LockLost at " +
   "its next renewal, then the lock frees"],
   ["index", "the sorted set of every lock under a prefix, which list, stats and reap walk"],
-  ["orphan", "a lock whose job is gone (removed, or ended without letting go); reap --bullmq-queue frees them"],
+  ["orphan", "a lock with no expiry (no lockTtl) whose job is gone (removed, or ended without letting go): nothing " +
+  "else ends it, and reap --bullmq-queue frees it. A lock with a lockTtl ends at its expiry and is never an orphan " +
+  "(until_expired keeps its lock past its job on purpose)"],
   ["layout", "how a prefix's keys lie: one Redis, or a Redis Cluster with N shards (see layout show)"]
 ]
 

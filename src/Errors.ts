@@ -113,6 +113,11 @@ export class InvalidJobArgs extends Schema.TaggedError<InvalidJobArgs>("effect-u
  * the record says, or move the prefix to the new layout first (docs/redis-cluster.md, "Moving a prefix to another
  * layout").
  *
+ * With `reset`, the record was there and this process read it, but `unique-jobs layout reset` (`Redis.resetLayout`) has
+ * forgotten it since: every lock call of this process under the prefix is refused before it writes anything, for as
+ * long as it runs, so it never locks beside a process that recorded the prefix's new layout. Restart it configured
+ * for the layout the prefix has now (`unique-jobs layout show`).
+ *
  * @since 0.1.0
  * @category errors
  */
@@ -127,10 +132,21 @@ export class LayoutMismatch extends Schema.TaggedError<LayoutMismatch>("effect-u
     /** What this process is configured for, in words. */
     configured: Schema.String,
     /** The key holds something this library did not write. */
-    foreign: Schema.Boolean
+    foreign: Schema.Boolean,
+    /**
+     * The layout this process read was reset after it read it (`recorded` then names the layout it read).
+     *
+     * @since 0.1.0
+     */
+    reset: Schema.optional(Schema.Boolean)
   }
 ) {
   override get message(): string {
+    if (this.reset === true) {
+      return `the layout of prefix ${this.prefix} that this process read (${this.recorded}) was reset with unique-jobs ` +
+        `layout reset after it read it (${this.key} retires it): this process locks nothing more under the prefix. ` +
+        `Stop it, and start it again configured for the prefix's layout now (unique-jobs layout show)`
+    }
     return this.foreign
       ? `the layout of prefix ${this.prefix} cannot be read: ${this.key} holds ${this.recorded}, which this library ` +
         `did not write; use another lockPrefix, or delete ${this.key} if nothing else uses it (this process is ` +

@@ -67,9 +67,11 @@ export const checkLayout = (prefix: string): Effect.Effect<void, LayoutMismatch 
 
 /**
  * Moves `prefix` to another layout, the drained way: refused (a `RedisError` of operation `"layout reset"`) while the
- * index of its recorded layout holds any lock; else deletes the record, and the next process to lock under the prefix
- * records its own layout. Stop every process of the prefix first, and start them again configured for the new layout:
- * a process still running keeps the layout it read. Answers whether a record was deleted (`unique-jobs layout reset`).
+ * index of its recorded layout holds any lock; else retires the record's epoch in every shard of that layout and
+ * deletes the record, and the next process to lock under the prefix records its own layout. Stop every process of the
+ * prefix first, and start them again configured for the new layout: a process still running is refused at its next
+ * lock call under the prefix (a `RedisError` whose cause is `LayoutMismatch` with `reset: true`), so it never locks
+ * beside the new layout. Answers whether a record was deleted (`unique-jobs layout reset`).
  *
  * @since 0.1.0
  * @category layout

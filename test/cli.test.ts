@@ -109,8 +109,21 @@ describe("unique-jobs (the command)", () => {
         // The hash without its prefix: a hint naming the full name.
         assert.strictEqual(
           said(yield* cli("locks", "show", "abc123", ...url, ...p)),
-          `unique-jobs: abc123: not locked; a digest includes its prefix: ${prefix}:abc123`
+          `unique-jobs: abc123 is not a lock under --prefix ${prefix}: a digest includes its prefix: ${prefix}:abc123`
         )
+        // A lock of another prefix, named without --prefix (issue 47, item 7): the hint list gives, and exit 1, though
+        // its key holds a holder (before: its holder printed beside "not one of this library's locks", exit 0).
+        for (const name of [`${prefix}:abc123`, `${prefix}:abc123:RUN`]) {
+          const other = yield* cli("locks", "show", name, ...url)
+          assert.strictEqual(
+            said(other),
+            `unique-jobs: ${name} is not a lock under --prefix uniquejobs: lock names under --prefix uniquejobs start ` +
+              `with uniquejobs: (for prefix ${prefix}, pass --prefix ${prefix})`
+          )
+          assert.strictEqual(other.stdout, "")
+        }
+        // A prefix with inner ':' is named whole.
+        assert.match(said(yield* cli("locks", "show", "app:jobs:abc123", ...url)), /\(for prefix app:jobs, pass --prefix app:jobs\)$/)
         // A pattern under another prefix: named.
         assert.strictEqual(
           said(yield* cli("locks", "del", "nu-del:*", ...url, ...p)),

@@ -7,12 +7,15 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import { Redis as IORedis } from "ioredis"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import { LayoutMismatch } from "../src/Errors.js"
+import * as Direct from "../src/internal/direct.js"
 import * as Layout from "../src/internal/layout.js"
+import * as RedisOptions from "../src/internal/redisOptions.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Locks from "../src/Locks.js"
@@ -52,6 +55,8 @@ describe("the cluster layout keeps a lock in one slot (observation 9, needs no c
           assert.strictEqual(Layout.slotOf(r.locked), slot, `${run.name} (shards ${shards}) is not in ${queue.name}'s slot`)
           assert.strictEqual(Layout.slotOf(q.index), slot, `${queue.name}'s index shard (shards ${shards})`)
           assert.strictEqual(Layout.slotOf(q.fence), slot, `${queue.name}'s fencing counter (shards ${shards})`)
+          assert.strictEqual(Layout.slotOf(q.resets), slot, `${queue.name}'s retired layouts (shards ${shards})`)
+          assert.strictEqual(q.resets, layout.resets(prefix, layout.shardOf(queue)))
           assert.strictEqual(layout.shardOf(run), layout.shardOf(queue), `${run.name}'s shard (shards ${shards})`)
           assert.strictEqual(q.index, layout.index(prefix, layout.shardOf(queue)))
           assert.strictEqual(r.locked, q.locked.replace(/:LOCKED$/, ":RUN:LOCKED"))
@@ -101,6 +106,29 @@ const storeOf = (shards: number | undefined) =>
 
 const job = (jid: string, args: ReadonlyArray<unknown>): Job.Job => ({ worker: "Report", queue: "default", args, jid })
 
+/** The layout `<prefix>:layout` records, its epoch left out (JSON as records were written before epochs); null for none. */
+const recordOf = (raw: IORedis, prefix: string) =>
+  Effect.promise(async () => {
+    const text = await raw.get(`${prefix}:layout`)
+    if (text === null) return null
+    const { epoch: _epoch, ...rest } = JSON.parse(text) as { readonly epoch?: string }
+    return JSON.stringify(rest)
+  })
+
+/** `store`'s process running job `jid` of `unique` (digest of [7]) until `release`, once it has started. */
+const holding = (unique: UniqueJob.UniqueJob, store: Redis.Store, queue: JobQueue["Type"], jid: string) =>
+  Effect.gen(function*() {
+    const started = yield* Deferred.make<void>()
+    const release = yield* Deferred.make<void>()
+    const one = yield* unique.perform(job(jid, [7]), () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))).pipe(
+      Effect.provideService(Redis.RedisService, store),
+      Effect.provideService(JobQueue, queue),
+      Effect.fork
+    )
+    yield* Deferred.await(started)
+    return { one, release }
+  })
+
 /**
  * Two processes running the same while_executing job at once, each with its own store: the first holds its run lock
  * while the second tries. The second's answer (or its failure) is returned, and whether the first was still running.
@@ -109,14 +137,7 @@ const twoRuns = (first: Redis.Store, second: Redis.Store, prefix: string) =>
   Effect.gen(function*() {
     const unique = yield* UniqueJob.make({ worker: "Report", lock: "while_executing", lockPrefix: prefix, lockLease: "30 seconds" })
     const queue = yield* MemoryQueue.make()
-    const started = yield* Deferred.make<void>()
-    const release = yield* Deferred.make<void>()
-    const one = yield* unique.perform(job("j1", [7]), () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))).pipe(
-      Effect.provideService(Redis.RedisService, first),
-      Effect.provideService(JobQueue, queue),
-      Effect.fork
-    )
-    yield* Deferred.await(started)
+    const { one, release } = yield* holding(unique, first, queue, "j1")
     const two = yield* unique.perform(job("j2", [7]), () => Effect.succeed("ran")).pipe(
       Effect.provideService(Redis.RedisService, second),
       Effect.provideService(JobQueue, queue),
@@ -189,10 +210,7 @@ describe("a prefix's layout: refused at build, foreign records, never a lock", (
         }
         assert.strictEqual(yield* Effect.promise(() => queue.count()), 0, "nothing was added")
         assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${lockPrefix}:*`)), [`${lockPrefix}:layout`])
-        assert.strictEqual(
-          yield* Effect.promise(() => raw.get(`${lockPrefix}:layout`)),
-          JSON.stringify({ layout: "cluster", shards: 4 })
-        )
+        assert.strictEqual(yield* recordOf(raw, lockPrefix), JSON.stringify({ layout: "cluster", shards: 4 }))
       }))
 
     it.scoped("checkLayout records the layout once; a store of the same layout agrees; the record has no TTL", () =>
@@ -204,7 +222,7 @@ describe("a prefix's layout: refused at build, foreign records, never a lock", (
           const seen = yield* store.layout!(prefix)
           assert.deepStrictEqual(seen, { cluster: false, shards: 1, recorded: true })
         }
-        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:layout`)), JSON.stringify({ layout: "standalone" }))
+        assert.strictEqual(yield* recordOf(raw, prefix), JSON.stringify({ layout: "standalone" }))
         assert.strictEqual(yield* Effect.promise(() => raw.pttl(`${prefix}:layout`)), -1)
         const other = yield* Effect.flip(Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(48))))
         assert.strictEqual(other._tag, "LayoutMismatch")
@@ -284,7 +302,7 @@ describe("a prefix's layout: refused at build, foreign records, never a lock", (
           }).pipe(Effect.provideService(Redis.RedisService, store), Effect.provideService(JobQueue, queue))
           yield* program
           assert.strictEqual(
-            yield* Effect.promise(() => raw.get(`${prefix}:layout`)),
+            yield* recordOf(raw, prefix),
             shards === undefined ? JSON.stringify({ layout: "standalone" }) : JSON.stringify({ layout: "cluster", shards })
           )
         }
@@ -348,7 +366,7 @@ describe("moving a prefix to another layout: drain, then unique-jobs layout rese
         const refused = yield* runCli(["layout", "reset", ...where])
         assert.strictEqual(refused.exit._tag, "Failure")
         assert.include(refused.exit._tag === "Failure" ? String(Cause.squash(refused.exit.cause)) : "", "still holds locks")
-        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:layout`)), JSON.stringify({ layout: "cluster", shards: 24 }))
+        assert.strictEqual(yield* recordOf(raw, prefix), JSON.stringify({ layout: "cluster", shards: 24 }))
         // Drained (here, every lock deleted), the reset goes through.
         const deleted = yield* runCli(["locks", "del", `${prefix}:*`, ...where, "--json"])
         assert.strictEqual((JSON.parse(deleted.stdout) as { deleted: number }).deleted, 30)
@@ -360,11 +378,159 @@ describe("moving a prefix to another layout: drain, then unique-jobs layout rese
         // A process on the new layout records it and locks; one on the old is now refused.
         const moved = yield* storeOf(4)
         yield* thirtyLocks(moved, prefix)
-        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:layout`)), JSON.stringify({ layout: "cluster", shards: 4 }))
+        assert.strictEqual(yield* recordOf(raw, prefix), JSON.stringify({ layout: "cluster", shards: 4 }))
         const stale = yield* Effect.flip(Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(24))))
         assert.strictEqual(stale._tag, "LayoutMismatch")
         const stats = yield* runCli(["stats", ...where, "--json"])
         assert.strictEqual((JSON.parse(stats.stdout) as { indexSize: number }).indexSize, 30)
+      }))
+  })
+})
+
+describe("a process that read the layout before a layout reset (issue 47, observation 4)", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    const request = (jid: string) => ({ jid, limit: 1, ttlMs: 0, leaseMs: 30_000, info: "", fenced: true })
+
+    it.scoped("A (shards 24) read the layout, a reset passed between its runs, B (shards 4) holds the digest: A's next run is refused, typed, and never runs beside B", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("stale")
+        const where = ["--redis-url", source.url, "--prefix", prefix]
+        const a = yield* storeOf(24)
+        const unique = yield* UniqueJob.make({ worker: "Report", lock: "while_executing", lockPrefix: prefix, lockLease: "30 seconds" })
+        const queue = yield* MemoryQueue.make()
+        const onA = <X, E>(self: Effect.Effect<X, E, Redis.RedisService | JobQueue>) =>
+          self.pipe(Effect.provideService(Redis.RedisService, a), Effect.provideService(JobQueue, queue))
+        // A runs once (its layout recorded and read), and its index is empty between runs.
+        assert.strictEqual((yield* onA(unique.perform(job("a1", [7]), () => Effect.void)))._tag, "Performed")
+        const reset = yield* runCli(["layout", "reset", ...where, "--json"])
+        assert.deepStrictEqual(JSON.parse(reset.stdout), { reset: true })
+        // B, started on the new layout, holds the digest's run lock while A tries again.
+        const { one: onB, release } = yield* holding(unique, yield* storeOf(4), queue, "b1")
+        let ranBeside = 0
+        for (const jid of ["a2", "a3"]) {
+          const again = yield* Effect.either(onA(unique.perform(job(jid, [7]), () => Effect.sync(() => ranBeside++))))
+          assert.strictEqual(again._tag, "Left", `${jid} ran beside B: ${JSON.stringify(again)}`)
+          if (again._tag !== "Left") continue
+          const error = again.left as Redis.RedisError
+          assert.strictEqual(error._tag, "RedisError")
+          assert.instanceOf(error.cause, LayoutMismatch)
+          const refusal = error.cause as LayoutMismatch
+          assert.isTrue(refusal.reset)
+          assert.strictEqual(refusal.prefix, prefix)
+          assert.strictEqual(refusal.recorded, "Redis Cluster with 24 shards")
+          assert.include(error.message, "layout reset")
+          assert.include(error.message, "locks nothing more")
+        }
+        // The Promise face's direct call (no fiber) is refused the same way, and a queue lock too.
+        const direct = yield* Effect.promise(() =>
+          Direct.directOf(a)!.lock({ prefix, name: `${prefix}:beef` }, request("d1")).then(() => undefined, (error: unknown) => error)
+        )
+        assert.instanceOf((direct as Redis.RedisError).cause, LayoutMismatch)
+        const queued = yield* Effect.flip(a.lock({ prefix, name: `${prefix}:cafe` }, { ...request("q1"), fenced: false, leaseMs: 0, ttlMs: 60_000 }))
+        assert.instanceOf(queued.cause, LayoutMismatch)
+        assert.strictEqual(ranBeside, 0)
+        yield* Deferred.succeed(release, undefined)
+        assert.strictEqual((yield* Fiber.join(onB))._tag, "Performed")
+        // A handoff (until_and_while_executing) of A's is refused too.
+        const both = yield* UniqueJob.make({ worker: "Both", lock: "until_and_while_executing", lockPrefix: prefix, lockLease: "30 seconds" })
+        const handed = yield* Effect.either(onA(both.perform(job("h1", [1]), () => Effect.sync(() => ranBeside++))))
+        assert.strictEqual(handed._tag, "Left")
+        assert.strictEqual(ranBeside, 0)
+        // A store built now, on the old layout, is refused as any process configured otherwise is.
+        const late = yield* Effect.flip(Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(24))))
+        assert.strictEqual(late._tag, "LayoutMismatch")
+        assert.include(late.message, "Redis Cluster with 4 shards")
+      }))
+
+    it.scoped("the same layout recorded again after the reset is another epoch: a process that read the old one stays refused; a record written before epochs is retired too", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        for (const legacy of [false, true]) {
+          const prefix = RedisTest.uniquePrefix(legacy ? "legacy" : "again")
+          if (legacy) yield* Effect.promise(() => raw.set(`${prefix}:layout`, JSON.stringify({ layout: "standalone" })))
+          const old = yield* storeOf(undefined)
+          const lock = { prefix, name: `${prefix}:abc` }
+          const taken = yield* old.lock(lock, request("j1"))
+          assert.strictEqual(taken._tag, "Acquired")
+          yield* old.unlock(lock, "j1", taken._tag === "Acquired" ? taken.fence : 0)
+          assert.isTrue(yield* Redis.resetLayout(prefix).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(undefined))))
+          // A new process records the same layout (standalone) and locks.
+          const fresh = yield* storeOf(undefined)
+          assert.strictEqual((yield* fresh.lock(lock, request("j2")))._tag, "Acquired")
+          const refused = yield* Effect.flip(old.lock(lock, request("j3")))
+          assert.isTrue((refused.cause as LayoutMismatch).reset, `legacy ${legacy}`)
+          assert.strictEqual((refused.cause as LayoutMismatch).recorded, "one Redis (standalone)")
+        }
+      }))
+
+    it.scoped("a lock taken after the reset's scan refuses the reset: nothing retired, the record kept, the process goes on", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("midreset")
+        const a = yield* storeOf(24)
+        const lock = { prefix, name: `${prefix}:${hexes(1, 32)[0]}` }
+        assert.strictEqual((yield* a.lock(lock, request("j1")))._tag, "Acquired")
+        const before = yield* Effect.promise(() => raw.get(`${prefix}:layout`))
+        // The store's own step, as if the lock came after Redis.resetLayout's scan found the prefix empty.
+        const operator = yield* storeOf(24)
+        const refused = yield* Effect.flip(operator.resetLayout!(prefix))
+        assert.strictEqual(refused._tag, "RedisError")
+        assert.include(refused.message, "still runs")
+        assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:layout`)), before)
+        const resets = Array.from({ length: 24 }, (_, shard) => Layout.cluster(24).resets(prefix, shard))
+        assert.deepStrictEqual(yield* Effect.promise(() => Promise.all(resets.map((key) => raw.exists(key)))), resets.map(() => 0))
+        assert.strictEqual((yield* a.lock({ prefix, name: `${prefix}:${hexes(2, 32)[1]}` }, request("j2")))._tag, "Acquired")
+      }))
+  })
+})
+
+describe("which layouts a record may name (issue 47, item 8)", () => {
+  // Every shard count a store can be configured with, and the ones around them.
+  const counts: ReadonlyArray<unknown> = [-1, 0, 0.5, 1, 1.5, 2, 3, 24, 1023, 1024, 1025, 4096, "4", null, true, 2 ** 53]
+
+  it("a recorded cluster is read back exactly when Redis.makeFromClient takes its shards: 1 to 1024, one shard included", () => {
+    for (const shards of counts) {
+      const configurable = Either.isRight(RedisOptions.decodeFromClient({ shards }))
+      const read = Layout.decodeRecord(JSON.stringify({ layout: "cluster", shards }))
+      assert.strictEqual(read !== undefined, configurable, `a record of a cluster of ${JSON.stringify(shards)} shards`)
+      if (read !== undefined) {
+        assert.isTrue(read.layout.cluster)
+        assert.strictEqual(read.layout.shards, shards)
+        assert.strictEqual(Layout.decode(Layout.encode(read.layout, "ab12")), read.layout, "encode reads back")
+      }
+    }
+    // The one standalone shape, with or without an epoch; nothing else.
+    assert.strictEqual(Layout.decode(JSON.stringify({ layout: "standalone" })), Layout.standalone)
+    assert.strictEqual(Layout.decodeRecord(JSON.stringify({ layout: "standalone", epoch: "0f" }))?.epoch, "0f")
+    for (const other of [{ layout: "standalone", shards: 1 }, { layout: "cluster" }, { layout: "Cluster", shards: 4 }, { shards: 4 }, { layout: "cluster", shards: 4, epoch: 7 }]) {
+      assert.isUndefined(Layout.decodeRecord(JSON.stringify(other)), JSON.stringify(other))
+    }
+  })
+
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("a process on a cluster of one shard records it, a second one agrees, and the CLI reads it; a record of 0 or 1025 shards is foreign", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        const prefix = RedisTest.uniquePrefix("one-shard")
+        for (const store of [yield* storeOf(1), yield* storeOf(1)]) {
+          yield* Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, store))
+          assert.deepStrictEqual(yield* store.layout!(prefix), { cluster: true, shards: 1, recorded: true })
+        }
+        assert.strictEqual(yield* recordOf(raw, prefix), JSON.stringify({ layout: "cluster", shards: 1 }))
+        const shown = yield* runCli(["layout", "show", "--redis-url", source.url, "--prefix", prefix])
+        assert.strictEqual(shown.stdout, `${prefix}: Redis Cluster, 1 shard`)
+        // A standalone store is refused beside it, not taken for the same layout.
+        const standalone = yield* Effect.flip(Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(undefined))))
+        assert.strictEqual(standalone._tag, "LayoutMismatch")
+        assert.isFalse((standalone as LayoutMismatch).foreign)
+        for (const shards of [0, 1025]) {
+          const odd = RedisTest.uniquePrefix("odd-shards")
+          yield* Effect.promise(() => raw.set(`${odd}:layout`, JSON.stringify({ layout: "cluster", shards })))
+          const refused = yield* Effect.flip(Redis.checkLayout(odd).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(24))))
+          assert.strictEqual(refused._tag, "LayoutMismatch")
+          assert.isTrue((refused as LayoutMismatch).foreign, `${shards} shards`)
+        }
       }))
   })
 })

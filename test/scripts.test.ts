@@ -107,7 +107,7 @@ layer(RedisTest.layerServer, { excludeTestServices: true })("a script's error on
       const lock: Redis.LockKey = { prefix: RedisTest.uniquePrefix("where"), name: "refused" }
       const request = { jid: "j", limit: 0, ttlMs: 0, leaseMs: 0, info: "", fenced: false }
       const error = yield* Effect.flip(store.lock(lock, request))
-      const at = `lua/lib/prelude.lua:${lineOf("lib/prelude.lua", "error(")}`
+      const at = `lua/lib/prelude.lua:${lineOf("lib/prelude.lua", "error({err = 'ERR ' .. name")}`
       assert.strictEqual(error._tag, "RedisError")
       assert.strictEqual(error.script, at)
       // The reason is the memory store's, word for word; the place is at the end of the message.

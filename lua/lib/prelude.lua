@@ -279,20 +279,29 @@ end
 
 -- The bodies of lock.lua, unlock.lua and handoff.lua, as functions of their keys and arguments: each script calls its
 -- own, and batch.lua calls them for many steps in one call (their arguments and replies are described in each file).
+-- A lock under a layout that `unique-jobs layout reset` forgot after this process read it: refused before any write.
+-- The reset adds the layout's epoch (the record's "epoch") to the `resets` set of each of its shards, in the lock's
+-- slot, and a process still running on that layout sends the epoch with every lock: one SISMEMBER, no round trip.
+local function layout_current(key, epoch)
+  if redis.call('SISMEMBER', key, epoch) == 1 then
+    error({err = 'LAYOUTRESET epoch=' .. epoch .. ' key=' .. key})
+  end
+end
 local function lock_step(keys, argv)
+  layout_current(keys[4], argv[9])
   local ms, micros = now()
   local fence = ''
   if argv[7] == '1' then fence = keys[3] end
   local result = acquire(keys[1], keys[2], argv[2], argv[1], argv[3], argv[4], argv[5], argv[6], fence, ms, micros, argv[8])
-  if keys[4] then
+  if keys[5] then
     local phase = 'queue'
     if fence ~= '' then phase = 'run' end
     if result[1] == 0 then
-      log_event(keys[4], ms, 'refused', argv[1], phase, result)
+      log_event(keys[5], ms, 'refused', argv[1], phase, result)
     elseif result[2] == 1 then
-      log_event(keys[4], ms, 'reentered', argv[1], phase)
+      log_event(keys[5], ms, 'reentered', argv[1], phase)
     else
-      log_event(keys[4], ms, 'taken', argv[1], phase)
+      log_event(keys[5], ms, 'taken', argv[1], phase)
     end
   end
   if result[1] == 0 then return result end
@@ -320,6 +329,7 @@ local function unlock_step(keys, argv)
   return released
 end
 local function handoff_step(keys, argv)
+  layout_current(keys[5], argv[9])
   local ms, micros = now()
   local jid = argv[1]
   -- The queue lock's and the index's types are checked before acquire writes anything.
@@ -334,15 +344,15 @@ local function handoff_step(keys, argv)
   else
     held = 0
   end
-  if keys[5] then
+  if keys[6] then
     if result[1] == 0 then
-      log_event(keys[5], ms, 'refused', jid, 'run', result)
+      log_event(keys[6], ms, 'refused', jid, 'run', result)
     else
-      log_event(keys[5], ms, 'taken', jid, 'run')
+      log_event(keys[6], ms, 'taken', jid, 'run')
     end
     -- A queue lock's entry of jid's (a foreign one is no hold of this library's: nothing to log).
     if queued and parse(queued) ~= nil and (result[1] == 1 or argv[8] ~= '1') then
-      if held == 1 then log_event(keys[5], ms, 'released', jid, 'queue') else log_event(keys[5], ms, 'missed', jid, 'queue') end
+      if held == 1 then log_event(keys[6], ms, 'released', jid, 'queue') else log_event(keys[6], ms, 'missed', jid, 'queue') end
     end
   end
   table.insert(result, 1, held)

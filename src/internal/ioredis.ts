@@ -308,6 +308,9 @@ const batchArgs = (steps: ReadonlyArray<Queued>): [number, ...Array<string | num
   return [keys.length, ...keys, ...argv]
 }
 
+// A lock refused because a reset retired the layout epoch it sent (lock_step's layout_current).
+const layoutResetReply = /^LAYOUTRESET epoch=([0-9a-f]*) key=(.*)$/s
+
 // A script's error ends naming the script's sha and the line of its source (prelude included).
 const scriptSuffix = / script: [0-9a-f]{40}, on @user_script:(\d+)\.$/
 
@@ -515,6 +518,8 @@ export const makeFromClient = (
     const adopt = options?.layout === "adopt"
     const layouts = new Map<string, Layout.Layout>()
     const layoutFor = (prefix: string): Layout.Layout => layouts.get(prefix) ?? configured
+    // The epoch of each prefix's record as this store read it, sent with every lock (lock_step's layout_current).
+    const epochs = new Map<string, string>()
     // The calls below name keys through the layout of the lock's prefix; `shards` is the prefix's own (layoutFor).
     const layout: Pick<Layout.Layout, "shardOf" | "keysOf" | "index"> = {
       shardOf: (lock) => layoutFor(lock.prefix).shardOf(lock),
@@ -532,12 +537,13 @@ export const makeFromClient = (
     // setTimeout per call, or a promise chain per call each cost more Node CPU than the Redis call itself.
     const deadlines = makeDeadlines(timeoutMs)
     const errorOf = (operation: string, cause: unknown, script?: Scripts.Script): RedisError =>
-      new RedisError({
-        operation,
-        reason: reasonOf(cause),
-        ...(script === undefined ? {} : locationOf(cause, script)),
-        cause
-      })
+      layoutResetOf(operation, cause) ??
+        new RedisError({
+          operation,
+          reason: reasonOf(cause),
+          ...(script === undefined ? {} : locationOf(cause, script)),
+          cause
+        })
     const unreadable = (operation: string, cause: unknown) =>
       new RedisError({ operation, reason: `unexpected reply: ${String(cause)}`, cause })
     const finish = <A>(
@@ -749,27 +755,53 @@ export const makeFromClient = (
     // Until a record is read, each call asks again: a question that failed (Redis did not answer), and a call that
     // writes no lock (a release, a renewal, an admin read), which records nothing.
     const asking = new Map<string, Promise<Layout.Layout>>()
-    const mismatch = (prefix: string, recorded: string, foreign: boolean) => {
-      const refusal = new LayoutMismatch({
+    const refusalOf = (prefix: string, recorded: string, foreign: boolean) =>
+      new LayoutMismatch({
         prefix,
         key: Layout.recordKey(prefix),
         recorded,
         configured: Layout.describe(configured),
         foreign
       })
+    const mismatch = (prefix: string, recorded: string, foreign: boolean) => {
+      const refusal = refusalOf(prefix, recorded, foreign)
       return new RedisError({ operation: "layout", reason: refusal.message, cause: refusal })
     }
     const settleLayout = (prefix: string, reply: unknown): Layout.Layout => {
       if (reply === null || reply === undefined) return configured
       const text = String(reply)
-      const recorded = Layout.decode(text)
-      if (recorded === undefined) throw mismatch(prefix, JSON.stringify(text.slice(0, 200)), true)
+      const read = Layout.decodeRecord(text)
+      if (read === undefined) throw mismatch(prefix, JSON.stringify(text.slice(0, 200)), true)
+      const recorded = read.layout
       // Adopting a cluster layout on one Redis works (its keys are names like any other); one Redis's layout on a
       // cluster does not (a lock's keys span slots).
       const usable = adopt ? recorded.cluster || !configured.cluster : Layout.same(recorded, configured)
       if (!usable) throw mismatch(prefix, Layout.describe(recorded), false)
       layouts.set(prefix, recorded)
+      epochs.set(prefix, read.epoch)
       return recorded
+    }
+    // A lock refused by layout_current (`LAYOUTRESET epoch=<epoch> key=<resets key>`): the prefix whose layout was
+    // reset is the one this store read with that epoch whose shards' resets key it is.
+    const layoutResetOf = (operation: string, cause: unknown): RedisError | undefined => {
+      const found = cause instanceof Error ? layoutResetReply.exec(reasonOf(cause)) : null
+      if (found === null) return undefined
+      const [, epoch, key] = found as unknown as [string, string, string]
+      let prefix = key
+      for (const [known, at] of epochs) {
+        const read = layoutFor(known)
+        if (at !== epoch) continue
+        for (let shard = 0; shard < read.shards; shard++) if (read.resets(known, shard) === key) prefix = known
+      }
+      const refusal = new LayoutMismatch({
+        prefix,
+        key,
+        recorded: Layout.describe(layoutFor(prefix)),
+        configured: Layout.describe(configured),
+        foreign: false,
+        reset: true
+      })
+      return new RedisError({ operation, reason: refusal.message, cause: refusal })
     }
     const layoutPromise = (prefix: string, lock: boolean): Promise<Layout.Layout> => {
       const known = layouts.get(prefix)
@@ -781,7 +813,7 @@ export const makeFromClient = (
         const asked = sendPromise(
           "layout",
           scripts.layout,
-          [1, Layout.recordKey(prefix), Layout.encode(configured), record ? "1" : "0"],
+          [1, Layout.recordKey(prefix), Layout.encode(configured, Layout.newEpoch()), record ? "1" : "0"],
           (reply) => reply
         ).then(
           (reply) => settleLayout(prefix, reply),
@@ -975,8 +1007,8 @@ export const makeFromClient = (
     const lockArgs = (lock: LockKey, request: HolderRequest): Array<string | number> => {
       const keys = keysOf(lock)
       const head = request.events === true
-        ? [4, keys.locked, keys.index, keys.fence, keys.events]
-        : [3, keys.locked, keys.index, keys.fence]
+        ? [5, keys.locked, keys.index, keys.fence, keys.resets, keys.events]
+        : [4, keys.locked, keys.index, keys.fence, keys.resets]
       return [
         ...head,
         request.jid,
@@ -986,7 +1018,8 @@ export const makeFromClient = (
         request.leaseMs,
         request.info,
         request.fenced ? "1" : "0",
-        request.queue === undefined || request.queue === "" ? "" : JSON.stringify(request.queue)
+        request.queue === undefined || request.queue === "" ? "" : JSON.stringify(request.queue),
+        epochs.get(lock.prefix) ?? ""
       ]
     }
     const unlockArgs = (
@@ -1045,11 +1078,12 @@ export const makeFromClient = (
           "handoff",
           scripts.handoff,
           [
-            ...(request.events === true ? [5] : [4]),
+            ...(request.events === true ? [6] : [5]),
             keysOf(from).locked,
             keysOf(to).locked,
             keysOf(to).index,
             keysOf(to).fence,
+            keysOf(to).resets,
             ...(request.events === true ? [keysOf(from).events] : []),
             request.jid,
             from.name,
@@ -1058,7 +1092,8 @@ export const makeFromClient = (
             request.ttlMs,
             request.leaseMs,
             request.info,
-            keepOnConflict ? "1" : "0"
+            keepOnConflict ? "1" : "0",
+            epochs.get(to.prefix) ?? ""
           ],
           (reply) => {
             const [held, ...rest] = toArray(reply, "handoff")
@@ -1234,17 +1269,48 @@ export const makeFromClient = (
           ),
           (known): PrefixLayout => ({ cluster: known.cluster, shards: known.shards, recorded: layouts.has(prefix) })
         ),
+      // The record read again (not the store's copy), then its epoch retired on each of its shards, only while that
+      // shard's index is empty (one script per shard, in the shard's slot, so a lock taken since Redis.resetLayout's
+      // scan either refuses the reset or is refused itself); undone on the shards already done when one refuses. Then
+      // the record goes, if it is still the one read.
       resetLayout: (prefix) =>
-        Effect.flatMap(checked.layout!(prefix), (known) => {
-          if (!known.recorded) return Effect.succeed(false)
-          const read = known.cluster ? Layout.cluster(known.shards) : Layout.standalone
-          return Effect.map(
-            script("layout", scripts.layout, [1, Layout.recordKey(prefix), Layout.encode(read), "-"], (reply) => reply),
-            (reply) => {
-              layouts.delete(prefix)
-              return reply !== null && String(reply) === Layout.encode(read)
-            }
+        Effect.gen(function*() {
+          const key = Layout.recordKey(prefix)
+          const text = yield* script(
+            "layout reset",
+            scripts.layout,
+            [1, key, Layout.encode(configured, ""), "0"],
+            (reply) => reply === null || reply === undefined ? undefined : String(reply)
           )
+          if (text === undefined) return false
+          const read = Layout.decodeRecord(text)
+          if (read === undefined) return yield* Effect.fail(refusalOf(prefix, JSON.stringify(text.slice(0, 200)), true))
+          const { epoch, layout: recorded } = read
+          // One Redis's layout on a cluster: its keys span slots (as settleLayout refuses it).
+          if (configured.cluster && !recorded.cluster) return yield* Effect.fail(refusalOf(prefix, Layout.describe(recorded), false))
+          const retire = (shard: number, mode: "+" | "-") =>
+            script(
+              "layout reset",
+              scripts.retire,
+              [2, recorded.index(prefix, shard), recorded.resets(prefix, shard), epoch, mode],
+              (reply) => Number(reply) === 1
+            )
+          for (let shard = 0; shard < recorded.shards; shard++) {
+            if (yield* retire(shard, "+")) continue
+            for (let done = 0; done < shard; done++) yield* retire(done, "-")
+            return yield* Effect.fail(
+              new RedisError({
+                operation: "layout reset",
+                reason: `a lock was taken under prefix ${prefix} while its layout was being reset (in ` +
+                  `${recorded.index(prefix, shard)}): a process of the prefix still runs; stop every process of the ` +
+                  `prefix, drain it, and reset again (nothing was changed)`
+              })
+            )
+          }
+          const reply = yield* script("layout reset", scripts.layout, [1, key, text, "-"], (reply) => reply)
+          layouts.delete(prefix)
+          epochs.delete(prefix)
+          return reply !== null && reply !== undefined && String(reply) === text
         }),
       // A run lock's channel is its holders key's name (the scripts PUBLISH on KEYS[1]).
       releases: releasesOf(client, (lock) => keysOf(lock).locked, waiterCapsOf(options))

@@ -8,6 +8,8 @@
  *
  * @internal
  */
+import { randomBytes } from "node:crypto"
+
 /** A lock's prefix and name (`<prefix>:<hex>` or `<prefix>:<hex>:RUN`), as `models.LockKey` holds them. */
 interface LockKey {
   readonly prefix: string
@@ -26,6 +28,11 @@ export interface Keys {
    * queue and run locks of a digest share it), so a script that writes it stays in one slot.
    */
   readonly events: string
+  /**
+   * The epochs of this lock's shard that a layout reset retired (`<prefix>:resets`, `<prefix>:{<tag>}:resets`), in the
+   * lock's slot: a lock script refuses a process that still sends one (lock_step's layout_current).
+   */
+  readonly resets: string
 }
 
 /**
@@ -39,6 +46,8 @@ export interface Layout {
   readonly keysOf: (lock: LockKey) => Keys
   /** The index of `prefix`'s `shard`. */
   readonly index: (prefix: string, shard: number) => string
+  /** The retired epochs of `prefix`'s `shard` (`Keys.resets`). */
+  readonly resets: (prefix: string, shard: number) => string
 }
 
 /** The spec's names, one index and one counter per prefix. @internal */
@@ -50,9 +59,11 @@ export const standalone: Layout = {
     locked: `${lock.name}:LOCKED`,
     index: `${lock.prefix}:digests`,
     fence: `${lock.prefix}:fence`,
-    events: `${lock.name.endsWith(":RUN") ? lock.name.slice(0, -4) : lock.name}:EVENTS`
+    events: `${lock.name.endsWith(":RUN") ? lock.name.slice(0, -4) : lock.name}:EVENTS`,
+    resets: `${lock.prefix}:resets`
   }),
-  index: (prefix) => `${prefix}:digests`
+  index: (prefix) => `${prefix}:digests`,
+  resets: (prefix) => `${prefix}:resets`
 }
 
 /** The most shards a cluster layout takes: a scan cursor carries the shard beside ZSCAN's own cursor. @internal */
@@ -156,10 +167,12 @@ const makeCluster = (shards: number): Layout => {
         locked: `${tagged}:${restOf(lock)}:LOCKED`,
         index: `${tagged}:digests`,
         fence: `${tagged}:fence`,
-        events: `${tagged}:${baseOf(lock)}:EVENTS`
+        events: `${tagged}:${baseOf(lock)}:EVENTS`,
+        resets: `${tagged}:resets`
       }
     },
-    index: (prefix, shard) => `${prefix}:{${tags[shard]}}:digests`
+    index: (prefix, shard) => `${prefix}:{${tags[shard]}}:digests`,
+    resets: (prefix, shard) => `${prefix}:{${tags[shard]}}:resets`
   }
 }
 
@@ -201,12 +214,32 @@ export const reapStart = {
  */
 export const recordKey = (prefix: string): string => `${prefix}:layout`
 
-/** What `recordKey` holds: `{"layout":"standalone"}` or `{"layout":"cluster","shards":24}`. @internal */
-export const encode = (layout: Layout): string =>
-  layout.cluster ? JSON.stringify({ layout: "cluster", shards: layout.shards }) : JSON.stringify({ layout: "standalone" })
+/**
+ * A layout as Redis records it, with the epoch of that recording: a random name written with the record, so that a
+ * layout recorded again after a reset (even the same one) is another epoch, and a process that read the old one is
+ * refused (`resets`). A record written before epochs has the epoch "". @internal
+ */
+export interface Recorded {
+  readonly layout: Layout
+  readonly epoch: string
+}
+
+/** A new epoch, for a record about to be written. @internal */
+export const newEpoch = (): string => randomBytes(8).toString("hex")
+
+/**
+ * What `recordKey` holds: `{"layout":"standalone","epoch":"<hex>"}` or `{"layout":"cluster","shards":24,"epoch":"<hex>"}`
+ * (without `epoch` when it is "", as records were written before epochs). @internal
+ */
+export const encode = (layout: Layout, epoch: string): string =>
+  JSON.stringify({
+    layout: layout.cluster ? "cluster" : "standalone",
+    ...(layout.cluster ? { shards: layout.shards } : {}),
+    ...(epoch === "" ? {} : { epoch })
+  })
 
 /** A recorded layout read back; undefined when the text is not one `encode` writes (someone else's key). @internal */
-export const decode = (text: string): Layout | undefined => {
+export const decodeRecord = (text: string): Recorded | undefined => {
   let value: unknown
   try {
     value = JSON.parse(text)
@@ -214,13 +247,22 @@ export const decode = (text: string): Layout | undefined => {
     return undefined
   }
   if (typeof value !== "object" || value === null) return undefined
-  const { layout, shards } = value as { readonly layout?: unknown; readonly shards?: unknown }
-  if (layout === "standalone" && shards === undefined) return standalone
+  const { epoch = "", layout, shards } = value as {
+    readonly layout?: unknown
+    readonly shards?: unknown
+    readonly epoch?: unknown
+  }
+  if (typeof epoch !== "string" || !/^[0-9a-f]{0,64}$/.test(epoch)) return undefined
+  if (layout === "standalone" && shards === undefined) return { layout: standalone, epoch }
+  // A cluster of any shard count a store can be configured with, one shard included (Redis.layerCluster's shards).
   return layout === "cluster" && typeof shards === "number" && Number.isSafeInteger(shards) && shards >= 1 &&
       shards <= maxShards
-    ? cluster(shards)
+    ? { layout: cluster(shards), epoch }
     : undefined
 }
+
+/** A recorded layout read back, its epoch aside. @internal */
+export const decode = (text: string): Layout | undefined => decodeRecord(text)?.layout
 
 /** Whether two layouts put every key in the same place. @internal */
 export const same = (a: Layout, b: Layout): boolean => a.cluster === b.cluster && a.shards === b.shards

@@ -19,6 +19,7 @@ export const sources: {
   readonly "remove.lua": string
   readonly "renew.lua": string
   readonly "renew_all.lua": string
+  readonly "retire.lua": string
   readonly "tally.lua": string
   readonly "unlock.lua": string
 } = {
@@ -111,8 +112,10 @@ return {entries, pttl, score, ms, size, cursor, cut}
   "handoff.lua": `-- The execution handoff of until_and_while_executing, in one step: take <digest>:RUN, then let go of the
 -- queue lock, so there is no moment when the job holds neither.
 -- KEYS[1] <digest>:LOCKED  KEYS[2] <digest>:RUN:LOCKED  KEYS[3] <prefix>:digests  KEYS[4] <prefix>:fence
--- KEYS[5] <digest>:EVENTS (optional: lockEvents on; logs the run lock taken or refused, and the queue lock released)
--- ARGV jid, queue member, run member, limit, ttl ms, lease ms, info JSON or '', keep queue lock on conflict ('1'/'0')
+-- KEYS[5] <prefix>:resets (layout_current)  KEYS[6] <digest>:EVENTS (optional: lockEvents on; logs the run lock taken
+-- or refused, and the queue lock released)
+-- ARGV jid, queue member, run member, limit, ttl ms, lease ms, info JSON or '', keep queue lock on conflict ('1'/'0'),
+-- the epoch of the prefix's layout as this process read it
 -- Returns {queue lock was held (1/0), acquire result...}.
 return handoff_step(KEYS, ARGV)
 `,
@@ -424,20 +427,29 @@ end
 
 -- The bodies of lock.lua, unlock.lua and handoff.lua, as functions of their keys and arguments: each script calls its
 -- own, and batch.lua calls them for many steps in one call (their arguments and replies are described in each file).
+-- A lock under a layout that \`unique-jobs layout reset\` forgot after this process read it: refused before any write.
+-- The reset adds the layout's epoch (the record's "epoch") to the \`resets\` set of each of its shards, in the lock's
+-- slot, and a process still running on that layout sends the epoch with every lock: one SISMEMBER, no round trip.
+local function layout_current(key, epoch)
+  if redis.call('SISMEMBER', key, epoch) == 1 then
+    error({err = 'LAYOUTRESET epoch=' .. epoch .. ' key=' .. key})
+  end
+end
 local function lock_step(keys, argv)
+  layout_current(keys[4], argv[9])
   local ms, micros = now()
   local fence = ''
   if argv[7] == '1' then fence = keys[3] end
   local result = acquire(keys[1], keys[2], argv[2], argv[1], argv[3], argv[4], argv[5], argv[6], fence, ms, micros, argv[8])
-  if keys[4] then
+  if keys[5] then
     local phase = 'queue'
     if fence ~= '' then phase = 'run' end
     if result[1] == 0 then
-      log_event(keys[4], ms, 'refused', argv[1], phase, result)
+      log_event(keys[5], ms, 'refused', argv[1], phase, result)
     elseif result[2] == 1 then
-      log_event(keys[4], ms, 'reentered', argv[1], phase)
+      log_event(keys[5], ms, 'reentered', argv[1], phase)
     else
-      log_event(keys[4], ms, 'taken', argv[1], phase)
+      log_event(keys[5], ms, 'taken', argv[1], phase)
     end
   end
   if result[1] == 0 then return result end
@@ -465,6 +477,7 @@ local function unlock_step(keys, argv)
   return released
 end
 local function handoff_step(keys, argv)
+  layout_current(keys[5], argv[9])
   local ms, micros = now()
   local jid = argv[1]
   -- The queue lock's and the index's types are checked before acquire writes anything.
@@ -479,25 +492,27 @@ local function handoff_step(keys, argv)
   else
     held = 0
   end
-  if keys[5] then
+  if keys[6] then
     if result[1] == 0 then
-      log_event(keys[5], ms, 'refused', jid, 'run', result)
+      log_event(keys[6], ms, 'refused', jid, 'run', result)
     else
-      log_event(keys[5], ms, 'taken', jid, 'run')
+      log_event(keys[6], ms, 'taken', jid, 'run')
     end
     -- A queue lock's entry of jid's (a foreign one is no hold of this library's: nothing to log).
     if queued and parse(queued) ~= nil and (result[1] == 1 or argv[8] ~= '1') then
-      if held == 1 then log_event(keys[5], ms, 'released', jid, 'queue') else log_event(keys[5], ms, 'missed', jid, 'queue') end
+      if held == 1 then log_event(keys[6], ms, 'released', jid, 'queue') else log_event(keys[6], ms, 'missed', jid, 'queue') end
     end
   end
   table.insert(result, 1, held)
   return result
 end
 `,
-  "lock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <prefix>:fence  KEYS[4] <digest>:EVENTS (optional: given
--- when the worker's lockEvents is on, and the call then logs taken, reentered or refused there, log_event)
+  "lock.lua": `-- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <prefix>:fence  KEYS[4] <prefix>:resets (the layout
+-- epochs a reset retired, layout_current)  KEYS[5] <digest>:EVENTS (optional: given when the worker's lockEvents is
+-- on, and the call then logs taken, reentered or refused there, log_event)
 -- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock),
--- the job's queue name as a JSON string or '' (ARGV[8], optional)
+-- the job's queue name as a JSON string or '', the epoch of the prefix's layout as this process read it ('' for a
+-- record written before epochs)
 -- Returns, when taken, one integer: the fencing token (a run lock, at least 1), else -1 (a queue lock taken) or -2 (a
 -- queue lock its jid re-entered); when refused, {0, holder, ...}. An integer: Redis answers a table at a higher cost.
 -- A refusal stays a table even for one holder: a client that reads integers as text (ioredis' stringNumbers) could
@@ -820,6 +835,21 @@ for i = 1, n do
   if renewed[i] == 0 and log and log > 0 and KEYS[log] then log_event(KEYS[log], ms, 'lost', ARGV[i * 4 - 3], 'run') end
 end
 return renewed
+`,
+  "retire.lua": `-- Retires a layout's epoch on one of its shards, for a layout reset (Redis.resetLayout), or undoes that.
+-- KEYS[1] the shard's index <prefix>:digests  KEYS[2] the shard's <prefix>:resets
+-- ARGV the epoch, mode ('+' retire it, only while the index is empty; '-' undo a retirement this reset made)
+-- Returns 1 when done, 0 when the index holds a member (a lock taken since the reset's scan): nothing written.
+-- Both keys are in the shard's slot, as a lock's are: a lock under the epoch either came first (the index holds it,
+-- and the reset is refused) or meets the epoch retired (lock_step's layout_current refuses it). No TTL: a process
+-- that read the layout before the reset may run on for any time.
+if ARGV[2] == '-' then
+  redis.call('SREM', KEYS[2], ARGV[1])
+  return 1
+end
+if redis.call('ZCARD', KEYS[1]) > 0 then return 0 end
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
 `,
   "tally.lua": `-- Adds to counters in one hash and sets its TTL: a bucket of the per-minute counts the admin UI charts (History).
 -- KEYS[1] the bucket   ARGV ttl ms, then field, amount pairs   Returns the number of pairs. Every amount is checked,

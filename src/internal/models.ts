@@ -454,8 +454,10 @@ export interface Store {
    */
   readonly layout?: ((prefix: string) => Effect.Effect<PrefixLayout, LayoutMismatch | RedisError>) | undefined
   /**
-   * Deletes `prefix`'s layout record when it still says what this store read (`layout`): the next lock under the
-   * prefix records its own. Answers whether it was deleted. Only for a drained prefix (`Redis.resetLayout` checks).
+   * Retires the epoch of `prefix`'s layout record in every shard of that layout (refused, and undone, where a shard's
+   * index holds a lock), so a process that read it locks nothing more under the prefix, then deletes the record when
+   * it is still the one read: the next lock under the prefix records its own. Answers whether it was deleted. Only
+   * for a drained prefix (`Redis.resetLayout` checks first).
    */
   readonly resetLayout?: ((prefix: string) => Effect.Effect<boolean, LayoutMismatch | RedisError>) | undefined
   /**

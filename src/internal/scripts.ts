@@ -44,6 +44,7 @@ export type ScriptName =
   | "tally"
   | "journal"
   | "layout"
+  | "retire"
   | "batch"
 
 /** Each script's own file under `lua/`. @internal */
@@ -60,6 +61,7 @@ export const files: Record<ScriptName, keyof typeof sources> = {
   tally: "tally.lua",
   journal: "journal.lua",
   layout: "layout.lua",
+  retire: "retire.lua",
   batch: "batch.lua"
 }
 
@@ -156,6 +158,7 @@ export const loadScripts = (): Record<ScriptName, Script> => {
     tally: make("tally"),
     journal: make("journal"),
     layout: make("layout"),
+    retire: make("retire"),
     batch: make("batch")
   }
 }

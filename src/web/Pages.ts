@@ -404,7 +404,9 @@ const jobLink = (holder: Holder, jobs: JobsView | undefined): Part => {
 
 const jobRow = (label: string, value: Part) => html`<tr><th>${label}</th><td>${value}</td></tr>`
 
-const jobCard = (ref: JobRef, details: JobDetails | undefined): Html =>
+// expiresAt: when the last of the job's holds ends by itself; undefined when one has no expiry (an orphan once its job
+// is gone: only the reaper frees it).
+const jobCard = (ref: JobRef, details: JobDetails | undefined, expiresAt: number | undefined): Html =>
   details === undefined
     ? html`<section class="job" id="${jobAnchor(ref.jid)}" data-jid="${ref.jid}" data-state="">
 <h3><span class="jid">${ref.jid}</span> · queue ${ref.queue}</h3>
@@ -414,7 +416,11 @@ const jobCard = (ref: JobRef, details: JobDetails | undefined): Html =>
 <h3><span class="jid">${ref.jid}</span> <span class="job-state state-${details.state}">${details.state}</span></h3>
 ${
       details.state === "gone"
-        ? html`<p class="empty">Queue ${ref.queue} holds no such job: it was removed, or never added. Its lock is an orphan (a reaper pass that asks the queue frees it).</p>`
+        ? html`<p class="empty">Queue ${ref.queue} holds no such job: it was removed, or never added. ${
+          expiresAt === undefined
+            ? html`Its lock has no expiry, so it is an orphan: nothing else ends it, and a reaper pass that asks the queue frees it.`
+            : html`Its lock is no orphan: it expires at ${time(expiresAt)} (its lockTtl; until_expired keeps a lock past its job on purpose), and the reaper leaves it until then.`
+        }</p>`
         : html`<table class="job-details">
 ${jobRow("queue", ref.queue)}
 ${details.name === undefined ? "" : jobRow("name", details.name)}
@@ -440,6 +446,18 @@ ${
     }
 </section>`
 
+// When the job's holds end by themselves: the latest expiry, undefined when one of them has none.
+const expiryOf = (ref: JobRef, holders: ReadonlyArray<Holder>): number | undefined => {
+  let latest = 0
+  for (const holder of holders) {
+    const own = jobRefOf(holder)
+    if (own === undefined || jobKey(own) !== jobKey(ref)) continue
+    if (holder.expiresAt === undefined) return undefined
+    latest = Math.max(latest, holder.expiresAt)
+  }
+  return latest === 0 ? undefined : latest
+}
+
 // The holders' jobs: a section each, or why there is none.
 const jobSection = (shown: Locks.Digest, jobs: JobsView | undefined): Part => {
   const holders = [...shown.queue.holders, ...shown.run.holders]
@@ -455,7 +473,7 @@ ${
     refs.length === 0
       ? html`<p class="job-none">No holder names its queue (the lock was taken without one), so its job cannot be asked for.</p>`
       : jobs.error === undefined
-      ? refs.map((ref) => jobCard(ref, jobs.details.get(jobKey(ref))))
+      ? refs.map((ref) => jobCard(ref, jobs.details.get(jobKey(ref)), expiryOf(ref, holders)))
       : ""
   }`
 }
@@ -863,7 +881,7 @@ export const reaperPage = (
 <p>A pass removes index members whose lock is gone and holders whose expiry or lease has passed; never a live holder. ${
       asksQueue
         ? html`It also asks the queue about holders with no expiry older than the grace, and frees those whose job is gone (orphans).`
-        : html`Orphans (holders whose job is gone) are left alone: this UI has no queue to ask (serve it with a <code>JobQueue</code> in its context, or <code>unique-jobs web --bullmq-queue NAME</code>).`
+        : html`Orphans (holders with no expiry whose job is gone) are left alone: this UI has no queue to ask (serve it with a <code>JobQueue</code> in its context, or <code>unique-jobs web --bullmq-queue NAME</code>).`
     }</p>
 ${reportBlock}
 ${
