@@ -16,7 +16,8 @@ import type * as Digest from "./Digest.js"
 import type { ExecutionConflict, LockConflict, LockLost } from "./Errors.js"
 import type { DuplicateJob } from "./Errors.js"
 import type { Job } from "./Job.js"
-import type { JobQueue, QueueError } from "./JobQueue.js"
+import { JobQueue } from "./JobQueue.js"
+import type { QueueError } from "./JobQueue.js"
 import * as Tracing from "./internal/tracing.js"
 import * as Lock from "./Lock.js"
 import * as LockType from "./LockType.js"
@@ -192,10 +193,15 @@ const startRetries = 6
 const startRetryMs = 10
 
 // Debounce (`Options.debounce`): the job runs `delay` after this enqueue, never past `maxWait` after its window's
-// first. A conflict is a job of the window: one still waiting is removed from the queue and this enqueue takes its
-// place, keeping its window's start (read from its entry before the release); one whose job is gone (run, removed by
-// hand) leaves its place to a new window; one caught starting is waited for (`startRetries`). Every try is timed
-// afresh from the clock, and a place lost to a concurrent enqueue goes back to the start: the newest wins.
+// first trigger, wherever that trigger ran. The window lives with the lock: each holder's entry keeps its window's start
+// and due time (`Lock.Target.window`, `due`), and an enqueue that meets a waiting job takes its place in one script
+// call (`Lock.Target.swap`): the place goes from holder to holder, its window with it, and no other producer can take
+// it, or open a window of its own, in between. A conflict reads the holders' entries, then asks the queue: a job still
+// waiting is removed; one the queue no longer has was removed by a concurrent enqueue, is still on its way to the
+// queue (its producer will find its place taken and remove it, `Lock.confirmQueueLock`), or ran or was removed long
+// ago. Its window is kept while its job is not yet due (the first three), else a new window opens. The swap holds only
+// if every entry is as read: a refused swap reads again (`swapRetries`). A job caught starting is waited for
+// (`startRetries`), then a new window opens.
 const debounced = <A, E, R>(
   redis: Store,
   definition: Definition,
@@ -205,9 +211,10 @@ const debounced = <A, E, R>(
 ): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> => {
   const digest = stamped.lockDigest!
   const attempt = (
-    tries: number,
+    waits: number,
+    swaps: number,
     window: number | undefined,
-    replaced: ReadonlyArray<string>
+    swap: ReadonlyArray<{ readonly jid: string; readonly lockedAt: number }>
   ): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> =>
     Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const since = Math.min(window ?? now, now)
@@ -217,35 +224,76 @@ const debounced = <A, E, R>(
       })
       const at = Math.max(now, Math.min(now + Duration.toMillis(debounce.delay), bound))
       const job: Job = { ...stamped, at }
-      const target: Lock.Target = { digest, jid: job.jid, phase: "queue", delay: at - now, info: infoOf(job), window: since }
-      const taken = Effect.map(enqueue(job), (value) =>
-        replaced.length === 0
-          ? Strategy.ClientOutcome.Enqueued({ digest, job, value })
-          : Strategy.ClientOutcome.Replaced({ digest, job, replaced, value }))
-      return Lock.queueLocked(redis, definition, target, taken, (conflict) =>
-        tries >= startRetries
-          ? Effect.succeed(Strategy.skipped({ conflict, job }) as Strategy.ClientOutcome<A>)
-          // Uninterruptible from the removal to the release of the removed jobs' locks (as Strategy.client.replace).
-          : Effect.uninterruptibleMask((restore) =>
+      const target: Lock.Target = {
+        digest,
+        jid: job.jid,
+        phase: "queue",
+        delay: at - now,
+        info: infoOf(job),
+        window: since,
+        due: at,
+        swap
+      }
+      const replaced = swap.map((held) => held.jid)
+      const taken = Effect.flatMap(enqueue(job), (value) =>
+        Effect.as(
+          confirmed(target),
+          replaced.length === 0
+            ? Strategy.ClientOutcome.Enqueued({ digest, job, value })
+            : Strategy.ClientOutcome.Replaced({ digest, job, replaced, value })
+        ))
+      const skipped = (conflict: LockConflict) =>
+        Effect.succeed(Strategy.skipped({ conflict, job }) as Strategy.ClientOutcome<A>)
+      return Lock.queueLocked(redis, definition, target, taken, (conflict) => {
+        // A swap refused with nobody holding: the holders it named let go (their jobs started); the lock is free.
+        if (conflict.holders.length === 0) {
+          return swaps >= swapRetries ? skipped(conflict) : attempt(waits, swaps + 1, undefined, [])
+        }
+        if (swaps >= swapRetries) return skipped(conflict)
+        // Uninterruptible from the removal to the swap (as Strategy.client.replace): a removed job keeps its place
+        // until this enqueue takes it.
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(Lock.windowHolders(redis, definition, digest), (entries) =>
             Effect.flatMap(Strategy.placesOf(conflict.holders, job.queue), ({ freed, removed, starting }) => {
-              if (freed.length > 0) {
-                return Effect.flatMap(
-                  removed.length > 0 ? Lock.windowOf(redis, definition, digest, removed) : Effect.succeed(undefined),
-                  (kept) =>
-                    Effect.flatMap(
-                      releaseReplaced(definition, target, freed),
-                      (released) => restore(attempt(tries + 1, kept, [...replaced, ...released]))
-                    )
-                )
+              const read = entries.filter((entry) => freed.includes(entry.jid))
+              // Freed, but let go or swapped by another enqueue before the read: the place has moved on; try again.
+              if (freed.length > 0 && read.length === 0) return restore(attempt(waits, swaps + 1, undefined, []))
+              if (read.length > 0) {
+                return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+                  const kept = Lock.windowOf(
+                    read,
+                    (entry) => removed.includes(entry.jid) || (entry.due !== undefined && entry.due > now)
+                  )
+                  const next = read.map((entry) => ({ jid: entry.jid, lockedAt: entry.lockedAt }))
+                  return restore(attempt(waits, swaps + 1, kept, next))
+                })
               }
               // until_executed holds its place while its job runs: only a type that lets go at the start is waited for.
-              return starting && LockType.letsGoAtStart(definition.lock)
-                ? restore(Effect.zipRight(Effect.sleep(startRetryMs * 2 ** tries), attempt(tries + 1, window, replaced)))
-                : Effect.succeed(Strategy.skipped({ conflict, job }) as Strategy.ClientOutcome<A>)
+              return starting && LockType.letsGoAtStart(definition.lock) && waits < startRetries
+                ? restore(Effect.zipRight(Effect.sleep(startRetryMs * 2 ** waits), attempt(waits + 1, swaps, undefined, [])))
+                : skipped(conflict)
             })))
+      })
     })
-  return attempt(0, undefined, [])
+  // Once the job is in the queue: a place taken meanwhile by a later enqueue (which took this job for gone, not yet in
+  // the queue) leaves the job uncovered, and it is removed. Never fails the enqueue: its job and lock stand as they are.
+  const confirmed = (target: Lock.Target) =>
+    Lock.confirmQueueLock(redis, definition, target).pipe(
+      Effect.flatMap((kept) =>
+        kept ? Effect.void : Effect.flatMap(JobQueue, (queue) => Effect.asVoid(queue.remove(target.jid)))
+      ),
+      Effect.catchAll((error) =>
+        Effect.logDebug("debounce: the hold could not be confirmed after the enqueue", error).pipe(
+          Effect.annotateLogs({ ...annotations, digest, jid: target.jid })
+        )
+      )
+    )
+  return attempt(0, 0, undefined, [])
 }
+
+// A refused swap (another enqueue swapped or confirmed between the read and the swap) reads again: each refusal is
+// another enqueue's progress, so this bounds one enqueue's bad luck under many producers, not a wait.
+const swapRetries = 50
 
 /**
  * Wraps an enqueue. Computes the digest once and stamps it into `job.lockDigest`; for types that lock at enqueue,

@@ -977,7 +977,7 @@ export const makeFromClient = (
       const head = request.events === true
         ? [4, keys.locked, keys.index, keys.fence, keys.events]
         : [3, keys.locked, keys.index, keys.fence]
-      return [
+      const args = [
         ...head,
         request.jid,
         lock.name,
@@ -988,6 +988,8 @@ export const makeFromClient = (
         request.fenced ? "1" : "0",
         request.queue === undefined || request.queue === "" ? "" : JSON.stringify(request.queue)
       ]
+      for (const held of request.swap ?? []) args.push(held.jid, held.lockedAt === undefined ? "" : String(held.lockedAt))
+      return args
     }
     const unlockArgs = (
       lock: LockKey,
