@@ -210,11 +210,14 @@ const debounced = <A, E, R>(
   enqueue: (job: Job) => Effect.Effect<A, E, R>
 ): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> => {
   const digest = stamped.lockDigest!
+  // waits: sleeps so far (a job starting or due); swaps: reads so far; window: the one this try keeps (undefined: a new
+  // one); swap: the holders this try takes the place of; ours: the jobs this enqueue removed, in any try.
   const attempt = (
     waits: number,
     swaps: number,
     window: number | undefined,
-    swap: ReadonlyArray<{ readonly jid: string; readonly lockedAt: number }>
+    swap: ReadonlyArray<{ readonly jid: string; readonly lockedAt: number }>,
+    ours: ReadonlyArray<string>
   ): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> =>
     Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const since = Math.min(window ?? now, now)
@@ -247,34 +250,57 @@ const debounced = <A, E, R>(
       return Lock.queueLocked(redis, definition, target, taken, (conflict) => {
         // A swap refused with nobody holding: the holders it named let go (their jobs started); the lock is free.
         if (conflict.holders.length === 0) {
-          return swaps >= swapRetries ? skipped(conflict) : attempt(waits, swaps + 1, undefined, [])
+          return swaps >= swapRetries ? skipped(conflict) : attempt(waits, swaps + 1, undefined, [], ours)
         }
         if (swaps >= swapRetries) return skipped(conflict)
         // Uninterruptible from the removal to the swap (as Strategy.client.replace): a removed job keeps its place
         // until this enqueue takes it.
         return Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(Lock.windowHolders(redis, definition, digest), (entries) =>
-            Effect.flatMap(Strategy.placesOf(conflict.holders, job.queue), ({ freed, removed, starting }) => {
+            Effect.flatMap(overdue(entries, conflict.holders, job.queue), (due) =>
+              due && waits < startRetries
+                ? restore(wait(waits, swaps, ours))
+                : Effect.flatMap(Strategy.placesOf(conflict.holders, job.queue), ({ freed, removed, starting }) => {
+              const removedNow = [...ours, ...removed]
               const read = entries.filter((entry) => freed.includes(entry.jid))
               // Freed, but let go or swapped by another enqueue before the read: the place has moved on; try again.
-              if (freed.length > 0 && read.length === 0) return restore(attempt(waits, swaps + 1, undefined, []))
+              if (freed.length > 0 && read.length === 0) return restore(attempt(waits, swaps + 1, undefined, [], removedNow))
               if (read.length > 0) {
                 return Effect.flatMap(Clock.currentTimeMillis, (now) => {
-                  const kept = Lock.windowOf(
-                    read,
-                    (entry) => removed.includes(entry.jid) || (entry.due !== undefined && entry.due > now)
-                  )
+                  // A job this enqueue removed, or one gone before it was due (another enqueue removed it, or it is on
+                  // its way to the queue): its window stands. One gone once due is another enqueue's removal about to
+                  // be swapped (waited for), or, once the waits are spent, a job run or removed by hand: a new window.
+                  const stands = (entry: Lock.WindowHolder) =>
+                    removedNow.includes(entry.jid) || (entry.due !== undefined && entry.due > now)
+                  if (waits < startRetries && !read.every(stands)) return restore(wait(waits, swaps, removedNow))
                   const next = read.map((entry) => ({ jid: entry.jid, lockedAt: entry.lockedAt }))
-                  return restore(attempt(waits, swaps + 1, kept, next))
+                  return restore(attempt(waits, swaps + 1, Lock.windowOf(read, stands), next, removedNow))
                 })
               }
               // until_executed holds its place while its job runs: only a type that lets go at the start is waited for.
               return starting && LockType.letsGoAtStart(definition.lock) && waits < startRetries
-                ? restore(Effect.zipRight(Effect.sleep(startRetryMs * 2 ** waits), attempt(waits + 1, swaps, undefined, [])))
+                ? restore(wait(waits, swaps, removedNow))
                 : skipped(conflict)
-            })))
+            }))))
       })
     })
+  const wait = (waits: number, swaps: number, ours: ReadonlyArray<string>) =>
+    Effect.zipRight(Effect.sleep(startRetryMs * 2 ** waits), attempt(waits + 1, swaps, undefined, [], ours))
+  // A window past its bound has a job due: a trigger now is the next window's, so the due job is left to run (a
+  // worker takes it within a poll) and the trigger waits for it to start, as for a job caught starting; replacing it
+  // again and again would put its run off as long as triggers come. Only for a type that lets go at the start (for
+  // until_executed the trigger would then meet the run and be skipped), and only a job the queue still has.
+  const overdue = (entries: ReadonlyArray<Lock.WindowHolder>, holders: ReadonlyArray<string>, queue: string) =>
+    LockType.letsGoAtStart(definition.lock)
+      ? Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const due = entries.filter((entry) => holders.includes(entry.jid) && entry.due !== undefined && entry.due <= now)
+        return due.length === 0
+          ? Effect.succeed(false)
+          : Effect.flatMap(JobQueue, (jobs) =>
+            Effect.map(jobs.exists(due.map((entry) => ({ jid: entry.jid, queue }))), (presence) =>
+              presence.includes("exists")))
+      })
+      : Effect.succeed(false)
   // Once the job is in the queue: a place taken meanwhile by a later enqueue (which took this job for gone, not yet in
   // the queue) leaves the job uncovered, and it is removed. Never fails the enqueue: its job and lock stand as they are.
   const confirmed = (target: Lock.Target) =>
@@ -288,7 +314,7 @@ const debounced = <A, E, R>(
         )
       )
     )
-  return attempt(0, 0, undefined, [])
+  return attempt(0, 0, undefined, [], [])
 }
 
 // A refused swap (another enqueue swapped or confirmed between the read and the swap) reads again: each refusal is

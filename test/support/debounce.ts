@@ -57,3 +57,84 @@ export const debouncedWorker = (lock: DebouncedLock, delay: number, maxWait: num
     const trigger = (n: number) => Effect.provideService(worker.enqueue([n]), JobQueue, queue)
     return { queue, runs, start, trigger }
   })
+
+/** One trigger of a multi-producer stream: its number, when its add was made and answered (ms), and its outcome. */
+export interface Trigger {
+  readonly n: number
+  readonly producer: number
+  readonly start: number
+  readonly end: number
+  readonly tag: string
+}
+
+/** One run of a debounced digest: its trigger's number, when a worker took it (BullMQ's processedOn), when it was due. */
+export interface Run {
+  readonly n: number
+  readonly pickedAt: number
+  readonly due: number
+}
+
+/**
+ * Producers adding one digest each `everyMs` for `forMs` (real time), numbered in one sequence: the record of every
+ * trigger. `add` answers the outcome's tag.
+ */
+export const stream = async (
+  adds: ReadonlyArray<(n: number) => Promise<string>>,
+  forMs: number,
+  everyMs = 10
+): Promise<Array<Trigger>> => {
+  const triggers: Array<Trigger> = []
+  const t0 = Date.now()
+  let next = 0
+  await Promise.all(adds.map(async (add, producer) => {
+    while (Date.now() - t0 < forMs) {
+      const n = next++
+      const start = Date.now()
+      const tag = await add(n)
+      triggers.push({ n, producer, start, end: Date.now(), tag })
+      await new Promise((resolve) => setTimeout(resolve, everyMs))
+    }
+  }))
+  return triggers
+}
+
+/**
+ * The multi-producer debounce's promise (issue 47) over a record of triggers and runs, as what breaks it: each run due
+ * no later than maxWait (+ `slackMs`, a trigger's own time to reach its lock) after its window's first trigger (the
+ * first add made after the run before it was taken); no trigger made after a run's own was answered and answered
+ * before that run was taken (it would have taken the run's place: the run is the last trigger's data); and the last
+ * run's trigger is one of the last (none was made after it was answered).
+ */
+export const violations = (
+  triggers: ReadonlyArray<Trigger>,
+  runs: ReadonlyArray<Run>,
+  maxWait: number,
+  slackMs: number
+): Array<string> => {
+  const out: Array<string> = []
+  const taken = triggers.filter((t) => t.tag === "Enqueued" || t.tag === "Replaced")
+  const byN = new Map(triggers.map((t) => [t.n, t]))
+  const ordered = [...runs].sort((a, b) => a.pickedAt - b.pickedAt)
+  let previous = -Infinity
+  for (const run of ordered) {
+    const first = Math.min(...taken.filter((t) => t.start > previous).map((t) => t.start))
+    if (Number.isFinite(first) && run.due > first + maxWait + slackMs) {
+      out.push(`the run of ${run.n} was due ${run.due - first} ms after its window's first trigger`)
+    }
+    const own = byN.get(run.n)
+    if (own === undefined) {
+      out.push(`a run of ${run.n}, no trigger's`)
+    } else {
+      const later = taken.find((t) => t.start > own.end && t.end < run.pickedAt)
+      if (later !== undefined) out.push(`the run of ${run.n} ran, though ${later.n} came after it and before the run`)
+    }
+    previous = run.pickedAt
+  }
+  const last = ordered[ordered.length - 1]
+  const lastOwn = last === undefined ? undefined : byN.get(last.n)
+  const after = lastOwn === undefined ? undefined : taken.find((t) => t.start > lastOwn.end)
+  if (taken.length > 0 && (lastOwn === undefined || after !== undefined)) {
+    out.push(`the last run (${last?.n}) is not of the last trigger (${after?.n})`)
+  }
+  return out
+}
