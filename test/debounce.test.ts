@@ -253,6 +253,47 @@ describe("debounce", () => {
 
   })
 
+  // Issue 47: the swap a debounced enqueue takes a waiting job's place with (lock.lua's ARGV[9] on, and the memory
+  // store alike): only in place of holders as they were read, in one call, the new entry's t above theirs.
+  for (const [store, provided] of [["Redis", RedisTest.layer()], ["memory", Redis.layerMemory]] as const) {
+    layer(provided)((it) => {
+      it.effect(`the swap takes the place only of holders as they were read (${store})`, () =>
+        Effect.gen(function*() {
+          const redis = yield* Redis.RedisService
+          const key = { prefix: RedisTest.uniquePrefix("swap"), name: "d" }
+          const request = { limit: 1, ttlMs: 0, leaseMs: 0, info: "", fenced: false }
+          assert.strictEqual((yield* redis.lock(key, { ...request, jid: "a" }))._tag, "Acquired")
+          const [a] = yield* redis.holders(key)
+          // Written again since it was read (its t moved on), or not there: nothing is written.
+          const stale = yield* redis.lock(key, { ...request, jid: "b", swap: [{ jid: "a", lockedAt: a!.lockedAt - 1 }] })
+          assert.deepStrictEqual(stale, { _tag: "Conflict", holders: ["a"] })
+          const gone = yield* redis.lock(key, { ...request, jid: "b", swap: [{ jid: "x" }] })
+          assert.deepStrictEqual(gone, { _tag: "Conflict", holders: ["a"] })
+          assert.deepStrictEqual((yield* redis.holders(key)).map((h) => h.jid), ["a"])
+          // As read: b takes a's place, above its t; a swap of itself writes its entry again, above that.
+          const taken = yield* redis.lock(key, { ...request, jid: "b", swap: [{ jid: "a", lockedAt: a!.lockedAt }] })
+          assert.strictEqual(taken._tag, "Acquired")
+          const [b] = yield* redis.holders(key)
+          assert.strictEqual(b!.jid, "b")
+          assert.isAbove(b!.lockedAt, a!.lockedAt)
+          assert.strictEqual((yield* redis.lock(key, { ...request, jid: "b", swap: [{ jid: "b" }] }))._tag, "Acquired")
+          const [again] = yield* redis.holders(key)
+          assert.isAbove(again!.lockedAt, b!.lockedAt)
+          // Its place taken, a swap of itself writes nothing and names no holder it could not see.
+          assert.deepStrictEqual(yield* redis.lock(key, { ...request, jid: "a", swap: [{ jid: "a" }] }), {
+            _tag: "Conflict",
+            holders: ["b"]
+          })
+          yield* redis.unlock(key, "b")
+          assert.deepStrictEqual(yield* redis.lock(key, { ...request, jid: "a", swap: [{ jid: "a" }] }), {
+            _tag: "Conflict",
+            holders: []
+          })
+          assert.deepStrictEqual(yield* redis.holders(key), [])
+        }))
+    })
+  }
+
   describe("refused where it cannot work, naming the field", () => {
     const refusal = (options: Omit<LockOptions.Options, "lock"> & { readonly lock: string }) => {
       const made = Effect.runSync(Effect.either(LockOptions.make(options as LockOptions.Options)))
