@@ -16,18 +16,12 @@ import * as TestContext from "effect/TestContext"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
 import type * as Redis from "../src/Redis.js"
-import type { Job as BullJob } from "bullmq"
-import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as Bull from "./support/bullmq.js"
-import { type DebouncedLock, debouncedWorker, type Run, settle, stream, tick, violations } from "./support/debounce.js"
+import { type DebouncedLock, debouncedWorker, settle, stream, tick, uniqueProducers, violations } from "./support/debounce.js"
 import * as RedisTest from "./support/redis.js"
 import { lockKeys } from "./support/uniquequeue.js"
 
-interface Keyed {
-  readonly key: string
-  readonly n: number
-}
 
 describe("debounce properties", () => {
   layer(RedisTest.layer())((it) => {
@@ -180,32 +174,7 @@ describe("debounce properties", () => {
                 Effect.runPromise(
                   Effect.gen(function*() {
                     const maxWait = delay + extra
-                    const { source } = yield* RedisTest.TestRedis
-                    const name = Bull.uniqueName("debounce-many")
-                    const options = {
-                      lock,
-                      lockArgs: (args: ReadonlyArray<unknown>) => [(args[0] as Keyed).key],
-                      debounce: { delay, maxWait },
-                      lockPrefix: RedisTest.uniquePrefix("debounce-many"),
-                      redis: { url: source.url },
-                      defaults: {}
-                    }
-                    const uniques = yield* Effect.forEach(Array.from({ length: producers }), () =>
-                      Effect.flatMap(Bull.queue(name), (queue) =>
-                        Effect.acquireRelease(
-                          Effect.sync(() => UniqueQueue.make<Keyed>(queue, options)),
-                          (unique) => Effect.promise(() => unique.close())
-                        )))
-                    const queue = uniques[0]!.queue
-                    const runs: Array<Run> = []
-                    yield* Bull.worker(name, uniques[0]!.processor(async (job: BullJob<Keyed>) => {
-                      if (job.data.key === "one") {
-                        runs.push({ n: job.data.n, pickedAt: job.processedOn!, due: job.timestamp + (job.opts.delay ?? 0) })
-                      }
-                    }))
-                    for (const [i, unique] of uniques.entries()) {
-                      yield* Effect.promise(() => unique.add("Sync", { key: `warm-${i}`, n: -1 }))
-                    }
+                    const { adds, drained, lockPrefix, queue, runs } = yield* uniqueProducers(producers, lock, delay, maxWait)
                     // The jobs of the digest seen waiting at once, every 25 ms while the producers add.
                     const seen: Array<ReadonlyArray<number>> = []
                     let adding = true
@@ -217,14 +186,9 @@ describe("debounce properties", () => {
                         await new Promise((resolve) => setTimeout(resolve, 25))
                       }
                     })()
-                    const triggers = yield* Effect.promise(() =>
-                      stream(uniques.map((unique) => (n: number) => unique.add("Sync", { key: "one", n }).then((o) => o._tag)), 2_000, everyMs)
-                    )
+                    const triggers = yield* Effect.promise(() => stream(adds, 2_000, everyMs))
                     adding = false
                     yield* Effect.promise(() => sampler)
-                    const drained = Effect.promise(async () =>
-                      (await queue.getDelayedCount()) + (await queue.getWaitingCount()) + (await queue.getActiveCount()) === 0
-                    )
                     assert.isTrue(yield* Bull.until(drained))
                     const ran = new Set(runs.map((run) => run.n))
                     const summary = JSON.stringify({ producers, lock, delay, maxWait, everyMs, adds: triggers.length, runs: runs.map((r) => r.n) })
@@ -233,7 +197,7 @@ describe("debounce properties", () => {
                     const enqueued = triggers.filter((t) => t.tag === "Enqueued").length
                     assert.isAtMost(enqueued, runs.length, `each Enqueued opens a window, which ends in a run: ${summary}`)
                     assert.deepStrictEqual(violations(triggers, runs, maxWait, 1_000), [], summary)
-                    assert.deepStrictEqual(yield* lockKeys(options.lockPrefix), [], summary)
+                    assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], summary)
                   }).pipe(Effect.scoped, Effect.provide(context))
                 )
             ),

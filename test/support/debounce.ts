@@ -2,13 +2,16 @@
  * A debounced worker on MemoryQueue and TestClock against the test Redis, and waiting for its queue to settle: for
  * the debounce tests and properties (issue 40).
  */
+import type { Job as BullJob } from "bullmq"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
 import { assert } from "vitest"
 import * as MemoryQueue from "../../src/adapters/MemoryQueue.js"
+import * as UniqueQueue from "../../src/adapters/UniqueQueue.js"
 import { JobQueue } from "../../src/JobQueue.js"
 import * as UniqueJob from "../../src/UniqueJob.js"
+import * as Bull from "./bullmq.js"
 import * as RedisTest from "./redis.js"
 
 // Real time for Redis' replies while TestClock stands still.
@@ -138,3 +141,50 @@ export const violations = (
   }
   return out
 }
+
+/** A job's data in the multi-producer tests: the digest's key (its lock arguments) and the trigger's number. */
+export interface Keyed {
+  readonly key: string
+  readonly n: number
+}
+
+/**
+ * `count` producers of one debounced digest on real BullMQ: UniqueQueue instances of their own on one queue and lock
+ * prefix, each warmed up by an add of another digest (its first builds its runtime), and one worker recording the
+ * runs of the digest `one` with BullMQ's own times. Closed with the scope.
+ */
+export const uniqueProducers = (count: number, lock: DebouncedLock, delay: number, maxWait: number) =>
+  Effect.gen(function*() {
+    const { source } = yield* RedisTest.TestRedis
+    const name = Bull.uniqueName("debounce-many")
+    const lockPrefix = RedisTest.uniquePrefix("debounce-many")
+    const options = {
+      lock,
+      lockArgs: (args: ReadonlyArray<unknown>) => [(args[0] as Keyed).key],
+      debounce: { delay, maxWait },
+      lockPrefix,
+      redis: { url: source.url },
+      defaults: {}
+    }
+    const uniques = yield* Effect.forEach(Array.from({ length: count }), () =>
+      Effect.flatMap(Bull.queue(name), (queue) =>
+        Effect.acquireRelease(
+          Effect.sync(() => UniqueQueue.make<Keyed>(queue, options)),
+          (unique) => Effect.promise(() => unique.close())
+        )))
+    const runs: Array<Run> = []
+    yield* Bull.worker(name, uniques[0]!.processor(async (job: BullJob<Keyed>) => {
+      if (job.data.key === "one") {
+        runs.push({ n: job.data.n, pickedAt: job.processedOn!, due: job.timestamp + (job.opts.delay ?? 0) })
+      }
+    }))
+    for (const [i, unique] of uniques.entries()) {
+      yield* Effect.promise(() => unique.add("Sync", { key: `warm-${i}`, n: -1 }))
+    }
+    const queue = uniques[0]!.queue
+    const drained = Effect.promise(async () =>
+      (await queue.getDelayedCount()) + (await queue.getWaitingCount()) + (await queue.getActiveCount()) === 0
+    )
+    const adds = uniques.map((unique) => (n: number) => unique.add("Sync", { key: "one", n }).then((o) => o._tag))
+    return { uniques, queue, runs, lockPrefix, drained, adds }
+  })
