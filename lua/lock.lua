@@ -3,7 +3,10 @@
 -- on, and the call then logs taken, reentered or refused there, log_event)
 -- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock),
 -- the job's queue name as a JSON string or '', the epoch of the prefix's layout as this process read it ('' for a
--- record written before epochs)
+-- record written before epochs), then optionally a swap (debounce, from ARGV[10]): pairs of a holder's jid and the t
+-- its entry must have ('' for any live one). The lock is taken in their place, in this one call, only if every one of
+-- them is there as given (else nothing is written and the refusal may name no holder); the new entry's t is above
+-- theirs.
 -- Returns, when taken, one integer: the fencing token (a run lock, at least 1), else -1 (a queue lock taken) or -2 (a
 -- queue lock its jid re-entered); when refused, {0, holder, ...}. An integer: Redis answers a table at a higher cost.
 -- A refusal stays a table even for one holder: a client that reads integers as text (ioredis' stringNumbers) could

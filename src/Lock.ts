@@ -53,9 +53,16 @@ export interface Target {
   readonly fence?: number | undefined
   /**
    * A debounced queue lock: when its window's first enqueue was (epoch ms). Stored in the entry's info whether or not
-   * `lockInfo` is on, so that the next enqueue of the window keeps the bound (`windowOf`).
+   * `lockInfo` is on, so that the next enqueue of the window keeps the bound (`windowOf`), in whichever process it runs.
    */
   readonly window?: number | undefined
+  /** A debounced queue lock: when its job is due to run (epoch ms), stored beside `window`. */
+  readonly due?: number | undefined
+  /**
+   * A debounced queue lock taken in place of these holders, in the same call, only if each is there as it was read
+   * (live, its `lockedAt` unchanged): no other enqueue can take the place, or lose the window, between the two.
+   */
+  readonly swap?: ReadonlyArray<{ readonly jid: string; readonly lockedAt?: number | undefined }> | undefined
 }
 
 /**
@@ -107,10 +114,17 @@ const infoReplacer = () => {
   }
 }
 
+// A debounced lock's window and due time lead its info (whether or not lockInfo is on).
+const windowInfo = (target: Target): string =>
+  target.window === undefined
+    ? ""
+    : `"window":${target.window}${target.due === undefined ? "" : `,"due":${target.due}`}`
+
 const infoOf = (definition: Definition, target: Target): string => {
-  if (!definition.lockInfo) return target.window === undefined ? "" : `{"window":${target.window}}`
+  if (!definition.lockInfo) return target.window === undefined ? "" : `{${windowInfo(target)}}`
   const info = {
     ...(target.window === undefined ? {} : { window: target.window }),
+    ...(target.window === undefined || target.due === undefined ? {} : { due: target.due }),
     type: definition.lock,
     limit: definition.lockLimit,
     ttl: Option.match(definition.lockTtl, { onNone: () => null, onSome: Duration.toMillis }),
@@ -126,28 +140,57 @@ const infoOf = (definition: Definition, target: Target): string => {
 }
 
 /**
- * When the debounce window of a queue lock's holders began: the earliest `window` their entries keep (`Target.window`),
- * or undefined when none keeps one. One read of the lock's holders.
+ * A debounced queue lock's holder as its entry keeps it: when it was locked (Redis ms, the entry's `t`, which a swap
+ * checks), and its window's start and due time (`Target.window`, `Target.due`) where the entry keeps them.
+ *
+ * @internal
+ */
+export interface WindowHolder {
+  readonly jid: string
+  readonly lockedAt: number
+  readonly window: number | undefined
+  readonly due: number | undefined
+}
+
+const finite = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isFinite(value) ? value : undefined
+
+/**
+ * A debounced queue lock's holders, with the windows their entries keep. One read of the lock's holders.
+ *
+ * @internal
+ */
+export const windowHolders = (
+  redis: Store,
+  definition: Definition,
+  digest: string
+): Effect.Effect<ReadonlyArray<WindowHolder>, RedisError> =>
+  Effect.map(redis.holders(keyOf(definition, digest, "queue")), (holders) =>
+    holders.map((holder) => {
+      const info = typeof holder.info === "object" && holder.info !== null
+        ? holder.info as { readonly window?: unknown; readonly due?: unknown }
+        : {}
+      return { jid: holder.jid, lockedAt: holder.lockedAt, window: finite(info.window), due: finite(info.due) }
+    }))
+
+/**
+ * When the debounce window of the holders an enqueue takes the place of began: the earliest window among those
+ * `kept` keeps (the window's first trigger bounds `maxWait`, whichever holder carries it), or undefined when none
+ * keeps one.
  *
  * @internal
  */
 export const windowOf = (
-  redis: Store,
-  definition: Definition,
-  digest: string,
-  jids: ReadonlyArray<string>
-): Effect.Effect<number | undefined, RedisError> =>
-  Effect.map(redis.holders(keyOf(definition, digest, "queue")), (holders) => {
-    let earliest: number | undefined
-    for (const holder of holders) {
-      if (!jids.includes(holder.jid) || typeof holder.info !== "object" || holder.info === null) continue
-      const window = (holder.info as { readonly window?: unknown }).window
-      if (typeof window === "number" && Number.isFinite(window) && (earliest === undefined || window < earliest)) {
-        earliest = window
-      }
-    }
-    return earliest
-  })
+  holders: ReadonlyArray<WindowHolder>,
+  kept: (holder: WindowHolder) => boolean
+): number | undefined => {
+  let earliest: number | undefined
+  for (const holder of holders) {
+    if (holder.window === undefined || !kept(holder)) continue
+    if (earliest === undefined || holder.window < earliest) earliest = holder.window
+  }
+  return earliest
+}
 
 // The queue lock lives for lockTtl (plus the delay); the run lock lives by its renewed lease.
 /** @internal */
@@ -166,7 +209,8 @@ export const requestOf = (definition: Definition, target: Target, phase: Phase):
   ...(phase === "queue" && target.info?.queue !== undefined ? { queue: target.info.queue } : {}),
   fenced: phase === "run",
   // Only when on: a request without it is the one every earlier version sent.
-  ...(definition.lockEvents ? { events: true } : {})
+  ...(definition.lockEvents ? { events: true } : {}),
+  ...(target.swap === undefined || target.swap.length === 0 ? {} : { swap: target.swap })
 })
 
 const counter = (family: Metrics.Family, lockType: string, phase: Phase) => family.of(lockType, phase)
@@ -229,6 +273,26 @@ const lockCall = (
   const request = requestOf(definition, target, phase)
   const attributes = attributesOf("lock", definition, target, phase)
   return holdCall(redis, "UniqueJobs.lock", attributes, key, request, (traced) => redis.lock(key, traced))
+}
+
+/**
+ * A debounced enqueue's queue lock confirmed once its job is in the queue: its entry written again in its own place (a
+ * swap of itself, `Target.swap`), which writes nothing when a later enqueue took the place while the job was on its
+ * way. Answers whether the place is still its own: when not, the caller removes the job, which no place covers. An
+ * enqueue that read the entry before this sees it written again (`lockedAt`) and reads it anew, so the job it took for
+ * gone (not yet in the queue) is never left beside its own. Not logged in the activity log: the hold is the same.
+ *
+ * @internal
+ */
+export const confirmQueueLock = (redis: Store, definition: Definition, target: Target): Effect.Effect<boolean, RedisError> => {
+  const own: Target = { ...target, swap: [{ jid: target.jid }] }
+  const key = keyOf(definition, target.digest, "queue")
+  const request: HolderRequest = { ...requestOf(definition, own, "queue"), events: false }
+  const attributes = attributesOf("lock", definition, own, "queue")
+  return Effect.map(
+    holdCall(redis, "UniqueJobs.lock", attributes, key, request, (traced) => redis.lock(key, traced)),
+    (result) => result._tag === "Acquired"
+  )
 }
 
 /** An acquire reply as the step's outcome: `Acquired`, or a `LockConflict` failure; counted either way. */

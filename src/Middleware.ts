@@ -16,7 +16,8 @@ import type * as Digest from "./Digest.js"
 import type { ExecutionConflict, LockConflict, LockLost } from "./Errors.js"
 import type { DuplicateJob } from "./Errors.js"
 import type { Job } from "./Job.js"
-import type { JobQueue, QueueError } from "./JobQueue.js"
+import { JobQueue } from "./JobQueue.js"
+import type { QueueError } from "./JobQueue.js"
 import * as Tracing from "./internal/tracing.js"
 import * as Lock from "./Lock.js"
 import * as LockType from "./LockType.js"
@@ -192,10 +193,15 @@ const startRetries = 6
 const startRetryMs = 10
 
 // Debounce (`Options.debounce`): the job runs `delay` after this enqueue, never past `maxWait` after its window's
-// first. A conflict is a job of the window: one still waiting is removed from the queue and this enqueue takes its
-// place, keeping its window's start (read from its entry before the release); one whose job is gone (run, removed by
-// hand) leaves its place to a new window; one caught starting is waited for (`startRetries`). Every try is timed
-// afresh from the clock, and a place lost to a concurrent enqueue goes back to the start: the newest wins.
+// first trigger, wherever that trigger ran. The window lives with the lock: each holder's entry keeps its window's start
+// and due time (`Lock.Target.window`, `due`), and an enqueue that meets a waiting job takes its place in one script
+// call (`Lock.Target.swap`): the place goes from holder to holder, its window with it, and no other producer can take
+// it, or open a window of its own, in between. A conflict reads the holders' entries, then asks the queue: a job still
+// waiting is removed; one the queue no longer has was removed by a concurrent enqueue, is still on its way to the
+// queue (its producer will find its place taken and remove it, `Lock.confirmQueueLock`), or ran or was removed long
+// ago. Its window is kept while its job is not yet due (the first three), else a new window opens. The swap holds only
+// if every entry is as read: a refused swap reads again (`swapRetries`). A job caught starting is waited for
+// (`startRetries`), then a new window opens.
 const debounced = <A, E, R>(
   redis: Store,
   definition: Definition,
@@ -204,10 +210,14 @@ const debounced = <A, E, R>(
   enqueue: (job: Job) => Effect.Effect<A, E, R>
 ): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> => {
   const digest = stamped.lockDigest!
+  // waits: sleeps so far (a job starting or due); swaps: reads so far; window: the one this try keeps (undefined: a new
+  // one); swap: the holders this try takes the place of; ours: the jobs this enqueue removed, in any try.
   const attempt = (
-    tries: number,
+    waits: number,
+    swaps: number,
     window: number | undefined,
-    replaced: ReadonlyArray<string>
+    swap: ReadonlyArray<{ readonly jid: string; readonly lockedAt: number }>,
+    ours: ReadonlyArray<string>
   ): Effect.Effect<Strategy.ClientOutcome<A>, E | ClientError, R | RedisService | JobQueue> =>
     Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const since = Math.min(window ?? now, now)
@@ -217,35 +227,99 @@ const debounced = <A, E, R>(
       })
       const at = Math.max(now, Math.min(now + Duration.toMillis(debounce.delay), bound))
       const job: Job = { ...stamped, at }
-      const target: Lock.Target = { digest, jid: job.jid, phase: "queue", delay: at - now, info: infoOf(job), window: since }
-      const taken = Effect.map(enqueue(job), (value) =>
-        replaced.length === 0
-          ? Strategy.ClientOutcome.Enqueued({ digest, job, value })
-          : Strategy.ClientOutcome.Replaced({ digest, job, replaced, value }))
-      return Lock.queueLocked(redis, definition, target, taken, (conflict) =>
-        tries >= startRetries
-          ? Effect.succeed(Strategy.skipped({ conflict, job }) as Strategy.ClientOutcome<A>)
-          // Uninterruptible from the removal to the release of the removed jobs' locks (as Strategy.client.replace).
-          : Effect.uninterruptibleMask((restore) =>
-            Effect.flatMap(Strategy.placesOf(conflict.holders, job.queue), ({ freed, removed, starting }) => {
-              if (freed.length > 0) {
-                return Effect.flatMap(
-                  removed.length > 0 ? Lock.windowOf(redis, definition, digest, removed) : Effect.succeed(undefined),
-                  (kept) =>
-                    Effect.flatMap(
-                      releaseReplaced(definition, target, freed),
-                      (released) => restore(attempt(tries + 1, kept, [...replaced, ...released]))
-                    )
-                )
+      const target: Lock.Target = {
+        digest,
+        jid: job.jid,
+        phase: "queue",
+        delay: at - now,
+        info: infoOf(job),
+        window: since,
+        due: at,
+        swap
+      }
+      const replaced = swap.map((held) => held.jid)
+      const taken = Effect.flatMap(enqueue(job), (value) =>
+        Effect.as(
+          confirmed(target),
+          replaced.length === 0
+            ? Strategy.ClientOutcome.Enqueued({ digest, job, value })
+            : Strategy.ClientOutcome.Replaced({ digest, job, replaced, value })
+        ))
+      const skipped = (conflict: LockConflict) =>
+        Effect.succeed(Strategy.skipped({ conflict, job }) as Strategy.ClientOutcome<A>)
+      return Lock.queueLocked(redis, definition, target, taken, (conflict) => {
+        // A swap refused with nobody holding: the holders it named let go (their jobs started); the lock is free.
+        if (conflict.holders.length === 0) {
+          return swaps >= swapRetries ? skipped(conflict) : attempt(waits, swaps + 1, undefined, [], ours)
+        }
+        if (swaps >= swapRetries) return skipped(conflict)
+        // Uninterruptible from the removal to the swap (as Strategy.client.replace): a removed job keeps its place
+        // until this enqueue takes it.
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(Lock.windowHolders(redis, definition, digest), (entries) =>
+            Effect.flatMap(overdue(entries, conflict.holders, job.queue), (due) =>
+              due && waits < startRetries
+                ? restore(wait(waits, swaps, ours))
+                : Effect.flatMap(Strategy.placesOf(conflict.holders, job.queue), ({ freed, removed, starting }) => {
+              const removedNow = [...ours, ...removed]
+              const read = entries.filter((entry) => freed.includes(entry.jid))
+              // Freed, but let go or swapped by another enqueue before the read: the place has moved on; try again.
+              if (freed.length > 0 && read.length === 0) return restore(attempt(waits, swaps + 1, undefined, [], removedNow))
+              if (read.length > 0) {
+                return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+                  // A job this enqueue removed, or one gone before it was due (another enqueue removed it, or it is on
+                  // its way to the queue): its window stands. One gone once due is another enqueue's removal about to
+                  // be swapped (waited for), or, once the waits are spent, a job run or removed by hand: a new window.
+                  const stands = (entry: Lock.WindowHolder) =>
+                    removedNow.includes(entry.jid) || (entry.due !== undefined && entry.due > now)
+                  if (waits < startRetries && !read.every(stands)) return restore(wait(waits, swaps, removedNow))
+                  const next = read.map((entry) => ({ jid: entry.jid, lockedAt: entry.lockedAt }))
+                  return restore(attempt(waits, swaps + 1, Lock.windowOf(read, stands), next, removedNow))
+                })
               }
               // until_executed holds its place while its job runs: only a type that lets go at the start is waited for.
-              return starting && LockType.letsGoAtStart(definition.lock)
-                ? restore(Effect.zipRight(Effect.sleep(startRetryMs * 2 ** tries), attempt(tries + 1, window, replaced)))
-                : Effect.succeed(Strategy.skipped({ conflict, job }) as Strategy.ClientOutcome<A>)
-            })))
+              return starting && LockType.letsGoAtStart(definition.lock) && waits < startRetries
+                ? restore(wait(waits, swaps, removedNow))
+                : skipped(conflict)
+            }))))
+      })
     })
-  return attempt(0, undefined, [])
+  const wait = (waits: number, swaps: number, ours: ReadonlyArray<string>) =>
+    Effect.zipRight(Effect.sleep(startRetryMs * 2 ** waits), attempt(waits + 1, swaps, undefined, [], ours))
+  // A window past its bound has a job due: a trigger now is the next window's, so the due job is left to run (a
+  // worker takes it within a poll) and the trigger waits for it to start, as for a job caught starting; replacing it
+  // again and again would put its run off as long as triggers come. Only for a type that lets go at the start (for
+  // until_executed the trigger would then meet the run and be skipped), and only a job the queue still has.
+  const overdue = (entries: ReadonlyArray<Lock.WindowHolder>, holders: ReadonlyArray<string>, queue: string) =>
+    LockType.letsGoAtStart(definition.lock)
+      ? Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const due = entries.filter((entry) => holders.includes(entry.jid) && entry.due !== undefined && entry.due <= now)
+        return due.length === 0
+          ? Effect.succeed(false)
+          : Effect.flatMap(JobQueue, (jobs) =>
+            Effect.map(jobs.exists(due.map((entry) => ({ jid: entry.jid, queue }))), (presence) =>
+              presence.includes("exists")))
+      })
+      : Effect.succeed(false)
+  // Once the job is in the queue: a place taken meanwhile by a later enqueue (which took this job for gone, not yet in
+  // the queue) leaves the job uncovered, and it is removed. Never fails the enqueue: its job and lock stand as they are.
+  const confirmed = (target: Lock.Target) =>
+    Lock.confirmQueueLock(redis, definition, target).pipe(
+      Effect.flatMap((kept) =>
+        kept ? Effect.void : Effect.flatMap(JobQueue, (queue) => Effect.asVoid(queue.remove(target.jid)))
+      ),
+      Effect.catchAll((error) =>
+        Effect.logDebug("debounce: the hold could not be confirmed after the enqueue", error).pipe(
+          Effect.annotateLogs({ ...annotations, digest, jid: target.jid })
+        )
+      )
+    )
+  return attempt(0, 0, undefined, [], [])
 }
+
+// A refused swap (another enqueue swapped or confirmed between the read and the swap) reads again: each refusal is
+// another enqueue's progress, so this bounds one enqueue's bad luck under many producers, not a wait.
+const swapRetries = 50
 
 /**
  * Wraps an enqueue. Computes the digest once and stamps it into `job.lockDigest`; for types that lock at enqueue,

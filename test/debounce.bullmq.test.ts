@@ -13,6 +13,7 @@ import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as Bull from "./support/bullmq.js"
+import { stream, uniqueProducers, violations } from "./support/debounce.js"
 import * as RedisTest from "./support/redis.js"
 import { type Data, lockKeys, rejection, sleep, uniqueQueue } from "./support/uniquequeue.js"
 
@@ -58,6 +59,24 @@ describe("debounce on BullMQ", () => {
         assert.deepStrictEqual(performed, [4])
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
       }), 30_000)
+
+    // Issue 47, observation 1: two UniqueQueue instances in one process adding one digest every 10 ms. Each opened
+    // windows of its own: 45 adds of 3 s answered Enqueued and the job ran once, at the end, where one instance runs it
+    // every second. Now the window is the lock's, whichever instance adds: one Enqueued per window, each run due within
+    // maxWait of its window's first add (+ 1 s for an add's own time to its lock on a busy machine), the newest data.
+    it.scoped("two UniqueQueue instances adding one digest every 10 ms: one window at a time, each run within maxWait of its first add", () =>
+      Effect.gen(function*() {
+        const { adds, drained, lockPrefix, runs } = yield* uniqueProducers(2, "until_executing", 200, 1_000)
+        // Two add loops per instance: adds overlap more often on a busy machine.
+        const triggers = yield* Effect.promise(() => stream([...adds, ...adds], 3_000))
+        assert.isTrue(yield* Bull.until(drained))
+        const enqueued = triggers.filter((t) => t.tag === "Enqueued").length
+        const summary = JSON.stringify({ adds: triggers.length, enqueued, runs: runs.map((r) => r.n) })
+        assert.isAbove(runs.length, 0, summary)
+        assert.isAtMost(enqueued, runs.length, `each Enqueued opens a window, which ends in a run: ${summary}`)
+        assert.deepStrictEqual(violations(triggers, runs, 1_000, 1_000), [], summary)
+        assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
+      }), 60_000)
 
     // Found by an outsider probe: an add that met the window's job starting (taken by a worker, its queue lock not
     // yet handed to its run lock) was timed from that job's window, long over, so it ran at once (and met the run

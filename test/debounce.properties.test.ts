@@ -2,6 +2,9 @@
  * Issue 40, must show 1, on MemoryQueue and TestClock against Redis: under any interleaving of triggers and runs,
  * debounce runs exactly once per window, never later than maxWait after its first trigger, with the last trigger's
  * arguments; "latest after the active one" never loses the last trigger and never runs two at once.
+ * Issue 47, must show 3, on real BullMQ in real time: the same promise with 1 to 4 producers (UniqueQueue instances of
+ * their own) adding one digest at once: one window at a time whichever producer adds, one job of the digest that runs
+ * at any time, each run due within maxWait of its window's first trigger, the last trigger's data.
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
@@ -14,8 +17,11 @@ import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
 import type * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
-import { type DebouncedLock, debouncedWorker, settle, tick } from "./support/debounce.js"
+import * as Bull from "./support/bullmq.js"
+import { type DebouncedLock, debouncedWorker, settle, stream, tick, uniqueProducers, violations } from "./support/debounce.js"
 import * as RedisTest from "./support/redis.js"
+import { lockKeys } from "./support/uniquequeue.js"
+
 
 describe("debounce properties", () => {
   layer(RedisTest.layer())((it) => {
@@ -146,5 +152,57 @@ describe("debounce properties", () => {
             { numRuns: 100 }
           )
         )), { timeout: 120_000 })
+  })
+
+  // Issue 47, must show 3: 1 to 4 producers, each a UniqueQueue of its own on the same queue and lock prefix, adding
+  // one digest every few ms for 2 s, one BullMQ worker. The queue's jobs of the digest are read every 25 ms: of the
+  // jobs seen waiting at once, at most one ever runs (a job superseded on its way to the queue is removed once it
+  // lands, and may be seen for that moment). Times are BullMQ's own (a job's timestamp and delay, its processedOn);
+  // the bound allows each trigger 1 s to reach its lock on a busy machine.
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.effect("property: 1 to 4 producers of one digest: one window at a time, each run within maxWait of its first trigger, the last's data", () =>
+      Effect.flatMap(Effect.context<RedisTest.TestRedis>(), (context) =>
+        Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.integer({ min: 1, max: 4 }),
+              fc.constantFrom<DebouncedLock>("until_executing", "until_and_while_executing", "until_executed"),
+              fc.integer({ min: 50, max: 300 }),
+              fc.integer({ min: 0, max: 700 }),
+              fc.integer({ min: 2, max: 30 }),
+              (producers, lock, delay, extra, everyMs) =>
+                Effect.runPromise(
+                  Effect.gen(function*() {
+                    const maxWait = delay + extra
+                    const { adds, drained, lockPrefix, queue, runs } = yield* uniqueProducers(producers, lock, delay, maxWait)
+                    // The jobs of the digest seen waiting at once, every 25 ms while the producers add.
+                    const seen: Array<ReadonlyArray<number>> = []
+                    let adding = true
+                    const sampler = (async () => {
+                      while (adding) {
+                        const jobs = await queue.getJobs(["delayed", "waiting", "prioritized"])
+                        const ns = jobs.flatMap((job) => (job?.data.key === "one" ? [job.data.n] : []))
+                        if (ns.length > 1) seen.push(ns)
+                        await new Promise((resolve) => setTimeout(resolve, 25))
+                      }
+                    })()
+                    const triggers = yield* Effect.promise(() => stream(adds, 2_000, everyMs))
+                    adding = false
+                    yield* Effect.promise(() => sampler)
+                    assert.isTrue(yield* Bull.until(drained))
+                    const ran = new Set(runs.map((run) => run.n))
+                    const summary = JSON.stringify({ producers, lock, delay, maxWait, everyMs, adds: triggers.length, runs: runs.map((r) => r.n) })
+                    assert.deepStrictEqual(seen.filter((ns) => ns.filter((n) => ran.has(n)).length > 1), [], `two waiting jobs ran: ${summary}`)
+                    assert.strictEqual(new Set(runs.map((r) => r.n)).size, runs.length, `a job ran twice: ${summary}`)
+                    const enqueued = triggers.filter((t) => t.tag === "Enqueued").length
+                    assert.isAtMost(enqueued, runs.length, `each Enqueued opens a window, which ends in a run: ${summary}`)
+                    assert.deepStrictEqual(violations(triggers, runs, maxWait, 1_000), [], summary)
+                    assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], summary)
+                  }).pipe(Effect.scoped, Effect.provide(context))
+                )
+            ),
+            { numRuns: 8 }
+          )
+        )), { timeout: 600_000 })
   })
 })

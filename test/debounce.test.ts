@@ -5,17 +5,22 @@
  * debounce.properties.test.ts, on BullMQ in debounce.bullmq.test.ts.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Deferred from "effect/Deferred"
 import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
+import * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
-import { debouncedWorker, settle } from "./support/debounce.js"
+import { debouncedWorker, settle, tick } from "./support/debounce.js"
 import * as RedisTest from "./support/redis.js"
 
 describe("debounce", () => {
@@ -73,12 +78,23 @@ describe("debounce", () => {
         const first = yield* trigger(1)
         assert.isTrue(yield* queue.remove(first.job.jid))
         yield* TestClock.adjust(2_500)
-        const next = yield* trigger(2)
+        // A job gone once due may be another producer's removal about to be swapped (issue 47): the trigger waits for
+        // that (10 ms doubling, 630 ms in all) before it takes the place with a window of its own.
+        const pending = yield* Effect.fork(trigger(2))
+        let waited = 0
+        while (Option.isNone(yield* Fiber.poll(pending)) && waited < 5_000) {
+          yield* tick
+          yield* TestClock.adjust(10)
+          waited += 10
+        }
+        const next = yield* Fiber.join(pending)
+        const now = yield* Clock.currentTimeMillis
         assert.strictEqual(next._tag, "Replaced", "the orphaned lock's place is taken")
-        assert.strictEqual(next.job.at! - start, 3_500, "delay after itself, not at once (the gone job's window)")
+        assert.isAtLeast(next.job.at! - start, 2_500 + 1_000, "delay after itself, not at once (the gone job's window)")
+        assert.isAtMost(next.job.at!, now + 1_000)
         yield* TestClock.adjust(1_000)
         yield* settle(queue)
-        assert.deepStrictEqual(yield* Ref.get(runs), [{ at: 3_500, args: [2] }])
+        assert.deepStrictEqual(yield* Ref.get(runs), [{ at: next.job.at! - start, args: [2] }])
       }))
 
     // Found by a fresh clone's CI (debounce.bullmq, under load): the holder's job was active when the queue was asked,
@@ -114,6 +130,112 @@ describe("debounce", () => {
         }
       }))
 
+    // Issue 47, observation 1: two producers of one digest. A producer whose remove lost the race to another's (the
+    // queue no longer had the job) went back to the start and opened a window of its own, so maxWait bounded nothing.
+    // Here the queue lets the other producer remove the waiting job just before this one's remove.
+    it.scoped("a producer whose remove another producer beat keeps the window: maxWait from its first trigger", () =>
+      Effect.gen(function*() {
+        const { queue, runs, start, trigger } = yield* debouncedWorker("until_executing", 500, 1_000)
+        const first = yield* trigger(0)
+        assert.strictEqual(first._tag, "Enqueued")
+        yield* TestClock.adjust(400)
+        assert.strictEqual((yield* trigger(1)).job.at! - start, 900, "delay after the second trigger")
+        yield* TestClock.adjust(400)
+        // The other producer removed the job (its own replace, whose swap comes later): this one finds it gone.
+        const racing: JobQueue["Type"] = {
+          ...queue,
+          remove: (jid) => Effect.zipRight(queue.remove(jid), Effect.succeed(false))
+        }
+        const second = yield* Effect.provideService(
+          UniqueJob.unsafeMake({
+            worker: "Report",
+            lock: "until_executing",
+            lockPrefix: first.digest.slice(0, first.digest.lastIndexOf(":")),
+            lockArgs: () => ["one"],
+            debounce: { delay: 500, maxWait: 1_000 }
+          }).enqueue([2]),
+          JobQueue,
+          racing
+        )
+        assert.strictEqual(second._tag, "Replaced")
+        assert.strictEqual(second.job.at! - start, 1_000, "min(800 + 500, 0 + maxWait 1000): the first trigger's window")
+        assert.deepStrictEqual((yield* queue.snapshot).scheduled.map((s) => s.job.args), [[2]])
+        yield* TestClock.adjust(500)
+        yield* settle(queue)
+        assert.deepStrictEqual(yield* Ref.get(runs), [{ at: 1_000, args: [2] }])
+      }))
+
+    // Issue 47, observation 1: with producer processes, several jobs of one digest waited at once. A producer took the
+    // place of a holder whose job was still on its way to the queue (it looked gone) and added its own; the first job
+    // then landed beside it. Now the first producer finds its place taken once its job is in, and removes it.
+    it.scoped("a job still on its way when a later trigger takes its place is removed once it lands: one job waits", () =>
+      Effect.gen(function*() {
+        const { queue, runs, trigger, start } = yield* debouncedWorker("until_executing", 500, 1_000)
+        const landing = yield* Deferred.make<void>()
+        const slow: JobQueue["Type"] = {
+          ...queue,
+          push: (job) => Effect.zipRight(Deferred.await(landing), queue.push(job)),
+          schedule: (job, at) => Effect.zipRight(Deferred.await(landing), queue.schedule(job, at))
+        }
+        const digest = (yield* trigger(0)).digest
+        yield* TestClock.adjust(1_500)
+        yield* settle(queue)
+        assert.strictEqual((yield* Ref.get(runs)).length, 1, "a window before, run")
+        const worker = UniqueJob.unsafeMake({
+          worker: "Report",
+          lock: "until_executing",
+          lockPrefix: digest.slice(0, digest.lastIndexOf(":")),
+          lockArgs: () => ["one"],
+          debounce: { delay: 500, maxWait: 1_000 }
+        })
+        const redis = yield* Redis.RedisService
+        const held = redis.holders(Lock.keyOf(worker.definition, digest, "queue"))
+        const onItsWay = yield* Effect.fork(Effect.provideService(worker.enqueue([1]), JobQueue, slow))
+        // Until the first holds the lock, its job not yet in the queue.
+        for (let i = 0; i < 500 && (yield* held).length === 0; i++) yield* tick
+        yield* TestClock.adjust(100)
+        const later = yield* trigger(2)
+        assert.strictEqual(later._tag, "Replaced", "the later trigger took the place")
+        yield* Deferred.succeed(landing, undefined)
+        const first = yield* Fiber.join(onItsWay)
+        assert.strictEqual(first._tag, "Enqueued", "the first opened the window")
+        const waiting = (yield* queue.snapshot).scheduled.map((s) => s.job.args)
+        assert.deepStrictEqual(waiting, [[2]], "one job waits: the later trigger's")
+        yield* TestClock.adjust(1_000)
+        yield* settle(queue)
+        assert.deepStrictEqual((yield* Ref.get(runs)).slice(1), [{ at: 1_500 + 100 + 500, args: [2] }])
+        assert.isAtMost(first.job.at! - start, 1_500 + 500)
+      }))
+
+    // Issue 47, item 8: which window bounds maxWait when several holders of one digest carry windows: the earliest (the
+    // window's first trigger), never the latest. Two holders written with lockLimit 2, each with a window and a job.
+    it.scoped("an enqueue that takes the place of several holders keeps the earliest of their windows", () =>
+      Effect.gen(function*() {
+        const { queue, runs, trigger, start } = yield* debouncedWorker("until_executing", 500, 1_000)
+        yield* TestClock.adjust(1_000)
+        const probe = yield* trigger(0)
+        yield* TestClock.adjust(1_000)
+        yield* settle(queue)
+        assert.strictEqual((yield* Ref.get(runs)).length, 1)
+        const now = start + 2_000
+        const two = UniqueJob.unsafeMake({
+          worker: "Report",
+          lock: "until_executing",
+          lockLimit: 2,
+          lockPrefix: probe.digest.slice(0, probe.digest.lastIndexOf(":")),
+          lockArgs: () => ["one"]
+        })
+        for (const [jid, window] of [["early", now - 900], ["late", now - 100]] as const) {
+          yield* Lock.lock(two.definition, { digest: probe.digest, jid, phase: "queue", window, due: now + 100 })
+          yield* queue.schedule(Job.make({ worker: "Report", args: [jid], jid }), now + 100)
+        }
+        const next = yield* trigger(3)
+        assert.strictEqual(next._tag, "Replaced")
+        assert.sameMembers([...(next as { replaced: ReadonlyArray<string> }).replaced], ["early", "late"])
+        assert.strictEqual(next.job.at! - start, 2_100, "the earliest window (now - 900) + maxWait 1000, not the latest's")
+        assert.deepStrictEqual((yield* queue.snapshot).scheduled.map((s) => s.job.args), [[3]])
+      }))
+
     it.scoped("without maxWait a window lasts as long as its triggers keep coming", () =>
       Effect.gen(function*() {
         const { queue, runs, trigger } = yield* debouncedWorker("until_executed", 1_000, undefined)
@@ -130,6 +252,47 @@ describe("debounce", () => {
       }))
 
   })
+
+  // Issue 47: the swap a debounced enqueue takes a waiting job's place with (lock.lua's ARGV[9] on, and the memory
+  // store alike): only in place of holders as they were read, in one call, the new entry's t above theirs.
+  for (const [store, provided] of [["Redis", RedisTest.layer()], ["memory", Redis.layerMemory]] as const) {
+    layer(provided)((it) => {
+      it.effect(`the swap takes the place only of holders as they were read (${store})`, () =>
+        Effect.gen(function*() {
+          const redis = yield* Redis.RedisService
+          const key = { prefix: RedisTest.uniquePrefix("swap"), name: "d" }
+          const request = { limit: 1, ttlMs: 0, leaseMs: 0, info: "", fenced: false }
+          assert.strictEqual((yield* redis.lock(key, { ...request, jid: "a" }))._tag, "Acquired")
+          const [a] = yield* redis.holders(key)
+          // Written again since it was read (its t moved on), or not there: nothing is written.
+          const stale = yield* redis.lock(key, { ...request, jid: "b", swap: [{ jid: "a", lockedAt: a!.lockedAt - 1 }] })
+          assert.deepStrictEqual(stale, { _tag: "Conflict", holders: ["a"] })
+          const gone = yield* redis.lock(key, { ...request, jid: "b", swap: [{ jid: "x" }] })
+          assert.deepStrictEqual(gone, { _tag: "Conflict", holders: ["a"] })
+          assert.deepStrictEqual((yield* redis.holders(key)).map((h) => h.jid), ["a"])
+          // As read: b takes a's place, above its t; a swap of itself writes its entry again, above that.
+          const taken = yield* redis.lock(key, { ...request, jid: "b", swap: [{ jid: "a", lockedAt: a!.lockedAt }] })
+          assert.strictEqual(taken._tag, "Acquired")
+          const [b] = yield* redis.holders(key)
+          assert.strictEqual(b!.jid, "b")
+          assert.isAbove(b!.lockedAt, a!.lockedAt)
+          assert.strictEqual((yield* redis.lock(key, { ...request, jid: "b", swap: [{ jid: "b" }] }))._tag, "Acquired")
+          const [again] = yield* redis.holders(key)
+          assert.isAbove(again!.lockedAt, b!.lockedAt)
+          // Its place taken, a swap of itself writes nothing and names no holder it could not see.
+          assert.deepStrictEqual(yield* redis.lock(key, { ...request, jid: "a", swap: [{ jid: "a" }] }), {
+            _tag: "Conflict",
+            holders: ["b"]
+          })
+          yield* redis.unlock(key, "b")
+          assert.deepStrictEqual(yield* redis.lock(key, { ...request, jid: "a", swap: [{ jid: "a" }] }), {
+            _tag: "Conflict",
+            holders: []
+          })
+          assert.deepStrictEqual(yield* redis.holders(key), [])
+        }))
+    })
+  }
 
   describe("refused where it cannot work, naming the field", () => {
     const refusal = (options: Omit<LockOptions.Options, "lock"> & { readonly lock: string }) => {

@@ -107,12 +107,16 @@ end
 -- and the acquisition gets a token above every token handed out before under this prefix.
 -- The common case, a free lock, costs HLEN, HSET, PEXPIRE (with a TTL or lease) and ZADD, plus GET and SET of the
 -- counter for a run lock; a full one (a duplicate) HLEN and HGETALL.
-local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, now, micros, queue)
+-- gone (a swap, lock_step): the entries this acquisition takes the place of, a list and a set by jid, counted as gone
+-- and deleted with its write (kept when it is refused); floor: the least t its entry may have (above every t it
+-- replaces, so that an entry written again never reads as the one it replaced).
+local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, now, micros, queue, gone, floor)
   limit = whole(limit, 'limit', 1)
   ttl = whole(ttl, 'ttl', 0)
   lease = whole(lease, 'lease', 0)
+  gone = gone or {}
   -- Reads first: each fails on a wrong-typed key before anything is written.
-  local count = redis.call('HLEN', key)
+  local count = redis.call('HLEN', key) - #gone
   local last = 0
   if fence ~= '' then last = tonumber(redis.call('GET', fence) or '0') or 0 end
   local current = false
@@ -126,6 +130,7 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
   elseif count > 0 then
     current = redis.call('HGET', key, jid)
   end
+  if gone[jid] then current = false end
   if current and fence == '' and live(current, now) then return {1, 1, 0} end
   -- A run lock is held per acquisition: a live entry of jid's is another copy of this job, still running.
   local copy = current and fence ~= '' and live(current, now)
@@ -135,7 +140,13 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
     all = all or redis.call('HGETALL', key)
     local holders = {}
     for i = 1, #all, 2 do
-      if live(all[i + 1], now) then holders[#holders + 1] = all[i] else evict[#evict + 1] = all[i] end
+      if gone[all[i]] then
+        -- replaced: deleted with the write below
+      elseif live(all[i + 1], now) then
+        holders[#holders + 1] = all[i]
+      else
+        evict[#evict + 1] = all[i]
+      end
     end
     if copy or #holders >= limit then
       if #evict > 0 then redis.call('HDEL', key, unpack(evict)) end
@@ -157,7 +168,7 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
   local f = 0
   if fence ~= '' then f = math.max(micros, last + 1) end
   -- The times as text once, for the index and the entry alike.
-  local t_text = string.format('%d', now)
+  local t_text = string.format('%d', math.max(now, floor or 0))
   local x_text = '0'
   -- The index first: the only write left that can fail (a wrong-typed index), and nothing is written yet.
   if x > 0 then
@@ -167,6 +178,7 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
     redis.call('ZADD', index, t_text, member)
   end
   if #evict > 0 then redis.call('HDEL', key, unpack(evict)) end
+  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
   -- A queue lock's entry leaves the token out: it is the common case, and every byte is held per lock.
   local rest = '}'
   if info ~= '' then rest = ',"i":' .. info .. rest end
@@ -175,7 +187,7 @@ local function acquire(key, index, member, jid, limit, ttl, lease, info, fence, 
   write_entry(key, jid, t_text, x_text, l, rest)
   local h = l
   if x > 0 and (l == 0 or x < l) then h = x end
-  extend(key, h, now, count == 0)
+  extend(key, h, now, count == 0 and #gone == 0)
   if f > 0 then redis.call('SET', fence, string.format('%d', f)) end
   return {1, 0, f}
 end
@@ -239,7 +251,8 @@ local function log_event(key, at, event, jid, phase, refused, who)
   local stamp = string.format('%d', at)
   local entry = '{"at":' .. stamp .. ',"event":"' .. event .. '","jid":' .. text(jid) .. ',"phase":"' .. phase .. '"'
   local folded = false
-  if refused then
+  -- A refused swap may name no live holder: logged without one, and never folded.
+  if refused and refused[2] then
     local holder = refused[2]
     for i = 3, #refused do
       if refused[i] < holder then holder = refused[i] end
@@ -292,7 +305,36 @@ local function lock_step(keys, argv)
   local ms, micros = now()
   local fence = ''
   if argv[7] == '1' then fence = keys[3] end
-  local result = acquire(keys[1], keys[2], argv[2], argv[1], argv[3], argv[4], argv[5], argv[6], fence, ms, micros, argv[8])
+  -- A swap (ARGV[10] on: pairs of a jid and the t its entry must have, '' for any): this jid takes the place of those
+  -- entries, each of which must be there as given (live, not written again since it was read); else nothing is
+  -- written and the answer is a refusal naming the live holders, maybe none. Inline: a closure costs every call.
+  local gone, floor, refused
+  if argv[10] then
+    gone, floor = {}, 0
+    for i = 10, #argv, 2 do
+      local current = redis.call('HGET', keys[1], argv[i])
+      local t = current and parse(current)
+      if not t or not live(current, ms) or ((argv[i + 1] or '') ~= '' and t ~= argv[i + 1]) then
+        refused = true
+        break
+      end
+      if not gone[argv[i]] then
+        gone[#gone + 1] = argv[i]
+        gone[argv[i]] = true
+      end
+      floor = math.max(floor, tonumber(t) + 1)
+    end
+  end
+  local result
+  if not refused then
+    result = acquire(keys[1], keys[2], argv[2], argv[1], argv[3], argv[4], argv[5], argv[6], fence, ms, micros, argv[8], gone, floor)
+  else
+    local all = redis.call('HGETALL', keys[1])
+    result = {0}
+    for i = 1, #all, 2 do
+      if live(all[i + 1], ms) then result[#result + 1] = all[i] end
+    end
+  end
   if keys[5] then
     local phase = 'queue'
     if fence ~= '' then phase = 'run' end

@@ -1009,7 +1009,7 @@ export const makeFromClient = (
       const head = request.events === true
         ? [5, keys.locked, keys.index, keys.fence, keys.resets, keys.events]
         : [4, keys.locked, keys.index, keys.fence, keys.resets]
-      return [
+      const args = [
         ...head,
         request.jid,
         lock.name,
@@ -1021,6 +1021,8 @@ export const makeFromClient = (
         request.queue === undefined || request.queue === "" ? "" : JSON.stringify(request.queue),
         epochs.get(lock.prefix) ?? ""
       ]
+      for (const held of request.swap ?? []) args.push(held.jid, held.lockedAt === undefined ? "" : String(held.lockedAt))
+      return args
     }
     const unlockArgs = (
       lock: LockKey,

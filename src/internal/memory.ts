@@ -201,15 +201,39 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     else if (hash.expiresAt !== undefined && hash.expiresAt - now < want) hash.expiresAt = now + want
   }
 
+  // lock_step's swap: each holder named must be there as given (live, its t as read), or nothing is written and the
+  // refusal names the live holders, maybe none; else the lock is taken in their place, its t above theirs.
+  const swapOf = (locked: string, request: HolderRequest, now: number) => {
+    if (request.swap === undefined || request.swap.length === 0) return { gone: new Set<string>(), floor: 0 }
+    const hash = getHash(locked, now)
+    const gone = new Set<string>()
+    let floor = 0
+    for (const held of request.swap) {
+      const entry = hash?.entries.get(held.jid)
+      if (entry === undefined || !live(entry, now) || (held.lockedAt !== undefined && entry.t !== held.lockedAt)) {
+        return undefined
+      }
+      gone.add(held.jid)
+      floor = Math.max(floor, entry.t + 1)
+    }
+    return { gone, floor }
+  }
+
   const acquire = (lock: LockKey, request: HolderRequest, now: number, micros: number): LockResult => {
+    const { index, locked } = keysOf(lock)
+    const swap = swapOf(locked, request, now)
+    if (swap === undefined) {
+      const entries = getHash(locked, now)?.entries ?? new Map<string, Entry>()
+      return { _tag: "Conflict", holders: Array.from(entries).filter(([, entry]) => live(entry, now)).map(([jid]) => jid) }
+    }
+    const { gone, floor } = swap
     const limit = whole(request.limit, "limit", 1)
     const ttl = whole(request.ttlMs, "ttl", 0)
     const lease = whole(request.leaseMs, "lease", 0)
-    const { index, locked } = keysOf(lock)
     const fence = fenceLayout.keysOf(lock).fence
     let hash = getHash(locked, now)
-    let count = hash?.entries.size ?? 0
-    const current = hash?.entries.get(request.jid)
+    let count = (hash?.entries.size ?? 0) - gone.size
+    const current = gone.has(request.jid) ? undefined : hash?.entries.get(request.jid)
     if (current !== undefined && !request.fenced && live(current, now)) {
       return { _tag: "Acquired", reentrant: true, fence: 0 }
     }
@@ -218,6 +242,7 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     if (hash !== undefined && (count >= limit || copy)) {
       const holders: Array<string> = []
       for (const [jid, entry] of hash.entries) {
+        if (gone.has(jid)) continue
         if (live(entry, now)) holders.push(jid)
         else hdel(locked, hash, jid)
       }
@@ -227,17 +252,18 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
       hdel(locked, hash, request.jid)
       count--
     }
+    for (const jid of gone) hash!.entries.delete(jid)
     hash = getHash(locked, now)
     const f = request.fenced ? Math.max(micros, (counters.get(fence) ?? 0) + 1) : 0
     const entry: Entry = {
-      t: now,
+      t: Math.max(now, floor),
       x: ttl > 0 ? now + ttl : 0,
       l: lease > 0 ? now + lease : 0,
       f,
       q: request.queue ?? "",
       info: request.info
     }
-    const created = count === 0 || hash === undefined
+    const created = (count === 0 && gone.size === 0) || hash === undefined
     if (hash === undefined) {
       hash = { entries: new Map(), expiresAt: undefined }
       hashes.set(locked, hash)
@@ -250,7 +276,7 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
       indexes.set(index, members)
     }
     const score = members.get(lock.name)
-    if (entry.x === 0) members.set(lock.name, now)
+    if (entry.x === 0) members.set(lock.name, entry.t)
     else if (score === undefined || entry.x > score) members.set(lock.name, entry.x)
     if (f > 0) counters.set(fence, f)
     return { _tag: "Acquired", reentrant: false, fence: f }

@@ -81,6 +81,12 @@ export interface HolderRequest {
    * same script call (`lockEvents`). Default false.
    */
   readonly events?: boolean | undefined
+  /**
+   * A swap (debounce): take the lock in place of these holders, in the same call, only if each is there as given:
+   * live, and with `lockedAt` (when given) as read, so not written again since. Else nothing is written and the answer
+   * is a `Conflict` naming the live holders, maybe none. The new entry's `lockedAt` is above theirs.
+   */
+  readonly swap?: ReadonlyArray<{ readonly jid: string; readonly lockedAt?: number | undefined }> | undefined
 }
 
 /**
