@@ -91,8 +91,9 @@ writeFileSync(
   join(dir, "tsconfig.json"),
   JSON.stringify({
     extends: "../../tsconfig.json",
-    // A page's example declares what it shows, whether or not it uses it.
-    compilerOptions: { noUnusedLocals: false, noUnusedParameters: false, rootDir: "." },
+    // A page's example declares what it shows, whether or not it uses it. The package's name is the built package
+    // (its exports, as a user imports it), not the sources the repository's paths map it to.
+    compilerOptions: { noUnusedLocals: false, noUnusedParameters: false, rootDir: ".", paths: {} },
     include: ["*.ts"]
   })
 )
@@ -155,7 +156,11 @@ if (runnable.length > 0) {
       const path = join(dir, file.name)
       const result = file.mark === "vitest"
         ? await run(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", "--config", join(dir, "vitest.config.mjs"), path], { REDIS_URL: url }, 120_000)
-        : await run(process.execPath, ["--import", "tsx", path], { REDIS_URL: url }, 60_000)
+        // tsx reads the check's tsconfig: the package's name is its exports (dist/), not the repository's paths.
+        : await run(process.execPath, ["--import", "tsx", path], {
+          REDIS_URL: url,
+          TSX_TSCONFIG_PATH: join(dir, "tsconfig.json")
+        }, 60_000)
       if (result.code !== 0) {
         fail(`${file.page}:${file.line}: the example ${result.signal === null ? `exited ${result.code}` : `was killed (${result.signal}, no exit within its limit)`}:\n${result.output}`)
       }
