@@ -14,9 +14,9 @@
 // checks that the page quotes the file as it is; here it is type-checked like the rest.
 import { spawn, spawnSync } from "node:child_process"
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
 import { dirname, join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
+import { freePort } from "./free-port.mjs"
 import { parseArgs } from "node:util"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
@@ -113,15 +113,6 @@ if (tsc.status !== 0) {
   fail(`a page's example does not type-check against the package:\n${errors.join("\n")}`)
 }
 
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
 
 /** Runs a command to its exit, killed after `limit` ms; resolves with its code and output. */
 const run = (command, argv, env, limit) =>

@@ -17,10 +17,10 @@
 // One line per check; exit 1 when one fails. Every child process has a time limit. Installs use npm's own cache.
 import { spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { freePort } from "./free-port.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
@@ -378,16 +378,6 @@ const tarballChecks = async () => {
   }
 }
 
-/** A free loopback port (the OS picks one; redis-server then binds it). */
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
 
 /** The README's two first examples, copied as they are into the app, run with `npx tsx` against a private Redis. */
 const copiedExamples = async (dir) => {
