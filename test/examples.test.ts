@@ -1,7 +1,7 @@
 /**
- * The README's and the manual's examples: each code block quoted from `examples/` is that file as it is (less its
- * header comment, with the package's import paths), and the runnable ones run as the page says, against a private
- * redis-server.
+ * The README's and the manual's examples: each imports the package by its name, each code block quoted from
+ * `examples/` is that file as it is (less its header comment), and the runnable ones run as the page says, against a
+ * private redis-server.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import { spawn } from "node:child_process"
