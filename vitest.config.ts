@@ -12,6 +12,7 @@ export const tiers = {
   slow: [
     "test/cli.process.test.ts",
     "test/debounce.properties.test.ts",
+    "test/demo.test.ts",
     "test/connection.test.ts",
     "test/faults.test.ts",
     "test/handoff.faults.test.ts",

@@ -5,7 +5,7 @@
 import { once } from "node:events"
 import { Queue, Worker } from "bullmq"
 import { Redis as IORedis } from "ioredis"
-import { UniqueQueue } from "../src/bullmq.js"
+import { UniqueQueue } from "effect-unique-jobs/bullmq"
 
 const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 // BullMQ's connection (workers block on it: no retry limit). UniqueQueue keeps its locks on the same Redis.

@@ -8,8 +8,8 @@ import { Queue, Worker } from "bullmq"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import { Redis as IORedis } from "ioredis"
-import { Redis, UniqueJob } from "../src/index.js"
-import { BullMQ, UniqueQueue } from "../src/bullmq.js"
+import { Redis, UniqueJob } from "effect-unique-jobs"
+import { BullMQ, UniqueQueue } from "effect-unique-jobs/bullmq"
 
 const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 // BullMQ's connection (workers block on it: no retry limit). UniqueQueue keeps its locks on the same Redis.

@@ -1,8 +1,10 @@
 /**
- * Five use cases of the README's "Lock types", each as a short burst of enqueues through `UniqueJob` onto the
- * in-process `MemoryQueue`, on the real clock; then, given a Redis server, one more on real BullMQ workers through
+ * The five lock types of the README's "Lock types", then debounce, one more run after the active one and a wait for
+ * the running copy (`lockTimeout`), each as a short burst of enqueues through `UniqueJob` onto the in-process
+ * `MemoryQueue`, on the real clock; then, given a Redis server, one more on real BullMQ workers through
  * `UniqueQueue`. Prints a timeline per scenario, checks each scenario's invariants as it goes, and ends with a
- * summary table; exits non-zero when an invariant does not hold.
+ * summary table; exits non-zero when an invariant does not hold. What a check says "while it runs" is held so: such a
+ * scenario's runs wait for its script to release them, so a busy machine does not turn a check red.
  *
  *   npm start                                  a private redis-server, else the in-process memory store
  *   REDIS_URL=redis://127.0.0.1:6379 npm start  a Redis you run (keys under a prefix of this run, removed after)
@@ -24,21 +26,22 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import * as BullMQ from "../src/adapters/BullMQ.js"
-import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
-import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
-import * as Cli from "../src/Cli.js"
-import type * as Digest from "../src/Digest.js"
-import * as Locks from "../src/Locks.js"
-import * as Reaper from "../src/Reaper.js"
-import type { Job } from "../src/Job.js"
-import type { JobQueue } from "../src/JobQueue.js"
-import * as LockOptions from "../src/Options.js"
-import type * as Middleware from "../src/Middleware.js"
-import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
-import type * as Strategy from "../src/Strategy.js"
-import * as UniqueJob from "../src/UniqueJob.js"
+import * as Cli from "effect-unique-jobs/Cli"
+import {
+  type Digest,
+  type Job,
+  type JobQueue,
+  Locks,
+  MemoryQueue,
+  type Middleware,
+  Options as LockOptions,
+  Reaper,
+  Redis,
+  type Strategy,
+  UniqueJob
+} from "effect-unique-jobs"
+import { BullMQ, UniqueQueue } from "effect-unique-jobs/bullmq"
+import { RedisServer } from "effect-unique-jobs/testing"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Model
@@ -49,7 +52,7 @@ class DemoError extends Data.TaggedError("DemoError")<{ readonly message: string
 
 /** One execution of a perform, in milliseconds since the scenario started (sub-millisecond precision). */
 interface Run {
-  readonly job: Job
+  readonly job: Job.Job
   readonly start: number
   end: number | undefined
 }
@@ -68,17 +71,24 @@ interface Stats {
 interface Scenario {
   readonly runs: ReadonlyArray<Run>
   readonly stats: Readonly<Stats>
-  /** Pushes one job through the client wrapper and prints its outcome. */
+  /** Pushes one job through the client wrapper and prints its outcome (unless `quiet`). */
   readonly enqueue: (
-    args: ReadonlyArray<unknown>
-  ) => Effect.Effect<Strategy.ClientOutcome<void>, Middleware.ClientError, Redis.RedisService | JobQueue>
+    args: ReadonlyArray<unknown>,
+    quiet?: boolean
+  ) => Effect.Effect<Strategy.ClientOutcome<void>, Middleware.ClientError, Redis.RedisService | JobQueue.JobQueue>
   /** `count` enqueues of the same arguments, one after the other. */
   readonly burst: (
     count: number,
     args: ReadonlyArray<unknown>
-  ) => Effect.Effect<ReadonlyArray<Strategy.ClientOutcome<void>>, Middleware.ClientError, Redis.RedisService | JobQueue>
+  ) => Effect.Effect<
+    ReadonlyArray<Strategy.ClientOutcome<void>>,
+    Middleware.ClientError,
+    Redis.RedisService | JobQueue.JobQueue
+  >
   /** Starts the workers (until the scenario ends); each job runs through the server wrapper. */
-  readonly work: (concurrency: number) => Effect.Effect<void, never, Redis.RedisService | JobQueue | Scope.Scope>
+  readonly work: (
+    concurrency: number
+  ) => Effect.Effect<void, never, Redis.RedisService | JobQueue.JobQueue | Scope.Scope>
   readonly awaitIdle: Effect.Effect<void, DemoError>
   readonly waitFor: (what: string, done: () => boolean) => Effect.Effect<void, DemoError>
   /** Milliseconds since the scenario started. */
@@ -87,6 +97,8 @@ interface Scenario {
   readonly note: (text: string) => Effect.Effect<void>
   /** Prints the invariant as `ok` or `FAIL`; a failure fails the demo at the end. */
   readonly check: (holds: boolean, text: string) => Effect.Effect<void>
+  /** A `held` scenario's runs wait, once started, until this (once for the scenario). */
+  readonly release: Effect.Effect<void>
 }
 
 interface Spec {
@@ -95,9 +107,11 @@ interface Spec {
   readonly about: string
   readonly options: UniqueJob.Options
   readonly performMs: number
+  /** Each run, once started, waits for the script's `release` before its `performMs`. */
+  readonly held?: boolean
   readonly script: (
     scenario: Scenario
-  ) => Effect.Effect<void, DemoError | Middleware.ClientError, Redis.RedisService | JobQueue | Scope.Scope>
+  ) => Effect.Effect<void, DemoError | Middleware.ClientError, Redis.RedisService | JobQueue.JobQueue | Scope.Scope>
 }
 
 interface Result {
@@ -114,7 +128,7 @@ interface Result {
 
 const shortJid = (jid: string): string => `${jid.slice(0, 6)}..`
 
-const who = (job: Job): string =>
+const who = (job: Job.Job): string =>
   `${job.worker}(${job.args.map((a) => JSON.stringify(a)).join(", ")}) jid=${shortJid(job.jid)}`
 
 const holdersText = (holders: ReadonlyArray<string>): string => holders.map(shortJid).join(", ")
@@ -200,11 +214,12 @@ const run = (
     const runs: Array<Run> = []
     const failures: Array<string> = []
     let checks = 0
+    const released = yield* Effect.makeLatch(spec.held !== true)
 
     const line = (verb: string, text: string) =>
       Effect.flatMap(now, (ms) => Console.log(`${stamp(ms)}  ${verb.padEnd(7)} ${text}`))
 
-    const enqueue: Scenario["enqueue"] = (args) =>
+    const enqueue: Scenario["enqueue"] = (args, quiet = false) =>
       Effect.tap(unique.enqueue(args), (outcome) => {
         switch (outcome._tag) {
           case "Enqueued":
@@ -221,19 +236,20 @@ const run = (
             stats.rejected++
             break
         }
-        return line("enqueue", `${who(outcome.job)} ${clientText(outcome)}`)
+        return quiet ? Effect.void : line("enqueue", `${who(outcome.job)} ${clientText(outcome)}`)
       })
 
-    const perform = (current: Job) =>
+    const perform = (current: Job.Job) =>
       Effect.gen(function*() {
         const entry: Run = { job: current, start: yield* now, end: undefined }
         runs.push(entry)
         yield* line("run", `${who(current)} started`)
+        yield* released.await
         yield* Effect.sleep(spec.performMs)
         entry.end = yield* now
       })
 
-    const handler = (current: Job) =>
+    const handler = (current: Job.Job) =>
       unique.server(current, perform(current)).pipe(
         Effect.tap((outcome) => {
           switch (outcome._tag) {
@@ -291,7 +307,8 @@ const run = (
           checks++
           if (!holds) failures.push(`${spec.name}: ${text}`)
           return line("check", `${holds ? "ok  " : "FAIL"}  ${text}`)
-        })
+        }),
+      release: Effect.zipRight(line("--", "the held runs are released"), released.open)
     }
 
     yield* spec.script(scenario)
@@ -302,28 +319,32 @@ const run = (
 // The five use cases
 // ---------------------------------------------------------------------------------------------------------------
 
-const debounce: Spec = {
-  name: "debounce",
-  title: "Debounce duplicate enqueues",
-  about: "locked at enqueue, unlocked just before perform: a burst collapses into one queued job",
-  options: { worker: "SyncContactJob", lock: "until_executing" },
-  performMs: 300,
+const enqueueOnce: Spec = {
+  name: "enqueue once",
+  title: "Enqueue once (throttle): the first job is kept",
+  about: "locked at enqueue, unlocked just before perform: a burst collapses into its FIRST job " +
+    "(BullMQ's simple deduplication); for the last one, see debounce",
+  options: { worker: "SyncContactJob", lock: "until_executing", lockArgs: ([contact]) => [contact] },
+  performMs: 200,
   script: (s) =>
     Effect.gen(function*() {
-      const burst = yield* s.burst(5, [7])
+      const burst = yield* Effect.forEach([1, 2, 3, 4, 5], (edit) => s.enqueue([7, `edit ${edit}`]))
       yield* s.check(
         count(burst, "Enqueued") === 1 && count(burst, "Skipped") === 4,
-        "a burst of 5 while queued: 1 pushed, 4 skipped"
+        "a burst of 5 edits while queued: the first pushed, 4 skipped"
       )
       yield* s.work(2)
       yield* s.waitFor("the run to start", () => s.runs.length >= 1)
-      const during = yield* s.enqueue([7])
+      const during = yield* s.enqueue([7, "edit 6"])
       yield* s.check(
         during._tag === "Enqueued",
         "an enqueue while it runs is accepted: the lock ended as the run began"
       )
       yield* s.awaitIdle
-      yield* s.check(s.stats.performed === 2, "2 runs: the burst's job and the one enqueued during its run")
+      yield* s.check(
+        s.stats.performed === 2 && s.runs[0]?.job.args[1] === "edit 1",
+        "2 runs: the burst's first job (edit 1), then the one enqueued during its run"
+      )
     })
 }
 
@@ -332,7 +353,8 @@ const exactlyOnce: Spec = {
   title: "Process exactly once",
   about: "locked at enqueue, unlocked after perform: no duplicate is queued or run while one is in flight",
   options: { worker: "ChargeCustomerJob", lock: "until_executed" },
-  performMs: 400,
+  performMs: 200,
+  held: true,
   script: (s) =>
     Effect.gen(function*() {
       const burst = yield* s.burst(5, [1])
@@ -344,6 +366,7 @@ const exactlyOnce: Spec = {
       yield* s.waitFor("the charge to start", () => s.runs.length >= 1)
       const during = yield* s.enqueue([1])
       yield* s.check(during._tag === "Skipped", "an enqueue while the charge runs is refused")
+      yield* s.release
       yield* s.awaitIdle
       const after = yield* s.enqueue([1])
       yield* s.check(after._tag === "Enqueued", "once the charge finished, a new one is accepted")
@@ -393,14 +416,17 @@ const serialize: Spec = {
     worker: "RebuildIndexJob",
     lock: "while_executing",
     onConflict: { server: "reschedule" },
-    rescheduleDelay: 300
+    rescheduleDelay: 200
   },
-  performMs: 250,
+  performMs: 150,
+  held: true,
   script: (s) =>
     Effect.gen(function*() {
       yield* s.work(4)
       const burst = yield* s.burst(4, ["products"])
       yield* s.check(count(burst, "Enqueued") === 4, "4 duplicates all enter the queue (no lock at enqueue)")
+      yield* s.waitFor("the 3 copies to meet the running one", () => s.stats.rescheduled >= 3)
+      yield* s.release
       yield* s.awaitIdle
       const clash = overlap(s.runs)
       yield* s.check(
@@ -420,9 +446,10 @@ const enqueueOnceRunSerialized: Spec = {
     worker: "RebuildReportJob",
     lock: "until_and_while_executing",
     onConflict: { client: "log", server: "reschedule" },
-    rescheduleDelay: 300
+    rescheduleDelay: 200
   },
-  performMs: 400,
+  performMs: 200,
+  held: true,
   script: (s) =>
     Effect.gen(function*() {
       const first = yield* s.enqueue([42])
@@ -442,6 +469,7 @@ const enqueueOnceRunSerialized: Spec = {
         waiting._tag === "Skipped",
         "42 while the new copy waits to run again: skipped (it kept its queue lock)"
       )
+      yield* s.release
       yield* s.awaitIdle
       const runs42 = s.runs.filter((r) => r.job.args[0] === 42)
       const runs43 = s.runs.filter((r) => r.job.args[0] === 43)
@@ -458,7 +486,132 @@ const enqueueOnceRunSerialized: Spec = {
     })
 }
 
-const specs: ReadonlyArray<Spec> = [debounce, exactlyOnce, onePerPeriod, serialize, enqueueOnceRunSerialized]
+const debounceDelayMs = 400
+const debounceMaxWaitMs = 1_000
+
+const debounce: Spec = {
+  name: "debounce",
+  title: "Debounce: the LAST job of a burst runs, once",
+  about: `debounce: { delay: ${debounceDelayMs} ms, maxWait: ${debounceMaxWaitMs} ms }: each enqueue replaces the ` +
+    "waiting job and puts it off, never later than maxWait after the window's first enqueue",
+  options: {
+    worker: "ReindexAccountJob",
+    lock: "until_executing",
+    lockArgs: ([account]) => [account],
+    debounce: { delay: debounceDelayMs, maxWait: debounceMaxWaitMs }
+  },
+  performMs: 50,
+  script: (s) =>
+    Effect.gen(function*() {
+      yield* s.work(2)
+      const burst = yield* Effect.forEach([1, 2, 3, 4, 5], (edit) => s.enqueue([9, `edit ${edit}`]))
+      const last = yield* s.now
+      yield* s.check(
+        burst[0]?._tag === "Enqueued" && count(burst, "Replaced") === 4,
+        "a burst of 5 edits: the first enqueued, each later one replaced the waiting job"
+      )
+      yield* s.awaitIdle
+      const first = s.runs[0]
+      yield* s.check(
+        s.runs.length === 1 && first?.job.args[1] === "edit 5",
+        "one run, with the last enqueue's data (edit 5)"
+      )
+      if (first !== undefined) {
+        const after = Math.round(first.start - last)
+        yield* s.note(`it started ${after} ms after the last enqueue (delay ${debounceDelayMs})`)
+      }
+      yield* s.note(`a steady stream: an edit every 100 ms for ${(2 * debounceMaxWaitMs) / 1000} s (not printed)`)
+      const from = yield* s.now
+      const stream: Array<Strategy.ClientOutcome<void>> = []
+      let edit = 5
+      while ((yield* s.now) - from < 2 * debounceMaxWaitMs) {
+        stream.push(yield* s.enqueue([9, `edit ${++edit}`], true))
+        yield* Effect.sleep(100)
+      }
+      const to = yield* s.now
+      yield* s.note(
+        `the stream's ${stream.length} edits: ${count(stream, "Enqueued")} Enqueued (each opened a window), ` +
+          `${count(stream, "Replaced")} Replaced`
+      )
+      yield* s.check(
+        s.runs.some((r) => r.start > from && r.start < to),
+        "it ran during the stream: maxWait bounded the window, which delay alone would have put off to its end"
+      )
+      yield* s.awaitIdle
+      yield* s.check(s.runs.at(-1)?.job.args[1] === `edit ${edit}`, `the last run had the last edit (edit ${edit})`)
+    })
+}
+
+const oneMoreRun: Spec = {
+  name: "one more run",
+  title: "One more run after the active one (BullMQ's keepLastIfActive)",
+  about: "until_and_while_executing, onConflict { client: replace, server: reschedule }: changes while it runs " +
+    "give exactly one more run, after it, with the newest data",
+  options: {
+    worker: "SyncMailboxJob",
+    lock: "until_and_while_executing",
+    lockArgs: ([mailbox]) => [mailbox],
+    onConflict: { client: "replace", server: "reschedule" },
+    rescheduleDelay: 150
+  },
+  performMs: 100,
+  held: true,
+  script: (s) =>
+    Effect.gen(function*() {
+      yield* s.work(2)
+      const first = yield* s.enqueue([3, "change 1"])
+      yield* s.waitFor("the first sync to start", () => s.runs.length >= 1)
+      const changes = yield* Effect.forEach([2, 3, 4], (change) => s.enqueue([3, `change ${change}`]))
+      yield* s.check(
+        first._tag === "Enqueued" && changes[0]?._tag === "Enqueued" && count(changes, "Replaced") === 2,
+        "3 changes while it runs: the first is the follow-up (Enqueued), each later one replaces it (Replaced)"
+      )
+      yield* s.release
+      yield* s.awaitIdle
+      const clash = overlap(s.runs)
+      yield* s.check(
+        s.runs.length === 2 && s.runs[1]?.job.args[1] === "change 4" && clash === undefined,
+        `2 runs: the active one, then one more with the newest data (change 4), never at once${
+          clash === undefined ? "" : ` (${clash})`
+        }`
+      )
+    })
+}
+
+const waitForTurn: Spec = {
+  name: "wait for the running copy",
+  title: "Wait for the running copy (lockTimeout)",
+  about: "while_executing with lockTimeout 10 s: a copy that finds the run lock held waits for its release " +
+    "(woken by it, no polling) and then runs, where it would be skipped (onConflict log)",
+  options: { worker: "ExportLedgerJob", lock: "while_executing", lockTimeout: "10 seconds" },
+  performMs: 150,
+  script: (s) =>
+    Effect.gen(function*() {
+      yield* s.work(3)
+      const burst = yield* s.burst(3, ["ledger"])
+      yield* s.check(count(burst, "Enqueued") === 3, "3 copies enter the queue (no lock at enqueue)")
+      yield* s.awaitIdle
+      const clash = overlap(s.runs)
+      yield* s.check(
+        s.stats.performed === 3 && s.stats.skipped === 0 && s.stats.rescheduled === 0 && clash === undefined,
+        `all 3 ran, one at a time, and none was skipped${clash === undefined ? "" : ` (${clash})`}`
+      )
+      const sorted = [...s.runs].sort((a, b) => a.start - b.start)
+      const gaps = sorted.slice(1).map((r, i) => Math.round(r.start - (sorted[i]?.end ?? r.start)))
+      yield* s.note(`each waiting copy started ${gaps.join(" and ")} ms after the one before it ended`)
+    })
+}
+
+const specs: ReadonlyArray<Spec> = [
+  enqueueOnce,
+  exactlyOnce,
+  onePerPeriod,
+  serialize,
+  enqueueOnceRunSerialized,
+  debounce,
+  oneMoreRun,
+  waitForTurn
+]
 
 // ---------------------------------------------------------------------------------------------------------------
 // On BullMQ: the same locks under real BullMQ workers, through the Promise face (`UniqueQueue`)
@@ -579,9 +732,18 @@ const onBullMQ = (
         })
       )
 
+    // A feed's gate holds its runs (once started) until the script opens it: "while it runs" is then so however
+    // busy the machine is.
+    const gates = new Map<number, { readonly opened: Promise<void>; readonly open: () => void }>()
+    const hold = (feed: number) => {
+      let open = () => {}
+      const opened = new Promise<void>((resolve) => (open = resolve))
+      gates.set(feed, { opened, open })
+    }
     const perform = unique.processor(async (job) => {
       const entry: Run = { job: BullMQ.toJob(job), start: now(), end: undefined }
       runs.push(entry)
+      await gates.get(job.data.feed)?.opened
       await sleep(feedPerformMs)
       entry.end = now()
       stats.performed++
@@ -617,18 +779,26 @@ const onBullMQ = (
             (error) => errors.push(`worker: ${error.message}`)
           )
         ),
-        (worker) => Effect.promise(() => worker.close())
+        (worker) =>
+          Effect.promise(() => {
+            // A script that stopped early left a gate shut: its job must end for the worker to close.
+            for (const gate of gates.values()) gate.open()
+            return worker.close()
+          })
       ))
     yield* line("--", "2 BullMQ workers start (concurrency 5 each)")
     yield* drained
     yield* line("--", `the ${runs.length} queued jobs ran, 10 at a time`)
 
-    // Feed by feed: an add while it is idle, one once that job runs, one while the copy waits.
+    // Feed by feed: an add while it is idle, one once that job runs (held by its gate), one while the copy waits.
     const byFeed = yield* Effect.forEach(feeds, (feed) =>
       Effect.gen(function*() {
+        hold(feed)
         const idle = yield* add(feed)
         yield* started(idle.job.jid)
-        return [idle, yield* add(feed), yield* add(feed)] as const
+        const adds = [idle, yield* add(feed), yield* add(feed)] as const
+        gates.get(feed)?.open()
+        return adds
       }))
     yield* line("add", `60 adds, 3 per feed (idle, running, its copy waiting): ${tally(byFeed.flat())}`)
     yield* check(
@@ -779,11 +949,14 @@ const summary = (results: ReadonlyArray<Result>): string =>
 
 // One line per scenario, for the end: what a newcomer should take away.
 const showed: Record<string, string> = {
-  "debounce": "until_executing: a burst of enqueues became one queued job; a new one is accepted once it runs",
+  "enqueue once": "until_executing: a burst of enqueues became its first job; a new one is accepted once it runs",
   "exactly once": "until_executed: no second copy was queued or run until the first had finished",
   "one per period": "until_expired: one job per lockTtl window, however fast the first one finished",
   "serialize": "while_executing: duplicates all queued, each ran once, never two at a time (reschedule)",
   "enqueue once, run serialized": "until_and_while_executing: one copy waiting, one running, never two of either",
+  "debounce": "debounce: a burst became one run of its last job; maxWait bounded a steady stream",
+  "one more run": "replace + reschedule: changes during a run became one more run, with the newest data",
+  "wait for the running copy": "lockTimeout: copies waited for the running one's release instead of being skipped",
   "on BullMQ": "the same on real BullMQ workers: every accepted job ran once, no overlap, no lock left behind"
 }
 

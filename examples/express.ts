@@ -4,7 +4,7 @@
  * (PORT picks the port, default 3000); a test runs it.
  */
 import express from "express"
-import { Redis, Web } from "../src/index.js"
+import { Redis, Web } from "effect-unique-jobs"
 
 const admin = Web.nodeHandler({
   redis: Redis.layer({ url: process.env.REDIS_URL ?? "redis://127.0.0.1:6379" }),

@@ -7,7 +7,7 @@
 import { NodeSdk } from "@effect/opentelemetry"
 import { ConsoleSpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import * as Effect from "effect/Effect"
-import { Lock, Options, Redis } from "../src/index.js"
+import { Lock, Options, Redis } from "effect-unique-jobs"
 
 const Tracing = NodeSdk.layer(() => ({
   resource: { serviceName: "unique-jobs-example" },

@@ -3,7 +3,7 @@
  * it; `Broker` stands for your queue's client.
  */
 import * as Effect from "effect/Effect"
-import { type Job, JobQueue, UniqueJob } from "../src/index.js"
+import { type Job, JobQueue, UniqueJob } from "effect-unique-jobs"
 
 /** Your queue's client, reduced to what the wrappers need. */
 export interface Broker {

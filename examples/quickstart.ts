@@ -3,7 +3,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { MemoryQueue, Redis, UniqueJob } from "../src/index.js"
+import { MemoryQueue, Redis, UniqueJob } from "effect-unique-jobs"
 
 // Define a worker's uniqueness once; bad options fail here, naming the field.
 // `args` types enqueue and perform; what the queue delivers is decoded, never performed on bad data.

@@ -14,9 +14,9 @@
 // checks that the page quotes the file as it is; here it is type-checked like the rest.
 import { spawn, spawnSync } from "node:child_process"
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
 import { dirname, join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
+import { freePort } from "./free-port.mjs"
 import { parseArgs } from "node:util"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
@@ -91,8 +91,9 @@ writeFileSync(
   join(dir, "tsconfig.json"),
   JSON.stringify({
     extends: "../../tsconfig.json",
-    // A page's example declares what it shows, whether or not it uses it.
-    compilerOptions: { noUnusedLocals: false, noUnusedParameters: false, rootDir: "." },
+    // A page's example declares what it shows, whether or not it uses it. The package's name is the built package
+    // (its exports, as a user imports it), not the sources the repository's paths map it to.
+    compilerOptions: { noUnusedLocals: false, noUnusedParameters: false, rootDir: ".", paths: {} },
     include: ["*.ts"]
   })
 )
@@ -112,15 +113,6 @@ if (tsc.status !== 0) {
   fail(`a page's example does not type-check against the package:\n${errors.join("\n")}`)
 }
 
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
 
 /** Runs a command to its exit, killed after `limit` ms; resolves with its code and output. */
 const run = (command, argv, env, limit) =>
@@ -155,7 +147,11 @@ if (runnable.length > 0) {
       const path = join(dir, file.name)
       const result = file.mark === "vitest"
         ? await run(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", "--config", join(dir, "vitest.config.mjs"), path], { REDIS_URL: url }, 120_000)
-        : await run(process.execPath, ["--import", "tsx", path], { REDIS_URL: url }, 60_000)
+        // tsx reads the check's tsconfig: the package's name is its exports (dist/), not the repository's paths.
+        : await run(process.execPath, ["--import", "tsx", path], {
+          REDIS_URL: url,
+          TSX_TSCONFIG_PATH: join(dir, "tsconfig.json")
+        }, 60_000)
       if (result.code !== 0) {
         fail(`${file.page}:${file.line}: the example ${result.signal === null ? `exited ${result.code}` : `was killed (${result.signal}, no exit within its limit)`}:\n${result.output}`)
       }

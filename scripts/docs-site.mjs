@@ -3,9 +3,11 @@
 //
 // 1. Every public export carries @since (the entry points' modules: src/*.ts and src/adapters/*.ts).
 // 2. TypeDoc writes the API reference as Markdown from the sources' doc comments (src/index.ts, bullmq.ts, testing.ts).
-// 3. The README (the home page), docs/, the changelog, CONTRIBUTING, the bench's README and results are staged under
-//    .site/src with their links as they are (a README.md becomes the folder's index.md), the examples beside
-//    them as files and the license as a page; the sidebar comes from the manual's index (docs/README.md).
+// 3. The user's pages: the README (the home page), docs/ and the changelog are staged under .site/src with their
+//    links as they are (a README.md becomes the folder's index.md), the examples beside them as files and the license
+//    as a page; the sidebar comes from the manual's index (docs/README.md). What is the project's own (CONTRIBUTING,
+//    the bench's README and results) is not published: a link to it is left as its text, saying it is in the
+//    repository.
 // 4. VitePress builds it (a dead link fails the build); then every local link and anchor of every built page is
 //    checked against the files built.
 import { spawnSync } from "node:child_process"
@@ -74,10 +76,42 @@ const typedoc = spawnSync(
 )
 if (typedoc.status !== 0) fail("TypeDoc failed (see above)")
 
-// 3. The pages, staged with their links as written.
+// 3. The user's pages, staged with their links as written, but for links to what is not published.
 const asIndex = (path) => path.replace(/(^|\/)README\.md$/, "$1index.md")
+/** Repository paths the site publishes (as pages or files); anything else a page links to stays in the repository. */
+const published = (path) =>
+  ["README.md", "CHANGELOG.md", "LICENSE"].includes(path) || /^(docs|examples)(\/|$)/.test(path)
+const unpublished = new Set()
+/** `[text](target)` to a repository file the site leaves out: the text, and where the file is when it does not say. */
+const unlink = (from) => (link, text, target) => {
+  if (/^(?:[a-z][a-z0-9+.-]*:|\/\/|#)/i.test(target)) return link
+  const path = posix.normalize(posix.join(posix.dirname(from), target.split("#")[0])).replace(/\/$/, "")
+  if (published(path)) return link
+  unpublished.add(path)
+  return text.includes(posix.basename(path)) ? text : `${text} (\`${path}\` in the repository)`
+}
+/** The page's prose (not its fenced code, nor inline code) through `edit`. */
+const inProse = (text, edit) => {
+  let fence
+  return text.split("\n").map((line) => {
+    const marker = /^\s*(```|~~~)/.exec(line)
+    if (marker !== null) {
+      if (fence === undefined) fence = marker[1]
+      else if (marker[1] === fence) fence = undefined
+      return line
+    }
+    return fence === undefined ? edit(line) : line
+  }).join("\n")
+}
 const stagePage = (from, to) => {
-  const text = readFileSync(join(root, from), "utf8")
+  const text = inProse(
+    readFileSync(join(root, from), "utf8"),
+    (line) =>
+      line.replace(
+        /(`+)[^`]*?\1|\[((?:[^[\]]|\[[^\]]*\])*)\]\(([^()\s]+)\)/g,
+        (match, code, text, target) => code !== undefined ? match : unlink(from)(match, text, target)
+      )
+  )
     // A link to a folder's README is a link to its index page.
     .replace(/(\]\((?:[^()\s#]*\/)?)README\.md(?=[)#])/g, "$1index.md")
   mkdirSync(dirname(join(src, to)), { recursive: true })
@@ -85,28 +119,14 @@ const stagePage = (from, to) => {
 }
 stagePage("README.md", "index.md")
 stagePage("CHANGELOG.md", "CHANGELOG.md")
-stagePage("CONTRIBUTING.md", "CONTRIBUTING.md")
 for (const file of readdirSync(join(root, "docs"))) {
   if (file.endsWith(".md")) stagePage(`docs/${file}`, asIndex(`docs/${file}`))
   else cpSync(join(root, "docs", file), join(src, "docs", file))
 }
-stagePage("bench/README.md", "bench/index.md")
-const results = readdirSync(join(root, "bench/results")).sort()
-for (const file of results) {
-  if (file.endsWith(".md")) stagePage(`bench/results/${file}`, `bench/results/${file}`)
-  else cpSync(join(root, "bench/results", file), join(src, "bench/results", file))
-}
+step(`links to what the site does not publish left as text: ${[...unpublished].sort().join(", ") || "none"}`)
 // Folders the pages link to: an index page listing their files.
 const listing = (title, intro, entries) =>
   `# ${title}\n\n${intro}\n\n${entries.map(([text, link]) => `- [${text}](${link})`).join("\n")}\n`
-writeFileSync(
-  join(src, "bench/results/index.md"),
-  listing(
-    "Bench results",
-    "Each run's figures, as `npm run bench` wrote them; [the bench's README](../index.md) says what each measures.",
-    results.filter((f) => f.endsWith(".md")).map((f) => [f.replace(/\.md$/, ""), f])
-  )
-)
 // The examples as files (public/: copied as they are), and a page listing them.
 const examples = readdirSync(join(root, "examples")).filter((f) => f.endsWith(".ts")).sort()
 mkdirSync(join(src, "public/examples"), { recursive: true })
@@ -123,8 +143,8 @@ writeFileSync(
   )
 )
 
-// The sidebar: the manual's index, section by section.
-const manualIndex = readFileSync(join(root, "docs/README.md"), "utf8")
+// The sidebar: the manual's index as staged (its links to unpublished files are text), section by section.
+const manualIndex = readFileSync(join(src, "docs/index.md"), "utf8")
 const manual = []
 for (const line of manualIndex.split("\n")) {
   const section = /^## (.+)$/.exec(line)
@@ -137,6 +157,9 @@ for (const line of manualIndex.split("\n")) {
 }
 manual.unshift({ text: "Overview", items: [{ text: "Home", link: "/" }, { text: "The manual", link: "/docs/" }] })
 const apiSidebar = JSON.parse(readFileSync(join(src, "api/typedoc-sidebar.json"), "utf8"))
+// A page named `X-1.md` is TypeDoc giving way to another reflection that took `X.md` (site/typedoc-router.mjs).
+const renamed = JSON.stringify(apiSidebar).match(/[^"/]+-\d+\.md/g)
+if (renamed !== null) fail(`TypeDoc named API pages with a number, as when two want one file: ${renamed.join(", ")}`)
 writeFileSync(
   join(src, ".vitepress/sidebar.mjs"),
   `export const manual = ${JSON.stringify(manual, null, 2)}\nexport const api = ${JSON.stringify(apiSidebar, null, 2)}\n`

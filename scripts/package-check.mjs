@@ -1,11 +1,15 @@
 // Checks the package as users get it, in scratch projects under the OS temp dir (removed at the end):
 //
-//   pack   `npm pack` of this working tree, installed with its peers from the registry into
+//   pack   `npm pack` of this working tree: its package.json has no install script (no `prepare`: dist/ is built)
+//          and the working tree's is as it was; installed with its peers from the registry, each install printing
+//          no `npm warn install-scripts` for this package, into
 //          esm    an ESM project: `import` of every entry point (`.`, testing, bullmq, each module `./*` maps), the bin
 //          cjs    a CommonJS project: `require` of each gives the import's export names (Node 20.19+ require(esm))
-//          ts7    a TypeScript 7 `tsc --init` app plus what the README's Install section says to add: type-checks the
-//                 README's BullMQ and Effect examples (examples/bullmq-promises.ts, examples/quickstart.ts) and
-//                 BullMQ's `UniqueQueue.make(new Queue(...))`
+//          ts7    a new app (`npm init -y`) with TypeScript 7's `tsc --init`, plus what the README's Install section
+//                 says to add: refused with TS1295 until `"type": "module"`, as the README says, then type-checks the
+//                 README's BullMQ and Effect examples (examples/bullmq-promises.ts, examples/quickstart.ts, copied as
+//                 they are) and BullMQ's `UniqueQueue.make(new Queue(...))`; then runs the two copies with tsx against
+//                 a private redis-server (when there is one on PATH)
 //   git    `npm install git+file://<this repo>`: its committed HEAD, built by `prepare`; then `import`
 //
 //   node scripts/package-check.mjs    (npm run check:package; .ci/run runs it after the tests)
@@ -16,6 +20,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { freePort } from "./free-port.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
@@ -24,7 +29,7 @@ const started = Date.now()
 const windows = process.platform === "win32"
 
 // What the README's Install section tells a TypeScript 7 `tsc --init` app to add.
-const tsDevDependencies = ["typescript@7", "@types/node"]
+const tsDevDependencies = ["typescript@7", "@types/node", "tsx"]
 const tsTypes = `"types": ["node"]`
 const peers = ["effect@3", "ioredis"]
 
@@ -62,11 +67,11 @@ function killTree(child) {
 }
 
 /** Runs a command in its own process group; on timeout the whole group is killed. Never rejects. */
-const run = (command, args, { cwd, timeout }) =>
+const run = (command, args, { cwd, timeout, env = {} }) =>
   new Promise((resolve) => {
     const child = spawn(windows && command === "npm" ? "npm.cmd" : command, args, {
       cwd,
-      env: childEnv,
+      env: { ...childEnv, ...env },
       detached: !windows,
       shell: windows,
       stdio: ["ignore", "pipe", "pipe"]
@@ -195,14 +200,12 @@ const entryPoints = (installed) => {
   return [name, ...subpaths.map((module) => `${name}/${module}`)]
 }
 
-/** An example as a user writes it: `../src/index.js` is the package, `../src/X.js` its subpath X. */
+/** An example as a user copies it: as it is, importing the package by its name. */
 const example = (file) => {
   const source = readFileSync(join(root, "examples", file), "utf8")
-  const rewritten = source.replace(/(["'])\.\.\/src\/([\w./-]+?)\.js\1/g, (_, quote, module) =>
-    `${quote}${module === "index" ? name : `${name}/${module}`}${quote}`)
-  const relative = rewritten.match(/["']\.\.?\/[^"']*["']/)
-  if (relative !== null) throw new Error(`examples/${file} imports ${relative[0]}, which the check cannot map`)
-  return rewritten
+  const relative = source.match(/^(?:import|export)\b[^"']*?from\s+(["']\.[^"']*["'])/m)
+  if (relative !== null) throw new Error(`examples/${file} imports ${relative[1]}: a copy of it would not run`)
+  return source
 }
 
 const bullmqQueue = `import { Queue } from "bullmq"
@@ -239,33 +242,60 @@ const compare = (imported, required) => {
   return problems
 }
 
-/** An `npm install` check; the label ends with the versions it chose. */
+/** An `npm install` check; the label ends with the versions it chose. This package must be no install script. */
 const installCheck = (project, dir, specs, shown, timeout) => {
   const label = specs.map((spec) => (spec.startsWith(tmp) ? "<tarball>" : spec)).join(" ")
-  return check(() => `${project}: npm install ${label} (${versions(dir, shown)})`, async () => {
+  const what = () => `${project}: npm install ${label} (${versions(dir, shown)}), no install-scripts warning of it`
+  return check(what, async () => {
     const result = await npmInstall(dir, specs, timeout)
     if (result.code !== 0 || result.timedOut) return why(result)
+    const warned = `${result.stderr}\n${result.stdout}`.split("\n").filter((line) =>
+      /install-scripts/.test(line) && line.includes(`${name}@`)
+    )
+    if (warned.length > 0) return `npm listed this package's install scripts: ${warned.join(" | ")}`
   })
+}
+
+/** The packed package.json: no script npm runs at install (a registry install never runs `prepare`, but npm 11 lists
+ * one of a tarball file). The working tree's package.json is as it was (prepack changed it, postpack put it back). */
+const packedManifest = (tgz, before) => {
+  const listed = spawnSync("tar", ["-xzOf", tgz, "package/package.json"], { encoding: "utf8", timeout: 30_000 })
+  if (listed.status !== 0) return `tar could not read package/package.json: ${listed.stderr}`
+  const scripts = JSON.parse(listed.stdout).scripts ?? {}
+  const install = ["preinstall", "install", "postinstall", "prepare"].filter((script) => scripts[script] !== undefined)
+  if (install.length > 0) return `the tarball's package.json has ${install.join(", ")}: npm lists it at install`
+  if (readFileSync(join(root, "package.json"), "utf8") !== before) return "npm pack left package.json changed"
+  if (existsSync(join(root, ".package.json.packing"))) return "npm pack left .package.json.packing behind"
 }
 
 const tarballChecks = async () => {
   let tarball
-  const packed = await check(() => `pack: npm pack of the working tree${tarball ? `: ${tarball}` : ""}`, async () => {
+  const manifestBefore = readFileSync(join(root, "package.json"), "utf8")
+  const packLabel = () => `pack: npm pack of the working tree${tarball ? `: ${tarball}` : ""}, no install script`
+  const packed = await check(packLabel, async () => {
     const result = await run("npm", ["pack", "--pack-destination", tmp], { cwd: root, timeout: limits.pack })
     if (result.code !== 0 || result.timedOut) return why(result)
     tarball = readdirSync(tmp).find((file) => file.endsWith(".tgz"))
     if (tarball === undefined) return "npm pack wrote no .tgz"
+    return packedManifest(join(tmp, tarball), manifestBefore)
   })
   if (!packed) return
   const tgz = join(tmp, tarball)
   const esm = project(join(tmp, "esm"), "module")
   const cjs = project(join(tmp, "cjs"), "commonjs")
-  const ts = project(join(tmp, "ts7"), "module")
+  // The TypeScript app starts as a new user's does: `npm init -y`.
+  const ts = join(tmp, "ts7")
+  mkdirSync(ts)
+  const created = await check("ts7: npm init -y", async () => {
+    const init = await run("npm", ["init", "-y"], { cwd: ts, timeout: limits.node })
+    if (init.code !== 0 || init.timedOut) return why(init)
+  })
+  if (!created) return
   const runtime = ["effect", "ioredis", "bullmq"]
   const [esmInstalled, cjsInstalled, tsInstalled] = await Promise.all([
     installCheck("esm", esm, [tgz, ...peers, "bullmq"], runtime),
     installCheck("cjs", cjs, [tgz, ...peers, "bullmq"], runtime),
-    installCheck("ts7", ts, [tgz, ...peers, "bullmq", ...tsDevDependencies], ["typescript", "@types/node"])
+    installCheck("ts7", ts, [tgz, ...peers, "bullmq", ...tsDevDependencies], ["typescript", "@types/node", "tsx"])
   ])
 
   let imported
@@ -320,16 +350,63 @@ const tarballChecks = async () => {
       writeFileSync(file, config.replace(/^(\s*)"types":\s*\[\s*\]/m, `$1${tsTypes}`))
     })
     if (initialised) {
-      const what = "examples/quickstart.ts and bullmq-promises.ts, UniqueQueue.make(new Queue(...)), a .cts require"
-      await check(`ts7: tsc --noEmit type-checks ${what}`, async () => {
+      const typeOf = () => JSON.parse(readFileSync(join(ts, "package.json"), "utf8")).type
+      const commonjs = `ts7: as npm init -y leaves it ("type": "commonjs"), tsc refuses an import with TS1295`
+      const refused = await check(commonjs, async () => {
+        if (typeOf() !== "commonjs") {
+          return `npm init -y wrote "type": ${JSON.stringify(typeOf())}: see the README's note`
+        }
         writeFileSync(join(ts, "quickstart.ts"), example("quickstart.ts"))
         writeFileSync(join(ts, "bullmq-promises.ts"), example("bullmq-promises.ts"))
         writeFileSync(join(ts, "bullmq-queue.ts"), bullmqQueue)
         writeFileSync(join(ts, "require.cts"), commonJs)
         const result = await run(tsc, ["--noEmit", "-p", "."], { cwd: ts, timeout: limits.node })
+        if (result.timedOut || result.code === 0 || !result.stdout.includes("TS1295")) {
+          return `expected TS1295, as the README's Install section says: ${why(result)}`
+        }
+      })
+      const what = "examples/quickstart.ts and bullmq-promises.ts, UniqueQueue.make(new Queue(...)), a .cts require"
+      const esm = `ts7: npm pkg set type=module, then tsc --noEmit type-checks ${what}`
+      const typed = refused && await check(esm, async () => {
+        const set = await run("npm", ["pkg", "set", "type=module"], { cwd: ts, timeout: limits.node })
+        if (set.code !== 0 || set.timedOut) return why(set)
+        const result = await run(tsc, ["--noEmit", "-p", "."], { cwd: ts, timeout: limits.node })
         if (result.code !== 0 || result.timedOut) return why(result)
       })
+      if (typed) await copiedExamples(ts)
     }
+  }
+}
+
+
+/** The README's two first examples, copied as they are into the app, run with `npx tsx` against a private Redis. */
+const copiedExamples = async (dir) => {
+  const label = "ts7: the copied examples run with tsx against the tarball (a private redis-server)"
+  if (spawnSync("redis-server", ["--version"], { timeout: 30_000 }).status !== 0) {
+    process.stdout.write(`skipped ${label}: no redis-server on PATH\n`)
+    return
+  }
+  const port = await freePort()
+  const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+  const server = spawn("redis-server", args, { detached: !windows, stdio: "ignore" })
+  children.add(server)
+  try {
+    await check(label, async () => {
+      const env = { REDIS_URL: `redis://127.0.0.1:${port}` }
+      const problems = []
+      for (const file of ["quickstart.ts", "bullmq-promises.ts"]) {
+        const result = await run(bin(dir, "tsx"), [file], { cwd: dir, timeout: limits.node, env })
+        const output = `${result.stdout}\n${result.stderr}`
+        if (result.code !== 0 || result.timedOut) problems.push(`${file}: ${why(result)}`)
+        else if (!output.includes("Enqueued, then Skipped") || !output.includes("rebuilding report 42")) {
+          problems.push(`${file} printed not both "Enqueued, then Skipped" and "rebuilding report 42": ${output.slice(0, 300)}`)
+        }
+      }
+      return summary(problems)
+    })
+  } finally {
+    killTree(server)
+    children.delete(server)
   }
 }
 

@@ -1,5 +1,5 @@
 // The documentation site's VitePress config. `npm run docs` (scripts/docs-site.mjs) stages the README, the manual
-// (docs/), the changelog, the bench's results and TypeDoc's API pages under .site/src, writes sidebar.mjs beside
+// (docs/), the changelog, the examples and TypeDoc's API pages under .site/src, writes sidebar.mjs beside
 // this file, and builds the site into docs-site/.
 import { defineConfig } from "vitepress"
 import { api, manual } from "./sidebar.mjs"

@@ -1,25 +1,23 @@
 /**
- * The README's and the manual's examples: each code block quoted from `examples/` is that file as it is (less its
- * header comment, with the package's import paths), and the runnable ones run as the page says, against a private
- * redis-server.
+ * The README's and the manual's examples: each imports the package by its name, each code block quoted from
+ * `examples/` is that file as it is (less its header comment), and the runnable ones run as the page says, against a
+ * private redis-server.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import { spawn } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import * as Effect from "effect/Effect"
+import { runProgram } from "./support/program.js"
 import * as RedisTest from "./support/redis.js"
 
 const root = new URL("../", import.meta.url)
 const read = (path: string) => readFileSync(new URL(path, root), "utf8")
 
-/** The file as the README shows it: header comment dropped, `../src/*.js` imports as the package's entries. */
-const quoted = (path: string) =>
-  read(path)
-    .replace(/^\/\*\*[\s\S]*?\*\/\n/, "")
-    .replace(/"\.\.\/src\/index\.js"/g, "\"effect-unique-jobs\"")
-    .replace(/"\.\.\/src\/bullmq\.js"/g, "\"effect-unique-jobs/bullmq\"")
-    .trim()
+/** The file as the README shows it: its header comment dropped. */
+const quoted = (path: string) => read(path).replace(/^\/\*\*[\s\S]*?\*\/\n/, "").trim()
+
+const examples = readdirSync(new URL("examples/", root)).filter((file) => file.endsWith(".ts")).sort()
 
 /** The ```ts block right after the page's "This is [`<path>`]" line. */
 const block = (readme: string, path: string, page = "the README") => {
@@ -29,51 +27,24 @@ const block = (readme: string, path: string, page = "the README") => {
   return readme.slice(start, readme.indexOf("\n```", start)).trim()
 }
 
-/**
- * Runs a program to its exit. `lingered`: how long it stayed up after its last line of output (by this process'
- * clock); a program still up 60 s after its last line is killed (`code` null) so a hang is reported, not waited out.
- */
-const run = (path: string, url: string) =>
-  Effect.async<{
-    readonly code: number | null
-    readonly stdout: string
-    readonly stderr: string
-    readonly lingered: number
-  }>((resume) => {
-    const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL(path, root))], {
-      env: { ...process.env, REDIS_URL: url },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    let last = Date.now()
-    let hang: ReturnType<typeof setTimeout> | undefined
-    const output = () => {
-      last = Date.now()
-      clearTimeout(hang)
-      hang = setTimeout(() => child.kill("SIGKILL"), 60_000)
-    }
-    output()
-    child.stdout.on("data", (chunk) => {
-      stdout += String(chunk)
-      output()
-    })
-    child.stderr.on("data", (chunk) => {
-      stderr += String(chunk)
-      output()
-    })
-    child.on("exit", (code) => {
-      clearTimeout(hang)
-      resume(Effect.succeed({ code, stdout, stderr, lingered: Date.now() - last }))
-    })
-    return Effect.sync(() => {
-      clearTimeout(hang)
-      child.kill("SIGKILL")
-    })
-  })
-
 describe("README examples", () => {
   const readme = read("README.md")
+  // A copied example must run as it is in the user's app: the package by its name (its entries and `./*` modules),
+  // never this repository's files. Here the name is the sources (tsconfig.json's paths, which tsc and tsx read).
+  it("every example imports the package by its name, nothing by a relative path", () => {
+    assert.isAtLeast(examples.length, 7)
+    for (const file of examples) {
+      const specifiers = [...read(`examples/${file}`).matchAll(/^(?:import|export)\b[^"']*?from\s+["']([^"']+)["']/gm)]
+        .map((match) => match[1]!)
+      assert.isNotEmpty(specifiers, file)
+      const relative = specifiers.filter((specifier) => specifier.startsWith("."))
+      assert.deepStrictEqual(relative, [], `examples/${file} imports by a relative path`)
+      assert.isTrue(
+        specifiers.some((specifier) => /^effect-unique-jobs(\/|$)/.test(specifier)),
+        `examples/${file} imports effect-unique-jobs`
+      )
+    }
+  })
   for (const path of ["examples/bullmq-promises.ts", "examples/quickstart.ts", "examples/own-queue.ts"]) {
     it(`${path}: the README quotes it as it is`, () => assert.strictEqual(block(readme, path), quoted(path)))
   }
@@ -95,7 +66,9 @@ describe("README examples", () => {
     it.effect("examples/quickstart.ts runs as the README shows: Enqueued, then Skipped; the report is rebuilt once", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
-        const { code, lingered, stderr, stdout } = yield* run("examples/quickstart.ts", source.url)
+        const { code, lingered, stderr, stdout } = yield* runProgram("examples/quickstart.ts", {
+          REDIS_URL: source.url
+        })
         assert.strictEqual(code, 0, stderr)
         const logged = stdout + stderr
         assert.include(logged, "Enqueued, then Skipped")
@@ -141,7 +114,9 @@ describe("README examples", () => {
     it.effect("a program that took a run lock (60 s lease) exits by itself after its last line", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
-        const { code, lingered, stderr, stdout } = yield* run("test/support/runLockExit.ts", source.url)
+        const { code, lingered, stderr, stdout } = yield* runProgram("test/support/runLockExit.ts", {
+          REDIS_URL: source.url
+        })
         assert.strictEqual(code, 0, stderr)
         assert.include(stdout + stderr, "run lock: Performed")
         // A keeper that kept the process alive: 20 s (lease / 3).
@@ -151,7 +126,7 @@ describe("README examples", () => {
     it.effect("examples/otel.ts exports each lock step's client span to the console, the duplicate's linked to the hold", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
-        const { code, stderr, stdout } = yield* run("examples/otel.ts", source.url)
+        const { code, stderr, stdout } = yield* runProgram("examples/otel.ts", { REDIS_URL: source.url })
         assert.strictEqual(code, 0, stderr)
         // The console exporter prints one object per span: its name, then its id, then its attributes and links.
         const spans = stdout.split(/\n(?=\{)/).filter((block) => block.includes("name: 'UniqueJobs."))
@@ -170,7 +145,7 @@ describe("README examples", () => {
     it.effect("examples/bullmq-promises.ts runs on real BullMQ: adds, skips the duplicate and runs the job once", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
-        const { code, stderr, stdout } = yield* run("examples/bullmq-promises.ts", source.url)
+        const { code, stderr, stdout } = yield* runProgram("examples/bullmq-promises.ts", { REDIS_URL: source.url })
         assert.strictEqual(code, 0, stderr)
         const logged = stdout + stderr
         assert.strictEqual(logged.split("Enqueued, then Skipped").length - 1, 1, logged)
@@ -180,7 +155,7 @@ describe("README examples", () => {
     it.effect("examples/bullmq.ts runs on real BullMQ: both faces add, skip the duplicate and run the job once", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
-        const { code, stderr, stdout } = yield* run("examples/bullmq.ts", source.url)
+        const { code, stderr, stdout } = yield* runProgram("examples/bullmq.ts", { REDIS_URL: source.url })
         assert.strictEqual(code, 0, stderr)
         const logged = stdout + stderr
         assert.strictEqual(logged.split("Enqueued, then Skipped").length - 1, 2, logged)
