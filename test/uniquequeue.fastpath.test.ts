@@ -503,7 +503,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.isAtLeast(jobs.length, 2, "the warm-up job and the adds that landed")
       }), 60_000)
 
-    it.scoped("a hot-path run lock deleted while its job runs (a fn without a signal): the job fails LockLost at once", () =>
+    it.scoped("a hot-path run lock deleted while its job runs (a fn without a signal): the job fails LockLost once its fn returns", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
@@ -515,6 +515,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         yield* Effect.addFinalizer(() => Effect.promise(() => unique.close({ timeout: 1000 }).catch(() => undefined)))
         let release!: () => void
         const gate = new Promise<void>((resolve) => (release = resolve))
+        yield* Effect.addFinalizer(() => Effect.sync(() => release()))
         let started!: () => void
         const running = new Promise<void>((resolve) => (started = resolve))
         yield* Bull.worker(name, unique.processor(async (job: BullJob<Data>) => {
@@ -531,15 +532,20 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         yield* Effect.promise(() => running)
         const [runLock] = yield* lockKeys(lockPrefix)
         assert.strictEqual(runLock, `${added.digest}:RUN:LOCKED`)
+        const lost = Metrics.lost.of("while_executing", "run")
+        const before = (yield* Metric.value(lost)).count
         yield* Effect.promise(() => raw.del(runLock!))
-        // Told at the next renewal (a third of the lease), while its fn still runs: the job fails for good.
+        // Told at the next renewal (a third of the lease), while its fn still runs: the job stays active until its fn
+        // has returned (nothing can stop it), then fails for good.
+        assert.isTrue(yield* Bull.until(Effect.map(Metric.value(lost), (value) => value.count > before)), "the loss was told")
+        assert.strictEqual(yield* Effect.promise(() => queue.getJobState(added.job.jid)), "active", "its fn still runs")
+        release()
         assert.isTrue(
           yield* Bull.until(Effect.promise(async () => (await queue.getJobState(added.job.jid)) === "failed")),
-          "the job failed while its fn still ran"
+          "the job failed once its fn had returned"
         )
         const job = yield* Effect.promise(() => queue.getJob(added.job.jid))
         assert.include(job?.failedReason ?? "", "lost its lock")
-        release()
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "nothing is left held")
       }), 30_000)
 

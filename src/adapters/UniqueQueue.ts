@@ -25,6 +25,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
@@ -36,6 +37,7 @@ import * as HotPath from "../internal/hotPath.js"
 import * as Waits from "../internal/releaseWaits.js"
 import * as RedisOptions from "../internal/redisOptions.js"
 import * as Job from "../Job.js"
+import * as Lock from "../Lock.js"
 import { type JobQueue, QueueError } from "../JobQueue.js"
 import * as Middleware from "../Middleware.js"
 import * as LockOptions from "../Options.js"
@@ -247,6 +249,32 @@ const settle = <A>(exit: Exit.Exit<A, unknown>): A => {
   if (Exit.isSuccess(exit)) return exit.value
   throw Cause.squash(exit.cause)
 }
+
+/**
+ * A processor's `fn` as an effect. Interrupted because its run lock was lost (an operator revoked it), it waits for
+ * `fn`'s promise to settle before the lock is released: nothing stops a promise, so the lock's place is kept (the lease
+ * keeper renews it with `keep`) until `fn` has returned, and no second copy starts beside it. Any other interruption
+ * (close's timeout, `worker.cancelJob`) ends at once. `fn` is given a signal, aborted on any interruption, only when
+ * it takes one.
+ */
+const untilReturned = <A>(f: (signal: AbortSignal | undefined) => Promise<A> | A, withSignal: boolean) =>
+  Effect.async<A, unknown>((resume) => {
+    const controller = withSignal ? new AbortController() : undefined
+    let settled: Promise<unknown>
+    try {
+      settled = Promise.resolve(f(controller?.signal)).then(
+        (value) => resume(Effect.succeed(value)),
+        (cause: unknown) => resume(Effect.fail(cause))
+      )
+    } catch (cause) {
+      resume(Effect.fail(cause))
+      settled = Promise.resolve()
+    }
+    return Effect.flatMap(FiberRef.get(Lock.currentBoundary), (boundary) => {
+      controller?.abort()
+      return boundary?.lost === undefined ? Effect.void : Effect.promise(() => settled)
+    })
+  })
 
 // What close waits for, and how its timeout ends it.
 interface Cancellable {
@@ -625,10 +653,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       )(
         (job) => defined(job.name),
         takesSignal
-          ? (job, _, token) =>
-            Effect.tryPromise({ try: (abort) => Promise.resolve(fn(job, token, abort)), catch: (cause) => cause })
-          : (job, _, token) =>
-            Effect.tryPromise({ try: () => Promise.resolve(untilDone(job, token)), catch: (cause) => cause })
+          ? (job, _, token) => untilReturned((abort) => fn(job, token, abort!), true)
+          : (job, _, token) => untilReturned(() => untilDone(job, token), false)
       )
       // A job for a fn that takes no signal, of any lock type but until_and_while_executing: run with no fiber
       // (internal/hotPath). Cancelled by close's timeout as its fiber would be: its run lock released, it fails as
