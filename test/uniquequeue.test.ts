@@ -65,6 +65,52 @@ describe("UniqueQueue: the admin UI's metrics", () => {
   })
 })
 
+// What tsc accepts and refuses of `lockArgs` on `UniqueQueue.make<Data>` (checked by `npm run typecheck`, which
+// includes this file): it is given the job's arguments, `[data]`, typed as the queue's data.
+interface Order {
+  readonly account: number
+  readonly note: string
+}
+export const typedLockArgs = (queue: Queue) => [
+  UniqueQueue.make<Order>(queue, { lock: "until_executed", lockArgs: ([order]) => order.account }),
+  UniqueQueue.make<Order>(queue, {
+    lock: "until_executed",
+    jobs: { rebuild: { lock: "while_executing", lockArgs: ([order]) => [order.account, order.note.length] } }
+  }),
+  // @ts-expect-error an Order has no `id`
+  UniqueQueue.make<Order>(queue, { lock: "until_executed", lockArgs: ([order]) => order.id }),
+  // @ts-expect-error account is a number
+  UniqueQueue.make<Order>(queue, { lock: "until_executed", jobs: { a: { lockArgs: ([order]) => order.account.trim() } } })
+]
+
+describe("UniqueQueue: lockArgs", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("is given [data], typed as the queue's data: what it selects is what makes a duplicate", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const queue = yield* Bull.queue(Bull.uniqueName("uqargs"))
+        const unique = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            UniqueQueue.make<Order>(queue, {
+              lock: "until_executed",
+              lockArgs: ([order]) => order.account,
+              lockPrefix: RedisTest.uniquePrefix("uqargs"),
+              redis: { url: source.url },
+              defaults: {},
+              history: false
+            })
+          ),
+          (u) => Effect.promise(() => u.close())
+        )
+        const answers = yield* Effect.forEach(
+          [{ account: 1, note: "a" }, { account: 1, note: "b" }, { account: 2, note: "a" }],
+          (order) => Effect.promise(() => unique.add("Work", order).then((outcome) => outcome._tag))
+        )
+        assert.deepStrictEqual(answers, ["Enqueued", "Skipped", "Enqueued"])
+      }))
+  })
+})
+
 describe("UniqueQueue: ids the caller supplies", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     it.scoped("a jobId BullMQ keeps (completed) fails with JobIdTaken naming it and its state; no lock is left", () =>

@@ -46,10 +46,21 @@ import type * as Strategy from "../Strategy.js"
 import * as BullMQ from "./BullMQ.js"
 
 /**
+ * The lock options of a queue's jobs, with `lockArgs` given what BullMQ carries: the job's arguments are `[data]`.
+ *
  * @since 0.1.0
  * @category models
  */
-export interface Options extends LockOptions.Options {
+export interface JobOptions<DataType = unknown> extends Omit<LockOptions.Options, "lockArgs"> {
+  /** What counts for uniqueness (the gem's `lock_args_method`): given `[data]`, the job's data as the queue types it. */
+  readonly lockArgs?: ((args: readonly [DataType]) => unknown) | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<DataType = unknown> extends JobOptions<DataType> {
   /**
    * The Redis that holds the locks: `Redis.Options`, or `Redis.ClusterOptions` (`{ nodes }`) for Redis Cluster. Default:
    * the queue's own connection settings (url, or host, port, db, credentials, tls; a `Cluster`'s nodes and node
@@ -57,7 +68,7 @@ export interface Options extends LockOptions.Options {
    */
   readonly redis?: Redis.Options | Redis.ClusterOptions | undefined
   /** Other lock options for some job names; the rest use these. */
-  readonly jobs?: Readonly<Record<string, LockOptions.Options>> | undefined
+  readonly jobs?: Readonly<Record<string, JobOptions<DataType>>> | undefined
   /** Where rejected jobs go (default: a queue named `<queue>-dead`). */
   readonly deadLetter?: Queue | undefined
   /**
@@ -238,9 +249,10 @@ const configIssues = (error: ConfigError.ConfigError): Array<Issue> => {
   }
 }
 
-const definitionOf = (options: LockOptions.Options, under: string | undefined) =>
+// A job's arguments here are always `[data]` (BullMQ carries one value): a lockArgs typed for that takes them all.
+const definitionOf = (options: JobOptions<never>, under: string | undefined) =>
   Either.mapLeft(
-    Effect.runSync(Effect.either(LockOptions.make(options))),
+    Effect.runSync(Effect.either(LockOptions.make(options as LockOptions.Options))),
     (error) => LockOptions.invalidOptions(error.issues, under)
   )
 
@@ -297,7 +309,7 @@ const removalPage = 100
  * @since 0.1.0
  * @category constructors
  */
-export const make = <DataType = unknown>(queue: Queue, options: Options): UniqueQueue<DataType> => {
+export const make = <DataType = unknown>(queue: Queue, options: Options<DataType>): UniqueQueue<DataType> => {
   if (!isQueue(queue)) {
     const reason = `expected a BullMQ Queue, got ${LockOptions.describeValue(queue)}`
     throw LockOptions.invalidOptions([{ field: "queue", reason }])
