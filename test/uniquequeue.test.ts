@@ -111,6 +111,27 @@ describe("UniqueQueue: lockArgs", () => {
   })
 })
 
+describe("UniqueQueue: adds reach BullMQ in call order", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("the first burst on a new UniqueQueue (the runtime still building), and the next, arrive in call order", () =>
+      Effect.gen(function*() {
+        const { queue, unique } = yield* uniqueQueue({ lock: "until_executed", history: false })
+        const order = (from: number) =>
+          Effect.promise(async () =>
+            (await queue.getJobs(["waiting"], 0, -1, true)).map((job) => (job.data as Data).n).filter((n) => n >= from)
+          )
+        const burst = (from: number) =>
+          Effect.promise(() => Promise.all(Array.from({ length: 10 }, (_, i) => unique.add("Work", { n: from + i }))))
+        const first = yield* burst(1)
+        assert.deepStrictEqual(first.map((outcome) => outcome._tag), Array.from({ length: 10 }, () => "Enqueued"))
+        assert.deepStrictEqual(yield* order(1), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+        // Built by now: the hot path.
+        yield* burst(101)
+        assert.deepStrictEqual(yield* order(101), [101, 102, 103, 104, 105, 106, 107, 108, 109, 110])
+      }))
+  })
+})
+
 describe("UniqueQueue: ids the caller supplies", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     it.scoped("a jobId BullMQ keeps (completed) fails with JobIdTaken naming it and its state; no lock is left", () =>

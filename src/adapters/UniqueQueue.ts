@@ -25,6 +25,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
@@ -404,19 +405,25 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
   ))
   // Built at the first call. A build that failed (the lock Redis down then) would answer every later call with that
   // failure, for good: ManagedRuntime keeps it. So a failed build is let go, and the next call builds anew.
+  // Calls made while it builds start once it is built, in the order they were made (`building`'s callbacks run in
+  // the order they were added): a fiber forked on a runtime still building waits on its build, and those waits end
+  // last first, so the first burst of adds reached BullMQ in reverse order.
   let runtime = ManagedRuntime.make(layer)
   let built: "no" | "building" | "yes" = "no"
+  let building: Promise<Exit.Exit<unknown, unknown>> = Promise.resolve(Exit.void)
   const build = () => {
     if (built !== "no") return
     built = "building"
-    const building = runtime
-    building.runtime().then(() => {
-      if (runtime === building) built = "yes"
-    }, () => {
-      if (runtime !== building || closing !== undefined) return
-      runtime = ManagedRuntime.make(layer)
-      built = "no"
-      void building.dispose().catch(() => undefined)
+    const current = runtime
+    building = Effect.runPromiseExit(current.runtimeEffect).then((exit) => {
+      if (Exit.isSuccess(exit)) {
+        if (runtime === current) built = "yes"
+      } else if (runtime === current && closing === undefined) {
+        runtime = ManagedRuntime.make(layer)
+        built = "no"
+        void current.dispose().catch(() => undefined)
+      }
+      return exit
     })
   }
   // Adds and performs under way, so that close waits for them (each releases what it took); a processor's jobs are
@@ -446,20 +453,30 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
   ): Promise<Exit.Exit<A, unknown>> =>
     new Promise((resolve) => {
       build()
-      const fiber = runtime.runFork(effect)
-      const entry: Cancellable = { cancel: job ? () => fiber.unsafeInterruptAsFork(fiber.id()) : () => undefined }
-      inFlight.add(entry)
-      if (signal !== undefined) {
-        const abort = () => fiber.unsafeInterruptAsFork(fiber.id())
-        if (signal.aborted) abort()
-        else signal.addEventListener("abort", abort, { once: true })
-        fiber.addObserver(() => signal.removeEventListener("abort", abort))
+      let cancel = false
+      let fiber: Fiber.RuntimeFiber<A, unknown> | undefined
+      const entry: Cancellable = {
+        cancel: job ? () => (fiber === undefined ? (cancel = true) : fiber.unsafeInterruptAsFork(fiber.id())) : () => undefined
       }
-      fiber.addObserver((exit) => {
+      inFlight.add(entry)
+      const ended = (exit: Exit.Exit<A, unknown>) => {
         finished(entry)
         resolve(exit)
-      })
-      if (cancelled) entry.cancel()
+      }
+      const start = () => {
+        const started = fiber = runtime.runFork(effect)
+        if (signal !== undefined) {
+          const abort = () => started.unsafeInterruptAsFork(started.id())
+          if (signal.aborted) abort()
+          else signal.addEventListener("abort", abort, { once: true })
+          started.addObserver(() => signal.removeEventListener("abort", abort))
+        }
+        started.addObserver(ended)
+        if (cancelled || cancel) entry.cancel()
+      }
+      if (built === "yes") return start()
+      // A failed build fails the call with the build's failure, as a fiber on that runtime would have ended.
+      building.then((exit) => (Exit.isSuccess(exit) ? start() : ended(exit as Exit.Exit<never, unknown>)))
     })
   const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
     runExit(effect).then(settle)
