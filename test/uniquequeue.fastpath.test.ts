@@ -17,6 +17,8 @@ import * as fc from "effect/FastCheck"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Tracer from "effect/Tracer"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Defaults from "../src/Defaults.js"
@@ -683,5 +685,176 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
           )
         }))
     }
+  })
+})
+
+// Every recorded span, whichever tracer made it: a link may point at a span another face's tracer made.
+const everySpan: Array<{ readonly spanId: string; readonly attributes: Map<string, unknown> }> = []
+let spanCount = 0
+
+/** A tracer that keeps the name, ids, attributes and links of every span it makes. */
+const recording = () => {
+  const spans: Array<{
+    readonly name: string
+    readonly spanId: string
+    readonly attributes: Map<string, unknown>
+    readonly links: Array<Tracer.SpanLink>
+  }> = []
+  const tracer = Tracer.make({
+    span: (name, parent, context, links, startTime, kind) => {
+      const attributes = new Map<string, unknown>()
+      const kept: Array<Tracer.SpanLink> = [...links]
+      const traceId = Option.isSome(parent) ? parent.value.traceId : (++spanCount).toString(16).padStart(32, "0")
+      const spanId = (++spanCount).toString(16).padStart(16, "0")
+      spans.push({ name, spanId, attributes, links: kept })
+      everySpan.push({ spanId, attributes })
+      return {
+        _tag: "Span",
+        name,
+        spanId,
+        traceId,
+        parent,
+        context,
+        status: { _tag: "Started", startTime },
+        attributes,
+        links: kept,
+        sampled: true,
+        kind,
+        end: () => {},
+        attribute: (key, value) => void attributes.set(key, value),
+        event: () => {},
+        addLinks: (more) => void kept.push(...more)
+      }
+    },
+    context: (f) => f()
+  })
+  // The lock steps' spans, as `<phase> <jid> -> <the jids of the holds its links point at>`.
+  const lockSteps = () =>
+    spans.filter((span) => span.name === "UniqueJobs.lock" || span.name === "UniqueJobs.handoff").map((span) => {
+      const holders = span.links.map((link) =>
+        everySpan.find((held) => held.spanId === link.span.spanId)?.attributes.get("unique_jobs.jid") ?? "unknown"
+      )
+      return `${String(span.attributes.get("unique_jobs.phase"))} ${String(span.attributes.get("unique_jobs.jid"))}${
+        holders.length === 0 ? "" : ` -> ${holders.join(",")}`
+      }`
+    })
+  return { tracer, lockSteps }
+}
+
+describe("UniqueQueue under a recording tracer (its tracer option), beside the Effect face", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("a refused duplicate's span links to its holder's on both faces: at enqueue, and while a worker runs, across the faces", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        const name = Bull.uniqueName("trace")
+        const queue = yield* Bull.queue(name)
+        const lockPrefix = RedisTest.uniquePrefix("trace")
+        const promiseFace = recording()
+        const effectFace = recording()
+        const options = { lock: "while_executing", lockPrefix } as const
+        const unique = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            UniqueQueue.make<Data>(queue, {
+              ...options,
+              redis: { url: testRedis.source.url },
+              defaults: {},
+              history: false,
+              tracer: promiseFace.tracer
+            })
+          ),
+          (u) => Effect.promise(() => u.close())
+        )
+        const definition = Effect.runSync(LockOptions.make(options))
+        const runtime = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            ManagedRuntime.make(
+              Layer.mergeAll(BullMQ.layer(queue), Defaults.layer({}), Layer.setTracer(effectFace.tracer)).pipe(
+                Layer.provideMerge(Redis.layer({ url: testRedis.source.url }))
+              )
+            )
+          ),
+          (r) => Effect.promise(() => r.dispose())
+        )
+        let release!: () => void
+        const gate = new Promise<void>((resolve) => (release = resolve))
+        yield* Effect.addFinalizer(() => Effect.sync(() => release()))
+        let started!: () => void
+        const running = new Promise<void>((resolve) => (started = resolve))
+        const processorA = unique.processor(async () => {
+          started()
+          await gate
+          return "done"
+        })
+        const processorB = yield* Effect.promise(() =>
+          runtime.runPromise(BullMQ.processor({ definition }, () => Effect.succeed("done")))
+        )
+        const worker = yield* Effect.acquireRelease(
+          Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
+          (w) => Effect.promise(() => w.close())
+        )
+        // Three copies of one job: the Promise face runs the first; a copy meets its run lock on each face.
+        for (let i = 0; i < 3; i++) yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: `copy-${i}` }))
+        const next = (token: string) => Effect.promise(() => worker.getNextJob(token, { block: false }))
+        const first = (yield* next("t0"))!
+        const holding = processorA(first as BullJob<Data>, "t0")
+        yield* Effect.promise(() => running)
+        const second = (yield* next("t1"))!
+        assert.isUndefined(yield* Effect.promise(() => processorA(second as BullJob<Data>, "t1")), "refused on the Promise face")
+        const third = (yield* next("t2"))!
+        assert.isUndefined(yield* Effect.promise(() => processorB(third, "t2")), "refused on the Effect face")
+        release()
+        assert.strictEqual(yield* Effect.promise(() => holding), "done")
+        assert.deepStrictEqual(promiseFace.lockSteps(), ["run copy-0", "run copy-1 -> copy-0"])
+        assert.deepStrictEqual(effectFace.lockSteps(), ["run copy-2 -> copy-0"])
+
+        // At enqueue: the same adds on each face make the same lock steps, and the duplicate links to its holder.
+        const queued = recording()
+        const producer = yield* uniqueQueue({ lock: "until_executed", history: false }, {})
+        const traced = UniqueQueue.make<Data>(producer.queue, {
+          lock: "until_executed",
+          lockPrefix: producer.lockPrefix,
+          redis: { url: testRedis.source.url },
+          defaults: {},
+          history: false,
+          tracer: queued.tracer
+        })
+        yield* Effect.addFinalizer(() => Effect.promise(() => traced.close()))
+        const tags = yield* Effect.forEach([1, 1, 2], (n) => Effect.promise(() => traced.add("Work", { n }).then((o) => o._tag)))
+        assert.deepStrictEqual(tags, ["Enqueued", "Skipped", "Enqueued"])
+        const effectAdds = recording()
+        const twin = Effect.runSync(LockOptions.make({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("trace") }))
+        const jids: Array<string> = []
+        for (const n of [1, 1, 2]) {
+          const job = Job.make({ worker: "Work", queue: name, args: [{ n }] })
+          jids.push(job.jid)
+          yield* Effect.promise(() =>
+            runtime.runPromise(
+              Middleware.client(twin)(job, (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped))).pipe(
+                Effect.withTracer(effectAdds.tracer)
+              )
+            )
+          )
+        }
+        // Each jid named by the order it first appears in: the two faces' jids differ, their shapes must not.
+        const shape = (steps: ReadonlyArray<string>) => {
+          const names = new Map<string, string>()
+          return steps.map((step) =>
+            step.replace(/(?<=^\w+ )\S+|(?<=-> )\S+/g, (jid) => {
+              if (!names.has(jid)) names.set(jid, String.fromCharCode(65 + names.size))
+              return names.get(jid)!
+            })
+          )
+        }
+        assert.deepStrictEqual(shape(queued.lockSteps()), ["queue A", "queue B -> A", "queue C"])
+        assert.deepStrictEqual(shape(effectAdds.lockSteps()), shape(queued.lockSteps()))
+        assert.strictEqual(effectAdds.lockSteps()[0], `queue ${jids[0]}`)
+        // Anything else than a Tracer is refused at make, named.
+        const refused = yield* Effect.flip(Effect.try({
+          try: () => UniqueQueue.make(queue, { lock: "until_executed", tracer: {} as Tracer.Tracer }),
+          catch: (error) => error as LockOptions.InvalidLockOptions
+        }))
+        assert.include(refused.message, "tracer: expected an Effect Tracer")
+      }), 60_000)
   })
 })

@@ -31,6 +31,7 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Tracer from "effect/Tracer"
 import * as Defaults from "../Defaults.js"
 import * as History from "../History.js"
 import * as BullOptions from "../internal/bullmqOptions.js"
@@ -78,6 +79,14 @@ export interface Options<DataType = unknown> extends JobOptions<DataType> {
    * configured the same way compute the same digests.
    */
   readonly defaults?: Defaults.Input | undefined
+  /**
+   * The Effect tracer its spans go to (for OpenTelemetry, `@effect/opentelemetry`'s `Tracer.make` run with an
+   * `OtelTracer`: see the Telemetry page). This face runs its own runtime, so a tracer installed elsewhere never
+   * reaches it. With one that records, every call runs through the Effect middleware and makes the spans the Effect
+   * face makes: a hold keeps its span's context, and a duplicate it refuses, here or on the Effect face, links to it.
+   * Default none: no span is made.
+   */
+  readonly tracer?: Tracer.Tracer | undefined
   /**
    * Count this queue's locks into the admin UI's metrics (`History.layer` on the lock prefix: one script call every
    * 10 s, whatever the number of jobs). Default true; false writes nothing of the kind.
@@ -319,11 +328,15 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
     const reason = `expected lock options like { lock: "until_executed" }, got ${LockOptions.describeValue(options)}`
     throw LockOptions.invalidOptions([{ field: "options", reason }])
   }
-  const { deadLetter, defaults, history, jobs, redis, ...base } = options
+  const { deadLetter, defaults, history, jobs, redis, tracer, ...base } = options
   if (history !== undefined && typeof history !== "boolean") {
     throw LockOptions.invalidOptions([{ field: "history", reason: `expected true or false, got ${LockOptions.describeValue(history)}` }])
   }
   const found: Array<Issue> = []
+  if (tracer !== undefined && !(LockOptions.isRecord(tracer) && Tracer.TracerTypeId in tracer)) {
+    const reason = `expected an Effect Tracer (Tracer.make, or @effect/opentelemetry's), got ${LockOptions.describeValue(tracer)}`
+    found.push({ field: "tracer", reason })
+  }
   const fallback = issuesOf(definitionOf(base, undefined), found)
   const named = new Map<string, LockOptions.Definition>()
   if (jobs !== undefined && !LockOptions.isRecord(jobs)) {
@@ -392,6 +405,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
   const layer = Layer.mergeAll(
     BullMQ.layer(queue, { deadLetter }),
     Layer.succeed(Defaults.Defaults, settings),
+    tracer === undefined ? Layer.empty : Layer.setTracer(tracer),
     // The prefix is decoded already: the layer cannot fail.
     history === false ? Layer.empty : Layer.orDie(History.layer({ prefix: Defaults.resolve(fallback, settings).lockPrefix })),
     // Every prefix's layout checked at the build: a process configured otherwise fails its first call, runs nothing.
