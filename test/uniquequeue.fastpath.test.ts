@@ -177,9 +177,14 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
             const warm: ReadonlyArray<Step> = [{ _tag: "add", n: 0 }, { _tag: "add", n: 0 }]
             for (const s of [...warm, ...steps]) {
               if (s._tag === "run") {
+                // The same hold times recorded (unique_jobs_lock_hold_time_ms, the same labels) on either face.
+                const holds = () => Effect.runSync(Metric.value(Metrics.holdTime)).count
+                const before = holds()
                 const a = yield* runOne(workerA, processorA as never, s.fail)
+                const heldA = holds() - before
                 const b = yield* runOne(workerB, processorB, s.fail)
                 assert.strictEqual(a, b, `run: ${JSON.stringify(steps)}`)
+                assert.strictEqual(heldA, holds() - before - heldA, `hold times: ${JSON.stringify(steps)}`)
                 continue
               }
               const a = yield* Effect.promise(() =>
