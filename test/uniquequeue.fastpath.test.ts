@@ -17,7 +17,6 @@ import * as fc from "effect/FastCheck"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Metric from "effect/Metric"
-import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
@@ -31,6 +30,7 @@ import * as Redis from "../src/Redis.js"
 import type * as Strategy from "../src/Strategy.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
+import { recording } from "./support/tracing.js"
 import { type Data, downLockRedisQueue, lockKeys, proxiedUniqueQueue, rejection, sleep, uniqueQueue } from "./support/uniquequeue.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
@@ -693,58 +693,18 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
   })
 })
 
-// Every recorded span, whichever tracer made it: a link may point at a span another face's tracer made.
-const everySpan: Array<{ readonly spanId: string; readonly attributes: Map<string, unknown> }> = []
-let spanCount = 0
-
-/** A tracer that keeps the name, ids, attributes and links of every span it makes. */
-const recording = () => {
-  const spans: Array<{
-    readonly name: string
-    readonly spanId: string
-    readonly attributes: Map<string, unknown>
-    readonly links: Array<Tracer.SpanLink>
-  }> = []
-  const tracer = Tracer.make({
-    span: (name, parent, context, links, startTime, kind) => {
-      const attributes = new Map<string, unknown>()
-      const kept: Array<Tracer.SpanLink> = [...links]
-      const traceId = Option.isSome(parent) ? parent.value.traceId : (++spanCount).toString(16).padStart(32, "0")
-      const spanId = (++spanCount).toString(16).padStart(16, "0")
-      spans.push({ name, spanId, attributes, links: kept })
-      everySpan.push({ spanId, attributes })
-      return {
-        _tag: "Span",
-        name,
-        spanId,
-        traceId,
-        parent,
-        context,
-        status: { _tag: "Started", startTime },
-        attributes,
-        links: kept,
-        sampled: true,
-        kind,
-        end: () => {},
-        attribute: (key, value) => void attributes.set(key, value),
-        event: () => {},
-        addLinks: (more) => void kept.push(...more)
-      }
-    },
-    context: (f) => f()
+// The lock steps' spans a tracer recorded, as `<phase> <jid> -> <the jids of the holds its links point at>`; a link
+// may point at a span another tracer (the other face's) recorded.
+const lockSteps = (recorded: ReturnType<typeof recording>, ...others: ReadonlyArray<ReturnType<typeof recording>>) =>
+  recorded.spans.filter((span) => span.name === "UniqueJobs.lock" || span.name === "UniqueJobs.handoff").map((span) => {
+    const every = [recorded, ...others].flatMap((r) => r.spans)
+    const holders = span.links.map((link) =>
+      every.find((held) => held.spanId === link.span.spanId)?.attributes.get("unique_jobs.jid") ?? "unknown"
+    )
+    return `${String(span.attributes.get("unique_jobs.phase"))} ${String(span.attributes.get("unique_jobs.jid"))}${
+      holders.length === 0 ? "" : ` -> ${holders.join(",")}`
+    }`
   })
-  // The lock steps' spans, as `<phase> <jid> -> <the jids of the holds its links point at>`.
-  const lockSteps = () =>
-    spans.filter((span) => span.name === "UniqueJobs.lock" || span.name === "UniqueJobs.handoff").map((span) => {
-      const holders = span.links.map((link) =>
-        everySpan.find((held) => held.spanId === link.span.spanId)?.attributes.get("unique_jobs.jid") ?? "unknown"
-      )
-      return `${String(span.attributes.get("unique_jobs.phase"))} ${String(span.attributes.get("unique_jobs.jid"))}${
-        holders.length === 0 ? "" : ` -> ${holders.join(",")}`
-      }`
-    })
-  return { tracer, lockSteps }
-}
 
 describe("UniqueQueue under a recording tracer (its tracer option), beside the Effect face", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
@@ -810,8 +770,8 @@ describe("UniqueQueue under a recording tracer (its tracer option), beside the E
         assert.isUndefined(yield* Effect.promise(() => processorB(third, "t2")), "refused on the Effect face")
         release()
         assert.strictEqual(yield* Effect.promise(() => holding), "done")
-        assert.deepStrictEqual(promiseFace.lockSteps(), ["run copy-0", "run copy-1 -> copy-0"])
-        assert.deepStrictEqual(effectFace.lockSteps(), ["run copy-2 -> copy-0"])
+        assert.deepStrictEqual(lockSteps(promiseFace), ["run copy-0", "run copy-1 -> copy-0"])
+        assert.deepStrictEqual(lockSteps(effectFace, promiseFace), ["run copy-2 -> copy-0"])
 
         // At enqueue: the same adds on each face make the same lock steps, and the duplicate links to its holder.
         const queued = recording()
@@ -851,9 +811,9 @@ describe("UniqueQueue under a recording tracer (its tracer option), beside the E
             })
           )
         }
-        assert.deepStrictEqual(shape(queued.lockSteps()), ["queue A", "queue B -> A", "queue C"])
-        assert.deepStrictEqual(shape(effectAdds.lockSteps()), shape(queued.lockSteps()))
-        assert.strictEqual(effectAdds.lockSteps()[0], `queue ${jids[0]}`)
+        assert.deepStrictEqual(shape(lockSteps(queued)), ["queue A", "queue B -> A", "queue C"])
+        assert.deepStrictEqual(shape(lockSteps(effectAdds)), shape(lockSteps(queued)))
+        assert.strictEqual(lockSteps(effectAdds)[0], `queue ${jids[0]}`)
         // Anything else than a Tracer is refused at make, named.
         const refused = yield* Effect.flip(Effect.try({
           try: () => UniqueQueue.make(queue, { lock: "until_executed", tracer: {} as Tracer.Tracer }),
