@@ -25,6 +25,7 @@ import * as Job from "../src/Job.js"
 import type * as LockType from "../src/LockType.js"
 import * as Metrics from "../src/Metrics.js"
 import * as Middleware from "../src/Middleware.js"
+import * as Locks from "../src/Locks.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import type * as Strategy from "../src/Strategy.js"
@@ -821,5 +822,89 @@ describe("UniqueQueue under a recording tracer (its tracer option), beside the E
         }))
         assert.include(refused.message, "tracer: expected an Effect Tracer")
       }), 60_000)
+  })
+})
+
+describe("UniqueQueue and the Effect face: an operator's revoke while the job's promise runs on", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("both faces keep the revoked place until the perform has returned: the same bodies in turn, LockLost, nothing left", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const options = { lock: "while_executing", lockLease: 1000, onConflict: { server: "reschedule" }, rescheduleDelay: 100 } as const
+        // One face's run: a job whose body runs on 2 s past the revoke (twice its lease) unless a second copy starts,
+        // and a second copy of it, rescheduled while the first holds. Answers what the bodies and BullMQ saw.
+        const face = (side: "promise" | "effect") =>
+          Effect.gen(function*() {
+            const name = Bull.uniqueName(`rv${side}`)
+            const queue = yield* Bull.queue(name)
+            const lockPrefix = RedisTest.uniquePrefix(`rv${side}`)
+            const events: Array<string> = []
+            const running = new Set<string>()
+            let revokedAt: number | undefined
+            const body = async (id: string) => {
+              if (id !== "first" && id !== "second") return "warm"
+              running.add(id)
+              events.push(`${id} started${running.size > 1 ? " beside another" : ""}`)
+              if (id === "first") {
+                while (revokedAt === undefined) await sleep(20)
+                while (Date.now() - revokedAt < 2000 && running.size === 1) await sleep(20)
+              }
+              running.delete(id)
+              events.push(`${id} ended`)
+              return "done"
+            }
+            let processor: (job: BullJob<Data>, token?: string) => Promise<unknown>
+            if (side === "promise") {
+              const unique = yield* Effect.acquireRelease(
+                Effect.sync(() =>
+                  UniqueQueue.make<Data>(queue, { ...options, lockPrefix, redis: { url: testRedis.source.url }, defaults: {}, history: false })
+                ),
+                (u) => Effect.promise(() => u.close())
+              )
+              // The first add builds the runtime: the jobs run on the hot path.
+              yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+              processor = unique.processor(async (job: BullJob<Data>) => body(job.id!))
+            } else {
+              const definition = Effect.runSync(LockOptions.make({ ...options, lockPrefix }))
+              const runtime = yield* Effect.acquireRelease(
+                Effect.sync(() =>
+                  ManagedRuntime.make(
+                    Layer.mergeAll(BullMQ.layer(queue), Defaults.layer({})).pipe(
+                      Layer.provideMerge(Redis.layer({ url: testRedis.source.url }))
+                    )
+                  )
+                ),
+                (r) => Effect.promise(() => r.dispose())
+              )
+              // An Effect perform over a promise that cannot be stopped: uninterruptible, so it too runs to its end.
+              processor = yield* Effect.promise(() =>
+                runtime.runPromise(
+                  BullMQ.processor({ definition }, (job) => Effect.uninterruptible(Effect.promise(() => body(job.id!))))
+                )
+              )
+            }
+            const failures: Array<string> = []
+            const worker = yield* Bull.worker(name, processor as never, { concurrency: 2 })
+            worker.on("failed", (job, error) => failures.push(`${job?.id} ${(error as { _tag?: string })._tag ?? error.message}`))
+            yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: "first", attempts: 1 }))
+            assert.isTrue(yield* Bull.until(Effect.sync(() => running.has("first"))))
+            yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: "second" }))
+            assert.isTrue(yield* Bull.until(Effect.promise(async () => (await queue.getJobState("second")) === "delayed")))
+            const removal = yield* Effect.flatMap(Locks.make({ prefix: lockPrefix }), (locks) =>
+              locks.deleteByPattern(`${lockPrefix}:*`)).pipe(Effect.provide(Redis.layer({ url: testRedis.source.url })))
+            revokedAt = Date.now()
+            events.push(`operator revoked ${removal.revoked.map((r) => r.jid).join(",")}`)
+            assert.isTrue(yield* Bull.until(Effect.promise(async () => (await queue.getJobState("second")) === "completed")))
+            return { events, failures, left: yield* RedisTest.keysWithoutTtl(lockPrefix) }
+          })
+        const promise = yield* face("promise")
+        const effect = yield* face("effect")
+        assert.deepStrictEqual(promise, effect)
+        assert.deepStrictEqual(promise, {
+          events: ["first started", "operator revoked first", "first ended", "second started", "second ended"],
+          failures: ["first LockLost"],
+          left: []
+        })
+      }), 90_000)
   })
 })
