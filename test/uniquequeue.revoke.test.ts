@@ -10,7 +10,9 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Locks from "../src/Locks.js"
+import * as Metrics from "../src/Metrics.js"
 import type * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as Bull from "./support/bullmq.js"
@@ -112,6 +114,43 @@ describe("UniqueQueue: a revoked holder keeps its place until its fn returns", (
           assert.strictEqual(yield* Effect.promise(() => second.getState()), "completed")
           assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [])
         }), { timeout: 90_000 })
+    }
+  })
+})
+
+describe("UniqueQueue: close's timeout ends the wait for a revoked fn", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    for (const takesSignal of [false, true]) {
+      it.scoped(`a revoked fn that never returns (${takesSignal ? "it ignores its signal" : "it takes none"}) keeps no close({ timeout }) waiting`, () =>
+        Effect.gen(function*() {
+          const { source } = yield* RedisTest.TestRedis
+          const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "while_executing", lockLease: 900 })
+          let release!: () => void
+          const never = new Promise<string>((resolve) => (release = () => resolve("late")))
+          yield* Effect.addFinalizer(() => Effect.sync(() => release()))
+          let started = false
+          const processor = takesSignal
+            ? unique.processor(async (_job, _token, _signal) => {
+              started = true
+              return never
+            })
+            : unique.processor(async () => {
+              started = true
+              return never
+            })
+          const worker = yield* Bull.worker(name, processor)
+          const lost = Metrics.lost.of("while_executing", "run")
+          const before = (yield* Metric.value(lost)).count
+          yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+          assert.isTrue(yield* Bull.until(Effect.sync(() => started)))
+          yield* Effect.flatMap(Locks.make({ prefix: lockPrefix }), (locks) => locks.deleteByPattern(`${lockPrefix}:*`)).pipe(
+            Effect.provide(Redis.layer({ url: source.url }))
+          )
+          assert.isTrue(yield* Bull.until(Effect.map(Metric.value(lost), (value) => value.count > before)), "told")
+          // Bounded by the timeout, not by the fn: the test's own limit catches a close that waits for it.
+          yield* Effect.promise(() => unique.close({ timeout: 500 }))
+          yield* Effect.promise(() => worker.close(true))
+        }), { timeout: 60_000 })
     }
   })
 })

@@ -275,11 +275,15 @@ const settle = <A>(exit: Exit.Exit<A, unknown>): A => {
 /**
  * A processor's `fn` as an effect. Interrupted because its run lock was lost (an operator revoked it), it waits for
  * `fn`'s promise to settle before the lock is released: nothing stops a promise, so the lock's place is kept (the lease
- * keeper renews it with `keep`) until `fn` has returned, and no second copy starts beside it. Any other interruption
- * (close's timeout, `worker.cancelJob`) ends at once. `fn` is given a signal, aborted on any interruption, only when
- * it takes one.
+ * keeper renews it with `keep`) until `fn` has returned, and no second copy starts beside it, unless close's timeout
+ * passes first (`cut`). Any other interruption (close's timeout, `worker.cancelJob`) ends at once. `fn` is given a
+ * signal, aborted on any interruption, only when it takes one.
  */
-const untilReturned = <A>(f: (signal: AbortSignal | undefined) => Promise<A> | A, withSignal: boolean) =>
+const untilReturned = <A>(
+  f: (signal: AbortSignal | undefined) => Promise<A> | A,
+  withSignal: boolean,
+  cut: Promise<void>
+) =>
   Effect.async<A, unknown>((resume) => {
     const controller = withSignal ? new AbortController() : undefined
     let settled: Promise<unknown>
@@ -294,7 +298,7 @@ const untilReturned = <A>(f: (signal: AbortSignal | undefined) => Promise<A> | A
     }
     return Effect.flatMap(FiberRef.get(Lock.currentBoundary), (boundary) => {
       controller?.abort()
-      return boundary?.lost === undefined ? Effect.void : Effect.promise(() => settled)
+      return boundary?.lost === undefined ? Effect.void : Effect.promise(() => Promise.race([settled, cut]))
     })
   })
 
@@ -450,6 +454,9 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
   // Set when close's timeout passes: a job's fiber started after it is interrupted at once, as it would have been had
   // it been running.
   let cancelled = false
+  // Settles then too: a revoked job waiting for its fn to return (untilReturned) waits no longer.
+  let timeoutPassed!: () => void
+  const timedOut = new Promise<void>((resolve) => (timeoutPassed = resolve))
   const settledAll = (): Promise<void> =>
     inFlight.size === 0 ? Promise.resolve() : new Promise((resolve) => drained.push(resolve))
   const finished = (entry: Cancellable) => {
@@ -696,8 +703,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
       )(
         (job) => defined(job.name),
         takesSignal
-          ? (job, _, token) => untilReturned((abort) => fn(job, token, abort!), true)
-          : (job, _, token) => untilReturned(() => untilDone(job, token), false)
+          ? (job, _, token) => untilReturned((abort) => fn(job, token, abort!), true, timedOut)
+          : (job, _, token) => untilReturned(() => untilDone(job, token), false, timedOut)
       )
       // A job for a fn that takes no signal, of any lock type but until_and_while_executing: run with no fiber
       // (internal/hotPath). Cancelled by close's timeout as its fiber would be: its run lock released, it fails as
@@ -831,6 +838,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
           clearTimeout(timer)
           if (first === "passed") {
             cancelled = true
+            timeoutPassed()
             for (const entry of inFlight) entry.cancel()
             await settledAll()
           }
