@@ -6,6 +6,6 @@ local lease = whole(ARGV[2], 'lease', 1)
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current and not KEYS[2] then return 0 end
 local ms = now()
-local renewed = renew_entry(KEYS[1], ARGV[1], current, ARGV[3], lease, ms)
+local renewed = renew_entry(KEYS[1], ARGV[1], current, ARGV[3], lease, ms, false)
 if renewed == 0 and KEYS[2] then log_event(KEYS[2], ms, 'lost', ARGV[1], 'run') end
 return renewed

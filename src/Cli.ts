@@ -88,7 +88,8 @@ const dryRun = Options.boolean("dry-run").pipe(
 // What revoking does to a running job, said by each command that may do it.
 const revokeHelp = "A running job's run lock is revoked, not removed, so no second copy starts while it may still " +
   "run: the job learns it at its next lease renewal (within a third of its lease), its perform is interrupted and " +
-  "it fails with LockLost (BullMQ retries it if it has attempts left); then the lock frees."
+  "it fails with LockLost (BullMQ retries it if it has attempts left); then the lock frees. A perform that does not " +
+  "stop (a processor's function that ignores its signal) keeps the lock, still revoked, until it returns."
 
 const print = (asJson: boolean, value: unknown, table: () => string) =>
   Console.log(asJson ? JSON.stringify(value) : table())

@@ -21,7 +21,9 @@ export type {
   /**
    * What `delete`, `unlock` and a page of `deleteByPattern` did: holders `removed` at once, run-lock holders
    * `revoked` (their lease was live: each keeps its place until it lets go, or until `leaseUntil` if it died, and is
-   * told at its next renewal, a third of its lease at most, that it lost the lock), and locks `refused`.
+   * told at its next renewal, a third of its lease at most, that it lost the lock; a perform that runs on after that,
+   * a Promise that ignores its signal, keeps the place, renewed and still revoked, until it returns), and locks
+   * `refused`.
    *
    * @since 0.1.0
    * @category models

@@ -377,6 +377,35 @@ for (const store of stores) {
           assert.deepStrictEqual(yield* events(off.definition, off.digest), [])
         }))
 
+      it.effect("a revoked run hold: a renewal refuses it; one with keep (its holder runs on) moves its lease, still revoked; a gone hold refuses both", () =>
+        Effect.gen(function*() {
+          const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 60_000, lockEvents: true })
+          const redis = yield* Redis.RedisService
+          const lock = Lock.keyOf(definition, digest, "run")
+          const taken = yield* Lock.lock(definition, { digest, jid: "r", phase: "run" })
+          const removal = yield* redis.remove([lock], { who: "ops" })
+          assert.deepStrictEqual(removal.revoked.map((r) => r.jid), ["r"])
+          const renewal = { lock, jid: "r", leaseMs: 120_000, fence: taken.fence, events: true }
+          assert.deepStrictEqual(yield* redis.renewAll([renewal]), [false])
+          const before = (yield* holders(definition, digest, "run"))[0]!
+          assert.deepStrictEqual(yield* redis.renewAll([{ ...renewal, keep: true }]), [true])
+          const [after] = yield* holders(definition, digest, "run")
+          assert.isAbove(after!.leaseUntil!, before.leaseUntil!, "the lease moved")
+          assert.strictEqual(after!.revokedAt, before.revokedAt, "still revoked")
+          // The place still blocks another copy; a stale acquisition's keep renews nothing; a keep refusal logs nothing.
+          yield* conflictOf(Lock.lock(definition, { digest, jid: "other", phase: "run" }))
+          assert.deepStrictEqual(yield* redis.renewAll([{ ...renewal, fence: taken.fence + 1, keep: true }]), [false])
+          assert.isTrue(yield* redis.unlock(lock, "r", taken.fence, true))
+          assert.deepStrictEqual(yield* redis.renewAll([{ ...renewal, keep: true }]), [false])
+          assert.deepStrictEqual(yield* kinds(definition, digest), [
+            "released r run",
+            "refused other run r",
+            "lost r run",
+            "revoked r run ops",
+            "taken r run"
+          ])
+        }))
+
       it.effect("lockEvents: the reaper logs each ended holder it removes as reaped, only where a log exists", () =>
         Effect.gen(function*() {
           const options = { lock: "while_executing", lockLease: 1000, lockLimit: 2 } as const

@@ -7,62 +7,14 @@
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
-import * as Option from "effect/Option"
-import * as Tracer from "effect/Tracer"
 import * as Lock from "../src/Lock.js"
 import * as Locks from "../src/Locks.js"
 import * as Metrics from "../src/Metrics.js"
 import * as LockOptions from "../src/Options.js"
 import * as Reaper from "../src/Reaper.js"
 import * as RedisTest from "./support/redis.js"
+import { recording } from "./support/tracing.js"
 
-interface Recorded {
-  readonly name: string
-  readonly kind: Tracer.SpanKind
-  readonly attributes: Map<string, unknown>
-  readonly links: Array<Tracer.SpanLink>
-  readonly traceId: string
-  readonly spanId: string
-}
-
-/** A tracer that keeps every span it makes. */
-const recording = () => {
-  const spans: Array<Recorded> = []
-  let n = 0
-  const tracer = Tracer.make({
-    span: (name, parent, context, links, startTime, kind) => {
-      const attributes = new Map<string, unknown>()
-      const kept: Array<Tracer.SpanLink> = [...links]
-      const traceId = Option.isSome(parent) ? parent.value.traceId : (++n).toString(16).padStart(32, "0")
-      const spanId = (++n).toString(16).padStart(16, "0")
-      spans.push({ name, kind, attributes, links: kept, traceId, spanId })
-      const span: Tracer.Span = {
-        _tag: "Span",
-        name,
-        spanId,
-        traceId,
-        parent,
-        context,
-        status: { _tag: "Started", startTime },
-        attributes,
-        links: kept,
-        sampled: true,
-        kind,
-        end: () => {},
-        attribute: (key, value) => {
-          attributes.set(key, value)
-        },
-        event: () => {},
-        addLinks: (more) => {
-          kept.push(...more)
-        }
-      }
-      return span
-    },
-    context: (f) => f()
-  })
-  return { spans, tracer }
-}
 
 const count = (metric: Metric.Metric.Counter<number>) => Effect.map(Metric.value(metric), (state) => state.count)
 

@@ -17,6 +17,7 @@ import * as fc from "effect/FastCheck"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Metric from "effect/Metric"
+import * as Tracer from "effect/Tracer"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Defaults from "../src/Defaults.js"
@@ -24,11 +25,13 @@ import * as Job from "../src/Job.js"
 import type * as LockType from "../src/LockType.js"
 import * as Metrics from "../src/Metrics.js"
 import * as Middleware from "../src/Middleware.js"
+import * as Locks from "../src/Locks.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import type * as Strategy from "../src/Strategy.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
+import { recording } from "./support/tracing.js"
 import { type Data, downLockRedisQueue, lockKeys, proxiedUniqueQueue, rejection, sleep, uniqueQueue } from "./support/uniquequeue.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
@@ -175,9 +178,14 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
             const warm: ReadonlyArray<Step> = [{ _tag: "add", n: 0 }, { _tag: "add", n: 0 }]
             for (const s of [...warm, ...steps]) {
               if (s._tag === "run") {
+                // The same hold times recorded (unique_jobs_lock_hold_time_ms, the same labels) on either face.
+                const holds = () => Effect.runSync(Metric.value(Metrics.holdTime)).count
+                const before = holds()
                 const a = yield* runOne(workerA, processorA as never, s.fail)
+                const heldA = holds() - before
                 const b = yield* runOne(workerB, processorB, s.fail)
                 assert.strictEqual(a, b, `run: ${JSON.stringify(steps)}`)
+                assert.strictEqual(heldA, holds() - before - heldA, `hold times: ${JSON.stringify(steps)}`)
                 continue
               }
               const a = yield* Effect.promise(() =>
@@ -503,7 +511,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.isAtLeast(jobs.length, 2, "the warm-up job and the adds that landed")
       }), 60_000)
 
-    it.scoped("a hot-path run lock deleted while its job runs (a fn without a signal): the job fails LockLost at once", () =>
+    it.scoped("a hot-path run lock deleted while its job runs (a fn without a signal): the job fails LockLost once its fn returns", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
@@ -515,6 +523,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         yield* Effect.addFinalizer(() => Effect.promise(() => unique.close({ timeout: 1000 }).catch(() => undefined)))
         let release!: () => void
         const gate = new Promise<void>((resolve) => (release = resolve))
+        yield* Effect.addFinalizer(() => Effect.sync(() => release()))
         let started!: () => void
         const running = new Promise<void>((resolve) => (started = resolve))
         yield* Bull.worker(name, unique.processor(async (job: BullJob<Data>) => {
@@ -531,15 +540,20 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         yield* Effect.promise(() => running)
         const [runLock] = yield* lockKeys(lockPrefix)
         assert.strictEqual(runLock, `${added.digest}:RUN:LOCKED`)
+        const lost = Metrics.lost.of("while_executing", "run")
+        const before = (yield* Metric.value(lost)).count
         yield* Effect.promise(() => raw.del(runLock!))
-        // Told at the next renewal (a third of the lease), while its fn still runs: the job fails for good.
+        // Told at the next renewal (a third of the lease), while its fn still runs: the job stays active until its fn
+        // has returned (nothing can stop it), then fails for good.
+        assert.isTrue(yield* Bull.until(Effect.map(Metric.value(lost), (value) => value.count > before)), "the loss was told")
+        assert.strictEqual(yield* Effect.promise(() => queue.getJobState(added.job.jid)), "active", "its fn still runs")
+        release()
         assert.isTrue(
           yield* Bull.until(Effect.promise(async () => (await queue.getJobState(added.job.jid)) === "failed")),
-          "the job failed while its fn still ran"
+          "the job failed once its fn had returned"
         )
         const job = yield* Effect.promise(() => queue.getJob(added.job.jid))
         assert.include(job?.failedReason ?? "", "lost its lock")
-        release()
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "nothing is left held")
       }), 30_000)
 
@@ -677,5 +691,220 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
           )
         }))
     }
+  })
+})
+
+// The lock steps' spans a tracer recorded, as `<phase> <jid> -> <the jids of the holds its links point at>`; a link
+// may point at a span another tracer (the other face's) recorded.
+const lockSteps = (recorded: ReturnType<typeof recording>, ...others: ReadonlyArray<ReturnType<typeof recording>>) =>
+  recorded.spans.filter((span) => span.name === "UniqueJobs.lock" || span.name === "UniqueJobs.handoff").map((span) => {
+    const every = [recorded, ...others].flatMap((r) => r.spans)
+    const holders = span.links.map((link) =>
+      every.find((held) => held.spanId === link.span.spanId)?.attributes.get("unique_jobs.jid") ?? "unknown"
+    )
+    return `${String(span.attributes.get("unique_jobs.phase"))} ${String(span.attributes.get("unique_jobs.jid"))}${
+      holders.length === 0 ? "" : ` -> ${holders.join(",")}`
+    }`
+  })
+
+describe("UniqueQueue under a recording tracer (its tracer option), beside the Effect face", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("a refused duplicate's span links to its holder's on both faces: at enqueue, and while a worker runs, across the faces", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const connection = yield* Bull.connection
+        const name = Bull.uniqueName("trace")
+        const queue = yield* Bull.queue(name)
+        const lockPrefix = RedisTest.uniquePrefix("trace")
+        const promiseFace = recording()
+        const effectFace = recording()
+        const options = { lock: "while_executing", lockPrefix } as const
+        const unique = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            UniqueQueue.make<Data>(queue, {
+              ...options,
+              redis: { url: testRedis.source.url },
+              defaults: {},
+              history: false,
+              tracer: promiseFace.tracer
+            })
+          ),
+          (u) => Effect.promise(() => u.close())
+        )
+        const definition = Effect.runSync(LockOptions.make(options))
+        const runtime = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            ManagedRuntime.make(
+              Layer.mergeAll(BullMQ.layer(queue), Defaults.layer({}), Layer.setTracer(effectFace.tracer)).pipe(
+                Layer.provideMerge(Redis.layer({ url: testRedis.source.url }))
+              )
+            )
+          ),
+          (r) => Effect.promise(() => r.dispose())
+        )
+        let release!: () => void
+        const gate = new Promise<void>((resolve) => (release = resolve))
+        yield* Effect.addFinalizer(() => Effect.sync(() => release()))
+        let started!: () => void
+        const running = new Promise<void>((resolve) => (started = resolve))
+        const processorA = unique.processor(async () => {
+          started()
+          await gate
+          return "done"
+        })
+        const processorB = yield* Effect.promise(() =>
+          runtime.runPromise(BullMQ.processor({ definition }, () => Effect.succeed("done")))
+        )
+        const worker = yield* Effect.acquireRelease(
+          Effect.sync(() => new Worker(name, null, { connection, ...Bull.prefix, autorun: false })),
+          (w) => Effect.promise(() => w.close())
+        )
+        // Three copies of one job: the Promise face runs the first; a copy meets its run lock on each face.
+        for (let i = 0; i < 3; i++) yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: `copy-${i}` }))
+        const next = (token: string) => Effect.promise(() => worker.getNextJob(token, { block: false }))
+        const first = (yield* next("t0"))!
+        const holding = processorA(first as BullJob<Data>, "t0")
+        yield* Effect.promise(() => running)
+        const second = (yield* next("t1"))!
+        assert.isUndefined(yield* Effect.promise(() => processorA(second as BullJob<Data>, "t1")), "refused on the Promise face")
+        const third = (yield* next("t2"))!
+        assert.isUndefined(yield* Effect.promise(() => processorB(third, "t2")), "refused on the Effect face")
+        release()
+        assert.strictEqual(yield* Effect.promise(() => holding), "done")
+        assert.deepStrictEqual(lockSteps(promiseFace), ["run copy-0", "run copy-1 -> copy-0"])
+        assert.deepStrictEqual(lockSteps(effectFace, promiseFace), ["run copy-2 -> copy-0"])
+
+        // At enqueue: the same adds on each face make the same lock steps, and the duplicate links to its holder.
+        const queued = recording()
+        const producer = yield* uniqueQueue({ lock: "until_executed", history: false }, {})
+        const traced = UniqueQueue.make<Data>(producer.queue, {
+          lock: "until_executed",
+          lockPrefix: producer.lockPrefix,
+          redis: { url: testRedis.source.url },
+          defaults: {},
+          history: false,
+          tracer: queued.tracer
+        })
+        yield* Effect.addFinalizer(() => Effect.promise(() => traced.close()))
+        const tags = yield* Effect.forEach([1, 1, 2], (n) => Effect.promise(() => traced.add("Work", { n }).then((o) => o._tag)))
+        assert.deepStrictEqual(tags, ["Enqueued", "Skipped", "Enqueued"])
+        const effectAdds = recording()
+        const twin = Effect.runSync(LockOptions.make({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("trace") }))
+        const jids: Array<string> = []
+        for (const n of [1, 1, 2]) {
+          const job = Job.make({ worker: "Work", queue: name, args: [{ n }] })
+          jids.push(job.jid)
+          yield* Effect.promise(() =>
+            runtime.runPromise(
+              Middleware.client(twin)(job, (stamped) => Effect.flatMap(BullMQ.BullMQ, (bull) => bull.add(stamped))).pipe(
+                Effect.withTracer(effectAdds.tracer)
+              )
+            )
+          )
+        }
+        // Each jid named by the order it first appears in: the two faces' jids differ, their shapes must not.
+        const shape = (steps: ReadonlyArray<string>) => {
+          const names = new Map<string, string>()
+          return steps.map((step) =>
+            step.replace(/(?<=^\w+ )\S+|(?<=-> )\S+/g, (jid) => {
+              if (!names.has(jid)) names.set(jid, String.fromCharCode(65 + names.size))
+              return names.get(jid)!
+            })
+          )
+        }
+        assert.deepStrictEqual(shape(lockSteps(queued)), ["queue A", "queue B -> A", "queue C"])
+        assert.deepStrictEqual(shape(lockSteps(effectAdds)), shape(lockSteps(queued)))
+        assert.strictEqual(lockSteps(effectAdds)[0], `queue ${jids[0]}`)
+        // Anything else than a Tracer is refused at make, named.
+        const refused = yield* Effect.flip(Effect.try({
+          try: () => UniqueQueue.make(queue, { lock: "until_executed", tracer: {} as Tracer.Tracer }),
+          catch: (error) => error as LockOptions.InvalidLockOptions
+        }))
+        assert.include(refused.message, "tracer: expected an Effect Tracer")
+      }), 60_000)
+  })
+})
+
+describe("UniqueQueue and the Effect face: an operator's revoke while the job's promise runs on", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("both faces keep the revoked place until the perform has returned: the same bodies in turn, LockLost, nothing left", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const options = { lock: "while_executing", lockLease: 1000, onConflict: { server: "reschedule" }, rescheduleDelay: 100 } as const
+        // One face's run: a job whose body runs on 2 s past the revoke (twice its lease) unless a second copy starts,
+        // and a second copy of it, rescheduled while the first holds. Answers what the bodies and BullMQ saw.
+        const face = (side: "promise" | "effect") =>
+          Effect.gen(function*() {
+            const name = Bull.uniqueName(`rv${side}`)
+            const queue = yield* Bull.queue(name)
+            const lockPrefix = RedisTest.uniquePrefix(`rv${side}`)
+            const events: Array<string> = []
+            const running = new Set<string>()
+            let revokedAt: number | undefined
+            const body = async (id: string) => {
+              if (id !== "first" && id !== "second") return "warm"
+              running.add(id)
+              events.push(`${id} started${running.size > 1 ? " beside another" : ""}`)
+              if (id === "first") {
+                while (revokedAt === undefined) await sleep(20)
+                while (Date.now() - revokedAt < 2000 && running.size === 1) await sleep(20)
+              }
+              running.delete(id)
+              events.push(`${id} ended`)
+              return "done"
+            }
+            let processor: (job: BullJob<Data>, token?: string) => Promise<unknown>
+            if (side === "promise") {
+              const unique = yield* Effect.acquireRelease(
+                Effect.sync(() =>
+                  UniqueQueue.make<Data>(queue, { ...options, lockPrefix, redis: { url: testRedis.source.url }, defaults: {}, history: false })
+                ),
+                (u) => Effect.promise(() => u.close())
+              )
+              // The first add builds the runtime: the jobs run on the hot path.
+              yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
+              processor = unique.processor(async (job: BullJob<Data>) => body(job.id!))
+            } else {
+              const definition = Effect.runSync(LockOptions.make({ ...options, lockPrefix }))
+              const runtime = yield* Effect.acquireRelease(
+                Effect.sync(() =>
+                  ManagedRuntime.make(
+                    Layer.mergeAll(BullMQ.layer(queue), Defaults.layer({})).pipe(
+                      Layer.provideMerge(Redis.layer({ url: testRedis.source.url }))
+                    )
+                  )
+                ),
+                (r) => Effect.promise(() => r.dispose())
+              )
+              // An Effect perform over a promise that cannot be stopped: uninterruptible, so it too runs to its end.
+              processor = yield* Effect.promise(() =>
+                runtime.runPromise(
+                  BullMQ.processor({ definition }, (job) => Effect.uninterruptible(Effect.promise(() => body(job.id!))))
+                )
+              )
+            }
+            const failures: Array<string> = []
+            const worker = yield* Bull.worker(name, processor as never, { concurrency: 2 })
+            worker.on("failed", (job, error) => failures.push(`${job?.id} ${(error as { _tag?: string })._tag ?? error.message}`))
+            yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: "first", attempts: 1 }))
+            assert.isTrue(yield* Bull.until(Effect.sync(() => running.has("first"))))
+            yield* Effect.promise(() => queue.add("Work", { n: 1 }, { jobId: "second" }))
+            assert.isTrue(yield* Bull.until(Effect.promise(async () => (await queue.getJobState("second")) === "delayed")))
+            const removal = yield* Effect.flatMap(Locks.make({ prefix: lockPrefix }), (locks) =>
+              locks.deleteByPattern(`${lockPrefix}:*`)).pipe(Effect.provide(Redis.layer({ url: testRedis.source.url })))
+            revokedAt = Date.now()
+            events.push(`operator revoked ${removal.revoked.map((r) => r.jid).join(",")}`)
+            assert.isTrue(yield* Bull.until(Effect.promise(async () => (await queue.getJobState("second")) === "completed")))
+            return { events, failures, left: yield* RedisTest.keysWithoutTtl(lockPrefix) }
+          })
+        const promise = yield* face("promise")
+        const effect = yield* face("effect")
+        assert.deepStrictEqual(promise, effect)
+        assert.deepStrictEqual(promise, {
+          events: ["first started", "operator revoked first", "first ended", "second started", "second ended"],
+          failures: ["first LockLost"],
+          left: []
+        })
+      }), 90_000)
   })
 })

@@ -65,6 +65,73 @@ describe("UniqueQueue: the admin UI's metrics", () => {
   })
 })
 
+// What tsc accepts and refuses of `lockArgs` on `UniqueQueue.make<Data>` (checked by `npm run typecheck`, which
+// includes this file): it is given the job's arguments, `[data]`, typed as the queue's data.
+interface Order {
+  readonly account: number
+  readonly note: string
+}
+export const typedLockArgs = (queue: Queue) => [
+  UniqueQueue.make<Order>(queue, { lock: "until_executed", lockArgs: ([order]) => order.account }),
+  UniqueQueue.make<Order>(queue, {
+    lock: "until_executed",
+    jobs: { rebuild: { lock: "while_executing", lockArgs: ([order]) => [order.account, order.note.length] } }
+  }),
+  // @ts-expect-error an Order has no `id`
+  UniqueQueue.make<Order>(queue, { lock: "until_executed", lockArgs: ([order]) => order.id }),
+  // @ts-expect-error account is a number
+  UniqueQueue.make<Order>(queue, { lock: "until_executed", jobs: { a: { lockArgs: ([order]) => order.account.trim() } } })
+]
+
+describe("UniqueQueue: lockArgs", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("is given [data], typed as the queue's data: what it selects is what makes a duplicate", () =>
+      Effect.gen(function*() {
+        const { source } = yield* RedisTest.TestRedis
+        const queue = yield* Bull.queue(Bull.uniqueName("uqargs"))
+        const unique = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            UniqueQueue.make<Order>(queue, {
+              lock: "until_executed",
+              lockArgs: ([order]) => order.account,
+              lockPrefix: RedisTest.uniquePrefix("uqargs"),
+              redis: { url: source.url },
+              defaults: {},
+              history: false
+            })
+          ),
+          (u) => Effect.promise(() => u.close())
+        )
+        const answers = yield* Effect.forEach(
+          [{ account: 1, note: "a" }, { account: 1, note: "b" }, { account: 2, note: "a" }],
+          (order) => Effect.promise(() => unique.add("Work", order).then((outcome) => outcome._tag))
+        )
+        assert.deepStrictEqual(answers, ["Enqueued", "Skipped", "Enqueued"])
+      }))
+  })
+})
+
+describe("UniqueQueue: adds reach BullMQ in call order", () => {
+  layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
+    it.scoped("the first burst on a new UniqueQueue (the runtime still building), and the next, arrive in call order", () =>
+      Effect.gen(function*() {
+        const { queue, unique } = yield* uniqueQueue({ lock: "until_executed", history: false })
+        const order = (from: number) =>
+          Effect.promise(async () =>
+            (await queue.getJobs(["waiting"], 0, -1, true)).map((job) => (job.data as Data).n).filter((n) => n >= from)
+          )
+        const burst = (from: number) =>
+          Effect.promise(() => Promise.all(Array.from({ length: 10 }, (_, i) => unique.add("Work", { n: from + i }))))
+        const first = yield* burst(1)
+        assert.deepStrictEqual(first.map((outcome) => outcome._tag), Array.from({ length: 10 }, () => "Enqueued"))
+        assert.deepStrictEqual(yield* order(1), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+        // Built by now: the hot path.
+        yield* burst(101)
+        assert.deepStrictEqual(yield* order(101), [101, 102, 103, 104, 105, 106, 107, 108, 109, 110])
+      }))
+  })
+})
+
 describe("UniqueQueue: ids the caller supplies", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     it.scoped("a jobId BullMQ keeps (completed) fails with JobIdTaken naming it and its state; no lock is left", () =>
@@ -423,7 +490,7 @@ describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
       }), 60_000)
 
-    it.scoped("a job whose run lock entry is removed while its fn runs fails LockLost at the keeper's next round, its fn still running", () =>
+    it.scoped("a job whose run lock entry is removed while its fn runs fails LockLost once its fn has returned, never completes", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { name, unique, lockPrefix } = yield* uniqueQueue({
@@ -459,10 +526,16 @@ describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
           (error: Error & { readonly _tag?: string }) => error._tag ?? error.message
         )
         yield* Effect.promise(() => running)
+        const lost = Metrics.lost.of("while_executing", "run")
+        const before = (yield* Metric.value(lost)).count
         yield* Effect.promise(() => raw.hdel(`${added.digest}:RUN:LOCKED`, added.job.jid))
-        // The keeper renews every third of the lease: the bound only catches a job never told of the loss.
+        // The keeper renews every third of the lease and tells the job; it answers once its fn has returned (nothing
+        // can stop a promise: a run lock still in place, revoked, stays until then).
+        assert.isTrue(yield* Bull.until(Effect.map(Metric.value(lost), (value) => value.count > before)), "the loss was told")
+        assert.strictEqual(yield* Effect.promise(() => orAfter(outcome, 0, "still running")), "still running")
+        release()
         assert.strictEqual(yield* Effect.promise(() => orAfter(outcome, 20_000, "still running")), "LockLost")
-        assert.isFalse(fnEnded, "the job failed while its fn still ran")
+        assert.isTrue(fnEnded, "the job failed once its fn had returned")
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "nothing is left held")
       }), 60_000)
 

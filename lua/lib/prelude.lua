@@ -11,8 +11,9 @@
 -- reaped as an orphan). t, x, l and f lead, so a pattern reads them without decoding JSON, whatever the info holds.
 -- An entry in any other shape (another library's, the gem's float timestamp) counts as gone: it never blocks a lock.
 -- A run lock's entry an operator revoked (remove.lua) carries ,"r":<revoked at> right after f: it still counts as a
--- holder until its lease passes (its holder may still run), but is never renewed, so its holder learns at its next
--- renewal that it lost the lock, and its release frees the place.
+-- holder until its lease passes (its holder may still run), and a renewal refuses it, so its holder learns at its
+-- next renewal that it lost the lock; its release frees the place. A holder whose perform runs on after that keeps the
+-- place by renewing with keep (renew_entry) until it has returned.
 --
 -- All or nothing: every call that can fail (argument checks, WRONGTYPE on any key) runs before the first write.
 
@@ -91,11 +92,16 @@ end
 -- token '0' renews whichever acquisition holds it. Returns 0 when the hold is gone: no entry, a foreign one, another
 -- acquisition's, or its lease or expiry already passed (another process may hold it now; renewing would hide that),
 -- or when an operator revoked it (its holder must stop; the entry keeps the place until it lets go or the lease ends).
+-- keep: the holder was told it lost the hold and its perform still runs (one that cannot be stopped: a Promise that
+-- ignores its signal); a revoked entry's lease then moves too, its mark kept, so its place lasts until the holder
+-- lets go and no second copy starts meanwhile. A hold gone otherwise is still 0.
 -- Nothing here can fail: its HSET goes to the key whose HGET (the caller's read of current) found a hash.
-local function renew_entry(key, jid, current, token, lease, now)
+local function renew_entry(key, jid, current, token, lease, now, keep)
   if not current then return 0 end
   local t, x, _, f, rest = parse(current)
-  if t == nil or (token ~= '0' and f ~= tonumber(token)) or not live(current, now) or revoked(rest) then return 0 end
+  if t == nil or (token ~= '0' and f ~= tonumber(token)) or not live(current, now) or (revoked(rest) and not keep) then
+    return 0
+  end
   local renewed = write_entry(key, jid, t, x, now + lease, rest)
   extend(key, horizon(renewed), now, false)
   return 1

@@ -25,10 +25,13 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Tracer from "effect/Tracer"
 import * as Defaults from "../Defaults.js"
 import * as History from "../History.js"
 import * as BullOptions from "../internal/bullmqOptions.js"
@@ -36,6 +39,7 @@ import * as HotPath from "../internal/hotPath.js"
 import * as Waits from "../internal/releaseWaits.js"
 import * as RedisOptions from "../internal/redisOptions.js"
 import * as Job from "../Job.js"
+import * as Lock from "../Lock.js"
 import { type JobQueue, QueueError } from "../JobQueue.js"
 import * as Middleware from "../Middleware.js"
 import * as LockOptions from "../Options.js"
@@ -44,10 +48,21 @@ import type * as Strategy from "../Strategy.js"
 import * as BullMQ from "./BullMQ.js"
 
 /**
+ * The lock options of a queue's jobs, with `lockArgs` given what BullMQ carries: the job's arguments are `[data]`.
+ *
  * @since 0.1.0
  * @category models
  */
-export interface Options extends LockOptions.Options {
+export interface JobOptions<DataType = unknown> extends Omit<LockOptions.Options, "lockArgs"> {
+  /** What counts for uniqueness (the gem's `lock_args_method`): given `[data]`, the job's data as the queue types it. */
+  readonly lockArgs?: ((args: readonly [DataType]) => unknown) | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<DataType = unknown> extends JobOptions<DataType> {
   /**
    * The Redis that holds the locks: `Redis.Options`, or `Redis.ClusterOptions` (`{ nodes }`) for Redis Cluster. Default:
    * the queue's own connection settings (url, or host, port, db, credentials, tls; a `Cluster`'s nodes and node
@@ -55,7 +70,7 @@ export interface Options extends LockOptions.Options {
    */
   readonly redis?: Redis.Options | Redis.ClusterOptions | undefined
   /** Other lock options for some job names; the rest use these. */
-  readonly jobs?: Readonly<Record<string, LockOptions.Options>> | undefined
+  readonly jobs?: Readonly<Record<string, JobOptions<DataType>>> | undefined
   /** Where rejected jobs go (default: a queue named `<queue>-dead`). */
   readonly deadLetter?: Queue | undefined
   /**
@@ -64,6 +79,14 @@ export interface Options extends LockOptions.Options {
    * configured the same way compute the same digests.
    */
   readonly defaults?: Defaults.Input | undefined
+  /**
+   * The Effect tracer its spans go to (for OpenTelemetry, `@effect/opentelemetry`'s `Tracer.make` run with an
+   * `OtelTracer`: see the Telemetry page). This face runs its own runtime, so a tracer installed elsewhere never
+   * reaches it. With one that records, every call runs through the Effect middleware and makes the spans the Effect
+   * face makes: a hold keeps its span's context, and a duplicate it refuses, here or on the Effect face, links to it.
+   * Default none: no span is made.
+   */
+  readonly tracer?: Tracer.Tracer | undefined
   /**
    * Count this queue's locks into the admin UI's metrics (`History.layer` on the lock prefix: one script call every
    * 10 s, whatever the number of jobs). Default true; false writes nothing of the kind.
@@ -236,9 +259,10 @@ const configIssues = (error: ConfigError.ConfigError): Array<Issue> => {
   }
 }
 
-const definitionOf = (options: LockOptions.Options, under: string | undefined) =>
+// A job's arguments here are always `[data]` (BullMQ carries one value): a lockArgs typed for that takes them all.
+const definitionOf = (options: JobOptions<never>, under: string | undefined) =>
   Either.mapLeft(
-    Effect.runSync(Effect.either(LockOptions.make(options))),
+    Effect.runSync(Effect.either(LockOptions.make(options as LockOptions.Options))),
     (error) => LockOptions.invalidOptions(error.issues, under)
   )
 
@@ -247,6 +271,36 @@ const settle = <A>(exit: Exit.Exit<A, unknown>): A => {
   if (Exit.isSuccess(exit)) return exit.value
   throw Cause.squash(exit.cause)
 }
+
+/**
+ * A processor's `fn` as an effect. Interrupted because its run lock was lost (an operator revoked it), it waits for
+ * `fn`'s promise to settle before the lock is released: nothing stops a promise, so the lock's place is kept (the lease
+ * keeper renews it with `keep`) until `fn` has returned, and no second copy starts beside it, unless close's timeout
+ * passes first (`cut`). Any other interruption (close's timeout, `worker.cancelJob`) ends at once. `fn` is given a
+ * signal, aborted on any interruption, only when it takes one.
+ */
+const untilReturned = <A>(
+  f: (signal: AbortSignal | undefined) => Promise<A> | A,
+  withSignal: boolean,
+  cut: Promise<void>
+) =>
+  Effect.async<A, unknown>((resume) => {
+    const controller = withSignal ? new AbortController() : undefined
+    let settled: Promise<unknown>
+    try {
+      settled = Promise.resolve(f(controller?.signal)).then(
+        (value) => resume(Effect.succeed(value)),
+        (cause: unknown) => resume(Effect.fail(cause))
+      )
+    } catch (cause) {
+      resume(Effect.fail(cause))
+      settled = Promise.resolve()
+    }
+    return Effect.flatMap(FiberRef.get(Lock.currentBoundary), (boundary) => {
+      controller?.abort()
+      return boundary?.lost === undefined ? Effect.void : Effect.promise(() => Promise.race([settled, cut]))
+    })
+  })
 
 // What close waits for, and how its timeout ends it.
 interface Cancellable {
@@ -269,7 +323,7 @@ const removalPage = 100
  * @since 0.1.0
  * @category constructors
  */
-export const make = <DataType = unknown>(queue: Queue, options: Options): UniqueQueue<DataType> => {
+export const make = <DataType = unknown>(queue: Queue, options: Options<DataType>): UniqueQueue<DataType> => {
   if (!isQueue(queue)) {
     const reason = `expected a BullMQ Queue, got ${LockOptions.describeValue(queue)}`
     throw LockOptions.invalidOptions([{ field: "queue", reason }])
@@ -278,11 +332,15 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
     const reason = `expected lock options like { lock: "until_executed" }, got ${LockOptions.describeValue(options)}`
     throw LockOptions.invalidOptions([{ field: "options", reason }])
   }
-  const { deadLetter, defaults, history, jobs, redis, ...base } = options
+  const { deadLetter, defaults, history, jobs, redis, tracer, ...base } = options
   if (history !== undefined && typeof history !== "boolean") {
     throw LockOptions.invalidOptions([{ field: "history", reason: `expected true or false, got ${LockOptions.describeValue(history)}` }])
   }
   const found: Array<Issue> = []
+  if (tracer !== undefined && !(LockOptions.isRecord(tracer) && Tracer.TracerTypeId in tracer)) {
+    const reason = `expected an Effect Tracer (Tracer.make, or @effect/opentelemetry's), got ${LockOptions.describeValue(tracer)}`
+    found.push({ field: "tracer", reason })
+  }
   const fallback = issuesOf(definitionOf(base, undefined), found)
   const named = new Map<string, LockOptions.Definition>()
   if (jobs !== undefined && !LockOptions.isRecord(jobs)) {
@@ -351,6 +409,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
   const layer = Layer.mergeAll(
     BullMQ.layer(queue, { deadLetter }),
     Layer.succeed(Defaults.Defaults, settings),
+    tracer === undefined ? Layer.empty : Layer.setTracer(tracer),
     // The prefix is decoded already: the layer cannot fail.
     history === false ? Layer.empty : Layer.orDie(History.layer({ prefix: Defaults.resolve(fallback, settings).lockPrefix })),
     // Every prefix's layout checked at the build: a process configured otherwise fails its first call, runs nothing.
@@ -364,19 +423,25 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
   ))
   // Built at the first call. A build that failed (the lock Redis down then) would answer every later call with that
   // failure, for good: ManagedRuntime keeps it. So a failed build is let go, and the next call builds anew.
+  // Calls made while it builds start once it is built, in the order they were made (`building`'s callbacks run in
+  // the order they were added): a fiber forked on a runtime still building waits on its build, and those waits end
+  // last first, so the first burst of adds reached BullMQ in reverse order.
   let runtime = ManagedRuntime.make(layer)
   let built: "no" | "building" | "yes" = "no"
+  let building: Promise<Exit.Exit<unknown, unknown>> = Promise.resolve(Exit.void)
   const build = () => {
     if (built !== "no") return
     built = "building"
-    const building = runtime
-    building.runtime().then(() => {
-      if (runtime === building) built = "yes"
-    }, () => {
-      if (runtime !== building || closing !== undefined) return
-      runtime = ManagedRuntime.make(layer)
-      built = "no"
-      void building.dispose().catch(() => undefined)
+    const current = runtime
+    building = Effect.runPromiseExit(current.runtimeEffect).then((exit) => {
+      if (Exit.isSuccess(exit)) {
+        if (runtime === current) built = "yes"
+      } else if (runtime === current && closing === undefined) {
+        runtime = ManagedRuntime.make(layer)
+        built = "no"
+        void current.dispose().catch(() => undefined)
+      }
+      return exit
     })
   }
   // Adds and performs under way, so that close waits for them (each releases what it took); a processor's jobs are
@@ -389,6 +454,9 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
   // Set when close's timeout passes: a job's fiber started after it is interrupted at once, as it would have been had
   // it been running.
   let cancelled = false
+  // Settles then too: a revoked job waiting for its fn to return (untilReturned) waits no longer.
+  let timeoutPassed!: () => void
+  const timedOut = new Promise<void>((resolve) => (timeoutPassed = resolve))
   const settledAll = (): Promise<void> =>
     inFlight.size === 0 ? Promise.resolve() : new Promise((resolve) => drained.push(resolve))
   const finished = (entry: Cancellable) => {
@@ -406,20 +474,30 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
   ): Promise<Exit.Exit<A, unknown>> =>
     new Promise((resolve) => {
       build()
-      const fiber = runtime.runFork(effect)
-      const entry: Cancellable = { cancel: job ? () => fiber.unsafeInterruptAsFork(fiber.id()) : () => undefined }
-      inFlight.add(entry)
-      if (signal !== undefined) {
-        const abort = () => fiber.unsafeInterruptAsFork(fiber.id())
-        if (signal.aborted) abort()
-        else signal.addEventListener("abort", abort, { once: true })
-        fiber.addObserver(() => signal.removeEventListener("abort", abort))
+      let cancel = false
+      let fiber: Fiber.RuntimeFiber<A, unknown> | undefined
+      const entry: Cancellable = {
+        cancel: job ? () => (fiber === undefined ? (cancel = true) : fiber.unsafeInterruptAsFork(fiber.id())) : () => undefined
       }
-      fiber.addObserver((exit) => {
+      inFlight.add(entry)
+      const ended = (exit: Exit.Exit<A, unknown>) => {
         finished(entry)
         resolve(exit)
-      })
-      if (cancelled) entry.cancel()
+      }
+      const start = () => {
+        const started = fiber = runtime.runFork(effect)
+        if (signal !== undefined) {
+          const abort = () => started.unsafeInterruptAsFork(started.id())
+          if (signal.aborted) abort()
+          else signal.addEventListener("abort", abort, { once: true })
+          started.addObserver(() => signal.removeEventListener("abort", abort))
+        }
+        started.addObserver(ended)
+        if (cancelled || cancel) entry.cancel()
+      }
+      if (built === "yes") return start()
+      // A failed build fails the call with the build's failure, as a fiber on that runtime would have ended.
+      building.then((exit) => (Exit.isSuccess(exit) ? start() : ended(exit as Exit.Exit<never, unknown>)))
     })
   const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
     runExit(effect).then(settle)
@@ -625,10 +703,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
       )(
         (job) => defined(job.name),
         takesSignal
-          ? (job, _, token) =>
-            Effect.tryPromise({ try: (abort) => Promise.resolve(fn(job, token, abort)), catch: (cause) => cause })
-          : (job, _, token) =>
-            Effect.tryPromise({ try: () => Promise.resolve(untilDone(job, token)), catch: (cause) => cause })
+          ? (job, _, token) => untilReturned((abort) => fn(job, token, abort!), true, timedOut)
+          : (job, _, token) => untilReturned(() => untilDone(job, token), false, timedOut)
       )
       // A job for a fn that takes no signal, of any lock type but until_and_while_executing: run with no fiber
       // (internal/hotPath). Cancelled by close's timeout as its fiber would be: its run lock released, it fails as
@@ -762,6 +838,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options): Unique
           clearTimeout(timer)
           if (first === "passed") {
             cancelled = true
+            timeoutPassed()
             for (const entry of inFlight) entry.cancel()
             await settledAll()
           }

@@ -282,19 +282,28 @@ const holdFast = <A>(
         .then((live) => (live === false ? gone().then(undefined, () => undefined) : undefined))
         .then(() => ending.reject(error))
     }
+    // The perform once started: a loss while it runs waits for it, since nothing can stop a promise.
+    let running: Promise<unknown> | undefined
+    let lostWhileRunning: unknown
     const previous = lease.onLost
     lease.onLost = (lost) => {
       previous?.(lost)
-      stop(lost)
+      // Lost while the perform runs (an operator revoked the hold): the place is kept (the keeper renews it with
+      // `keep`) until the perform has returned, then released, and the job fails with the loss. No second copy
+      // starts while this one still runs, whether or not it would have stopped on a signal.
+      if (running === undefined) return stop(lost)
+      lostWhileRunning = lost
+      running.then(() => stop(lost), () => stop(lost))
     }
     ending.onInterrupt = stop
     if (ending.interrupted !== undefined) return stop(ending.interrupted.error)
-    const go = () =>
-      performing().then((value) => {
-        if (over) return
+    const go = () => {
+      running = performing().then((value) => {
+        if (over || lostWhileRunning !== undefined) return
         over = true
         unlockOnce().then((live) => (live === false ? gone().then(undefined, ending.reject) : performed(value)))
-      }, stop)
+      }, (error: unknown) => lostWhileRunning === undefined ? stop(error) : undefined)
+    }
     // Lost between the acquisition and now, or answered too late to count as held: the perform never starts.
     if (Keeper.checkNow(lease, fast.clock.unsafeCurrentTimeMillis())) return void go()
     run(Keeper.check(lease)).then((lost) => (lost !== undefined ? stop(lost) : over ? undefined : go()), stop)

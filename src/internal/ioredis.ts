@@ -919,6 +919,7 @@ export const makeFromClient = (
         } else {
           args.push(0)
         }
+        args.push(renewal.keep === true ? 1 : 0)
       }
       return script(
         "renewAll",
@@ -1063,7 +1064,7 @@ export const makeFromClient = (
             : [1, keysOf(lock).locked, jid, leaseMs, fence],
           isOne
         ),
-      // One script call for the batch: the keys, then jid, lease and fence per renewal.
+      // One script call for the batch: the keys, then jid, lease, fence, log and keep per renewal.
       // One script call per shard the batch falls in (one for standalone Redis), each all or nothing. A lease out of
       // range fails the whole batch before anything is written: only the shard holding the first one is sent, and
       // refuses it, naming that lease as one Redis (and the memory store) would. Sending every such shard, the answer

@@ -54,7 +54,8 @@ export const leaseGuardMs = (leaseMs: number): number => Math.min(2000, Math.cei
 /** One held run lock's lease. @internal */
 export interface Lease {
   readonly store: Store
-  readonly renewal: Renewal
+  /** What each renewal sends; `keep` once its holder was told it lost the hold (a revoke) and has not let go. */
+  renewal: Renewal
   readonly digest: string
   readonly lockType: string
   /** Renew this often: a third of the lease. */
@@ -282,12 +283,25 @@ const told = (lease: Lease, lost: LockLost): Effect.Effect<void> =>
     Effect.sync(() => lease.onLost?.(lost))
   ).pipe(Effect.zipRight(Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(lease)))))
 
-/** Ends a lease as lost: counted, logged, and its holder told. @internal */
+/** Ends a lease as lost: counted, logged, and its holder told (once: a place kept since is only ended). @internal */
 const lose = (keeper: Keeper, lease: Lease, reason: string): Effect.Effect<void> => {
   if (lease.ended) return Effect.void
   end(keeper, lease)
+  if (lease.lost !== undefined) return Effect.void
   const lost = lostError(lease, reason)
   lease.lost = lost
+  return told(lease, lost)
+}
+
+// A renewal refused while the holder still holds on (an operator revoked it: the entry stays until the holder lets
+// go): the holder is told, and the lease goes on being renewed with `keep` until it lets go (`letGo`), so a perform
+// that cannot be stopped at once (a Promise that ignores its signal) keeps its place however long it runs on. A hold
+// gone otherwise refuses that renewal too, and the lease ends then.
+const keepPlace = (keeper: Keeper, lease: Lease, now: number): Effect.Effect<void> => {
+  const lost = lostError(lease, renewalRefused)
+  lease.lost = lost
+  lease.renewal = { ...lease.renewal, keep: true }
+  join(keeper, lease, now)
   return told(lease, lost)
 }
 
@@ -353,8 +367,11 @@ const renewChunk = (store: Store, keeper: Keeper, chunk: Chunk, sent: number): E
             lease.sent = Math.max(lease.sent, sent)
             lease.lastError = undefined
             join(keeper, lease, now)
+          } else if (lease.lost === undefined) {
+            losses.push(keepPlace(keeper, lease, now))
           } else {
-            losses.push(lose(keeper, lease, renewalRefused))
+            // A kept place found gone (its lease passed): nothing is left to keep.
+            end(keeper, lease)
           }
         })
         return Effect.all(losses, { discard: true })

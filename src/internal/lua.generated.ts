@@ -159,8 +159,9 @@ return ARGV[1]
 -- reaped as an orphan). t, x, l and f lead, so a pattern reads them without decoding JSON, whatever the info holds.
 -- An entry in any other shape (another library's, the gem's float timestamp) counts as gone: it never blocks a lock.
 -- A run lock's entry an operator revoked (remove.lua) carries ,"r":<revoked at> right after f: it still counts as a
--- holder until its lease passes (its holder may still run), but is never renewed, so its holder learns at its next
--- renewal that it lost the lock, and its release frees the place.
+-- holder until its lease passes (its holder may still run), and a renewal refuses it, so its holder learns at its
+-- next renewal that it lost the lock; its release frees the place. A holder whose perform runs on after that keeps the
+-- place by renewing with keep (renew_entry) until it has returned.
 --
 -- All or nothing: every call that can fail (argument checks, WRONGTYPE on any key) runs before the first write.
 
@@ -239,11 +240,16 @@ end
 -- token '0' renews whichever acquisition holds it. Returns 0 when the hold is gone: no entry, a foreign one, another
 -- acquisition's, or its lease or expiry already passed (another process may hold it now; renewing would hide that),
 -- or when an operator revoked it (its holder must stop; the entry keeps the place until it lets go or the lease ends).
+-- keep: the holder was told it lost the hold and its perform still runs (one that cannot be stopped: a Promise that
+-- ignores its signal); a revoked entry's lease then moves too, its mark kept, so its place lasts until the holder
+-- lets go and no second copy starts meanwhile. A hold gone otherwise is still 0.
 -- Nothing here can fail: its HSET goes to the key whose HGET (the caller's read of current) found a hash.
-local function renew_entry(key, jid, current, token, lease, now)
+local function renew_entry(key, jid, current, token, lease, now, keep)
   if not current then return 0 end
   local t, x, _, f, rest = parse(current)
-  if t == nil or (token ~= '0' and f ~= tonumber(token)) or not live(current, now) or revoked(rest) then return 0 end
+  if t == nil or (token ~= '0' and f ~= tonumber(token)) or not live(current, now) or (revoked(rest) and not keep) then
+    return 0
+  end
   local renewed = write_entry(key, jid, t, x, now + lease, rest)
   extend(key, horizon(renewed), now, false)
   return 1
@@ -856,28 +862,32 @@ local lease = whole(ARGV[2], 'lease', 1)
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current and not KEYS[2] then return 0 end
 local ms = now()
-local renewed = renew_entry(KEYS[1], ARGV[1], current, ARGV[3], lease, ms)
+local renewed = renew_entry(KEYS[1], ARGV[1], current, ARGV[3], lease, ms, false)
 if renewed == 0 and KEYS[2] then log_event(KEYS[2], ms, 'lost', ARGV[1], 'run') end
 return renewed
 `,
   "renew_all.lua": `-- renew.lua for a batch, in one call at one instant (the lease keeper renews every held lease at once).
 -- KEYS[i] the i-th renewal's <lock>:LOCKED, then the activity logs (<digest>:EVENTS) of those whose lockEvents is on.
--- ARGV per renewal, in fours: jid, lease ms, fencing token of the acquisition ('0': whichever holds jid's entry), and
--- the KEYS position of its log ('0': none; a refused renewal logs lost there). Returns {1 or 0 per renewal, in
--- order}: renew.lua's answer for each.
+-- ARGV per renewal, in fives: jid, lease ms, fencing token of the acquisition ('0': whichever holds jid's entry), the
+-- KEYS position of its log ('0': none; a refused renewal logs lost there), and '1' to keep the place of a hold its
+-- holder was told it lost while its perform runs on (renew_entry's keep: a revoked entry is renewed too; a refusal
+-- then logs nothing more), else '0'. Returns {1 or 0 per renewal, in order}: renew.lua's answer for each.
 -- All or nothing for the batch: every lease is checked, then every entry read (HGET fails on a wrong-typed key),
 -- before the first write.
-local n = #ARGV / 4
+local n = #ARGV / 5
 local leases = {}
-for i = 1, n do leases[i] = whole(ARGV[i * 4 - 2], 'lease', 1) end
+for i = 1, n do leases[i] = whole(ARGV[i * 5 - 3], 'lease', 1) end
 local current = {}
-for i = 1, n do current[i] = redis.call('HGET', KEYS[i], ARGV[i * 4 - 3]) end
+for i = 1, n do current[i] = redis.call('HGET', KEYS[i], ARGV[i * 5 - 4]) end
 local ms = now()
 local renewed = {}
 for i = 1, n do
-  renewed[i] = renew_entry(KEYS[i], ARGV[i * 4 - 3], current[i], ARGV[i * 4 - 1], leases[i], ms)
-  local log = tonumber(ARGV[i * 4])
-  if renewed[i] == 0 and log and log > 0 and KEYS[log] then log_event(KEYS[log], ms, 'lost', ARGV[i * 4 - 3], 'run') end
+  local keep = ARGV[i * 5] == '1'
+  renewed[i] = renew_entry(KEYS[i], ARGV[i * 5 - 4], current[i], ARGV[i * 5 - 2], leases[i], ms, keep)
+  local log = tonumber(ARGV[i * 5 - 1])
+  if renewed[i] == 0 and not keep and log and log > 0 and KEYS[log] then
+    log_event(KEYS[log], ms, 'lost', ARGV[i * 5 - 4], 'run')
+  end
 end
 return renewed
 `,

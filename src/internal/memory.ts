@@ -298,12 +298,13 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     return released
   }
 
-  const renew = (lock: LockKey, jid: string, leaseMs: number, token: number, now: number): boolean => {
+  // renew_entry: `keep` renews a revoked entry too (its holder runs on), keeping its mark.
+  const renew = (lock: LockKey, jid: string, leaseMs: number, token: number, now: number, keep = false): boolean => {
     const lease = whole(leaseMs, "lease", 1)
     const hash = getHash(keysOf(lock).locked, now)
     const current = hash?.entries.get(jid)
     if (hash === undefined || current === undefined) return false
-    if ((token !== 0 && current.f !== token) || !live(current, now) || current.r !== undefined) return false
+    if ((token !== 0 && current.f !== token) || !live(current, now) || (current.r !== undefined && !keep)) return false
     const renewed = { ...current, l: now + lease }
     hash.entries.set(jid, renewed)
     extend(hash, horizon(renewed), now, false)
@@ -651,8 +652,9 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
       run("renewAll", (now) => {
         for (const renewal of renewals) whole(renewal.leaseMs, "lease", 1)
         return renewals.map((renewal) => {
-          const renewed = renew(renewal.lock, renewal.jid, renewal.leaseMs, renewal.fence, now)
-          if (!renewed && renewal.events === true) {
+          const keep = renewal.keep === true
+          const renewed = renew(renewal.lock, renewal.jid, renewal.leaseMs, renewal.fence, now, keep)
+          if (!renewed && !keep && renewal.events === true) {
             logEvent(renewal.lock, { at: now, event: "lost", jid: renewal.jid, phase: "run" }, now)
           }
           return renewed

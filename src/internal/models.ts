@@ -155,6 +155,12 @@ export interface Renewal {
   readonly fence: number
   /** A refused renewal logs `lost` in the digest's activity log, in the same call (`lockEvents`). Default false. */
   readonly events?: boolean | undefined
+  /**
+   * Its holder was told it lost the hold, and its perform runs on (a Promise that cannot be stopped): the place is kept
+   * until the holder lets go, so a hold an operator revoked is renewed too, still marked revoked, and no second copy
+   * starts while the first runs. A hold gone otherwise (its lease passed, taken over) is still refused. Default false.
+   */
+  readonly keep?: boolean | undefined
 }
 
 /**
