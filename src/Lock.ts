@@ -687,7 +687,9 @@ export interface Held extends Acquired {
   /**
    * Releases the lock now; the scope's release then does nothing. A run lock whose hold was already gone fails with
    * `LockLost` (another copy may have run meanwhile). A queue lock found gone ended by its own `lockTtl` or was
-   * deleted: that is logged, not a failure. A release that cannot reach Redis is logged: the lease or TTL frees it.
+   * deleted: that is logged, not a failure. A release Redis does not answer (it may have run) is tried again until it
+   * does, for at most one lease for a run lock (30 s for a queue lock), and `release` waits for it; one that still
+   * cannot reach Redis is logged: the lease or TTL frees it.
    */
   readonly release: Effect.Effect<void, LockLost>
 }

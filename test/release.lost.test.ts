@@ -30,7 +30,7 @@ import * as Redis from "../src/Redis.js"
 import * as Bull from "./support/bullmq.js"
 import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
-import { type Data, sleep } from "./support/uniquequeue.js"
+import { type Data, lockProxiedUniqueQueue, sleep, uniqueQueue } from "./support/uniquequeue.js"
 
 const losses = ["request", "reply"] as const
 
@@ -43,24 +43,11 @@ const held = (definition: LockOptions.Definition, digest: string, phase: "queue"
 /** A UniqueQueue whose locks reach the test Redis through a proxy, and a worker that takes jobs only when asked. */
 const proxied = (label: string, options: LockOptions.Options) =>
   Effect.gen(function*() {
-    const { source } = yield* RedisTest.TestRedis
-    const proxy = yield* Proxy.start(source.url)
-    const name = Bull.uniqueName(label)
-    const queue = yield* Bull.queue(name)
-    const lockPrefix = RedisTest.uniquePrefix(label)
-    const unique = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        UniqueQueue.make<Data>(queue, {
-          lockLease: "30 seconds",
-          ...options,
-          lockPrefix,
-          redis: { url: proxy.url, timeout: "2 seconds" },
-          defaults: {},
-          history: false
-        })
-      ),
-      (u) => Effect.promise(() => u.close({ timeout: 10_000 }).catch(() => undefined))
-    )
+    const { proxy, name, queue, unique, lockPrefix } = yield* lockProxiedUniqueQueue(label, "2 seconds", {
+      lockLease: "30 seconds",
+      history: false,
+      ...options
+    })
     const worker = yield* Bull.manualWorker(name)
     let tokens = 0
     /** The next waiting job (promoting delayed ones), run through `processor`: its answer, or its failure's name. */
@@ -201,22 +188,8 @@ describe("a lock step whose answer is lost with its connection (issue 47, observ
 
     it.scoped("a wrong-typed run lock key met by a handoff that went in a batch: Redis answered, a retry meets the same; the job fails, it is not put back (issue 47, item 8)", () =>
       Effect.gen(function*() {
-        const { raw, source } = yield* RedisTest.TestRedis
-        const name = Bull.uniqueName("batched-wrongtype")
-        const queue = yield* Bull.queue(name)
-        const lockPrefix = RedisTest.uniquePrefix("batched-wrongtype")
-        const unique = yield* Effect.acquireRelease(
-          Effect.sync(() =>
-            UniqueQueue.make<Data>(queue, {
-              lock: "until_and_while_executing",
-              lockPrefix,
-              redis: { url: source.url },
-              defaults: {},
-              history: false
-            })
-          ),
-          (u) => Effect.promise(() => u.close({ timeout: 10_000 }).catch(() => undefined))
-        )
+        const { raw } = yield* RedisTest.TestRedis
+        const { name, queue, unique } = yield* uniqueQueue({ lock: "until_and_while_executing", history: false })
         const ran: Array<number> = []
         const processor = unique.processor(async (job: BullJob<Data>) => {
           ran.push(job.data.n)
