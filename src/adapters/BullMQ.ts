@@ -803,8 +803,8 @@ const putBackDelayMs = (job: BullJob): number => {
  * started (`failedBeforePerform`), so nothing of it ran. What it held keeps its end: a queue lock stays its own (its
  * jid re-enters it), and a run lock a lost answer took is released by the store's undo of that call, or ends by its
  * lease (its next start waits for that, as a copy meeting its own run lock does). The move waits for that undo
- * (`Store.undone`): the undo releases whichever hold of the jid it finds, so it must land before the job can start
- * again, in any process. A move BullMQ does not answer in time leaves the job active: BullMQ finds it stalled and
+ * (`Store.undone`), for up to the adapter's 5-second bound: the undo releases whichever hold of the jid it finds, so it
+ * must land before the job can start again, in any process. A move BullMQ does not answer in time leaves the job active: BullMQ finds it stalled and
  * offers it again. Logged at Warning and counted (`Metrics.putBack`).
  *
  * @internal
@@ -815,8 +815,11 @@ export const putBack = (definition: Definition, active: Active, failure: unknown
     const delayMs = putBackDelayMs(job)
     active.moved = true
     const reason = failure instanceof Error ? failure.message : String(failure)
+    // At most the adapter's bound: a Redis that stays stalled keeps the undo waiting, and the job must go back.
     const undone = Effect.flatMap(Effect.serviceOption(RedisService), (redis) =>
-      Option.isSome(redis) && redis.value.undone !== undefined ? redis.value.undone(job.id ?? "") : Effect.void)
+      Option.isSome(redis) && redis.value.undone !== undefined
+        ? Effect.timeoutOption(redis.value.undone(job.id ?? ""), defaultTimeout)
+        : Effect.void)
     const move = Effect.tryPromise(() => job.moveToDelayed(Date.now() + delayMs, token)).pipe(
       Effect.timeout(defaultTimeout)
     )
