@@ -22,6 +22,7 @@ export const tiers = {
     "test/multiprocess.test.ts",
     "test/properties.redis.test.ts",
     "test/reaper.properties.test.ts",
+    "test/release.faults.test.ts",
     "test/release.properties.test.ts",
     "test/store.properties.test.ts"
   ],

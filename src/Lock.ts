@@ -31,6 +31,7 @@ import type { Phase } from "./LockType.js"
 import * as LockType from "./LockType.js"
 import * as Metrics from "./Metrics.js"
 import type { Definition, Unlocked } from "./Options.js"
+import { passes } from "./internal/models.js"
 import type { HolderRequest, LockKey, LockResult, RedisError, Store } from "./Redis.js"
 import { RedisService } from "./Redis.js"
 
@@ -552,6 +553,14 @@ export const releaseRetry = Schedule.exponential("100 millis").pipe(
   Schedule.upTo("30 seconds")
 )
 
+// A run lock's release is tried again as a queue lock's is, for at most one lease: nothing renews it meanwhile, so by
+// then its lease has ended it in Redis (its last renewal was sent before the release).
+const runReleaseRetry = (leaseMs: number) =>
+  Schedule.exponential("100 millis").pipe(
+    Schedule.union(Schedule.spaced("2 seconds")),
+    Schedule.upTo(Duration.millis(leaseMs))
+  )
+
 /**
  * Releases a queue lock without failing: a release that finds nothing to release is a warning naming the likely
  * cause (a producer whose lockPrefix or digest options differ, a delete, a `lockTtl` that passed) and counts
@@ -742,7 +751,9 @@ export interface Held extends Acquired {
   /**
    * Releases the lock now; the scope's release then does nothing. A run lock whose hold was already gone fails with
    * `LockLost` (another copy may have run meanwhile). A queue lock found gone ended by its own `lockTtl` or was
-   * deleted: that is logged, not a failure. A release that cannot reach Redis is logged: the lease or TTL frees it.
+   * deleted: that is logged, not a failure. A release Redis does not answer (it may have run) is tried again until it
+   * does, for at most one lease for a run lock (30 s for a queue lock), and `release` waits for it; one that still
+   * cannot reach Redis is logged: the lease or TTL frees it.
    */
   readonly release: Effect.Effect<void, LockLost>
 }
@@ -805,7 +816,7 @@ const holding = <A extends Acquired>(
       Effect.tap(() =>
         Effect.clockWith((clock) => Metric.update(Metrics.holdTime, clock.unsafeCurrentTimeMillis() - start))
       ),
-      Effect.catchAll((error) => Effect.as(releaseUnreached(target, error), undefined))
+      Effect.catchAll((error) => releaseHeldAgain(redis, definition, pinned, error))
     )
   })
   const release: Effect.Effect<void, LockLost> = Effect.flatMap(unlockOnce, (live) => {
@@ -833,6 +844,48 @@ export const releaseUnreached = (target: Target, error: RedisError): Effect.Effe
   Effect.logWarning("releasing the lock failed; its TTL or lease will free it", error).pipe(
     Effect.annotateLogs(annotations(target))
   )
+
+/**
+ * A held lock's release whose call failed with `error`, on either face. Without an answer the call may have run or
+ * not (a timeout, a connection closed before it answered, one not sent while reconnecting): it is tried again until
+ * Redis answers, so a lock is never left held by a lost answer (issue 47: a CLIENT KILL left run locks of finished jobs
+ * held for their whole lease, and a new job of the digest was turned away as a duplicate meanwhile). A run lock's for
+ * at most one lease (`runReleaseRetry`), a queue lock's as `releaseRetry` says; the job's outcome waits for it, so a
+ * job is only done once its lock is known to be gone. It is tried again rather than its lease kept renewed: renewing
+ * would hold the lock of a finished job longer, and a renewal's answer is as unknown as the release's.
+ *
+ * Answers true when a retry found the hold live (counted, `afterUnlock` run), undefined otherwise, never false: a
+ * retry that finds it gone cannot tell whether the first call ended it (logged as `releaseAgain` logs it), and is no
+ * `LockLost`. An answer a retry would meet again (a wrong-typed key), and retries that ran out, are logged.
+ *
+ * @internal
+ */
+export const releaseHeldAgain = (
+  redis: Store,
+  definition: Definition,
+  target: Target,
+  error: RedisError
+): Effect.Effect<boolean | undefined> => {
+  if (!passes(error)) return Effect.as(releaseUnreached(target, error), undefined)
+  const phase = phaseOf(definition, target)
+  return unlockWith(redis, definition, target).pipe(
+    Effect.retry({
+      schedule: phase === "run" ? runReleaseRetry(Duration.toMillis(definition.lockLease)) : releaseRetry,
+      while: passes
+    }),
+    Effect.matchEffect({
+      onSuccess: (live) =>
+        live ? Effect.succeed(true) : Effect.as(
+          Effect.logWarning(
+            "a release that could not be confirmed was tried again and found the lock gone (released by the first " +
+              "try, expired or deleted); it is not counted released, and afterUnlock did not run for it"
+          ).pipe(Effect.annotateLogs(annotations(target))),
+          undefined
+        ),
+      onFailure: (error) => Effect.as(releaseUnreached(target, error), undefined)
+    })
+  )
+}
 
 /**
  * A run lock's release that found its hold gone: another copy may have run meanwhile. The keeper's loss when it saw it

@@ -97,7 +97,14 @@ describe("BullMQ adapter: what puts a job back before its perform", () => {
     fc.assert(
       fc.property(
         fc.constantFrom("Connection is closed.", "no answer within 5s (the timeout option)", "Too many Cluster redirections"),
-        fc.constantFrom("", "WRONGPASS invalid password", "NOAUTH Authentication required", "unexpected reply: 3"),
+        // A step of a batch that met a wrong-typed key fails with that error's words, not a ReplyError (issue 47, item 8).
+        fc.constantFrom(
+          "",
+          "WRONGPASS invalid password",
+          "NOAUTH Authentication required",
+          "unexpected reply: 3",
+          "WRONGTYPE Operation against a key holding the wrong kind of value"
+        ),
         (reason, refused) => {
           const failure = new RedisError({ operation: "lock", reason: `${reason}${refused === "" ? "" : ` ${refused}`}`, cause: new Error(reason) })
           assert.strictEqual(BullMQ.failedBeforePerform(failure), refused === "")

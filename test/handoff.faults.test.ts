@@ -75,14 +75,20 @@ const pausedRun = (options: LockOptions.Options, pauseMs: number, takesSignal: b
       ? (job: BullJob<Data>, _token: string | undefined, _signal: AbortSignal) => perform(job)
       : (job: BullJob<Data>) => perform(job)
     const processor = unique.processor(fn)
+    // The pause begins as the 31st job is handed over, before its lock step: that step meets it. (A job waiting for
+    // its release's answer holds its slot until Redis answers, so a pause begun at a random moment may meet no step.)
+    let handed = 0
+    let paused: Promise<void> | undefined
     yield* Bull.worker(name, (job: BullJob<Data>, token?: string) => {
       bump(tally.handed, job.data.n)
+      if (++handed === 31) {
+        Effect.runSync(proxy.stall)
+        paused = sleep(pauseMs).then(() => Effect.runSync(proxy.resume))
+      }
       return processor(job, token)
     }, { concurrency: 10 })
-    assert.isTrue(yield* Bull.until(Effect.sync(() => tally.performed.size >= 30), 120_000), "the run started")
-    yield* proxy.stall
-    yield* Effect.promise(() => sleep(pauseMs))
-    yield* proxy.resume
+    assert.isTrue(yield* Bull.until(Effect.sync(() => paused !== undefined), 120_000), "the run started")
+    yield* Effect.promise(() => paused!)
     const counts = () => Effect.promise(() => queue.getJobCounts("completed", "failed"))
     const settled = yield* Bull.until(
       Effect.map(counts(), (c) => (c.completed ?? 0) + (c.failed ?? 0) === workload),

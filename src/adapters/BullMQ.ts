@@ -40,10 +40,11 @@ import { type JobDetails, JobQueue, type JobRef, type JobState, type Presence, p
 import * as Lock from "../Lock.js"
 import * as Metrics from "../Metrics.js"
 import * as BullOptions from "../internal/bullmqOptions.js"
+import { passes } from "../internal/models.js"
 import * as Middleware from "../Middleware.js"
 import { Defaults, resolve } from "../Defaults.js"
 import { type Definition, InvalidLockOptions } from "../Options.js"
-import { checkLayout, type RedisError, type RedisService } from "../Redis.js"
+import { checkLayout, type RedisError, RedisService } from "../Redis.js"
 import * as Strategy from "../Strategy.js"
 
 /**
@@ -776,19 +777,6 @@ const handleAs = <A, E, R, Args extends ReadonlyArray<unknown>, ArgsError>(
   return endedAs(active, run).pipe(Effect.catchAll(failedAs(unique.definition, active, ours)))
 }
 
-// Redis answered with an error that passes: a failover's redirection, a cluster or a replica not ready yet, a busy
-// or loading server. Any other answer (a script's error, a wrong type, a refused password) comes again on a retry.
-const passingReply = /^(CLUSTERDOWN|TRYAGAIN|MOVED|ASK|LOADING|BUSY|MASTERDOWN|READONLY)\b/
-const refusedReason = /\b(WRONGPASS|NOAUTH|NOPERM|WRONGTYPE)\b|unexpected reply/
-
-// A `RedisError` that another try may not meet: no answer (a timeout, a closed or refused connection, a MOVED storm
-// that ran out of redirections), or an answer that passes.
-const passing = (error: { readonly reason: string; readonly script?: string | undefined; readonly cause?: unknown }) => {
-  const cause = error.cause
-  if (cause instanceof Error && cause.name === "ReplyError") return passingReply.test(cause.message)
-  return error.script === undefined && !refusedReason.test(error.reason)
-}
-
 /**
  * Whether `failure`, met by a job whose perform has not started, is Redis's and not the job's: a passing
  * `RedisError` at the handoff or the run lock's acquisition (or the lock store's build), or a run lock lost before
@@ -799,7 +787,7 @@ const passing = (error: { readonly reason: string; readonly script?: string | un
 export const failedBeforePerform = (failure: unknown): boolean => {
   if (typeof failure !== "object" || failure === null || !("_tag" in failure)) return false
   if (failure._tag === "LockLost") return true
-  return failure._tag === "RedisError" && passing(failure as unknown as Parameters<typeof passing>[0])
+  return failure._tag === "RedisError" && passes(failure as RedisError)
 }
 
 // Put back k times in a row (BullMQ counts every start of a job, its attempts only when they end): 0.5 s, 1 s, 2 s,
@@ -813,9 +801,11 @@ const putBackDelayMs = (job: BullJob): number => {
  * Puts the active job back on its queue, delayed and with no attempt spent (`moveToDelayed`, as `close` does), and
  * ends with BullMQ's `DelayedError` so that BullMQ neither fails nor completes it: Redis failed before its perform
  * started (`failedBeforePerform`), so nothing of it ran. What it held keeps its end: a queue lock stays its own (its
- * jid re-enters it), and a run lock a lost answer took ends by its lease (its next start waits for that, as a copy
- * meeting its own run lock does). A move BullMQ does not answer in time leaves the job active: BullMQ finds it stalled
- * and offers it again. Logged at Warning and counted (`Metrics.putBack`).
+ * jid re-enters it), and a run lock a lost answer took is released by the store's undo of that call, or ends by its
+ * lease (its next start waits for that, as a copy meeting its own run lock does). The move waits for that undo
+ * (`Store.undone`), for up to the adapter's 5-second bound: the undo releases whichever hold of the jid it finds, so it
+ * must land before the job can start again, in any process. A move BullMQ does not answer in time leaves the job active: BullMQ finds it stalled and
+ * offers it again. Logged at Warning and counted (`Metrics.putBack`).
  *
  * @internal
  */
@@ -825,8 +815,15 @@ export const putBack = (definition: Definition, active: Active, failure: unknown
     const delayMs = putBackDelayMs(job)
     active.moved = true
     const reason = failure instanceof Error ? failure.message : String(failure)
-    return Effect.tryPromise(() => job.moveToDelayed(Date.now() + delayMs, token)).pipe(
-      Effect.timeout(defaultTimeout),
+    // At most the adapter's bound: a Redis that stays stalled keeps the undo waiting, and the job must go back.
+    const undone = Effect.flatMap(Effect.serviceOption(RedisService), (redis) =>
+      Option.isSome(redis) && redis.value.undone !== undefined
+        ? Effect.timeoutOption(redis.value.undone(job.id ?? ""), defaultTimeout)
+        : Effect.void)
+    const move = Effect.tryPromise(() => job.moveToDelayed(Date.now() + delayMs, token)).pipe(
+      Effect.timeout(defaultTimeout)
+    )
+    return Effect.zipRight(undone, move).pipe(
       Effect.matchCauseEffect({
         onSuccess: () =>
           Effect.zipRight(

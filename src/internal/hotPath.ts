@@ -258,8 +258,9 @@ const holdFast = <A>(
 
   const held = (lease: Keeper.Lease, fence: number) => {
     let unlocked: Promise<boolean | undefined> | undefined
-    // Unlocks once; answers whether the hold was still live, or undefined when Redis could not be reached. Never
-    // rejects: a release decides no job's outcome but by finding its hold gone.
+    // Unlocks once; answers whether the hold was still live, or undefined when that could not be confirmed. A call
+    // Redis did not answer is tried again on a fiber until it answers (`Lock.releaseHeldAgain`), and the outcome waits
+    // for it. Never rejects: a release decides no job's outcome but by finding its hold gone.
     const unlockOnce = () => {
       if (unlocked !== undefined) return unlocked
       Keeper.letGo(redis, lease)
@@ -268,7 +269,7 @@ const holdFast = <A>(
           Metrics.holdTime.unsafeUpdate(fast.clock.unsafeCurrentTimeMillis() - start, fast.labels)
           return live && released(fast, target, "run", run)
         },
-        (error: RedisError) => run(Lock.releaseUnreached(target, error)).then(() => undefined)
+        (error: RedisError) => run(Lock.releaseHeldAgain(redis, definition, { ...target, fence }, error))
       ).then(undefined, () => undefined)
     }
     // The release's answer on a success: a hold found gone is a LockLost (another copy may have run meanwhile).

@@ -736,15 +736,29 @@ export const makeFromClient = (
 
     // The compensation of a lock or handoff: release what the late call may take for jid. Fire and forget, tried
     // again while the connection is down (a call lost with its connection is undone once it is back), for up to 30 s.
-    // A late lock's fence is unknown here: release whichever acquisition of jid it made.
+    // A late lock's fence is unknown here: release whichever acquisition of jid it made. So jid's next acquisition
+    // must come after it (or its last try): a job put back waits for it (`undone`), and an undo that landed after the
+    // next run of its job took the lock ended that run's hold (issue 47).
+    const undoing = new Map<string, Set<Promise<void>>>()
     const releaseLate = (lock: LockKey, jid: string) => () => {
       // A run lock's late hold is published as released: a job of this worker may wait for it (lockTimeout).
       const args = unlockArgs(lock, jid, 0, false, lock.name.endsWith(":RUN")) as [number, ...Array<string | number>]
+      let done!: () => void
+      const ended = new Promise<void>((resolve) => (done = resolve))
+      const pending = undoing.get(jid) ?? new Set()
+      pending.add(ended)
+      undoing.set(jid, pending)
+      const end = () => {
+        pending.delete(ended)
+        if (pending.size === 0 && undoing.get(jid) === pending) undoing.delete(jid)
+        done()
+      }
       const attempt = (left: number): void => {
         client.evalsha(scripts.unlock.sha, ...args)
           .catch((cause: unknown) => (Scripts.isNoScript(cause) ? client.eval(scripts.unlock.source, ...args) : Promise.reject(cause)))
-          .catch(() => {
+          .then(end, () => {
             if (left > 0) setTimeout(() => attempt(left - 1), 500).unref()
+            else end()
           })
       }
       attempt(60)
@@ -1316,7 +1330,11 @@ export const makeFromClient = (
           return reply !== null && reply !== undefined && String(reply) === text
         }),
       // A run lock's channel is its holders key's name (the scripts PUBLISH on KEYS[1]).
-      releases: releasesOf(client, (lock) => keysOf(lock).locked, waiterCapsOf(options))
+      releases: releasesOf(client, (lock) => keysOf(lock).locked, waiterCapsOf(options)),
+      undone: (jid) => {
+        const pending = undoing.get(jid)
+        return pending === undefined ? Effect.void : Effect.promise(() => Promise.all(pending)).pipe(Effect.asVoid)
+      }
     }
     // The promise calls: the question first only while the prefix's layout is not known yet.
     const directLock = (lock: LockKey, request: HolderRequest) => sendPromise(...lockCall(lock, request))

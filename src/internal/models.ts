@@ -29,6 +29,27 @@ export class RedisError extends Schema.TaggedError<RedisError>("effect-unique-jo
   }
 }
 
+// Redis answered with an error that passes: a failover's redirection, a cluster or a replica not ready yet, a busy
+// or loading server. Any other answer (a script's error, a wrong type, a refused password) comes again on a retry.
+const passingReply = /^(CLUSTERDOWN|TRYAGAIN|MOVED|ASK|LOADING|BUSY|MASTERDOWN|READONLY)\b/
+// An answer a retry meets again, in the words of a step's error inside a batch (no ReplyError then) or of a reply
+// the store could not read.
+const refusedReason = /\b(WRONGPASS|NOAUTH|NOPERM|WRONGTYPE)\b|unexpected reply/
+
+/**
+ * Whether another try of the call that failed with `error` may get another answer: Redis did not answer (a timeout,
+ * a closed or refused connection, a MOVED storm that ran out of redirections: the call may have run, or was not
+ * sent), or answered with an error that passes. An answer Redis would give again (a wrong-typed key, a script's
+ * error, a refused password), whether the call went alone or in a batch, does not pass.
+ *
+ * @internal
+ */
+export const passes = (error: RedisError): boolean => {
+  const cause = error.cause
+  if (cause instanceof Error && cause.name === "ReplyError") return passingReply.test(cause.message)
+  return error.script === undefined && !refusedReason.test(error.reason)
+}
+
 /**
  * Which lock a call is about: its name (`<prefix>:<hex>` or `<prefix>:<hex>:RUN`), which is also its member in
  * the `<prefix>:digests` index.
@@ -477,6 +498,13 @@ export interface Store {
    * run lock is held then goes to its strategy at once, as with no `lockTimeout`.
    */
   readonly releases?: ReleaseSignals | undefined
+  /**
+   * Waits until no undo of jid's lost lock or handoff is still being tried: a lock step Redis did not answer may have
+   * run, and the store releases what it may have taken, trying again while the connection is down. A job put back
+   * after such a failure waits for it (`BullMQ.putBack`), so its next start, in any process, never comes before the
+   * undo: an undo that landed after it released the hold of that next run. Absent on a store that undoes nothing.
+   */
+  readonly undone?: ((jid: string) => Effect.Effect<void>) | undefined
 }
 
 /**

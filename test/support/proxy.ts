@@ -2,7 +2,8 @@
  * A TCP proxy on a free loopback port in front of a Redis, for cutting one client off: `cut` stops forwarding in
  * both directions and keeps the sockets open, as a network partition does (no FIN, no RST: the client only sees
  * silence until its own timeouts fire). `stall` holds what each side sends until `resume`, as a Redis busy in a long
- * script does: nothing is lost, every answer comes late.
+ * script does: nothing is lost, every answer comes late. `lose` loses the next call's answer and closes the
+ * connections, as a CLIENT KILL or a failover right after a call was written does: the call ran, or never reached Redis.
  */
 import * as Net from "node:net"
 import * as Effect from "effect/Effect"
@@ -18,13 +19,25 @@ export interface Proxy {
   readonly resume: Effect.Effect<void>
   /** Closes every connection it carries, as a restarted Redis or a failover does; new ones are carried as before. */
   readonly drop: Effect.Effect<void>
+  /**
+   * The next data a client sends is lost on its way: dropped before Redis reads it (`"request"`: the call never ran),
+   * or carried to Redis with its answer dropped (`"reply"`: the call ran). Then every connection is closed (`drop`).
+   */
+  readonly lose: (what: "request" | "reply") => Effect.Effect<void>
 }
 
 export const start = (target: string): Effect.Effect<Proxy, never, Scope.Scope> =>
   Effect.gen(function*() {
     const upstream = new URL(target)
     const sockets = new Set<Net.Socket>()
-    const state = { cut: false, stalled: false }
+    const state: { cut: boolean; stalled: boolean; lose: "request" | "reply" | "replying" | undefined } = {
+      cut: false,
+      stalled: false,
+      lose: undefined
+    }
+    const dropAll = () => {
+      for (const socket of sockets) socket.destroy()
+    }
     const held: Array<() => void> = []
     const forward = (to: Net.Socket, data: Buffer) => {
       if (state.cut) return
@@ -38,8 +51,21 @@ export const start = (target: string): Effect.Effect<Proxy, never, Scope.Scope> 
         socket.on("error", () => socket.destroy())
         socket.on("close", () => sockets.delete(socket))
       }
-      client.on("data", (data) => forward(redis, data))
-      redis.on("data", (data) => forward(client, data))
+      client.on("data", (data) => {
+        if (state.lose === "request") {
+          state.lose = undefined
+          return dropAll()
+        }
+        if (state.lose === "reply") state.lose = "replying"
+        forward(redis, data)
+      })
+      redis.on("data", (data) => {
+        if (state.lose === "replying") {
+          state.lose = undefined
+          return dropAll()
+        }
+        forward(client, data)
+      })
       client.on("close", () => redis.destroy())
       redis.on("close", () => client.destroy())
     })
@@ -68,8 +94,10 @@ export const start = (target: string): Effect.Effect<Proxy, never, Scope.Scope> 
         state.stalled = false
         for (const send of held.splice(0)) send()
       }),
-      drop: Effect.sync(() => {
-        for (const socket of sockets) socket.destroy()
-      })
+      drop: Effect.sync(dropAll),
+      lose: (what) =>
+        Effect.sync(() => {
+          state.lose = what
+        })
     }
   })

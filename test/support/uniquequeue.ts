@@ -60,11 +60,16 @@ export const proxiedUniqueQueue = (label: string) =>
   })
 
 /**
- * An until_executed UniqueQueue whose locks reach the test server through a TCP proxy (to stall), its queue direct; by
- * default a store timeout longer than any test, so that an outcome waiting for a release's answer would wait for the
- * proxy. `unlocked` collects the jids `afterUnlock` was called for. Closed with the scope.
+ * An until_executed UniqueQueue (or as `options` say) whose locks reach the test server through a TCP proxy (to stall,
+ * or lose a call), its queue direct; by default a store timeout longer than any test, so that an outcome waiting for a
+ * release's answer would wait for the proxy. `unlocked` collects the jids `afterUnlock` was called for. Closed with the
+ * scope.
  */
-export const lockProxiedUniqueQueue = (label: string, timeout: Duration.DurationInput = "5 minutes") =>
+export const lockProxiedUniqueQueue = (
+  label: string,
+  timeout: Duration.DurationInput = "5 minutes",
+  options: Partial<Omit<UniqueQueue.Options, "lockPrefix" | "redis">> = {}
+) =>
   Effect.gen(function*() {
     const { source } = yield* RedisTest.TestRedis
     const proxy = yield* Proxy.start(source.url)
@@ -73,11 +78,12 @@ export const lockProxiedUniqueQueue = (label: string, timeout: Duration.Duration
     const lockPrefix = RedisTest.uniquePrefix(label)
     const unlocked: Array<string> = []
     const unique = UniqueQueue.make<Data>(queue, {
-      lock: "until_executed",
       lockPrefix,
       redis: { url: proxy.url, timeout },
       defaults: {},
-      afterUnlock: (released) => Effect.sync(() => unlocked.push(released.jid))
+      afterUnlock: (released) => Effect.sync(() => unlocked.push(released.jid)),
+      ...options,
+      lock: options.lock ?? "until_executed"
     })
     yield* Effect.addFinalizer(() => Effect.promise(() => unique.close().catch(() => undefined)))
     return { proxy, name, queue, unique, lockPrefix, unlocked }
