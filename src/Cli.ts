@@ -1049,7 +1049,7 @@ const footer = HelpDoc.p(
     "completion script, e.g. unique-jobs --completions bash > /etc/bash_completion.d/unique-jobs) and --version."
 )
 
-const runCommand = Command.run(command, { name: "unique-jobs", version: "0.1.0", footer })
+const runCommand = Command.run(command, { name: "unique-jobs", version: "1.0.0", footer })
 
 // The command tree as the mistakes check reads it: each command's usage from @effect/cli, with the ranges of its
 // whole-number options.

@@ -13,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
+import * as HashSet from "effect/HashSet"
 import { dual } from "effect/Function"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -553,12 +554,12 @@ export const releaseRetry = Schedule.exponential("100 millis").pipe(
   Schedule.upTo("30 seconds")
 )
 
-// A run lock's release is tried again as a queue lock's is, for at most one lease: nothing renews it meanwhile, so by
+// A run lock's release is tried again as a queue lock's is, until its lease ends: nothing renews it meanwhile, so by
 // then its lease has ended it in Redis (its last renewal was sent before the release).
-const runReleaseRetry = (leaseMs: number) =>
+const runReleaseRetry = (forMs: number) =>
   Schedule.exponential("100 millis").pipe(
     Schedule.union(Schedule.spaced("2 seconds")),
-    Schedule.upTo(Duration.millis(leaseMs))
+    Schedule.upTo(Duration.millis(Math.max(0, forMs)))
   )
 
 /**
@@ -816,7 +817,7 @@ const holding = <A extends Acquired>(
       Effect.tap(() =>
         Effect.clockWith((clock) => Metric.update(Metrics.holdTime, clock.unsafeCurrentTimeMillis() - start))
       ),
-      Effect.catchAll((error) => releaseHeldAgain(redis, definition, pinned, error))
+      Effect.catchAll((error) => releaseHeldAgain(redis, definition, pinned, error, lease?.deadline))
     )
   })
   const release: Effect.Effect<void, LockLost> = Effect.flatMap(unlockOnce, (live) => {
@@ -850,9 +851,11 @@ export const releaseUnreached = (target: Target, error: RedisError): Effect.Effe
  * not (a timeout, a connection closed before it answered, one not sent while reconnecting): it is tried again until
  * Redis answers, so a lock is never left held by a lost answer (issue 47: a CLIENT KILL left run locks of finished jobs
  * held for their whole lease, and a new job of the digest was turned away as a duplicate meanwhile). A run lock's for
- * at most one lease (`runReleaseRetry`), a queue lock's as `releaseRetry` says; the job's outcome waits for it, so a
- * job is only done once its lock is known to be gone. It is tried again rather than its lease kept renewed: renewing
- * would hold the lock of a finished job longer, and a renewal's answer is as unknown as the release's.
+ * at most its lease's end (`deadline`, the holder's own: past it Redis has ended the hold by itself; one lease from now
+ * without it), a queue lock's as `releaseRetry` says; the job's outcome waits for it, so a job is only done once its
+ * lock is known to be gone. It is tried again rather than its lease kept renewed: renewing would hold the lock of a
+ * finished job longer, and a renewal's answer is as unknown as the release's. A release on a fiber being interrupted
+ * (a shutdown, the store closing) is not tried again: no job is done then, and its lease frees the lock.
  *
  * Answers true when a retry found the hold live (counted, `afterUnlock` run), undefined otherwise, never false: a
  * retry that finds it gone cannot tell whether the first call ended it (logged as `releaseAgain` logs it), and is no
@@ -864,13 +867,19 @@ export const releaseHeldAgain = (
   redis: Store,
   definition: Definition,
   target: Target,
-  error: RedisError
-): Effect.Effect<boolean | undefined> => {
-  if (!passes(error)) return Effect.as(releaseUnreached(target, error), undefined)
+  error: RedisError,
+  deadline?: number
+): Effect.Effect<boolean | undefined> => Effect.descriptorWith((fiber) => {
+  // The fiber releasing was interrupted (its finalizers run uninterruptibly: the request is read, not felt).
+  if (!passes(error) || HashSet.size(fiber.interruptors) > 0) return Effect.as(releaseUnreached(target, error), undefined)
   const phase = phaseOf(definition, target)
-  return unlockWith(redis, definition, target).pipe(
+  return Effect.clockWith((clock) => unlockWith(redis, definition, target).pipe(
     Effect.retry({
-      schedule: phase === "run" ? runReleaseRetry(Duration.toMillis(definition.lockLease)) : releaseRetry,
+      schedule: phase === "run"
+        ? runReleaseRetry(
+          deadline === undefined ? Duration.toMillis(definition.lockLease) : deadline - clock.unsafeCurrentTimeMillis()
+        )
+        : releaseRetry,
       while: passes
     }),
     Effect.matchEffect({
@@ -884,8 +893,8 @@ export const releaseHeldAgain = (
         ),
       onFailure: (error) => Effect.as(releaseUnreached(target, error), undefined)
     })
-  )
-}
+  ))
+})
 
 /**
  * A run lock's release that found its hold gone: another copy may have run meanwhile. The keeper's loss when it saw it

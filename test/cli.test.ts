@@ -4,6 +4,7 @@
  * non-zero exit for bad arguments and a Redis that is not there. What only a process shows (the built package, a
  * pipe, a signal, an exit not held up) is in cli.process.test.ts.
  */
+import { readFileSync } from "node:fs"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Lock from "../src/Lock.js"
@@ -254,7 +255,9 @@ describe("unique-jobs (the command)", () => {
         for (const word of ["digest:", "holder:", "lease:", "revoke:", "index:", "orphan:", "layout:"]) {
           assert.include(top.stdout, `  ${word} `)
         }
-        assert.match(top.stdout, /^unique-jobs 0\.1\.0\n\nUSAGE\n\n\$ unique-jobs <command> \[options\]\n/)
+        // The version the command says is the package's own.
+        const { version } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }
+        assert.isTrue(top.stdout.startsWith(`unique-jobs ${version}\n\nUSAGE\n\n$ unique-jobs <command> [options]\n`), top.stdout)
         // `help COMMAND` is the command's --help.
         const helpCommand = yield* cli("help", "locks", "show")
         assert.strictEqual(helpCommand.code, 0, helpCommand.stderr)
