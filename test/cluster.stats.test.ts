@@ -5,17 +5,15 @@
  * the connect error says so, not that no node answered. No replica here: the cluster stays down, so each phase is
  * reached for sure however busy the machine is.
  */
-import * as Cause from "effect/Cause"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { execFileSync } from "node:child_process"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
-import * as Cli from "../src/Cli.js"
 import * as Layout from "../src/internal/layout.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisCluster from "../src/RedisCluster.js"
+import * as Cli from "./support/cli.js"
 
 let scope: Scope.CloseableScope
 let cluster: RedisCluster.Cluster
@@ -28,22 +26,9 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 
-const cli = async (...args: Array<string>) => {
-  const lines: Array<string> = []
-  const exit = await Effect.runPromiseExit(Effect.gen(function*() {
-    const console = yield* Effect.console
-    const capture: Console.Console = {
-      ...console,
-      log: (...parts) => Effect.sync(() => void lines.push(parts.join(" "))),
-      unsafe: { ...console.unsafe, log: (...parts) => void lines.push(parts.join(" ")) }
-    }
-    yield* Cli.run(["node", "unique-jobs", ...args, "--cluster", nodes.join(","), "--json"]).pipe(
-      Effect.withConsole(capture),
-      Effect.provide(Cli.platform)
-    )
-  }))
-  return { lines, exit, error: Exit.isFailure(exit) ? String(Cause.squash(exit.cause)) : undefined }
-}
+// The command as the executable runs it: its exit code, stdout (the answer) and stderr (the one-line error).
+const stats = (prefix: string) =>
+  Effect.runPromise(Cli.cli("stats", "--prefix", prefix, "--cluster", nodes.join(","), "--json"))
 
 const redisCli = (port: number, ...args: Array<string>) =>
   execFileSync(process.env.REDIS_CLI_BIN ?? "redis-cli", ["-p", String(port), ...args]).toString()
@@ -72,10 +57,10 @@ describe("unique-jobs stats --cluster with a master down", () => {
         concurrency: 16
       })
     })))
-    const whole = await cli("stats", "--prefix", prefix)
-    assert.isUndefined(whole.error)
-    assert.deepInclude(JSON.parse(whole.lines.join("\n")), { indexSize: 60 })
-    assert.notProperty(JSON.parse(whole.lines.join("\n")), "partial")
+    const whole = await stats(prefix)
+    assert.strictEqual(whole.code, 0, whole.stderr)
+    assert.deepInclude(JSON.parse(whole.stdout), { indexSize: 60 })
+    assert.notProperty(JSON.parse(whole.stdout), "partial")
 
     // The victim: a master that does not hold the prefix's layout record (without it no shard count is known).
     const masters = await Effect.runPromise(cluster.masters)
@@ -88,11 +73,11 @@ describe("unique-jobs stats --cluster with a master down", () => {
     assert.isAbove(downShards.length, 0)
     await Effect.runPromise(cluster.nodes.find((node) => node.port === victimPort)!.kill)
 
-    const partial = await cli("stats", "--prefix", prefix)
-    assert.isTrue(Exit.isFailure(partial.exit), "a partial answer exits non-zero")
-    assert.include(partial.error, "partial answer")
-    assert.include(partial.error, `127.0.0.1:${victimPort}`)
-    const answer = JSON.parse(partial.lines.join("\n")) as {
+    const partial = await stats(prefix)
+    assert.strictEqual(partial.code, 1, "a partial answer exits non-zero")
+    assert.include(partial.stderr, "partial answer")
+    assert.include(partial.stderr, `127.0.0.1:${victimPort}`)
+    const answer = JSON.parse(partial.stdout) as {
       indexSize: number
       partial?: boolean
       unanswered?: Array<{ shard: number; reason: string }>
@@ -107,9 +92,9 @@ describe("unique-jobs stats --cluster with a master down", () => {
     for (let i = 0; i < 300 && !redisCli(survivor, "cluster", "info").includes("cluster_state:fail"); i++) {
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
-    const down = await cli("stats", "--prefix", prefix)
-    assert.isTrue(Exit.isFailure(down.exit))
-    assert.include(down.error, "reported itself down")
-    assert.notInclude(down.error, "none answered")
+    const down = await stats(prefix)
+    assert.strictEqual(down.code, 1)
+    assert.include(down.stderr, "reported itself down")
+    assert.notInclude(down.stderr, "none answered")
   }, 60_000)
 })
