@@ -151,8 +151,6 @@ export interface Stats {
   /**
    * Set when some of a cluster's shards did not answer (a master down, a failover under way): the counts are those of
    * the shards that did, and leave out every lock of the others. Absent on a whole answer.
-   *
-   * @since 0.2.0
    */
   readonly partial?: true | undefined
   /** With `partial`: each shard that did not answer, and why (the error names the node serving it). */
