@@ -220,10 +220,10 @@ const storeOf = (
     if (Option.isNone(nodes)) return yield* Effect.fail(noRedis())
     const options = yield* decoded(RedisOptions.decodeCluster({
       nodes: nodes.value.split(",").map((node) => node.trim()).filter((node) => node !== ""),
-      timeout: connectTimeout,
-      ...(oneShot ? { client: { clusterRetryStrategy: () => null } } : {})
+      timeout: connectTimeout
     }))
-    return yield* IORedisStore.makeCluster(options, adopting)
+    // One try too, except while the cluster answers and says it is down: a failover is waited for within the timeout.
+    return yield* IORedisStore.makeCluster(options, oneShot ? { ...adopting, oneShot } : adopting)
   })
 
 /** Runs `self` with the store the flags name; a missing or unreachable Redis is a CliError. */
@@ -815,8 +815,18 @@ const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
           ["run locks", String(s.byPhase.run)],
           ...Object.entries(s.byType).map(([type, n]) => [`type ${type}`, String(n)]),
           ["oldest", s.oldest === undefined ? "-" : `${s.oldest.name} (${time(s.oldest.score)})`],
-          ["stale (the next reaper pass removes)", String(s.stale)]
+          ["stale (the next reaper pass removes)", String(s.stale)],
+          ...(s.unanswered ?? []).map(({ shard }) => [`shard ${shard}`, "did not answer: its locks are not counted"])
         ]))
+      // A partial answer is printed, and fails: a script must not take it for the whole index.
+      if (s.unanswered !== undefined && s.unanswered.length > 0) {
+        return yield* fail(
+          `partial answer: ${s.unanswered.length} shard(s) of the index did not answer and their locks are not ` +
+            `counted (a master may be down, a failover under way; try again in a few seconds): ${
+              s.unanswered.map((u) => u.reason).join("; ")
+            }`
+        )
+      }
       // All zeros may be a prefix mistyped as much as an idle app.
       if (s.indexSize === 0 && !o.json) {
         yield* Console.error(`nothing is locked under --prefix ${o.prefix} (is it your workers' lockPrefix?)`)
@@ -825,7 +835,9 @@ const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
   ))).pipe(Command.withDescription(
     "what the index (the list of every lock under --prefix) holds: its size, the queue locks (held from enqueue " +
       "until the job runs) and run locks (held while it runs), the count of each lock type (until_executed, ...), " +
-      "the oldest lock, and how many entries the next reaper pass removes. Example: unique-jobs stats --json"
+      "the oldest lock, and how many entries the next reaper pass removes. On a cluster with a shard that does not " +
+      "answer (a master down), the other shards' counts are printed, naming the shard, and the exit code is 1. " +
+      "Example: unique-jobs stats --json"
   ))
 
 const web = Command.make("web", {

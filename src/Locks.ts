@@ -15,6 +15,7 @@ import { Defaults } from "./Defaults.js"
 import { describeValue, formatIssues, invalidOptions, type InvalidLockOptions, isRecord, PrefixSchema } from "./Options.js"
 import type { Fetched, Holder, HolderPage, LockEvent, LockKey, RedisError, Removal } from "./Redis.js"
 import { eventLog, holdersChanged, RedisService } from "./Redis.js"
+import * as Layout from "./internal/layout.js"
 import * as Tracing from "./internal/tracing.js"
 
 export type {
@@ -149,6 +150,13 @@ export interface Stats {
   readonly oldest: Entry | undefined
   /** Members whose lock key is gone or whose holders have all ended: what the next reaper pass removes. */
   readonly stale: number
+  /**
+   * Set when some of a cluster's shards did not answer (a master down, a failover under way): the counts are those of
+   * the shards that did, and leave out every lock of the others. Absent on a whole answer.
+   */
+  readonly partial?: true | undefined
+  /** With `partial`: each shard that did not answer, and why (the error names the node serving it). */
+  readonly unanswered?: ReadonlyArray<{ readonly shard: number; readonly reason: string }> | undefined
 }
 
 /**
@@ -262,7 +270,10 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
     },
     RedisError | InvalidLockOptions
   >
-  /** Counts over the whole index, a page at a time. */
+  /**
+   * Counts over the whole index, a page at a time; on a cluster, every shard at once, and an answer from the shards
+   * that reply (`partial`, naming the others in `unanswered`) unless none does.
+   */
   readonly stats: Effect.Effect<Stats, RedisError>
 }>() {}
 
@@ -295,6 +306,8 @@ const pageReads = 64
 const scanChunk = 200
 /** The most locks one removal script call takes (`deleteByPattern`): a page of thousands is removed in short calls. */
 const removeChunk = 50
+/** How many shards `stats` walks at once: every shard of the default 24, so one shard down costs one call's timeout. */
+const statsShards = 32
 
 /** The bounds of the holders' reads, as the options name them. */
 const holderBounds = {
@@ -509,26 +522,74 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       const bytes = bounded("bytes", o.bytes, holderBounds.rowBytes, issues)
       return issues.length > 0 ? Effect.fail(invalidOptions(issues)) : readRows(entries, holders, bytes)
     }
-    const stats = Effect.gen(function*() {
-      let cursor = "0"
-      let indexSize = 0
-      let stale = 0
-      let oldest: Entry | undefined
-      const byPhase = { queue: 0, run: 0 }
-      const byType: Record<string, number> = {}
-      do {
-        const next = yield* scanPage("*", cursor, 500)
-        cursor = next.cursor
-        for (const row of yield* readRows(next.items, holderBounds.holders.fallback, holderBounds.rowBytes.fallback)) {
-          indexSize++
-          byPhase[row.entry.phase]++
-          if (oldest === undefined || row.entry.score < oldest.score) oldest = row.entry
-          byType[row.type] = (byType[row.type] ?? 0) + 1
-          if (row.stale) stale++
+    // The counts of a walk of the index from `start` while `within` holds of the next cursor: one ZSCAN at a time,
+    // each of one shard (its cursor carries the shard).
+    const tally = (start: string, within: (cursor: string) => boolean) =>
+      Effect.gen(function*() {
+        let cursor = start
+        const counts = { indexSize: 0, stale: 0, oldest: undefined as Entry | undefined }
+        const byPhase = { queue: 0, run: 0 }
+        const byType: Record<string, number> = {}
+        do {
+          const next = yield* redis.scan(prefix, cursor, "*", scanChunk)
+          cursor = next.cursor
+          const entries = next.members.map((member) => entryOf(member.name, member.score))
+          for (const row of yield* readRows(entries, holderBounds.holders.fallback, holderBounds.rowBytes.fallback)) {
+            counts.indexSize++
+            byPhase[row.entry.phase]++
+            if (counts.oldest === undefined || row.entry.score < counts.oldest.score) counts.oldest = row.entry
+            byType[row.type] = (byType[row.type] ?? 0) + 1
+            if (row.stale) counts.stale++
+          }
+        } while (cursor !== "0" && within(cursor))
+        return { prefix, ...counts, byPhase, byType } satisfies Stats
+      })
+    // A sharded index (a cluster's) is walked shard by shard, all at once: a shard whose master is down fails its
+    // own walk within the call's timeout, and the answer is the other shards' counts, saying which did not answer.
+    const shardedStats = (shards: number) =>
+      Effect.flatMap(
+        Effect.forEach(Array.from({ length: shards }, (_, shard) => shard), (shard) =>
+          Effect.either(
+            tally(Layout.scanCursor.encode({ shards }, shard, "0"), (at) =>
+              Layout.scanCursor.decode({ shards }, at).shard === shard)
+          ), { concurrency: statsShards }),
+        (walks): Effect.Effect<Stats, RedisError> => {
+          const unanswered = walks.flatMap((walk, shard) =>
+            walk._tag === "Left" ? [{ shard, reason: walk.left.message, error: walk.left }] : [])
+          if (unanswered.length === shards) return Effect.fail(unanswered[0]!.error)
+          const whole = walks.reduce<Stats>((sum, walk) => {
+            if (walk._tag === "Left") return sum
+            const part = walk.right
+            const byType = { ...sum.byType }
+            for (const [type, n] of Object.entries(part.byType)) byType[type] = (byType[type] ?? 0) + n
+            return {
+              prefix,
+              indexSize: sum.indexSize + part.indexSize,
+              byPhase: { queue: sum.byPhase.queue + part.byPhase.queue, run: sum.byPhase.run + part.byPhase.run },
+              byType,
+              oldest: sum.oldest === undefined || (part.oldest !== undefined && part.oldest.score < sum.oldest.score)
+                ? part.oldest ?? sum.oldest
+                : sum.oldest,
+              stale: sum.stale + part.stale
+            }
+          }, { prefix, indexSize: 0, byPhase: { queue: 0, run: 0 }, byType: {}, oldest: undefined, stale: 0 })
+          return Effect.succeed(
+            unanswered.length === 0
+              ? whole
+              : { ...whole, partial: true, unanswered: unanswered.map(({ reason, shard }) => ({ shard, reason })) }
+          )
         }
-      } while (cursor !== "0")
-      return { prefix, indexSize, byPhase, byType, oldest, stale } satisfies Stats
-    })
+      )
+    const stats = Effect.flatMap(
+      redis.layout === undefined
+        ? Effect.succeed(1)
+        : redis.layout(prefix).pipe(
+          Effect.map((layout) => layout.shards),
+          // A layout this store is not configured for is walked as one: its scan fails as every call on it does.
+          Effect.catchTag("LayoutMismatch", () => Effect.succeed(1))
+        ),
+      (shards) => shards > 1 ? shardedStats(shards) : tally("0", () => true)
+    )
     // Each admin call in its span, under a tracer that records it.
     const admin = <A, E>(operation: string, script: string, attributes: Record<string, unknown>, self: Effect.Effect<A, E>) =>
       Tracing.traced(`UniqueJobs.admin.${operation}`, () => ({

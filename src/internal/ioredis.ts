@@ -10,7 +10,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
-import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { LayoutMismatch } from "../Errors.js"
 import { makeDeadlines, type Pending } from "./deadlines.js"
@@ -386,8 +385,8 @@ export type Client = Scripts.ScriptClient & {
   /** ioredis' `Cluster`: the scripts are loaded on every master. */
   readonly isCluster?: boolean
   nodes?(role: "master"): Array<{ script(subcommand: "LOAD", script: string): Promise<unknown> }>
-  /** ioredis' `Cluster`: reads the slots again (a master that died during the build is replaced). */
-  refreshSlotsCache?(callback?: (error?: Error | null) => void): void
+  /** ioredis' `Cluster`: the nodes ("host:port") serving each slot, its master first. */
+  readonly slots?: ReadonlyArray<ReadonlyArray<string> | undefined>
   /**
    * A second connection like this one, for `lockTimeout`'s release signals (ioredis' `duplicate`); a client without it
    * (a test's stand-in) has none, and a held run lock goes to its strategy at once.
@@ -863,28 +862,33 @@ export const makeFromClient = (
 
     // Load once now, on every master of a cluster; a later SCRIPT FLUSH, or a replica promoted since, is answered by
     // EVAL on NOSCRIPT.
-    const load = Effect.suspend(() => {
-      const loaders = client.isCluster === true && client.nodes !== undefined ? client.nodes("master") : [client]
-      return Effect.forEach(
-        loaders.flatMap((node) => Object.values(scripts).map((script) => [node, script] as const)),
-        ([node, script]) => call("load scripts", () => node.script("LOAD", script.source), () => undefined),
+    const loadOn = (node: { script(subcommand: "LOAD", script: string): Promise<unknown> }) =>
+      Effect.forEach(
+        Object.values(scripts),
+        (script) => call("load scripts", () => node.script("LOAD", script.source), () => undefined),
         { discard: true }
       )
-    })
-    // A cluster built during a failover lists the master that died until its slots are read again: read them and try
-    // again, until the timeout, as a Redis restarting is waited for at connect. A refusal (a denied command, a script
-    // Redis cannot compile) is the same the next time.
-    const refreshSlots = Effect.async<void>((resume) => {
-      if (client.refreshSlotsCache === undefined) return resume(Effect.void)
-      client.refreshSlotsCache(() => resume(Effect.void))
-    })
-    yield* client.isCluster !== true ? load : load.pipe(
-      Effect.tapError(() => refreshSlots),
-      Effect.retry({
-        schedule: Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(timeout)),
-        while: (error) => !/^(ERR|NOPERM|NOAUTH|WRONGPASS)/.test(error.reason)
-      })
+    // A refusal (a denied command, a script Redis cannot compile) is the same on every node and every time.
+    const refusal = (error: RedisError) => /^(ERR|NOPERM|NOAUTH|WRONGPASS)/.test(error.reason)
+    // A cluster built during a failover lists the master that died until a replica takes over: the masters load at
+    // once, and one that does not answer fails only if none does (or one refuses). Every call answers NOSCRIPT with
+    // EVAL, so the promoted replica needs no load; waiting for it would fail the store, or hold a command line, for
+    // the whole failover.
+    const loadMasters = Effect.suspend(() =>
+      Effect.flatMap(
+        Effect.forEach(client.nodes?.("master") ?? [], (node) => Effect.either(loadOn(node)), { concurrency: "unbounded" }),
+        (loads) => {
+          const failed = loads.flatMap((load) => load._tag === "Left" ? [load.left] : [])
+          const refused = failed.find(refusal)
+          return refused !== undefined
+            ? Effect.fail(refused)
+            : failed.length > 0 && failed.length === loads.length
+            ? Effect.fail(failed[0]!)
+            : Effect.void
+        }
+      )
     )
+    yield* client.isCluster === true && client.nodes !== undefined ? loadMasters : loadOn(client)
 
     // The items' indices, grouped by shard: one group for a standalone layout, and one per shard for a prefix whose
     // recorded cluster layout a standalone Redis adopted (each script names its own shard's index).
@@ -1154,9 +1158,22 @@ export const makeFromClient = (
         if (zscan === undefined) return Effect.fail(new RedisError({ operation: "scan", reason: "this client has no ZSCAN" }))
         const layout = layoutFor(prefix)
         const at = Layout.scanCursor.decode(layout, cursor)
+        const index = layout.index(prefix, at.shard)
+        // On a cluster a failed page names its shard and the node serving it: a caller walking every shard says which
+        // one did not answer.
+        const where = (error: RedisError) => {
+          const slot = Layout.slotOf(index)
+          const node = client.slots?.[slot]?.[0]
+          return new RedisError({
+            ...error,
+            reason: `${error.reason} (shard ${at.shard} of ${layout.shards}, ${index} in slot ${slot}${
+              node === undefined ? "" : ` on ${node}`
+            })`
+          })
+        }
         return call(
           "scan",
-          () => zscan.call(client, layout.index(prefix, at.shard), at.cursor, "MATCH", pattern, "COUNT", count),
+          () => zscan.call(client, index, at.cursor, "MATCH", pattern, "COUNT", count),
           (reply) => {
             const page = toScanPage(reply)
             const next = page.cursor !== "0"
@@ -1166,7 +1183,7 @@ export const makeFromClient = (
               : "0"
             return { cursor: next, members: page.members }
           }
-        )
+        ).pipe(Effect.mapError((error) => client.isCluster === true ? where(error) : error))
       },
       // One script call per shard (one for standalone Redis): all or nothing within each.
       remove: (locks, options) => {
@@ -1490,6 +1507,12 @@ const owned = <C extends Redis | Cluster>(create: () => C, timeout: Duration.Dur
  */
 export interface Own {
   readonly layout?: "check" | "adopt" | undefined
+  /**
+   * A command line's cluster: no reconnect once connected or once no node answers, but while nodes answer with their
+   * slots and say the cluster is down (a failover under way), the first connect tries again every `downRetryMs`
+   * within its timeout.
+   */
+  readonly oneShot?: boolean | undefined
 }
 
 /**
@@ -1541,6 +1564,8 @@ export const make = (options: Options = {}, tool?: Own): Effect.Effect<Store, Re
 
 // How long ioredis waits before it tries a call again while a cluster fails over (its default).
 const clusterRetryMs = 100
+// How long a command line's first connect waits before it reads the slots again of a cluster that said it is down.
+const downRetryMs = 300
 
 /**
  * A store on Redis Cluster that owns its ioredis `Cluster`: connected when built (every slot known), closed with its
@@ -1579,10 +1604,28 @@ export const makeCluster = (options: ClusterOptions, tool?: Own): Effect.Effect<
         ...legacyReplies
       }
     }
+    // Whether a node answered with its slots (ioredis' "refresh"): a connect that ends after one did not fail for want
+    // of a node; the cluster said it was down (ioredis' ready check read cluster_state:fail).
+    let answered = false
+    let ready = false
+    let masters = ""
+    if (tool?.oneShot === true) {
+      clusterOptions.clusterRetryStrategy = () => (answered && !ready ? downRetryMs : null)
+    }
     const nodes = options.nodes.map((node) => typeof node === "string" ? node.replace(/^redis:\/\//, "") : { ...node })
     const { client, lastError } = yield* owned(() => new Cluster(nodes, clusterOptions), timeout)
+    client.on("refresh", () => {
+      answered = true
+      masters = client.nodes("master").map((node) => `${node.options.host}:${node.options.port}`).join(", ")
+    })
+    client.once("ready", () => (ready = true))
     const named = nodes.map((node) => typeof node === "string" ? node : `${node.host}:${node.port}`).join(", ")
-    yield* connect(client, timeout, `the Redis Cluster at ${named} (none answered with its slots)`, lastError, named)
+    yield* connect(client, timeout, `the Redis Cluster at ${named} (none answered with its slots)`, lastError, named, () =>
+      answered
+        ? `the Redis Cluster at ${named} answered with its slots (masters ${masters}) but reported itself down ` +
+          `(CLUSTER INFO: cluster_state:fail, or no answer to it) until it was given up after ${Duration.format(timeout)}` +
+          `: a master may be down and a failover under way; try again in a few seconds`
+        : undefined)
     const store = yield* makeFromClient(client, {
       timeout,
       shards: options.shards,
@@ -1608,7 +1651,9 @@ const connect = (
   timeout: Duration.Duration,
   where: string,
   lastError: () => Error | undefined,
-  clusterNodes?: string
+  clusterNodes?: string,
+  // What is known to be true when the connect fails, said instead of the generic reason (a cluster that reported down).
+  known: () => string | undefined = () => undefined
 ): Effect.Effect<void, RedisError> => {
   // The error's message only: a reply error to AUTH carries the command, password included.
   const cannotReach = (cause: unknown) =>
@@ -1628,7 +1673,12 @@ const connect = (
     const onError = (error: Error) => {
       if (refused(error)) finish(Effect.fail(cannotReach(error)))
     }
-    const onEnd = () => finish(Effect.fail(cannotReach(lastError() ?? "the connection ended")))
+    const onEnd = () => {
+      const down = known()
+      finish(Effect.fail(
+        down === undefined ? cannotReach(lastError() ?? "the connection ended") : new RedisError({ operation: "connect", reason: down })
+      ))
+    }
     const cleanup = () => {
       client.off("ready", onReady)
       client.off("error", onError)
@@ -1644,6 +1694,8 @@ const connect = (
     Effect.timeoutFail({
       duration: timeout,
       onTimeout: () => {
+        const down = known()
+        if (down !== undefined) return new RedisError({ operation: "connect", reason: down })
         const last = lastError()
         return new RedisError({
           operation: "connect",

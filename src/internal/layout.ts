@@ -183,9 +183,9 @@ const makeCluster = (shards: number): Layout => {
  * @internal
  */
 export const scanCursor = {
-  encode: (layout: Layout, shard: number, cursor: string): string =>
+  encode: (layout: Pick<Layout, "shards">, shard: number, cursor: string): string =>
     (BigInt(cursor) * BigInt(layout.shards) + BigInt(shard)).toString(),
-  decode: (layout: Layout, text: string): { readonly shard: number; readonly cursor: string } => {
+  decode: (layout: Pick<Layout, "shards">, text: string): { readonly shard: number; readonly cursor: string } => {
     const n = /^\d+$/.test(text) ? BigInt(text) : 0n
     const shards = BigInt(layout.shards)
     return { shard: Number(n % shards), cursor: (n / shards).toString() }
