@@ -27,10 +27,10 @@ const lifecycle = (store: Redis.Store, name: string) => {
   const queue = { prefix, name }
   const run = { prefix, name: `${name}:RUN` }
   return store.lock(queue, { jid: "j", limit: 1, ttlMs: 60_000, leaseMs: 0, info: "", fenced: false }).pipe(
-    Effect.zipRight(store.handoff(queue, run, { jid: "j", limit: 1, ttlMs: 0, leaseMs: 30_000, info: "", fenced: true }, {
+    Effect.andThen(store.handoff(queue, run, { jid: "j", limit: 1, ttlMs: 0, leaseMs: 30_000, info: "", fenced: true }, {
       keepOnConflict: false
     })),
-    Effect.zipRight(store.unlock(run, "j"))
+    Effect.andThen(store.unlock(run, "j"))
   )
 }
 

@@ -152,7 +152,7 @@ export const make = async (
       sent: ours,
       run: fibers((run) => (worker, i) => {
         const target = { digest: oursDigests[worker]!, jid: jidFor(run, worker, i) }
-        return Effect.zipRight(Lock.lock(definitions.untilExecuted, target), Lock.unlock(definitions.untilExecuted, target))
+        return Effect.andThen(Lock.lock(definitions.untilExecuted, target), Lock.unlock(definitions.untilExecuted, target))
       })
     },
     {
@@ -180,8 +180,8 @@ export const make = async (
         const target = { digest: oursDigests[worker]!, jid: jidFor(run, worker, i) }
         const d = definitions.untilAndWhile
         return Lock.lock(d, target).pipe(
-          Effect.zipRight(Lock.handoff(d, target, { keepQueueLock: false })),
-          Effect.zipRight(Lock.unlock(d, { ...target, phase: "run" }))
+          Effect.andThen(Lock.handoff(d, target, { keepQueueLock: false })),
+          Effect.andThen(Lock.unlock(d, { ...target, phase: "run" }))
         )
       })
     },
@@ -223,7 +223,7 @@ export const make = async (
       run: fibers((run) => (worker, i) => {
         const key = rawKeys[worker]!
         const jid = jidFor(run, worker, i)
-        return Effect.zipRight(
+        return Effect.andThen(
           Effect.tryPromise(() => raw.set(key, jid, "PX", 30_000, "NX")),
           Effect.tryPromise(() => raw.evalsha(cadSha, 1, key, jid))
         )

@@ -34,7 +34,7 @@ export const main = async (log: (line: string) => void, locks: number, leaseMs: 
         Middleware.server(definition, { worker: "BurstJob", queue: "q", args: [i], jid: `j${i}` }, Effect.sleep(3 * leaseMs))
           .pipe(
             Effect.map((outcome) => outcome._tag as string),
-            Effect.catchAll((error) => Effect.succeed(error._tag))
+            Effect.catch((error) => Effect.succeed(error._tag))
           ),
       { concurrency: "unbounded" }
     ).pipe(

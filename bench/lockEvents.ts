@@ -61,14 +61,14 @@ export const main = async (log: (line: string) => void, lifecycles: number, roun
         const jid = `j${i}`
         switch (scenario) {
           case "until_executed":
-            return Effect.zipRight(Lock.lock(queueOnly, { digest, jid }), Lock.unlock(queueOnly, { digest, jid }))
+            return Effect.andThen(Lock.lock(queueOnly, { digest, jid }), Lock.unlock(queueOnly, { digest, jid }))
           case "until_and_while_executing":
             return Lock.lock(both, { digest, jid }).pipe(
-              Effect.zipRight(Lock.handoff(both, { digest, jid }, { keepQueueLock: true })),
+              Effect.andThen(Lock.handoff(both, { digest, jid }, { keepQueueLock: true })),
               Effect.flatMap((taken) => Lock.unlock(both, { digest, jid, phase: "run", fence: taken.fence }))
             )
           case "duplicate":
-            return Effect.either(Lock.lock(queueOnly, { digest: held, jid }))
+            return Effect.result(Lock.lock(queueOnly, { digest: held, jid }))
         }
       }
       await admin.config("RESETSTAT")

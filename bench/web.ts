@@ -133,7 +133,7 @@ export const main = async (log: (line: string) => void, locks: number): Promise<
     const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
     const jobs = 20_000
     const job = (i: number) =>
-      Effect.zipRight(
+      Effect.andThen(
         Lock.lock(definition, { digest: `${prefix}:job${i}`, jid: `j${i}` }),
         Lock.unlock(definition, { digest: `${prefix}:job${i}`, jid: `j${i}` })
       )
@@ -148,7 +148,7 @@ export const main = async (log: (line: string) => void, locks: number): Promise<
     const flushes = 200
     const beforeFlush = await probe.snapshot()
     for (let i = 0; i < flushes; i++) {
-      await run(Effect.zipRight(job(jobs + i), History.flush(prefix)))
+      await run(Effect.andThen(job(jobs + i), History.flush(prefix)))
     }
     const flushDelta = delta(beforeFlush, await probe.snapshot())
     // Each round was one job (two calls) and one flush: the flush's share is what is left.
@@ -175,7 +175,7 @@ export const main = async (log: (line: string) => void, locks: number): Promise<
       Scope.extend(Layer.toRuntime(Layer.merge(traced, Layer.succeed(Redis.RedisService, store))), scope)
     )
     const cycle = (worker: number, i: number) =>
-      Effect.zipRight(
+      Effect.andThen(
         Lock.lock(definition, { digest: `${prefix}:t${worker}:${i}`, jid: `t${i}` }),
         Lock.unlock(definition, { digest: `${prefix}:t${worker}:${i}`, jid: `t${i}` })
       )

@@ -153,10 +153,10 @@ export const main = async (log: (line: string) => void, locks: number, holders: 
             Middleware.server(
               held,
               { worker: "HeldJob", queue: "q", args: [i], jid: `held-${i}` },
-              Effect.zipRight(Effect.sync(() => started++), Effect.sleep(ms))
+              Effect.andThen(Effect.sync(() => started++), Effect.sleep(ms))
             ).pipe(
               Effect.map((outcome) => outcome._tag as string),
-              Effect.catchAll((error) => Effect.succeed(error._tag as string))
+              Effect.catch((error) => Effect.succeed(error._tag as string))
             ),
           { concurrency: "unbounded" }
         ).pipe(

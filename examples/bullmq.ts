@@ -43,7 +43,7 @@ const effectFace = Effect.gen(function*() {
   // Closed with the scope, once the job it runs has finished.
   yield* BullMQ.worker(
     Charge,
-    (job) => Effect.zipRight(charge(job.data.customer), Deferred.succeed(charged, undefined)),
+    (job) => Effect.andThen(charge(job.data.customer), Deferred.succeed(charged, undefined)),
     { connection }
   )
   yield* Deferred.await(charged)

@@ -268,7 +268,7 @@ const run = (
           }
           return line("run", `${who(current)} ${serverText(outcome, relative)}`)
         }),
-        Effect.tapErrorCause((cause) => {
+        Effect.tapCause((cause) => {
           stats.failed++
           return line("run", `${who(current)} failed: ${causeText(cause)}`)
         })
@@ -280,7 +280,7 @@ const run = (
       enqueue,
       burst: (times, args) => Effect.forEach(Array.from({ length: times }), () => enqueue(args)),
       work: (concurrency) =>
-        Effect.zipRight(
+        Effect.andThen(
           line("--", `workers start (concurrency ${concurrency})`),
           queue.work(handler, { concurrency, onDeath: (dead) => unique.died(dead) })
         ),
@@ -308,7 +308,7 @@ const run = (
           if (!holds) failures.push(`${spec.name}: ${text}`)
           return line("check", `${holds ? "ok  " : "FAIL"}  ${text}`)
         }),
-      release: Effect.zipRight(line("--", "the held runs are released"), released.open)
+      release: Effect.andThen(line("--", "the held runs are released"), released.open)
     }
 
     yield* spec.script(scenario)
@@ -892,7 +892,7 @@ const chooseRedis: Effect.Effect<Choice, never, Scope.Scope> = Effect.gen(functi
       layer: Redis.layer({ url: server.url }),
       shared: undefined
     })),
-    Effect.catchAll((error) =>
+    Effect.catch((error) =>
       Effect.succeed<Choice>({
         description: error.reason === "redis-server is not installed"
           ? "in-process memory store (no redis-server found, REDIS_URL unset)"
@@ -929,7 +929,7 @@ const cleanup = (url: Redacted.Redacted<string>, prefix: string) =>
     (client) => Effect.sync(() => client.disconnect())
   ).pipe(
     Effect.flatMap((removed) => Console.log(`Cleanup: removed ${removed} key(s) under ${prefix}: from REDIS_URL`)),
-    Effect.catchAll((error) => Console.log(`Cleanup: could not remove the keys under ${prefix}: (${String(error)})`))
+    Effect.catch((error) => Console.log(`Cleanup: could not remove the keys under ${prefix}: (${String(error)})`))
   )
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -989,7 +989,7 @@ const operate = (prefix: string, url: string | undefined) =>
     yield* Console.log(`\n$ unique-jobs stats --prefix ${prefix}`)
     yield* Cli.run(["node", "unique-jobs", "stats", "--prefix", prefix, "--redis-url", url]).pipe(
       Effect.provide(Cli.platform),
-      Effect.catchAll((error) => Console.log(`  (the command failed: ${String(error)})`))
+      Effect.catch((error) => Console.log(`  (the command failed: ${String(error)})`))
     )
   })
 
@@ -1027,8 +1027,8 @@ const program = Effect.gen(function*() {
 }).pipe(Effect.scoped)
 
 const main = program.pipe(
-  Effect.catchAllCause((cause) =>
-    Effect.zipRight(
+  Effect.catchCause((cause) =>
+    Effect.andThen(
       Console.error(
         Option.match(Cause.failureOption(cause), {
           onNone: () => `\nFAILED: the demo stopped on a defect\n${Cause.pretty(cause)}`,

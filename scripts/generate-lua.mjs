@@ -1,4 +1,4 @@
-// Writes src/internal/lua.generated.ts from lua/**/*.lua, so the library never reads lua/ at run time and bundles
+// Writes src/store/lua.generated.ts from lua/**/*.lua, so the library never reads lua/ at run time and bundles
 // (esbuild, serverless) carry the scripts. Deterministic: files sorted by path, sources kept byte for byte.
 //
 //   node scripts/generate-lua.mjs           write the module (npm run generate; npm run build runs it first)
@@ -9,8 +9,8 @@ import { fileURLToPath } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const luaDir = join(root, "lua")
-const target = join(root, "src", "internal", "lua.generated.ts")
-const targetName = "src/internal/lua.generated.ts"
+const target = join(root, "src", "store", "lua.generated.ts")
+const targetName = "src/store/lua.generated.ts"
 
 const listLua = (dir) =>
   readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {

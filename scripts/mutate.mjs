@@ -37,7 +37,7 @@ import { parseArgs } from "node:util"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const cataloguePath = join(root, "mutants", "catalogue.json")
-const generated = "src/internal/lua.generated.ts"
+const generated = "src/store/lua.generated.ts"
 /** Mutants per CI share: about 5 (the whole catalogue over some 40 commits); with bail on, most die in seconds, so a
  * share takes about two minutes, inside the 12 of `.ci/run`. */
 const ciPerShare = 5

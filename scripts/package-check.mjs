@@ -180,7 +180,7 @@ for (const spec of specs) {
 process.stdout.write(JSON.stringify(out))
 `
 
-/** `.`, then every module the `./*` export maps, as the tarball's dist/ has them (not internal/, not bin/). */
+/** `.`, then every module the `./*` export maps, as the tarball's dist/ has them (not store/, cli/ or the other internal folders, not bin/). */
 const entryPoints = (installed) => {
   const dist = join(installed, "dist")
   if (!existsSync(dist)) throw new Error(`the tarball has no dist/ (was it built before packing?)`)
@@ -301,10 +301,10 @@ const tarballChecks = async () => {
   let imported
   if (esmInstalled) {
     let count = ""
-    await check(() => `esm: import every entry point${count}, each with exports; internal/* refused`, async () => {
+    await check(() => `esm: import every entry point${count}, each with exports; store/* refused`, async () => {
       const specs = entryPoints(join(esm, "node_modules", name))
       count = ` (${specs.length})`
-      const internal = `${name}/internal/memory`
+      const internal = `${name}/store/Memory`
       writeFileSync(join(esm, "import-all.js"), importAll)
       const { [internal]: refused, ...entries } = await nodeJson(esm, "import-all.js", [
         JSON.stringify([...specs, internal])

@@ -14,7 +14,7 @@ import * as History from "../src/History.js"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Web from "../src/Web.js"
 
 const prefix = "uniquejobs"

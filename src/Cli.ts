@@ -29,10 +29,10 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
 import { JobQueue } from "./JobQueue.js"
-import * as CliMistakes from "./internal/cliMistakes.js"
-import * as CliPlatform from "./internal/cliPlatform.js"
-import * as IORedisStore from "./internal/ioredis.js"
-import * as RedisOptions from "./internal/redisOptions.js"
+import * as CliMistakes from "./cli/Mistakes.js"
+import * as CliPlatform from "./cli/Platform.js"
+import * as IORedisStore from "./store/IORedis.js"
+import * as RedisOptions from "./store/RedisOptions.js"
 import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
 import * as Reaper from "./Reaper.js"
@@ -125,7 +125,7 @@ const prefixHint = (name: string, prefix: string): string => {
 }
 
 const checkPattern = (pattern: string, prefix: string, help: string): Effect.Effect<void, CliError> =>
-  Effect.zipRight(
+  Effect.andThen(
     checkArgument("pattern", pattern, help),
     Locks.canMatch(pattern, prefix)
       ? Effect.void
@@ -241,7 +241,7 @@ const withRedis = <A>(
         (store) => Effect.provideService(self, Redis.RedisService, store)
       )
     )
-    yield* Effect.forkDaemon(Scope.close(scope, Exit.void))
+    yield* Effect.forkDetach(Scope.close(scope, Exit.void))
     return yield* exit
   }).pipe(Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
 
@@ -724,7 +724,7 @@ const queuesOf = (o: Bullmq, connection: Connection) =>
       : undefined
     if (where === undefined) return yield* Effect.fail(noRedis())
     const queues = yield* Effect.tryPromise({
-      try: () => import("./internal/bullmqQueues.js"),
+      try: () => import("./cli/BullMQQueues.js"),
       catch: () => new CliError("--bullmq-queue needs the bullmq package: npm install bullmq")
     })
     return yield* queues.make({
@@ -739,9 +739,9 @@ const queuesOf = (o: Bullmq, connection: Connection) =>
 // "90s", "10m", "500ms" as a shell is typed; anything else ("10 minutes") as the Reaper reads it. A bare number is
 // refused (by checkBullmq): `--grace 5` could mean seconds or minutes, and read as milliseconds it asks about every
 // lock, even one whose job is still on its way.
-const graceOf = (text: string): Duration.DurationInput => {
+const graceOf = (text: string): Duration.Input => {
   const compact = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim())
-  if (compact === null) return text as Duration.DurationInput
+  if (compact === null) return text as Duration.Input
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[compact[2] as "ms"]
   return Number(compact[1]) * unit
 }
@@ -758,7 +758,7 @@ const freedLines = (dryRun: boolean, freed: ReadonlyArray<Redis.ReapCandidate>):
   freed.map((f) => `${dryRun ? "would free" : "freed"} ${f.lock} (job ${f.jid} of queue ${f.queue ?? "-"}: gone)`)
 
 const reap = Command.make("reap", { dryRun, redisUrl, prefix, json, bullmq }, (o) =>
-  Effect.zipRight(Effect.zipRight(checkPrefix(o.prefix), checkBullmq(o.bullmq)), withRedis(
+  Effect.andThen(Effect.andThen(checkPrefix(o.prefix), checkBullmq(o.bullmq)), withRedis(
     o.redisUrl,
     Effect.gen(function*() {
       const asks = o.bullmq.queues.length > 0
@@ -769,7 +769,7 @@ const reap = Command.make("reap", { dryRun, redisUrl, prefix, json, bullmq }, (o
       }).pipe(Effect.mapError((error) => new CliError(error.issues.map((i) => `--${i.field}: ${i.reason}`).join("; "))))
       const freed: Array<Redis.ReapCandidate> = []
       const walk = runner.pass((sofar, orphans) =>
-        Effect.zipRight(
+        Effect.andThen(
           Effect.sync(() => freed.push(...orphans)),
           progress(`walked ${sofar.scanned}, ${o.dryRun ? "would remove" : "removed"} ${
             sofar.members + sofar.holders + sofar.orphans
@@ -805,7 +805,7 @@ const reap = Command.make("reap", { dryRun, redisUrl, prefix, json, bullmq }, (o
   ))
 
 const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
-  Effect.zipRight(checkPrefix(o.prefix), withLocks(o, (locks) =>
+  Effect.andThen(checkPrefix(o.prefix), withLocks(o, (locks) =>
     Effect.gen(function*() {
       const s = yield* locks.stats
       yield* print(o.json, s, () =>
@@ -874,8 +874,8 @@ const web = Command.make("web", {
   ),
   bullmq
 }, (o) =>
-  Effect.zipRight(
-    Effect.zipRight(checkPrefix(o.prefix), checkBullmq(o.bullmq)),
+  Effect.andThen(
+    Effect.andThen(checkPrefix(o.prefix), checkBullmq(o.bullmq)),
     Effect.gen(function*() {
       const fromEnv = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_TOKEN")).pipe(
         Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_TOKEN: ${error.message}`))
@@ -950,7 +950,7 @@ const describeLayout = (layout: Redis.PrefixLayout): string =>
   }`
 
 const layoutShow = Command.make("show", { redisUrl, prefix, json }, (o) =>
-  Effect.zipRight(
+  Effect.andThen(
     checkPrefix(o.prefix),
     withRedis(
       o.redisUrl,
@@ -968,7 +968,7 @@ const layoutShow = Command.make("show", { redisUrl, prefix, json }, (o) =>
   )
 
 const layoutReset = Command.make("reset", { redisUrl, prefix, json }, (o) =>
-  Effect.zipRight(
+  Effect.andThen(
     checkPrefix(o.prefix),
     withRedis(
       o.redisUrl,
@@ -1041,8 +1041,8 @@ export const command = Command.make("unique-jobs").pipe(
 export const run = (
   args: ReadonlyArray<string>
 ): Effect.Effect<void, CliError | ValidationError.ValidationError, FileSystem.FileSystem | Path.Path | Terminal.Terminal> =>
-  Effect.zipRight(
-    Effect.zipRight(checkQueueValues(args), checkMistakes(args)),
+  Effect.andThen(
+    Effect.andThen(checkQueueValues(args), checkMistakes(args)),
     runCommand(args).pipe(
       // What @effect/cli refuses itself (a missing argument, a value not of a choice) it has said; its usage follows.
       Effect.tapError((error) =>

@@ -45,14 +45,14 @@ import * as Strategy from "./Strategy.js"
 export interface Input {
   /** false: the middleware passes every job straight through, with no lock and no Redis call. Default true. */
   readonly enabled?: boolean | undefined
-  readonly lockTtl?: Duration.DurationInput | undefined
-  readonly lockLease?: Duration.DurationInput | undefined
+  readonly lockTtl?: Duration.Input | undefined
+  readonly lockLease?: Duration.Input | undefined
   readonly lockPrefix?: string | undefined
   readonly digestAlgorithm?: Digest.Algorithm | undefined
   readonly lockInfo?: boolean | undefined
   readonly lockEvents?: boolean | undefined
   readonly onConflict?: Strategy.OnConflict | undefined
-  readonly rescheduleDelay?: Duration.DurationInput | undefined
+  readonly rescheduleDelay?: Duration.Input | undefined
 }
 
 /**

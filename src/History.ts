@@ -28,7 +28,7 @@ import * as MetricState from "effect/MetricState"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { Defaults } from "./Defaults.js"
-import { durationFrom, formatIssues, type InvalidLockOptions, invalidOptions } from "./internal/decoding.js"
+import { durationFrom, formatIssues, type InvalidLockOptions, invalidOptions } from "./options/Decoding.js"
 import { PrefixSchema } from "./Options.js"
 import type { RedisError } from "./Redis.js"
 import { RedisService } from "./Redis.js"
@@ -117,7 +117,7 @@ export interface Options {
   /** The lock prefix whose buckets are written. Default: the `Defaults` prefix. */
   readonly prefix?: string | undefined
   /** Time between flushes: 100 ms to 1 hour. Default 10 seconds. */
-  readonly interval?: Duration.DurationInput | undefined
+  readonly interval?: Duration.Input | undefined
 }
 
 /** A bucket's width. */
@@ -218,13 +218,13 @@ const decodeOptions = Schema.decodeUnknownEither(
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<never, InvalidLockOptions, RedisService> =>
-  Layer.scopedDiscard(
+  Layer.effectDiscard(
     Effect.gen(function*() {
       const decoded = decodeOptions(options)
       if (Either.isLeft(decoded)) return yield* Effect.fail(invalidOptions(formatIssues(decoded.left)))
       const prefix = decoded.right.prefix ?? (yield* Defaults).lockPrefix
       const once = flush(prefix).pipe(
-        Effect.catchAll((error) =>
+        Effect.catch((error) =>
           Effect.logWarning("metrics flush failed; its counts go with the next", error).pipe(
             Effect.annotateLogs({ package: "effect-unique-jobs", module: "History", prefix })
           )

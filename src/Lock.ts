@@ -23,16 +23,16 @@ import type * as Tracer from "effect/Tracer"
 import { Defaults, resolve } from "./Defaults.js"
 import * as Digest from "./Digest.js"
 import { LockConflict, LockLost } from "./Errors.js"
-import * as Keeper from "./internal/leaseKeeper.js"
-import * as Waits from "./internal/releaseWaits.js"
+import * as Keeper from "./store/LeaseKeeper.js"
+import * as Waits from "./store/ReleaseWaits.js"
 import { QueueError } from "./JobQueue.js"
-import { unsafeIncrement } from "./internal/metrics.js"
-import * as Tracing from "./internal/tracing.js"
+import { unsafeIncrement } from "./observability/MetricState.js"
+import * as Tracing from "./observability/Tracing.js"
 import type { Phase } from "./LockType.js"
 import * as LockType from "./LockType.js"
 import * as Metrics from "./Metrics.js"
 import type { Definition, Unlocked } from "./Options.js"
-import { passes } from "./internal/models.js"
+import { passes } from "./store/Store.js"
 import type { HolderRequest, LockKey, LockResult, RedisError, Store } from "./Redis.js"
 import { RedisService } from "./Redis.js"
 
@@ -48,7 +48,7 @@ export interface Target {
   /** Default: `queue` for types that lock at enqueue, else `run`. */
   readonly phase?: Phase | undefined
   /** For a scheduled job: its queue lock's TTL counts from its run time, so the TTL grows by the delay. */
-  readonly delay?: Duration.DurationInput | undefined
+  readonly delay?: Duration.Input | undefined
   /** Worker, queue and arguments, stored with the holder when `lockInfo` is on. */
   readonly info?: { readonly worker?: string; readonly queue?: string; readonly args?: unknown } | undefined
   /** For `unlock` and `renew` of a run lock: the acquisition's fencing token, so no other copy's hold is touched. */
@@ -402,7 +402,7 @@ const runAfterUnlock = (definition: Definition, unlocked: Unlocked): Effect.Effe
   definition.afterUnlock === undefined || LockType.records[definition.lock].releasedBy === "expiry"
     ? Effect.void
     : Effect.suspend(() => definition.afterUnlock!(unlocked)).pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("afterUnlock failed", cause)),
+      Effect.catchCause((cause) => Effect.logWarning("afterUnlock failed", cause)),
       Effect.annotateLogs({ package: "effect-unique-jobs", module: "Lock", digest: unlocked.digest, jid: unlocked.jid }),
       Effect.asVoid
     )
@@ -490,7 +490,7 @@ const handoffWith = (
       // The script released the queue lock unless it kept it for a job going back to the queue: that release counts
       // (and runs afterUnlock) like any other.
       return result.queueLockHeld && (result._tag === "Acquired" || !options.keepQueueLock)
-        ? Effect.zipRight(afterRelease(definition, { ...target, phase: "queue" }, "queue"), taken)
+        ? Effect.andThen(afterRelease(definition, { ...target, phase: "queue" }, "queue"), taken)
         : taken
     }
   )
@@ -577,7 +577,7 @@ export const releaseQueueLock = (definition: Definition, target: Target): Effect
 // The lock type says this job holds its queue lock until now, yet the release found none: said and counted, since
 // the likeliest cause leaves a lock behind for good (a producer that locked under other options).
 const missed = (definition: Definition, target: Target): Effect.Effect<boolean> =>
-  Effect.zipRight(
+  Effect.andThen(
     Metric.increment(counter(Metrics.releaseMissed, definition.lock, "queue")),
     Effect.logWarning(
       `releasing the queue lock of ${target.jid} found nothing to release (digest ${target.digest}). ` +
@@ -625,7 +625,7 @@ export const releaseAgain = (redis: Store, definition: Definition, target: Targe
           "expired or deleted); it is not counted released, and afterUnlock did not run for it"
       ).pipe(Effect.annotateLogs(annotations(target)))
     ),
-    Effect.catchAll((error) =>
+    Effect.catch((error) =>
       Effect.as(Effect.logWarning("could not release the queue lock; it stays until its TTL or the reaper", error), false)
         .pipe(Effect.annotateLogs(annotations(target)))
     )
@@ -706,7 +706,7 @@ export const keepIfEnqueued = <A, E, R>(
     // An enqueue that may still land keeps its lock until the queue answers: released only if it did not.
     return landing === undefined
       ? releaseQueueLockWith(redis, definition, target)
-      : Effect.asVoid(Effect.forkDaemon(
+      : Effect.asVoid(Effect.forkDetach(
         Effect.flatMap(landing, (landed) =>
           landed ? Effect.void : Effect.asVoid(releaseQueueLockWith(redis, definition, target)))
       ))
@@ -817,7 +817,7 @@ const holding = <A extends Acquired>(
       Effect.tap(() =>
         Effect.clockWith((clock) => Metric.update(Metrics.holdTime, clock.unsafeCurrentTimeMillis() - start))
       ),
-      Effect.catchAll((error) => releaseHeldAgain(redis, definition, pinned, error, lease?.deadline))
+      Effect.catch((error) => releaseHeldAgain(redis, definition, pinned, error, lease?.deadline))
     )
   })
   const release: Effect.Effect<void, LockLost> = Effect.flatMap(unlockOnce, (live) => {
@@ -829,7 +829,7 @@ const holding = <A extends Acquired>(
     }
     return runLockGone(definition, target, acquired.fence, lease)
   })
-  const lost: Effect.Effect<never, LockLost> = lease === undefined ? Effect.never : Effect.async((resume) => {
+  const lost: Effect.Effect<never, LockLost> = lease === undefined ? Effect.never : Effect.callback((resume) => {
     if (lease.lost !== undefined) return resume(Effect.fail(lease.lost))
     const previous = lease.onLost
     lease.onLost = (error) => {
@@ -915,8 +915,8 @@ export const runLockGone = (
     lockType: definition.lock,
     reason: `the release found the hold gone (its lease passed or it was deleted)${fence ? `; fence ${fence}` : ""}`
   })
-  return Effect.zipRight(
-    Effect.zipRight(
+  return Effect.andThen(
+    Effect.andThen(
       Metric.increment(counter(Metrics.lost, definition.lock, "run")),
       Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(target)))
     ),
@@ -1089,7 +1089,7 @@ const recordWait = <H>(
   if (outcome === "unsupported") return Effect.void
   const counted = Metric.increment(Metrics.lockWaits.of(wait.lockType, outcome))
   return lined
-    ? Effect.zipRight(
+    ? Effect.andThen(
       counted,
       Effect.clockWith((clock) => Metric.update(Metrics.waitTime, clock.unsafeCurrentTimeMillis() - start))
     )
@@ -1250,10 +1250,10 @@ export const runHolding = <A, E, R>(held: Held, self: Perform<A, E, R>): Effect.
   if (lease === undefined) return Effect.zipLeft(Effect.raceFirst(perform, held.lost), held.release)
   // Lost between the acquisition and now, or answered too late to count as held: the perform never starts.
   return Effect.flatMap(Keeper.check(lease), (lost) => {
-    if (lost !== undefined) return Effect.zipRight(Effect.ignore(held.release), Effect.fail(lost))
+    if (lost !== undefined) return Effect.andThen(Effect.ignore(held.release), Effect.fail(lost))
     return Effect.withFiberRuntime((current) => {
       // Lost since the check (the fiber yielded in between): nothing would tell the perform.
-      if (lease.lost !== undefined) return Effect.zipRight(Effect.ignore(held.release), Effect.fail(lease.lost))
+      if (lease.lost !== undefined) return Effect.andThen(Effect.ignore(held.release), Effect.fail(lease.lost))
       const previous = lease.onLost
       const boundary = current.getFiberRef(currentBoundary)
       if (boundary !== undefined && boundary.fiber === current && !boundary.taken) {
@@ -1266,7 +1266,7 @@ export const runHolding = <A, E, R>(held: Held, self: Perform<A, E, R>): Effect.
         return Effect.zipLeft(perform, held.release)
       }
       return Effect.zipLeft(
-        Effect.flatMap(Effect.fork(perform), (fiber) => {
+        Effect.flatMap(Effect.forkChild(perform), (fiber) => {
           lease.onLost = (lost) => {
             previous?.(lost)
             fiber.unsafeInterruptAsFork(fiber.id())

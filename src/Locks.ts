@@ -15,8 +15,8 @@ import { Defaults } from "./Defaults.js"
 import { describeValue, formatIssues, invalidOptions, type InvalidLockOptions, isRecord, PrefixSchema } from "./Options.js"
 import type { Fetched, Holder, HolderPage, LockEvent, LockKey, RedisError, Removal } from "./Redis.js"
 import { eventLog, holdersChanged, RedisService } from "./Redis.js"
-import * as Layout from "./internal/layout.js"
-import * as Tracing from "./internal/tracing.js"
+import * as Layout from "./store/Layout.js"
+import * as Tracing from "./observability/Tracing.js"
 
 export type {
   /**
@@ -549,7 +549,7 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
     const shardedStats = (shards: number) =>
       Effect.flatMap(
         Effect.forEach(Array.from({ length: shards }, (_, shard) => shard), (shard) =>
-          Effect.either(
+          Effect.result(
             tally(Layout.scanCursor.encode({ shards }, shard, "0"), (at) =>
               Layout.scanCursor.decode({ shards }, at).shard === shard)
           ), { concurrency: statsShards }),

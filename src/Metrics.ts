@@ -8,7 +8,7 @@
  */
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
-import * as Internal from "./internal/metrics.js"
+import * as Internal from "./observability/MetricState.js"
 
 /**
  * A counter family: one counter per `(lock_type, phase)`, made on first use and kept.

@@ -18,7 +18,7 @@ import type { DuplicateJob } from "./Errors.js"
 import type { Job } from "./Job.js"
 import { JobQueue } from "./JobQueue.js"
 import type { QueueError } from "./JobQueue.js"
-import * as Tracing from "./internal/tracing.js"
+import * as Tracing from "./observability/Tracing.js"
 import * as Lock from "./Lock.js"
 import * as LockType from "./LockType.js"
 import * as Metrics from "./Metrics.js"
@@ -163,7 +163,7 @@ export const clientConflict = <A, E, R>(
     holders.length === 0
       ? retried >= startRetries
         ? skipped(conflict)
-        : Effect.zipRight(
+        : Effect.andThen(
           Effect.sleep(startRetryMs * 2 ** retried),
           Lock.queueLocked(
             redis,
@@ -285,7 +285,7 @@ const debounced = <A, E, R>(
       })
     })
   const wait = (waits: number, swaps: number, ours: ReadonlyArray<string>) =>
-    Effect.zipRight(Effect.sleep(startRetryMs * 2 ** waits), attempt(waits + 1, swaps, undefined, [], ours))
+    Effect.andThen(Effect.sleep(startRetryMs * 2 ** waits), attempt(waits + 1, swaps, undefined, [], ours))
   // A window past its bound has a job due: a trigger now is the next window's, so the due job is left to run (a
   // worker takes it within a poll) and the trigger waits for it to start, as for a job caught starting; replacing it
   // again and again would put its run off as long as triggers come. Only for a type that lets go at the start (for
@@ -308,7 +308,7 @@ const debounced = <A, E, R>(
       Effect.flatMap((kept) =>
         kept ? Effect.void : Effect.flatMap(JobQueue, (queue) => Effect.asVoid(queue.remove(target.jid)))
       ),
-      Effect.catchAll((error) =>
+      Effect.catch((error) =>
         Effect.logDebug("debounce: the hold could not be confirmed after the enqueue", error).pipe(
           Effect.annotateLogs({ ...annotations, digest, jid: target.jid })
         )
@@ -410,7 +410,7 @@ const serverPhase = <A, E, R>(
         )
       switch (record.beforePerform) {
         case "releaseQueueLock":
-          return Effect.zipRight(release((job.retryCount ?? 0) > 0), Effect.map(bare(digest), performed))
+          return Effect.andThen(release((job.retryCount ?? 0) > 0), Effect.map(bare(digest), performed))
         case "none":
           return record.afterPerform === "releaseQueueLockOnSuccess"
             ? Effect.flatMap(bare(digest), (value) => Effect.as(release(), performed(value)))
@@ -438,7 +438,7 @@ const serverPhase = <A, E, R>(
   })
 
 const lapsed = (definition: Definition, digest: string, job: Job) =>
-  Effect.zipRight(
+  Effect.andThen(
     Metric.increment(Metrics.uniquenessLapsed.of(definition.lock, "queue")),
     Effect.logWarning("the queue lock was gone when the job started (expired or deleted); running it anyway").pipe(
       Effect.annotateLogs({ ...annotations, digest, jid: job.jid })

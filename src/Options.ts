@@ -41,7 +41,7 @@ export interface Options {
    * How long the queue lock lives, counted from enqueue (from the run time for a scheduled job). Types that lock at
    * enqueue.
    */
-  readonly lockTtl?: Duration.DurationInput | undefined
+  readonly lockTtl?: Duration.Input | undefined
   /**
    * How long a job whose run lock is held waits for it (`while_executing`, `while_executing_reject`,
    * `until_and_while_executing`): it is woken by the holder's release (a Redis PUBLISH, never a poll) or when the
@@ -49,7 +49,7 @@ export interface Options {
    * server strategy. Jobs of one process wait first come, first served; across processes they race. 0 (the default):
    * no wait. Also stored with `lockInfo`. An enqueue never waits.
    */
-  readonly lockTimeout?: Duration.DurationInput | undefined
+  readonly lockTimeout?: Duration.Input | undefined
   /**
    * Debounce the enqueues of one digest: the first runs `delay` after it is added; each later one within the window
    * takes the waiting job's place (its arguments) and pushes the run to `delay` after itself, never past `maxWait`
@@ -64,11 +64,11 @@ export interface Options {
    * How long an execution lock outlives a worker that stopped renewing it (crash). Default 30 seconds, at least
    * `minLeaseMs`. Types that lock around perform.
    */
-  readonly lockLease?: Duration.DurationInput | undefined
+  readonly lockLease?: Duration.Input | undefined
   /** What a duplicate turns into, one name or `{ client, server }`. Default `log`. */
   readonly onConflict?: Strategy.OnConflict | undefined
   /** How long the `reschedule` strategy puts a duplicate execution off. Default 5 seconds. */
-  readonly rescheduleDelay?: Duration.DurationInput | undefined
+  readonly rescheduleDelay?: Duration.Input | undefined
   /** Selects the arguments that count for uniqueness. */
   readonly lockArgs?: ((args: ReadonlyArray<unknown>) => unknown) | undefined
   readonly uniqueAcrossQueues?: boolean | undefined
@@ -98,9 +98,9 @@ export interface Options {
  */
 export interface DebounceOptions {
   /** How long after the newest enqueue of the window the job runs. */
-  readonly delay: Duration.DurationInput
+  readonly delay: Duration.Input
   /** The longest the window's first enqueue waits for its run, however many follow. Default: no bound. */
-  readonly maxWait?: Duration.DurationInput | undefined
+  readonly maxWait?: Duration.Input | undefined
 }
 
 /**
@@ -153,8 +153,8 @@ export {
   minLeaseMs,
   PositiveDuration,
   TimerDuration
-} from "./internal/decoding.js"
-import { formatIssues, InvalidLockOptions, LeaseDuration, NonNegativeDuration, PositiveDuration } from "./internal/decoding.js"
+} from "./options/Decoding.js"
+import { formatIssues, InvalidLockOptions, LeaseDuration, NonNegativeDuration, PositiveDuration } from "./options/Decoding.js"
 
 const FunctionSchema = <F>(what: string) =>
   Schema.declare((u: unknown): u is F => typeof u === "function", {

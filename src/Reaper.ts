@@ -33,10 +33,10 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { Defaults } from "./Defaults.js"
 import * as History from "./History.js"
-import * as Tracing from "./internal/tracing.js"
+import * as Tracing from "./observability/Tracing.js"
 import { JobQueue, QueueError } from "./JobQueue.js"
 import * as Metrics from "./Metrics.js"
-import { describeValue, durationFrom, formatIssues, type InvalidLockOptions, invalidOptions } from "./internal/decoding.js"
+import { describeValue, durationFrom, formatIssues, type InvalidLockOptions, invalidOptions } from "./options/Decoding.js"
 import { PrefixSchema } from "./Options.js"
 import type { ReapCandidate, RedisError } from "./Redis.js"
 import { RedisService } from "./Redis.js"
@@ -49,16 +49,16 @@ export interface Options {
   /** The key prefix whose index is walked. Default: the `Defaults` prefix (`uniquejobs`). */
   readonly prefix?: string | undefined
   /** Time between passes (`layer`): 10 ms to 1 day, whole milliseconds. Default 1 minute. */
-  readonly interval?: Duration.DurationInput | undefined
+  readonly interval?: Duration.Input | undefined
   /** Index members one step (one script call) looks at. Default 100 (under 1 ms of Redis time on a 2-core VM), at most 1000. */
   readonly batch?: number | undefined
   /**
    * How old a holder with no expiry and no lease must be before the reaper asks the queue whether its job still
    * exists: 1 ms to 1000 years. Default 10 minutes. Without a `JobQueue` in context such holders are left alone.
    */
-  readonly grace?: Duration.DurationInput | undefined
+  readonly grace?: Duration.Input | undefined
   /** The runner's lease on `<prefix>:reaper`, renewed by every step: 100 ms to 1 day. Default 30 seconds. */
-  readonly lease?: Duration.DurationInput | undefined
+  readonly lease?: Duration.Input | undefined
   /** Report what a pass would remove, and remove nothing. */
   readonly dryRun?: boolean | undefined
 }
@@ -213,7 +213,7 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
         const now = yield* Clock.currentTimeMillis
         // Lock times are Redis time; the grace is minutes, far beyond the clocks' usual skew.
         const orphansBefore = Option.isSome(queue) && settings.graceMs > 0 ? Math.max(1, now - settings.graceMs) : 0
-        const walked = yield* Effect.either(Effect.gen(function*() {
+        const walked = yield* Effect.result(Effect.gen(function*() {
           let start = 0
           for (;;) {
             const step = yield* redis.reap({
@@ -269,7 +269,7 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
           tookMs: ended - now,
           ...sofar,
           ...(Either.isLeft(walked) ? { error: walked.left.message } : {})
-        }).pipe(Effect.catchAll((error) => Effect.logDebug("reaper pass not kept in its journal", error)))
+        }).pipe(Effect.catch((error) => Effect.logDebug("reaper pass not kept in its journal", error)))
         if (Either.isLeft(walked)) return yield* Effect.fail(walked.left)
         const removed = sofar.members + sofar.holders + sofar.orphans
         const line = `reaper pass${settings.dryRun ? " (dry run)" : ""}: ${sofar.scanned} index members in ${sofar.steps} ` +
@@ -302,14 +302,14 @@ export const runOnce = (
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<never, InvalidLockOptions, RedisService> =>
-  Layer.scopedDiscard(
+  Layer.effectDiscard(
     Effect.gen(function*() {
       const settings = yield* settingsOf(options)
       const runner = yield* make(options)
       const interval = Duration.millis(settings.intervalMs)
       yield* Effect.addFinalizer(() => runner.release)
       yield* runner.pass().pipe(
-        Effect.catchAll((error) =>
+        Effect.catch((error) =>
           Effect.logWarning("reaper pass failed; trying again at the next interval", error).pipe(
             Effect.annotateLogs({ package: "effect-unique-jobs", module: "Reaper" })
           )

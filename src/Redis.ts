@@ -13,15 +13,15 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type { LayoutMismatch } from "./Errors.js"
-import * as IORedisStore from "./internal/ioredis.js"
-import * as Keeper from "./internal/leaseKeeper.js"
-import * as Memory from "./internal/memory.js"
-import * as RedisOptions from "./internal/redisOptions.js"
-import type { InvalidLockOptions } from "./internal/decoding.js"
-import { type Holder, RedisError, type Store } from "./internal/models.js"
+import * as IORedisStore from "./store/IORedis.js"
+import * as Keeper from "./store/LeaseKeeper.js"
+import * as Memory from "./store/Memory.js"
+import * as RedisOptions from "./store/RedisOptions.js"
+import type { InvalidLockOptions } from "./options/Decoding.js"
+import { type Holder, RedisError, type Store } from "./store/Store.js"
 
 // The shared models live apart so that the stores need not import this module back.
-export { eventLog, holdersChanged, keysOf, RedisError } from "./internal/models.js"
+export { eventLog, holdersChanged, keysOf, RedisError } from "./store/Store.js"
 export type {
   Fetched,
   HandoffResult,
@@ -42,7 +42,7 @@ export type {
   ScanPage,
   Store,
   WaiterCaps
-} from "./internal/models.js"
+} from "./store/Store.js"
 
 /**
  * @since 0.1.0
@@ -157,7 +157,7 @@ export const makeFromClient = (
  * @category models
  */
 export interface FromClientOptions {
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   readonly shards?: number | undefined
   readonly maxLockWaiters?: number | undefined
   readonly maxProcessWaiters?: number | undefined
@@ -202,7 +202,7 @@ export const makeCluster = (options: ClusterOptions): Effect.Effect<Store, Redis
  * @category layers
  */
 export const layerCluster = (options: ClusterOptions): Layer.Layer<RedisService, RedisError> =>
-  Layer.scoped(RedisService, makeCluster(options))
+  Layer.effect(RedisService, makeCluster(options))
 
 /**
  * Reads the cluster options from `Config`; by default the nodes from `REDIS_CLUSTER_NODES`, comma-separated
@@ -217,14 +217,14 @@ export const layerClusterConfig = (
       text.split(",").map((node) => node.trim()).filter((node) => node !== ""))
   }
 ): Layer.Layer<RedisService, RedisError | ConfigError.ConfigError> =>
-  Layer.scoped(RedisService, Effect.flatMap(Config.unwrap(config), makeCluster))
+  Layer.effect(RedisService, Effect.flatMap(Config.unwrap(config), makeCluster))
 
 /**
  * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<RedisService, RedisError> =>
-  Layer.scoped(RedisService, make(options))
+  Layer.effect(RedisService, make(options))
 
 // A missing secret reads `Missing data at REDIS_URL: "<redacted>"` (Config.redacted hides every message of its value).
 // The url is the only secret among the options, so such a leaf is the url: say what to set.
@@ -257,7 +257,7 @@ const explainMissing = (error: ConfigError.ConfigError): ConfigError.ConfigError
 export const layerConfig = (
   config: Config.Config.Wrap<Options> = { url: Config.redacted("REDIS_URL") }
 ): Layer.Layer<RedisService, RedisError | ConfigError.ConfigError> =>
-  Layer.scoped(RedisService, Effect.flatMap(Effect.mapError(Config.unwrap(config), explainMissing), make))
+  Layer.effect(RedisService, Effect.flatMap(Effect.mapError(Config.unwrap(config), explainMissing), make))
 
 /**
  * A store over a client the caller owns and closes.
@@ -269,7 +269,7 @@ export const layerFromClient = (
   client: Client,
   options?: FromClientOptions
 ): Layer.Layer<RedisService, RedisError> =>
-  Layer.scoped(RedisService, Effect.flatMap(makeFromClient(client, options), Keeper.scoped))
+  Layer.effect(RedisService, Effect.flatMap(makeFromClient(client, options), Keeper.scoped))
 
 /**
  * An in-process store with the scripts' semantics, on Effect's `Clock` (so `TestClock` drives expiry).
@@ -279,7 +279,7 @@ export const layerFromClient = (
  * @since 0.1.0
  * @category layers
  */
-export const layerMemory: Layer.Layer<RedisService> = Layer.scoped(
+export const layerMemory: Layer.Layer<RedisService> = Layer.effect(
   RedisService,
   Effect.flatMap(Effect.sync(() => Memory.make()), Keeper.scoped)
 )

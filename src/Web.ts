@@ -41,7 +41,7 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
-import { describeValue, formatIssues, type InvalidLockOptions, invalidOptions, isRecord } from "./internal/decoding.js"
+import { describeValue, formatIssues, type InvalidLockOptions, invalidOptions, isRecord } from "./options/Decoding.js"
 import * as Locks from "./Locks.js"
 import { PrefixSchema } from "./Options.js"
 import * as Reaper from "./Reaper.js"
@@ -137,7 +137,7 @@ export interface Options {
    * default 10 minutes), and frees those whose job is gone: when the UI runs with a `JobQueue` in its context
    * (`BullMQ.layer`, or `unique-jobs web --bullmq-queue NAME`). Without one such holders are left alone.
    */
-  readonly reaperGrace?: Duration.DurationInput | undefined
+  readonly reaperGrace?: Duration.Input | undefined
   /**
    * Requests that read Redis at once, 1 to 64 (default 4): a dashboard open in many tabs shares the store's connection
    * with nothing else waiting behind it for long.
@@ -182,7 +182,7 @@ interface Settings {
   readonly pageSize: number
   readonly trustProxy: boolean
   readonly secret: Uint8Array
-  readonly reaperGrace: Duration.DurationInput | undefined
+  readonly reaperGrace: Duration.Input | undefined
   readonly concurrency: number
   readonly queue: number
   /** `serve` on the loopback without a token: only loopback Host names are answered. */
@@ -231,7 +231,7 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
   }
   // Decoded as the reaper decodes it, so the UI is refused at build, not at its first pass.
   if (options.reaperGrace !== undefined) {
-    const reaper = Effect.runSync(Effect.either(Reaper.make({ grace: options.reaperGrace })))
+    const reaper = Effect.runSync(Effect.result(Reaper.make({ grace: options.reaperGrace })))
     if (Either.isLeft(reaper)) {
       for (const issue of reaper.left.issues) issues.push({ field: "reaperGrace", reason: issue.reason })
     }
@@ -329,7 +329,7 @@ const authorizeWith = (settings: Settings, request: RequestInfo): Effect.Effect<
         : Effect.succeed(answer)
     return effect
   }).pipe(
-    Effect.catchAllDefect((defect) => Effect.fail(defect)),
+    Effect.catchDefect((defect) => Effect.fail(defect)),
     Effect.mapError(() => new Refusal(500, "Authorization failed", "the authorize hook failed; nothing was done")),
     Effect.flatMap((answer) => {
       const principal = principalOf(answer)
@@ -411,7 +411,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
         }
       }
       const client = clientOf(request, yield* Effect.serviceOption(RemoteAddress), settings.trustProxy)
-      const principal = yield* Effect.either(authorizeWith(settings, infoOf(request, client)))
+      const principal = yield* Effect.result(authorizeWith(settings, infoOf(request, client)))
       if (Either.isLeft(principal)) return answer(principal.left)
       if (principal.right.access === "forbidden")
         return answer(new Refusal(403, "Forbidden", "this request may not see the admin UI"))
@@ -421,7 +421,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
       const cookieCsrf = request.cookies[Security.csrfCookie]
       const newCsrf = Security.isBrowserId(cookieCsrf) ? undefined : Security.freshCsrf()
       const csrf = Security.csrfToken(settings.secret, newCsrf ?? cookieCsrf!, principal.right.who)
-      const locks = yield* Effect.either(Locks.make(settings.prefix === undefined ? {} : { prefix: settings.prefix }))
+      const locks = yield* Effect.result(Locks.make(settings.prefix === undefined ? {} : { prefix: settings.prefix }))
       if (Either.isLeft(locks)) return answer(failureOf(locks.left))
       const frame: Pages.Frame = { base, prefix: locks.right.prefix, canChange, csrf }
       const who = principal.right.who ?? anonymousWho(client)
@@ -438,8 +438,8 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
       if (route.method === "POST") {
         const action = route.action ?? "change"
         const refuse = (refusal: Refusal) =>
-          Effect.zipRight(
-            Effect.zipRight(
+          Effect.andThen(
+            Effect.andThen(
               counted(action, "refused"),
               Effect.logWarning(`admin ${action} refused`).pipe(Effect.annotateLogs({ who, reason: refusal.reason }))
             ),
@@ -458,7 +458,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
         if (cross !== undefined)
           return yield* refuse(new Refusal(403, "Cross-origin", `a change from another site is refused: ${cross}`))
         if (!bearer) {
-          const fields = yield* Effect.either(fieldsOf(request))
+          const fields = yield* Effect.result(fieldsOf(request))
           const sent = request.headers["x-csrf-token"] ?? (Either.isRight(fields) ? fields.right._csrf : undefined)
           if (newCsrf !== undefined || sent === undefined || !Security.same(sent, csrf)) {
             return yield* refuse(
@@ -472,7 +472,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
         }
       }
       // A change that acted counts itself ("done", or "nothing" when it found nothing to act on).
-      const response = yield* Effect.either(gate.run(route.handler(context)))
+      const response = yield* Effect.result(gate.run(route.handler(context)))
       if (route.method === "POST" && Either.isLeft(response)) yield* counted(route.action ?? "change", "failed")
       const out = Either.isRight(response)
         ? response.right
@@ -610,12 +610,12 @@ export const serve = (
     const server = createServer(toNode(HttpApp.toWebHandlerRuntime(runtime)(makeRouter(settings))))
     // Idle keep-alive connections must not hold the process once the scope closes.
     yield* Effect.addFinalizer(() =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         server.close(() => resume(Effect.void))
         server.closeAllConnections()
       })
     )
-    const address = yield* Effect.async<AddressInfo, WebError>((resume) => {
+    const address = yield* Effect.callback<AddressInfo, WebError>((resume) => {
       server.once("error", (error) =>
         resume(Effect.fail(new WebError({ reason: `cannot listen on ${host}:${port}: ${error.message}` })))
       )

@@ -10,9 +10,9 @@
 /**
  * @since 0.1.0
  */
-export * as RedisServer from "./RedisServer.js"
+export * as RedisServer from "./testing/RedisServer.js"
 
 /**
  * @since 0.1.0
  */
-export * as RedisCluster from "./RedisCluster.js"
+export * as RedisCluster from "./testing/RedisCluster.js"

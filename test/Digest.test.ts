@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Digest from "../src/Digest.js"
 
 const job = { worker: "ChargeCustomerJob", queue: "default", args: [1] }

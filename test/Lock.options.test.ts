@@ -11,7 +11,7 @@ import * as UniqueJob from "../src/UniqueJob.js"
 // line of JSON) costs vitest's stack parser minutes (mutate's runs of a mutant that lets a bad option through).
 const invalid = (options: unknown) =>
   Effect.flatMap(
-    Effect.either(LockOptions.make(options as LockOptions.Options)),
+    Effect.result(LockOptions.make(options as LockOptions.Options)),
     (decoded) => Either.isLeft(decoded) ? Effect.succeed(decoded.left) : Effect.dieMessage("the options decoded; expected a refusal")
   )
 

@@ -15,7 +15,7 @@ import * as UniqueJob from "../src/UniqueJob.js"
 const job = (args: ReadonlyArray<unknown>) => Job.make({ worker: "W", args })
 
 describe("MemoryQueue", () => {
-  it.scoped("a scheduled job runs when TestClock reaches its time", () =>
+  it.effect("a scheduled job runs when TestClock reaches its time", () =>
     Effect.gen(function*() {
       const queue = yield* MemoryQueue.make()
       const ran = yield* Ref.make<Array<string>>([])
@@ -31,13 +31,13 @@ describe("MemoryQueue", () => {
       assert.deepStrictEqual(yield* queue.exists([later]), ["gone"])
     }))
 
-  it.scoped("a failing job is retried with the same jid and a growing backoff, then dies with a reason", () =>
+  it.effect("a failing job is retried with the same jid and a growing backoff, then dies with a reason", () =>
     Effect.gen(function*() {
       const queue = yield* MemoryQueue.make({ maxRetries: 2, backoff: (n) => n * 100 })
       const attempts = yield* Ref.make<Array<[string, number]>>([])
       const died = yield* Ref.make<Array<string>>([])
       yield* queue.work(
-        (j) => Effect.zipRight(Ref.update(attempts, (a): Array<[string, number]> => [...a, [j.jid, j.retryCount ?? 0]]), Effect.fail("nope")),
+        (j) => Effect.andThen(Ref.update(attempts, (a): Array<[string, number]> => [...a, [j.jid, j.retryCount ?? 0]]), Effect.fail("nope")),
         { onDeath: (j, reason) => Ref.update(died, (d) => [...d, `${j.jid}: ${reason}`]) }
       )
       const failing = job([2])
@@ -52,7 +52,7 @@ describe("MemoryQueue", () => {
       assert.deepStrictEqual((yield* Ref.get(died)).length, 1)
     }))
 
-  it.scoped("remove takes a waiting or scheduled job out, but not a running one", () =>
+  it.effect("remove takes a waiting or scheduled job out, but not a running one", () =>
     Effect.gen(function*() {
       const queue = yield* MemoryQueue.make()
       const waiting = job([3])
@@ -71,7 +71,7 @@ describe("MemoryQueue", () => {
       assert.strictEqual(yield* Ref.get(ran), 0)
     }))
 
-  it.scoped("the snapshot counts Skipped, Rescheduled and Rejected apart from the runs that did the work", () =>
+  it.effect("the snapshot counts Skipped, Rescheduled and Rejected apart from the runs that did the work", () =>
     Effect.gen(function*() {
       const queue = yield* MemoryQueue.MemoryQueue
       const skip = UniqueJob.unsafeMake({ worker: "Skip", lock: "while_executing", onConflict: "log" })
@@ -96,7 +96,7 @@ describe("MemoryQueue", () => {
       yield* queue.work((j) => workers[j.worker]!.server(j, Effect.void))
       const ended = (events: ReadonlyArray<MemoryQueue.Event>) =>
         events.filter((e) => ["succeeded", "skipped", "rescheduled", "rejected"].includes(e.type)).length
-      yield* Effect.repeat(Effect.zipRight(Effect.yieldNow(), queue.events), { until: (es) => ended(es) === 9 })
+      yield* Effect.repeat(Effect.andThen(Effect.yieldNow(), queue.events), { until: (es) => ended(es) === 9 })
 
       const snapshot = yield* queue.snapshot
       const counts = (s: MemoryQueue.Snapshot) => [s.succeeded, s.skipped, s.rescheduled, s.rejected]
@@ -118,7 +118,7 @@ describe("MemoryQueue", () => {
       assert.deepStrictEqual(counts(after), [6, 2, 1, 1])
     }).pipe(Effect.provide(Layer.merge(MemoryQueue.layer(), Redis.layerMemory))))
 
-  it.scoped("a job interrupted by a stopping worker goes back to the queue", () =>
+  it.effect("a job interrupted by a stopping worker goes back to the queue", () =>
     Effect.gen(function*() {
       const queue = yield* MemoryQueue.make()
       const slow = job([5])
@@ -158,7 +158,7 @@ describe("UniqueJob", () => {
       assert.include(error.message, "args")
     }))
 
-  it.scoped("describe: waiting, delayed with when it is due, active, failed for good with its reason, gone; another queue's job not told; data cut", () =>
+  it.effect("describe: waiting, delayed with when it is due, active, failed for good with its reason, gone; another queue's job not told; data cut", () =>
     Effect.gen(function*() {
       const queue = yield* MemoryQueue.make({ maxRetries: 0, queues: ["default"] })
       const waiting = job([{ big: "x".repeat(5000) }])

@@ -14,7 +14,7 @@ import * as Metric from "effect/Metric"
 import * as Ref from "effect/Ref"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Defaults from "../src/Defaults.js"
-import * as Keeper from "../src/internal/leaseKeeper.js"
+import * as Keeper from "../src/store/LeaseKeeper.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
@@ -65,7 +65,7 @@ const open = (g: Deferred.Deferred<void>) => Deferred.succeed(g, undefined)
 const poll = <A>(probe: Effect.Effect<A>, done: (a: A) => boolean): Effect.Effect<A> => {
   const loop: Effect.Effect<A> = Effect.flatMap(
     probe,
-    (a) => (done(a) ? Effect.succeed(a) : Effect.zipRight(Effect.sleep(5), loop))
+    (a) => (done(a) ? Effect.succeed(a) : Effect.andThen(Effect.sleep(5), loop))
   )
   return loop.pipe(
     Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error("the awaited condition never came") }),
@@ -208,7 +208,7 @@ for (const [name, store] of stores) {
                   Effect.flatMap(Ref.updateAndGet(starts, (n) => n + 1), (nth) =>
                     nth > 3
                       ? rec.perform(j, 20)
-                      : Effect.zipRight(nth === 3 ? open(thirdStarted) : Effect.void, rec.held(j, thirdStarted))),
+                      : Effect.andThen(nth === 3 ? open(thirdStarted) : Effect.void, rec.held(j, thirdStarted))),
                 () => Ref.update(running, (n) => n - 1)
               )
             yield* Effect.forEach(Array.from({ length: 10 }), () => job.enqueue([7]))
@@ -254,7 +254,7 @@ for (const [name, store] of stores) {
             const perform = (j: Job.Job) =>
               Effect.flatMap(Ref.getAndUpdate(attempts, (n) => n + 1), (n) =>
                 n === 0
-                  ? Effect.zipRight(rec.held(j, attemptDone[0]), Effect.fail("card declined" as const))
+                  ? Effect.andThen(rec.held(j, attemptDone[0]), Effect.fail("card declined" as const))
                   : rec.held(j, attemptDone[1]))
             yield* queue.work((j) => job.server(j, perform(j)), { concurrency: 1 })
             yield* poll(Ref.get(rec.started), (s) => s.includes(first.job.jid))
@@ -334,7 +334,7 @@ for (const [name, store] of stores) {
             const rec = yield* recorder
             const holder = server.job(["x"])
             const holderDone = yield* gate
-            const blocker = yield* Effect.fork(server.server(holder, rec.held(holder, holderDone)))
+            const blocker = yield* Effect.forkChild(server.server(holder, rec.held(holder, holderDone)))
             yield* poll(Ref.get(rec.started), (s) => s.includes(holder.jid))
             const dup = server.job(["x"])
             const conflict = yield* Effect.flip(server.server(dup, rec.perform(dup, 10)))
@@ -364,7 +364,7 @@ for (const [name, store] of stores) {
             const rec = yield* recorder
             const holder = server.job([1])
             const holderDone = yield* gate
-            const blocker = yield* Effect.fork(server.server(holder, rec.held(holder, holderDone)))
+            const blocker = yield* Effect.forkChild(server.server(holder, rec.held(holder, holderDone)))
             yield* poll(Ref.get(rec.started), (s) => s.includes(holder.jid))
             const dup = server.job([1])
             const outcome = yield* server.server(dup, rec.perform(dup, 10))
@@ -426,7 +426,7 @@ for (const [name, store] of stores) {
             const rec = yield* recorder
             const holder = job.job(["y"])
             const holderDone = yield* gate
-            const blocker = yield* Effect.fork(job.server(holder, rec.held(holder, holderDone)))
+            const blocker = yield* Effect.forkChild(job.server(holder, rec.held(holder, holderDone)))
             yield* poll(Ref.get(rec.started), (s) => s.includes(holder.jid))
             const dup = job.job(["y"])
             const now = yield* Clock.currentTimeMillis
@@ -494,7 +494,7 @@ for (const [name, store] of stores) {
             const job = yield* define({ worker: "RebuildIndexJob", lock: "while_executing" })
             const started = yield* Deferred.make<void>()
             const j = job.job(["z"])
-            const fiber = yield* Effect.fork(job.server(j, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)))
+            const fiber = yield* Effect.forkChild(job.server(j, Effect.andThen(Deferred.succeed(started, undefined), Effect.never)))
             yield* Deferred.await(started)
             const digest = yield* job.digest(["z"])
             assert.deepStrictEqual(yield* holdersOf(job, digest, "run"), [j.jid])
@@ -510,13 +510,13 @@ for (const [name, store] of stores) {
             const started = yield* Deferred.make<void>()
             const finished = yield* Ref.make(false)
             const j = job.job(["w"])
-            const fiber = yield* Effect.fork(
+            const fiber = yield* Effect.forkChild(
               job.server(
                 j,
                 Deferred.succeed(started, undefined).pipe(
                   // Far longer than losing the lock takes, however busy the machine.
-                  Effect.zipRight(Effect.sleep(30_000)),
-                  Effect.zipRight(Ref.set(finished, true))
+                  Effect.andThen(Effect.sleep(30_000)),
+                  Effect.andThen(Ref.set(finished, true))
                 )
               )
             )
@@ -606,7 +606,7 @@ for (const [name, store] of stores) {
             if (logLevel._tag === "Warning") warnings.push(String(message))
           })
           const attempt = (received: Job.Job, perform: Effect.Effect<void, string>) =>
-            Effect.either(Middleware.server(definition, received, perform)).pipe(
+            Effect.result(Middleware.server(definition, received, perform)).pipe(
               Effect.provide(MemoryQueue.layer()),
               Effect.provide(Logger.replace(Logger.defaultLogger, capture))
             )
@@ -683,7 +683,7 @@ describe("middleware: memory: a run lock answered past its lease deadline", () =
             Effect.provide(MemoryQueue.layer())
           )
           let ran = false
-          const result = yield* Effect.either(
+          const result = yield* Effect.result(
             Middleware.server(definition, stamped.job, Effect.sync(() => (ran = true))).pipe(
               Effect.provideService(Redis.RedisService, slow),
               Effect.provide(MemoryQueue.layer())
@@ -716,7 +716,7 @@ for (const [name, store] of stores) {
           const performed = yield* Middleware.server(
             definition,
             job,
-            Effect.zipRight(Effect.sleep(200), Effect.sync(() => Keeper.running(redis)))
+            Effect.andThen(Effect.sleep(200), Effect.sync(() => Keeper.running(redis)))
           ).pipe(Effect.provide(MemoryQueue.layer()))
           assert.isTrue(performed._tag === "Performed" && performed.value, "a loop ran while the lock was held")
           for (let i = 0; i < 60 && Keeper.running(redis); i++) yield* Effect.sleep(50)

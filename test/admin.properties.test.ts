@@ -11,12 +11,12 @@
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Runtime from "effect/Runtime"
 import * as Cli from "../src/Cli.js"
 import * as Locks from "../src/Locks.js"
 import * as Redis from "../src/Redis.js"
-import * as Memory from "../src/internal/memory.js"
+import * as Memory from "../src/store/Memory.js"
 import { capturedConsole } from "./support/cli.js"
 import * as RedisTest from "./support/redis.js"
 
@@ -195,7 +195,7 @@ const run = (prefix: string, side: Side, c: Command): Effect.Effect<unknown, nev
         )
     }
   })()
-  return Effect.either(answer as Effect.Effect<unknown, { readonly _tag: string }>).pipe(
+  return Effect.result(answer as Effect.Effect<unknown, { readonly _tag: string }>).pipe(
     Effect.map(Either.match({ onLeft: (e) => ({ failed: e._tag }), onRight: (a) => a }))
   )
 }
@@ -409,7 +409,7 @@ describe("the admin surface (properties)", () => {
               const { capture, lines } = yield* capturedConsole
               const args = ["locks", "unlock", lock.name, asked, ...whereOf(test), "--prefix", prefix, "--json"]
               const ran = yield* Cli.run(["node", "unique-jobs", ...args])
-                .pipe(Effect.withConsole(capture), Effect.provide(Cli.platform), Effect.either)
+                .pipe(Effect.withConsole(capture), Effect.provide(Cli.platform), Effect.result)
               const answer = JSON.parse(lines.join("\n")) as { released: boolean; revoked: Array<{ jid: string }> }
               const held = queued.includes(asked)
               const revoked = running && asked === "c"

@@ -9,10 +9,10 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as fc from "effect/FastCheck"
-import * as Direct from "../src/internal/direct.js"
-import { flushAt } from "../src/internal/ioredis.js"
-import * as Layout from "../src/internal/layout.js"
+import * as fc from "fast-check"
+import * as Direct from "../src/store/Direct.js"
+import { flushAt } from "../src/store/IORedis.js"
+import * as Layout from "../src/store/Layout.js"
 import * as Redis from "../src/Redis.js"
 import { comparable, privateStore, settledExit } from "./support/batch.js"
 import { scriptCallsOn } from "./support/foundation.js"
@@ -79,7 +79,7 @@ const promiseOf = (store: Redis.Store, direct: Direct.Direct, prefix: string, s:
 }
 
 describe("batched lock steps: a property", () => {
-  it.scopedLive("any steps asked in one turn are answered, and leave Redis, as the same steps one at a time", () =>
+  it.live("any steps asked in one turn are answered, and leave Redis, as the same steps one at a time", () =>
     Effect.gen(function*() {
       const { probe, store } = yield* privateStore()
       const direct = Direct.directOf(store)!

@@ -7,10 +7,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Direct from "../src/internal/direct.js"
-import * as Layout from "../src/internal/layout.js"
+import * as Direct from "../src/store/Direct.js"
+import * as Layout from "../src/store/Layout.js"
 import * as Redis from "../src/Redis.js"
-import { flushAt } from "../src/internal/ioredis.js"
+import { flushAt } from "../src/store/IORedis.js"
 import { comparable, privateStore, settledExit } from "./support/batch.js"
 import { scriptCallsOn } from "./support/foundation.js"
 
@@ -66,7 +66,7 @@ const steps: ReadonlyArray<Step> = [
 
 
 describe("lock steps batched per event-loop turn", () => {
-  it.scoped("a turn's steps go as one call after the first, each answered as if alone: refused, failed and taken side by side", () =>
+  it.effect("a turn's steps go as one call after the first, each answered as if alone: refused, failed and taken side by side", () =>
     Effect.gen(function*() {
       const { probe, store } = yield* privateStore()
       const direct = Direct.directOf(store)!
@@ -115,7 +115,7 @@ describe("lock steps batched per event-loop turn", () => {
       })
     }))
 
-  it.scoped("Redis lost its scripts (SCRIPT FLUSH): the lone step and the batch go again by EVAL, each answered as alone", () =>
+  it.effect("Redis lost its scripts (SCRIPT FLUSH): the lone step and the batch go again by EVAL, each answered as alone", () =>
     Effect.gen(function*() {
       const { probe, store } = yield* privateStore()
       const prefix = "flushed"
@@ -133,7 +133,7 @@ describe("lock steps batched per event-loop turn", () => {
       })
     }))
 
-  it.scopedLive("a stalled Redis: each step of a turn fails at its own deadline, and nothing is left held once it resumes", () =>
+  it.live("a stalled Redis: each step of a turn fails at its own deadline, and nothing is left held once it resumes", () =>
     Effect.gen(function*() {
       const { probe, store } = yield* privateStore({ timeout: "300 millis" })
       const prefix = "stalled"
@@ -141,7 +141,7 @@ describe("lock steps batched per event-loop turn", () => {
       const names = Array.from({ length: 10 }, (_, i) => `${prefix}:d${i}`)
       // The server answers no client for 1 s; the steps sent meanwhile are run after, when their callers gave up.
       yield* Effect.promise(() => probe.call("CLIENT", "PAUSE", "1000", "ALL"))
-      const answers = yield* Effect.all(names.map((name, i) => Effect.either(store.lock({ prefix, name }, request(`j${i}`)))), {
+      const answers = yield* Effect.all(names.map((name, i) => Effect.result(store.lock({ prefix, name }, request(`j${i}`)))), {
         concurrency: "unbounded"
       })
       for (const answer of answers) {
@@ -157,7 +157,7 @@ describe("lock steps batched per event-loop turn", () => {
 
   // Found by an outsider probe: a step that timed out while it waited was still sent when the 16th step of its shard
   // came, after its own undo, and Redis ran the lock after the unlock: held by a caller told it had failed.
-  it.scopedLive("a step that timed out while it waited is never sent, even when its batch fills before the turn ends", () =>
+  it.live("a step that timed out while it waited is never sent, even when its batch fills before the turn ends", () =>
     Effect.gen(function*() {
       const { probe, store } = yield* privateStore({ timeout: "500 millis" })
       const direct = Direct.directOf(store)!

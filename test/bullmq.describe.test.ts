@@ -15,7 +15,7 @@ const commandstats = Bull.commandstats
 
 describe("BullMQ describe", () => {
   layer(RedisTest.layer())((it) => {
-    it.scoped("answers each job's state, attempts, times and data (cut), in one script call per queue, with no list walked", () =>
+    it.effect("answers each job's state, attempts, times and data (cut), in one script call per queue, with no list walked", () =>
       Effect.gen(function*() {
         const name = Bull.uniqueName("describe")
         const q = yield* Bull.queue(name)

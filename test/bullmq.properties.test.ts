@@ -15,7 +15,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
@@ -23,12 +23,12 @@ import { Redis as IORedis, ReplyError } from "ioredis"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import { LockLost } from "../src/Errors.js"
-import { RedisError } from "../src/internal/models.js"
+import { RedisError } from "../src/store/Store.js"
 import * as Job from "../src/Job.js"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Strategy from "../src/Strategy.js"
 import { uniqueName } from "./support/bullmq.js"
 
@@ -137,7 +137,7 @@ describe("BullMQ adapter: a dead job's lock", () => {
                 ? Effect.fail(new RedisError({ operation: "unlock", reason: "Connection is closed." }))
                 : store.unlock(lock, jid, fence)
           }
-          const fiber = yield* Effect.fork(
+          const fiber = yield* Effect.forkChild(
             Effect.provideService(BullMQ.failed(definition, bull, ours)(new Error("boom")), Redis.RedisService, blips)
           )
           yield* TestClock.adjust("40 seconds")

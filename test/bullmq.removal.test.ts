@@ -12,7 +12,7 @@ import * as Either from "effect/Either"
 import * as Cli from "../src/Cli.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisCluster from "../src/RedisCluster.js"
+import * as RedisCluster from "../src/testing/RedisCluster.js"
 import * as Bull from "./support/bullmq.js"
 import { capturedConsole, closedPort } from "./support/cli.js"
 import * as RedisTest from "./support/redis.js"
@@ -30,7 +30,7 @@ const cli = (...args: Array<string>) =>
     const ran = yield* Cli.run(["node", "unique-jobs", ...args]).pipe(
       Effect.withConsole(capture),
       Effect.provide(Cli.platform),
-      Effect.either
+      Effect.result
     )
     // The default logger writes to the console too: the answer is the JSON line.
     const answer = lines.find((line) => line.startsWith("{"))
@@ -54,7 +54,7 @@ const added = (unique: UniqueQueue.UniqueQueue<Data>, n: number) =>
 
 describe("observation 7: unique-jobs reap --bullmq-queue frees the locks of jobs removed from BullMQ by hand", () => {
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
-    it.scoped(
+    it.effect(
       "drained, removed and obliterated by hand: the reap frees exactly those locks; another queue's, a live job's, a running job's and foreign keys stay; the next add is Enqueued",
       () =>
         Effect.gen(function*() {
@@ -147,7 +147,7 @@ const rejected = (f: () => Promise<unknown>) =>
 
 describe("unique-jobs reap --bullmq-queue: mistakes and an unreachable BullMQ free nothing, and say why in one line", () => {
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
-    it.scoped("a wrong prefix, a BullMQ Redis that is not there, --grace without a queue, a bad --grace or name: exit 1, every lock kept", () =>
+    it.effect("a wrong prefix, a BullMQ Redis that is not there, --grace without a queue, a bad --grace or name: exit 1, every lock kept", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const { prefix, queue, unique } = yield* fresh("reap-mistakes")
@@ -188,7 +188,7 @@ describe("unique-jobs reap --bullmq-queue: mistakes and an unreachable BullMQ fr
 
 describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs' locks go with them", () => {
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
-    it.scoped("remove: a waiting job goes with its queue lock; a running job, a missing id and a bad id change nothing", () =>
+    it.effect("remove: a waiting job goes with its queue lock; a running job, a missing id and a bad id change nothing", () =>
       Effect.gen(function*() {
         const { prefix, queue, unique } = yield* fresh("remove")
         const [first, second] = yield* Effect.forEach([1, 2], (n) => added(unique, n))
@@ -209,7 +209,7 @@ describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs
         assert.include(bad?.message, "jobId: expected the id of a job")
       }), { timeout: 120_000 })
 
-    it.scoped("remove with the lock Redis stalled: the job is gone, and the error says its lock may be left and what frees it", () =>
+    it.effect("remove with the lock Redis stalled: the job is gone, and the error says its lock may be left and what frees it", () =>
       Effect.gen(function*() {
         const { proxy, queue, unique } = yield* lockProxiedUniqueQueue("uq-remove-stalled", "1 second")
         const first = yield* added(unique, 1)
@@ -222,7 +222,7 @@ describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs
         assert.isUndefined(yield* Effect.promise(() => queue.getJob(first.jid)))
       }), { timeout: 120_000 })
 
-    it.scoped("drain: waiting and prioritized jobs go with their locks; delayed ones only with drain(true); a running job keeps its lock", () =>
+    it.effect("drain: waiting and prioritized jobs go with their locks; delayed ones only with drain(true); a running job keeps its lock", () =>
       Effect.gen(function*() {
         const { prefix, queue, unique } = yield* fresh("drain", "until_and_while_executing")
         const waiting = yield* Effect.forEach([1, 2, 3], (n) => added(unique, n))
@@ -247,7 +247,7 @@ describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs
         assert.include(bad?.message, "delayed: expected true")
       }), { timeout: 120_000 })
 
-    it.scoped("drain frees the locks of every page of jobs, not only the first: 250 waiting jobs, no worker", () =>
+    it.effect("drain frees the locks of every page of jobs, not only the first: 250 waiting jobs, no worker", () =>
       Effect.gen(function*() {
         const { prefix, queue, unique } = yield* fresh("drain-pages")
         // More than two of drain's pages (100 jobs each), and nothing else takes them.
@@ -261,7 +261,7 @@ describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs
         assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: n - 1 })))._tag, "Enqueued")
       }), { timeout: 120_000 })
 
-    it.scoped("drain while a worker runs 300 jobs: every job ran or was removed, none ran twice, and no lock is left", () =>
+    it.effect("drain while a worker runs 300 jobs: every job ran or was removed, none ran twice, and no lock is left", () =>
       Effect.gen(function*() {
         const { prefix, queue, unique } = yield* fresh("drain-live")
         const n = 300
@@ -283,7 +283,7 @@ describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [], "no lock left")
       }), { timeout: 240_000 })
 
-    it.scoped("obliterate: refused while a job runs (nothing removed); with force every lock but the running job's goes, and that one at its end", () =>
+    it.effect("obliterate: refused while a job runs (nothing removed); with force every lock but the running job's goes, and that one at its end", () =>
       Effect.gen(function*() {
         const { prefix, queue, unique } = yield* fresh("oblit", "until_and_while_executing")
         let release: () => void = () => {}
@@ -319,7 +319,7 @@ describe("observation 7: UniqueQueue's remove, drain and obliterate let the jobs
 })
 
 describe("unique-jobs reap --cluster --bullmq-queue: BullMQ on the locks' cluster", () => {
-  it.scopedLive("a prefix with no {hashtag} is refused before any call, naming what to pass; with BullMQ's {bull} the drained jobs' locks are freed", () =>
+  it.live("a prefix with no {hashtag} is refused before any call, naming what to pass; with BullMQ's {bull} the drained jobs' locks are freed", () =>
     Effect.gen(function*() {
       const cluster = yield* RedisCluster.start({ masters: 1, replicas: 0 })
       const nodes = cluster.startupNodes.map((n) => `${n.host}:${n.port}`)

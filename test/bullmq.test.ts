@@ -88,7 +88,7 @@ const exclusive = new Set<LockType.LockType>(["while_executing", "while_executin
 describe("BullMQ", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     for (const { lock, options } of lockTypes) {
-      it.scoped(`${lock}: 1,000 jobs (100 argument lists × 10, in bursts), two workers × 5: the type's promise holds`, () =>
+      it.effect(`${lock}: 1,000 jobs (100 argument lists × 10, in bursts), two workers × 5: the type's promise holds`, () =>
         Effect.gen(function*() {
           const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock, ...options } as Options)
           const track = tracker()
@@ -192,7 +192,7 @@ const firstHeld = (name: string, unique: UniqueQueue.UniqueQueue<Data>) =>
 
 describe("BullMQ strategies", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("replace: the delayed duplicate is removed, the new job runs, the old never does", () =>
+    it.effect("replace: the delayed duplicate is removed, the new job runs, the old never does", () =>
       Effect.gen(function*() {
         const { name, queue, unique } = yield* uniqueQueue({ lock: "until_executed", onConflict: { client: "replace" } })
         const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { delay: 60_000 }))
@@ -210,7 +210,7 @@ describe("BullMQ strategies", () => {
         assert.deepStrictEqual(ran, [second.job.jid])
       }))
 
-    it.scoped("reject: the duplicate lands in the dead-letter queue with its reason", () =>
+    it.effect("reject: the duplicate lands in the dead-letter queue with its reason", () =>
       Effect.gen(function*() {
         const { queue, unique } = yield* uniqueQueue({ lock: "until_executed", onConflict: { client: "reject" } })
         const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
@@ -224,7 +224,7 @@ describe("BullMQ strategies", () => {
         assert.strictEqual(yield* stateOf(queue, second.job.jid), "unknown", "never pushed")
       }))
 
-    it.scoped("reschedule: the running duplicate is moved to delayed and runs later, once", () =>
+    it.effect("reschedule: the running duplicate is moved to delayed and runs later, once", () =>
       Effect.gen(function*() {
         const { name, queue, unique } = yield* uniqueQueue({
           lock: "while_executing",
@@ -244,7 +244,7 @@ describe("BullMQ strategies", () => {
         assert.strictEqual(done?.attemptsMade, 1, "a reschedule is not an attempt")
       }))
 
-    it.scoped("raise: the running duplicate fails its attempt and BullMQ retries it, once the first has finished", () =>
+    it.effect("raise: the running duplicate fails its attempt and BullMQ retries it, once the first has finished", () =>
       Effect.gen(function*() {
         const { name, queue, unique } = yield* uniqueQueue({ lock: "while_executing", onConflict: { server: "raise" } })
         const { first, hold, runs } = yield* firstHeld(name, unique)
@@ -264,7 +264,7 @@ describe("BullMQ strategies", () => {
 
 describe("BullMQ workers that fail", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("a job that fails its last attempt is dead: its until_executed lock goes, the next add is Enqueued", () =>
+    it.effect("a job that fails its last attempt is dead: its until_executed lock goes, the next add is Enqueued", () =>
       Effect.gen(function*() {
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
         const attempts: Array<number> = []
@@ -282,7 +282,7 @@ describe("BullMQ workers that fail", () => {
         assert.strictEqual(again._tag, "Enqueued")
       }))
 
-    it.scoped("a job BullMQ will not retry although attempts remain (maxStartedAttempts, a backoff of -1) is dead too", () =>
+    it.effect("a job BullMQ will not retry although attempts remain (maxStartedAttempts, a backoff of -1) is dead too", () =>
       Effect.gen(function*() {
         for (
           const workerOptions of [
@@ -307,7 +307,7 @@ describe("BullMQ workers that fail", () => {
       }))
 
     // Both cut a worker off one Redis (a TCP proxy in front of it; a child process given its url): one Redis only.
-    it.scoped.skipIf(RedisTest.clusterMode)("a stalled job redelivered while its first copy runs waits for it: never two runs at once", () =>
+    it.effect.skipIf(RedisTest.clusterMode)("a stalled job redelivered while its first copy runs waits for it: never two runs at once", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const { name, queue, unique } = yield* uniqueQueue({
@@ -361,7 +361,7 @@ describe("BullMQ workers that fail", () => {
         assert.strictEqual(track.maxOverlap, 1)
       }))
 
-    it.scoped.skipIf(RedisTest.clusterMode)("a worker killed mid-job: its run lock ends within one lease, and the job completes on the other", () =>
+    it.effect.skipIf(RedisTest.clusterMode)("a worker killed mid-job: its run lock ends within one lease, and the job completes on the other", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const leaseMs = 2000
@@ -410,7 +410,7 @@ describe("BullMQ workers that fail", () => {
 describe("UniqueQueue", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     // A `{ url }` connection is one Redis; a Cluster connection's case is test/cluster.bullmq.test.ts.
-    it.scoped.skipIf(RedisTest.clusterMode)("keeps its locks on the queue's own Redis, a `{ url }` connection included", () =>
+    it.effect.skipIf(RedisTest.clusterMode)("keeps its locks on the queue's own Redis, a `{ url }` connection included", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const queue = yield* Effect.acquireRelease(
@@ -427,7 +427,7 @@ describe("UniqueQueue", () => {
         assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${added.digest}:*`)), [`${added.digest}:LOCKED`])
       }))
 
-    it.scoped("options for one job name are checked with the name: the error names jobs.<name>.<field>", () =>
+    it.effect("options for one job name are checked with the name: the error names jobs.<name>.<field>", () =>
       Effect.gen(function*() {
         const queue = yield* Bull.queue(Bull.uniqueName("opts"))
         const error = (() => {
@@ -441,7 +441,7 @@ describe("UniqueQueue", () => {
         assert.strictEqual((error as LockOptions.InvalidLockOptions).field, "jobs.rebuild.lockTtl")
       }))
 
-    it.scoped("jobs of another name follow their own lock type", () =>
+    it.effect("jobs of another name follow their own lock type", () =>
       Effect.gen(function*() {
         const { unique } = yield* uniqueQueue({
           lock: "until_executed",
@@ -457,7 +457,7 @@ describe("UniqueQueue", () => {
 
 describe("BullMQ adapter options", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("a processor of while_executing under log says once, at its start, that it drops running duplicates", () =>
+    it.effect("a processor of while_executing under log says once, at its start, that it drops running duplicates", () =>
       Effect.gen(function*() {
         const { options: where } = yield* RedisTest.TestRedis
         const warnings: Array<string> = []
@@ -499,7 +499,7 @@ describe("BullMQ adapter options", () => {
         assert.strictEqual(logged.filter((line) => line.includes("drops a job that arrives")).length, 1, logged.join("\n"))
       }))
 
-    it.scoped("make refuses jobOptions that cannot work with the locks and a deadLetter that is not a queue", () =>
+    it.effect("make refuses jobOptions that cannot work with the locks and a deadLetter that is not a queue", () =>
       Effect.gen(function*() {
         const queue = yield* Bull.queue(Bull.uniqueName("opts"))
         const error = yield* Effect.flip(BullMQ.make(queue, {
@@ -513,7 +513,7 @@ describe("BullMQ adapter options", () => {
         )
       }))
 
-    it.scoped("add refuses options under which BullMQ would not store the job under its jid; nothing is added", () =>
+    it.effect("add refuses options under which BullMQ would not store the job under its jid; nothing is added", () =>
       Effect.gen(function*() {
         const name = Bull.uniqueName("add")
         const queue = yield* Bull.queue(name)
@@ -527,7 +527,7 @@ describe("BullMQ adapter options", () => {
         assert.strictEqual(yield* Effect.promise(() => queue.count()), 0)
       }))
 
-    it.scoped("UniqueQueue.add ignoring opts.delay would end a delayed job's lock before it runs", () =>
+    it.effect("UniqueQueue.add ignoring opts.delay would end a delayed job's lock before it runs", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { lockPrefix, unique } = yield* uniqueQueue({ lock: "until_and_while_executing", lockTtl: 60_000 })

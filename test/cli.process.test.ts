@@ -33,7 +33,7 @@ const build = Effect.suspend(() => {
 afterAll(() => rmSync(`${root}${out}`, { recursive: true, force: true }))
 
 const cli = (...args: Array<string>) =>
-  Effect.async<Ran>((resume) => {
+  Effect.callback<Ran>((resume) => {
     execFile(process.execPath, [bin, ...args], { env: { ...process.env, REDIS_URL: "", REDIS_CLUSTER_NODES: "" }, timeout: 60_000 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === "number" ? error.code : 1
       resume(Effect.succeed({ code, stdout, stderr }))
@@ -42,7 +42,7 @@ const cli = (...args: Array<string>) =>
 
 describe("unique-jobs (the command, as a process)", () => {
   layer(RedisTest.layer())((it) => {
-    it.scoped("reap --bullmq-queue, as it ships (bullmq loaded only then): the lock of a job its queue no longer has is freed", () =>
+    it.effect("reap --bullmq-queue, as it ships (bullmq loaded only then): the lock of a job its queue no longer has is freed", () =>
       Effect.gen(function*() {
         yield* build
         const { source } = yield* RedisTest.TestRedis
@@ -61,7 +61,7 @@ describe("unique-jobs (the command, as a process)", () => {
         assert.strictEqual(pass.orphans, 1)
       }), { timeout: 180_000 })
 
-    it.scoped("no colour codes in a pipe: help and an unknown subcommand, as the executable detects a pipe", () =>
+    it.effect("no colour codes in a pipe: help and an unknown subcommand, as the executable detects a pipe", () =>
       Effect.gen(function*() {
         yield* build
         // Help piped to a program: no escape codes.
@@ -75,7 +75,7 @@ describe("unique-jobs (the command, as a process)", () => {
         assert.notMatch(unknown.stdout + unknown.stderr, /\u001b\[/)
       }), { timeout: 180_000 })
 
-    it.scoped("a stalled Redis (connected, never answering): the one-line error and exit 1", () =>
+    it.effect("a stalled Redis (connected, never answering): the one-line error and exit 1", () =>
       Effect.gen(function*() {
         yield* build
         // Accepts connections and never answers, as a Redis stuck in a long script or DEBUG SLEEP.
@@ -100,7 +100,7 @@ describe("unique-jobs (the command, as a process)", () => {
         assert.isAtLeast(sockets.length, 1, "it did connect")
       }), { timeout: 180_000 })
 
-    it.scoped("web: serves the admin UI on the loopback until Ctrl-C (exit 130)", () =>
+    it.effect("web: serves the admin UI on the loopback until Ctrl-C (exit 130)", () =>
       Effect.gen(function*() {
         yield* build
         const { source } = yield* RedisTest.TestRedis

@@ -3,7 +3,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import { cli } from "./support/cli.js"
@@ -14,7 +14,7 @@ const runs = Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? 25)
 describe("unique-jobs reap --bullmq-queue: what names a queue", () => {
   layer(RedisTest.layer())((it) => {
     // @effect/cli alone drops an empty value: a reap asked about no queue would look like one asking about them all.
-    it.scoped("a blank name among any others is refused by name before Redis is asked; every lock stays", () =>
+    it.effect("a blank name among any others is refused by name before Redis is asked; every lock stays", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("cli-blank")

@@ -15,7 +15,7 @@ import * as RedisTest from "./support/redis.js"
 
 describe("unique-jobs (the command)", () => {
   layer(RedisTest.layer())((it) => {
-    it.scoped("every subcommand against a private Redis, as a table and as JSON", () =>
+    it.effect("every subcommand against a private Redis, as a table and as JSON", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const url = ["--redis-url", source.url]
@@ -93,7 +93,7 @@ describe("unique-jobs (the command)", () => {
         assert.include(dryReap.stdout, "would remove")
       }), { timeout: 180_000 })
 
-    it.scoped("mistakes are said, naming what was meant, with a non-zero exit; nothing is asked of Redis", () =>
+    it.effect("mistakes are said, naming what was meant, with a non-zero exit; nothing is asked of Redis", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const url = ["--redis-url", source.url]
@@ -175,7 +175,7 @@ describe("unique-jobs (the command)", () => {
         assert.include(shown.stdout, "j1")
       }), { timeout: 180_000 })
 
-    it.scoped("a mistake is answered with what was meant (did you mean) and that command's own usage line", () =>
+    it.effect("a mistake is answered with what was meant (did you mean) and that command's own usage line", () =>
       Effect.gen(function*() {
         const said = (ran: Ran): [string, string] => {
           assert.strictEqual(ran.code, 1, ran.stdout)
@@ -243,7 +243,7 @@ describe("unique-jobs (the command)", () => {
         assert.match(wizard.stderr, /^unique-jobs: --wizard asks for each option at a terminal/)
       }), { timeout: 180_000 })
 
-    it.scoped("help: every command and flag described with an example; no generic type lines, no --wizard", () =>
+    it.effect("help: every command and flag described with an example; no generic type lines, no --wizard", () =>
       Effect.gen(function*() {
         const commands = [
           ["digest"], ["locks"], ["locks", "list"], ["locks", "show"], ["locks", "del"], ["locks", "unlock"],
@@ -286,7 +286,7 @@ describe("unique-jobs (the command)", () => {
         }
       }), { timeout: 180_000 })
 
-    it.scoped("locks show prints the digest's recent events (lockEvents), newest first, and --json holds them", () =>
+    it.effect("locks show prints the digest's recent events (lockEvents), newest first, and --json holds them", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const url = ["--redis-url", source.url]
@@ -311,7 +311,7 @@ describe("unique-jobs (the command)", () => {
         assert.match(table.stdout, /refused\s+queue\s+second\s+first/)
       }))
 
-    it.scoped("locks list pages with a cursor: --json {items, cursor, more}, the next page said on stderr, every lock once", () =>
+    it.effect("locks list pages with a cursor: --json {items, cursor, more}, the next page said on stderr, every lock once", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("cli-cursor")
@@ -353,7 +353,7 @@ describe("unique-jobs (the command)", () => {
         assert.strictEqual(bad.stderr.trim(), "unique-jobs: --cursor must be a cursor a previous page gave (like 1234 or 1234.5), got abc")
       }), { timeout: 180_000 })
 
-    it.scoped("locks del --dry-run lists the locks and the running holders it would revoke; locks show of a :RUN name shows the run lock", () =>
+    it.effect("locks del --dry-run lists the locks and the running holders it would revoke; locks show of a :RUN name shows the run lock", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("cli-dry")
@@ -412,7 +412,7 @@ describe("unique-jobs (the command)", () => {
         assert.notMatch(table.stdout, /^queue /m)
       }), { timeout: 180_000 })
 
-    it.scoped("locks del walks every page of matches: 1,200 locks, pages of 500", () =>
+    it.effect("locks del walks every page of matches: 1,200 locks, pages of 500", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("cli-pages")
@@ -431,7 +431,7 @@ describe("unique-jobs (the command)", () => {
         assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${prefix}:m*`)), [])
       }), { timeout: 180_000 })
 
-    it.scoped("locks del of a pattern beyond one page among others (issue 47): 1,500 of 3,000 go, the other 1,500 stay held", () =>
+    it.effect("locks del of a pattern beyond one page among others (issue 47): 1,500 of 3,000 go, the other 1,500 stay held", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("cli-filter")
@@ -454,7 +454,7 @@ describe("unique-jobs (the command)", () => {
         assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${prefix}:del*`)), [])
       }), { timeout: 180_000 })
 
-    it.scoped("stdout carries only the answer: reap --json parses when the pass logged; --log-level after the subcommand", () =>
+    it.effect("stdout carries only the answer: reap --json parses when the pass logged; --log-level after the subcommand", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const url = ["--redis-url", source.url]
@@ -475,7 +475,7 @@ describe("unique-jobs (the command)", () => {
         assert.deepStrictEqual(JSON.parse(quiet.stdout), { items: [], cursor: "0", more: false })
       }), { timeout: 180_000 })
 
-    it.scoped("the overlap probe through the command: unlock and del of a running job's run lock revoke it; 0 overlap", () =>
+    it.effect("the overlap probe through the command: unlock and del of a running job's run lock revoke it; 0 overlap", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const url = ["--redis-url", source.url]
@@ -505,7 +505,7 @@ describe("unique-jobs (the command)", () => {
         }
       }), { timeout: 180_000 })
 
-    it.scoped("bad arguments and a Redis that is not there: a non-zero exit and one line saying why", () =>
+    it.effect("bad arguments and a Redis that is not there: a non-zero exit and one line saying why", () =>
       Effect.gen(function*() {
         const notJson = yield* cli("digest", "--worker", "W", "--args", "nope")
         assert.notStrictEqual(notJson.code, 0)
@@ -535,7 +535,7 @@ describe("unique-jobs (the command)", () => {
         assert.strictEqual(both.stderr.trim(), "unique-jobs: --redis-url and --cluster name two places for the locks: pass one")
       }), { timeout: 180_000 })
 
-    it.scoped("web: off the loopback only with a token; no Redis, said; a short shared secret refused", () =>
+    it.effect("web: off the loopback only with a token; no Redis, said; a short shared secret refused", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const open = yield* cli("web", "--host", "0.0.0.0", "--port", "0", "--redis-url", source.url)

@@ -13,10 +13,10 @@ import * as Scope from "effect/Scope"
 import { Cluster as IOCluster, Redis as IORedis } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import * as Cli from "../src/Cli.js"
-import * as Layout from "../src/internal/layout.js"
+import * as Layout from "../src/store/Layout.js"
 import * as Reaper from "../src/Reaper.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisCluster from "../src/RedisCluster.js"
+import * as RedisCluster from "../src/testing/RedisCluster.js"
 import * as Web from "../src/Web.js"
 
 let scope: Scope.CloseableScope
@@ -137,7 +137,7 @@ describe("a master that stalls", () => {
       const paused = victim.call("CLIENT", "PAUSE", "3000", "ALL")
       const names = Array.from({ length: 60 }, (_, i) => `${prefix}:d${i}`)
       const answers = yield* Effect.forEach(names, (name) =>
-        Effect.either(
+        Effect.result(
           short.lock({ prefix, name }, { jid: "j", limit: 1, ttlMs: 0, leaseMs: 60_000, info: "", fenced: true })
         ), { concurrency: "unbounded" })
       yield* Effect.promise(() => paused)

@@ -15,7 +15,7 @@ import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Reaper from "../src/Reaper.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisCluster from "../src/RedisCluster.js"
+import * as RedisCluster from "../src/testing/RedisCluster.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 
 let scope: Scope.CloseableScope

@@ -14,9 +14,9 @@ import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { Cluster as IOCluster, Redis as IORedis } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
-import * as Layout from "../src/internal/layout.js"
+import * as Layout from "../src/store/Layout.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisCluster from "../src/RedisCluster.js"
+import * as RedisCluster from "../src/testing/RedisCluster.js"
 import type * as ClusterWorker from "./support/cluster-worker-process.js"
 
 let scope: Scope.CloseableScope

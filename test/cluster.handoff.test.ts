@@ -13,10 +13,10 @@ import * as Scope from "effect/Scope"
 import { Cluster as IOCluster, Redis as IORedis } from "ioredis"
 import { afterEach, assert, beforeEach, describe, it } from "vitest"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
-import * as Layout from "../src/internal/layout.js"
+import * as Layout from "../src/store/Layout.js"
 import type * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisCluster from "../src/RedisCluster.js"
+import * as RedisCluster from "../src/testing/RedisCluster.js"
 
 let scope: Scope.CloseableScope
 let cluster: RedisCluster.Cluster
@@ -120,7 +120,7 @@ describe("a cluster store built before a master is killed", () => {
             calls++
             longest = Math.max(longest, Date.now() - started)
             if (taken._tag !== "Acquired" || !released) failures.push(`${name}: ${taken._tag}/${released}`)
-          })).pipe(Effect.catchAll((error) => Effect.sync(() => failures.push(`${name}: ${error.message}`))))
+          })).pipe(Effect.catch((error) => Effect.sync(() => failures.push(`${name}: ${error.message}`))))
       }, { concurrency: "unbounded", discard: true })
       for (let i = 0; i < 5; i++) yield* round
       yield* Effect.promise(synced)
@@ -131,7 +131,7 @@ describe("a cluster store built before a master is killed", () => {
       const readied = Effect.runPromise(cluster.ready).then(() => {
         ready = true
       })
-      while (!ready) yield* Effect.zipRight(round, Effect.promise(() => sleep(50)))
+      while (!ready) yield* Effect.andThen(round, Effect.promise(() => sleep(50)))
       yield* Effect.promise(() => readied)
       for (let i = 0; i < 5; i++) yield* round
       return { failures, calls, longest }

@@ -7,13 +7,13 @@
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Scope from "effect/Scope"
 import { Cluster as IOCluster } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import * as Reaper from "../src/Reaper.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisCluster from "../src/RedisCluster.js"
+import * as RedisCluster from "../src/testing/RedisCluster.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
 

@@ -10,9 +10,9 @@ import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { execFileSync } from "node:child_process"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
-import * as Layout from "../src/internal/layout.js"
+import * as Layout from "../src/store/Layout.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisCluster from "../src/RedisCluster.js"
+import * as RedisCluster from "../src/testing/RedisCluster.js"
 import * as Cli from "./support/cli.js"
 
 let scope: Scope.CloseableScope

@@ -8,7 +8,7 @@ import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { Cluster as IOCluster, Redis as IORedis } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
-import * as RedisCluster from "../src/RedisCluster.js"
+import * as RedisCluster from "../src/testing/RedisCluster.js"
 
 let scope: Scope.CloseableScope
 let cluster: RedisCluster.Cluster

@@ -56,7 +56,7 @@ for (const store of stores) {
           const { definition, digest } = yield* setup({ lock: "until_executed", lockLimit: limit })
           const results = yield* Effect.forEach(
             Array.from({ length: 64 }, (_, i) => `jid-${i}`),
-            (jid) => Effect.either(Lock.lock(definition, { digest, jid })),
+            (jid) => Effect.result(Lock.lock(definition, { digest, jid })),
             { concurrency: "unbounded" }
           )
           const won = results.filter(Either.isRight).map((r) => r.right.jid).sort()
@@ -108,7 +108,7 @@ for (const store of stores) {
           yield* Lock.lock(definition, { digest, jid: "a" })
           const [holder] = yield* holders(definition, digest, "queue")
           assert.strictEqual(holder!.expiresAt! - holder!.lockedAt, 1000)
-          assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "b" }))))
+          assert.isTrue(Either.isLeft(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
           yield* store.advance(1100)
           assert.isFalse((yield* Lock.lock(definition, { digest, jid: "b" })).reentrant)
           assert.deepStrictEqual(yield* jids(definition, digest, "queue"), ["b"])
@@ -122,7 +122,7 @@ for (const store of stores) {
           const [holder] = yield* holders(definition, digest, "queue")
           assert.strictEqual(holder!.expiresAt! - holder!.lockedAt, 3200)
           yield* store.advance(300)
-          assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "b" }))))
+          assert.isTrue(Either.isLeft(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
         }))
 
       it.effect("with lockLimit > 1 each holder expires on its own", () =>
@@ -144,7 +144,7 @@ for (const store of stores) {
           yield* Lock.lock(definition, { digest, jid: "crashed" })
           const [holder] = yield* holders(definition, digest, "run")
           assert.strictEqual(holder!.leaseUntil! - holder!.lockedAt, 1000)
-          assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "next" }))))
+          assert.isTrue(Either.isLeft(yield* Effect.result(Lock.lock(definition, { digest, jid: "next" }))))
           yield* store.advance(1100)
           yield* Lock.lock(definition, { digest, jid: "next" })
           assert.deepStrictEqual(yield* jids(definition, digest, "run"), ["next"])
@@ -165,7 +165,7 @@ for (const store of stores) {
           assert.isAbove(now, first!.leaseUntil!)
           const [renewed] = yield* holders(definition, digest, "run")
           assert.isAbove(renewed!.leaseUntil!, now)
-          assert.isTrue(Either.isLeft(yield* Effect.either(Lock.lock(definition, { digest, jid: "b" }))))
+          assert.isTrue(Either.isLeft(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
           yield* Lock.unlock(definition, { digest, jid: "a" })
           const lost = yield* Effect.flip(Lock.renew(definition, { digest, jid: "a" }))
           assert.strictEqual(lost._tag, "LockLost")
@@ -213,8 +213,8 @@ for (const store of stores) {
             afterUnlock: () => Ref.update(released, (n) => n + 1)
           })
           const held = yield* Deferred.make<void>()
-          const fiber = yield* Effect.fork(
-            Lock.withLock(definition, { digest, jid: "a" })(Effect.zipRight(Deferred.succeed(held, undefined), Effect.never))
+          const fiber = yield* Effect.forkChild(
+            Lock.withLock(definition, { digest, jid: "a" })(Effect.andThen(Deferred.succeed(held, undefined), Effect.never))
           )
           yield* Deferred.await(held)
           assert.deepStrictEqual(yield* jids(definition, digest, "run"), ["a"])
@@ -243,8 +243,8 @@ for (const store of stores) {
         Effect.gen(function*() {
           const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 300 })
           const held = yield* Deferred.make<void>()
-          const fiber = yield* Effect.fork(
-            Lock.withLock(definition, { digest, jid: "a" })(Effect.zipRight(Deferred.succeed(held, undefined), Effect.never))
+          const fiber = yield* Effect.forkChild(
+            Lock.withLock(definition, { digest, jid: "a" })(Effect.andThen(Deferred.succeed(held, undefined), Effect.never))
           )
           yield* Deferred.await(held)
           yield* Effect.flatMap(

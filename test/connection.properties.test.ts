@@ -9,12 +9,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Fiber from "effect/Fiber"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Model from "./support/model.js"
 import * as RedisTest from "./support/redis.js"
 
@@ -27,7 +27,7 @@ describe("connect properties", () => {
             const server = yield* RedisServer.start
             yield* server.kill
             const timeout = comesBack ? "20 seconds" : "1 second"
-            const store = yield* Effect.fork(Effect.either(Redis.make({ url: server.url, timeout })))
+            const store = yield* Effect.forkChild(Effect.result(Redis.make({ url: server.url, timeout })))
             yield* Effect.sleep(downMs)
             if (comesBack) yield* server.restart
             const built = yield* Fiber.join(store)

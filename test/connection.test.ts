@@ -18,7 +18,7 @@ import * as Schedule from "effect/Schedule"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
 
@@ -51,7 +51,7 @@ const spin = "local t = redis.call('TIME')[1] + 10 while tonumber(redis.call('TI
  */
 const startSpin = (raw: IORedis) =>
   Effect.promise(() => raw.config("SET", "lua-time-limit", "60000")).pipe(
-    Effect.zipRight(Effect.sync(() => {
+    Effect.andThen(Effect.sync(() => {
       raw.eval(spin, 0).catch(() => {})
     }))
   )
@@ -60,7 +60,7 @@ const connectError = (options: Redis.Options) =>
   Effect.scoped(Effect.flip(Redis.make({ timeout: "5 seconds", ...options })))
 
 describe("connect: the database", () => {
-  it.scopedLive("a database out of range fails at connect, saying what the server has", () =>
+  it.live("a database out of range fails at connect, saying what the server has", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       const error = yield* connectError({ url: `${server.url}/99` })
@@ -70,7 +70,7 @@ describe("connect: the database", () => {
       assert.include(error.reason, "database 99 is out of range: this server has databases 0 to 15")
     }), 30_000)
 
-  it.scopedLive("without CONFIG rights the SELECT error is reported", () =>
+  it.live("without CONFIG rights the SELECT error is reported", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       const raw = yield* rawClient(server.url)
@@ -80,7 +80,7 @@ describe("connect: the database", () => {
       assert.match(error.reason, /^cannot select database 99: .*out of range/i)
     }), 30_000)
 
-  it.scopedLive("a database that is not a number fails at connect", () =>
+  it.live("a database that is not a number fails at connect", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       const error = yield* connectError({ url: `${server.url}/abc` })
@@ -88,7 +88,7 @@ describe("connect: the database", () => {
       assert.include(error.reason, "is not a whole number")
     }), 30_000)
 
-  it.scopedLive("a database in range is the one written to", () =>
+  it.live("a database in range is the one written to", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       const raw = yield* rawClient(`${server.url}/7`)
@@ -124,7 +124,7 @@ describe("layerConfig", () => {
       assert.strictEqual(caught, "ConfigError")
     }))
 
-  it.scopedLive("REDIS_URL set: connects, and a failure does not show the password", () =>
+  it.live("REDIS_URL set: connects, and a failure does not show the password", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       yield* buildWith([["REDIS_URL", server.url]])
@@ -162,7 +162,7 @@ describe("an outage", () => {
     return { server, lock, failing }
   })
 
-  it.scopedLive("a lock call made while the server is down fails at once, naming the connection state", () =>
+  it.live("a lock call made while the server is down fails at once, naming the connection state", () =>
     Effect.gen(function*() {
       const { failing, lock, server } = yield* setup
       yield* lock
@@ -183,7 +183,7 @@ describe("an outage", () => {
       yield* lock.pipe(Effect.retry({ schedule: Schedule.spaced(100), times: 100 }))
     }), 60_000)
 
-  it.scopedLive("a lock call in flight when the server dies fails at once, not after the timeout", () =>
+  it.live("a lock call in flight when the server dies fails at once, not after the timeout", () =>
     Effect.gen(function*() {
       const { failing, lock, server } = yield* setup
       yield* lock
@@ -191,7 +191,7 @@ describe("an outage", () => {
       const raw = yield* rawClient(server.url)
       yield* startSpin(raw)
       yield* Effect.sleep(300)
-      const call = yield* Effect.fork(failing)
+      const call = yield* Effect.forkChild(failing)
       yield* Effect.sleep(300)
       const killedAt = Date.now()
       yield* server.kill
@@ -204,7 +204,7 @@ describe("an outage", () => {
       yield* lock.pipe(Effect.retry({ schedule: Schedule.spaced(100), times: 100 }))
     }), 60_000)
 
-  it.scopedLive("a call the server is slow to answer still gets the whole timeout (the socket is open)", () =>
+  it.live("a call the server is slow to answer still gets the whole timeout (the socket is open)", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       const redis = yield* Redis.make({ url: server.url, timeout: "1 second" })
@@ -213,7 +213,7 @@ describe("an outage", () => {
       yield* Effect.sleep(300)
       const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("slow") })
       const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [1] })
-      const result = yield* Effect.either(
+      const result = yield* Effect.result(
         Lock.lock(definition, { digest, jid: "j1" }).pipe(Effect.provideService(Redis.RedisService, redis))
       )
       assert.isTrue(Either.isLeft(result))
@@ -222,11 +222,11 @@ describe("an outage", () => {
 })
 
 describe("connect: the first attempt is retried within the timeout (issue 18, item 13)", () => {
-  it.scopedLive("a worker started while Redis is down connects once Redis is up", () =>
+  it.live("a worker started while Redis is down connects once Redis is up", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       yield* server.kill
-      const store = yield* Effect.fork(Redis.make({ url: server.url, timeout: "20 seconds" }))
+      const store = yield* Effect.forkChild(Redis.make({ url: server.url, timeout: "20 seconds" }))
       yield* Effect.sleep(1000)
       yield* server.restart
       const redis = yield* store.await.pipe(Effect.flatten)
@@ -238,7 +238,7 @@ describe("connect: the first attempt is retried within the timeout (issue 18, it
       assert.strictEqual(taken.jid, "j1")
     }), 60_000)
 
-  it.scopedLive("a worker started while Redis is stalled connects once Redis answers", () =>
+  it.live("a worker started while Redis is stalled connects once Redis answers", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       const raw = yield* rawClient(server.url)
@@ -258,7 +258,7 @@ describe("connect: the first attempt is retried within the timeout (issue 18, it
       assert.strictEqual(taken.jid, "j1")
     }), 60_000)
 
-  it.scopedLive("no Redis within the timeout: a RedisError naming the timeout and the last error", () =>
+  it.live("no Redis within the timeout: a RedisError naming the timeout and the last error", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       yield* server.kill
@@ -268,7 +268,7 @@ describe("connect: the first attempt is retried within the timeout (issue 18, it
       assert.include(error.message, "ECONNREFUSED")
     }), 60_000)
 
-  it.scopedLive("a refusal that retrying cannot change (a wrong password) fails at once, not at the timeout", () =>
+  it.live("a refusal that retrying cannot change (a wrong password) fails at once, not at the timeout", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       const url = `redis://someone:wrong@127.0.0.1:${server.port}`
@@ -282,7 +282,7 @@ describe("connect: the first attempt is retried within the timeout (issue 18, it
 describe("a partition (the connection open, nothing answering)", () => {
   // Every call ends by its deadline; QUIT at close, which has none of ours, by ioredis' command timeout (without it, a
   // close inside the layer's release would wait for an answer that never comes).
-  it.scopedLive("a held run lock ends LockLost, its release ends by its deadline, and the store's layer closes", () =>
+  it.live("a held run lock ends LockLost, its release ends by its deadline, and the store's layer closes", () =>
     Effect.gen(function*() {
       const server = yield* RedisServer.start
       const proxy = yield* Proxy.start(server.url)
@@ -293,12 +293,12 @@ describe("a partition (the connection open, nothing answering)", () => {
       })
       const scope = yield* Scope.make()
       const redis = yield* Layer.buildWithScope(Redis.layer({ url: proxy.url, timeout: "1 second" }), scope)
-      const held = yield* Effect.either(
-        Lock.withLock(Effect.zipRight(proxy.cut, Effect.never), definition, { digest: `${definition.lockPrefix}:d`, jid: "j" })
+      const held = yield* Effect.result(
+        Lock.withLock(Effect.andThen(proxy.cut, Effect.never), definition, { digest: `${definition.lockPrefix}:d`, jid: "j" })
       ).pipe(Effect.provide(redis))
       assert.isTrue(held._tag === "Left" && held.left._tag === "LockLost", JSON.stringify(held))
       // It ends (it hung before): well within the 10 s given, the store's timeout being 1 s.
-      const closed = yield* Effect.disconnect(Scope.close(scope, Exit.void)).pipe(Effect.timeout("10 seconds"), Effect.either)
+      const closed = yield* Effect.disconnect(Scope.close(scope, Exit.void)).pipe(Effect.timeout("10 seconds"), Effect.result)
       assert.strictEqual(closed._tag, "Right", "the layer closed")
     }), 30_000)
 })

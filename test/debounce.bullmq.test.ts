@@ -22,7 +22,7 @@ const runsAt = (job: BullJob) => job.timestamp + (job.opts.delay ?? 0)
 
 describe("debounce on BullMQ", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("UniqueQueue.add: a burst leaves one delayed job with the newest data, due no later than maxWait after the first add", () =>
+    it.effect("UniqueQueue.add: a burst leaves one delayed job with the newest data, due no later than maxWait after the first add", () =>
       Effect.gen(function*() {
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
           lock: "until_executing",
@@ -64,7 +64,7 @@ describe("debounce on BullMQ", () => {
     // windows of its own: 45 adds of 3 s answered Enqueued and the job ran once, at the end, where one instance runs it
     // every second. Now the window is the lock's, whichever instance adds: one Enqueued per window, each run due within
     // maxWait of its window's first add (+ 1 s for an add's own time to its lock on a busy machine), the newest data.
-    it.scoped("two UniqueQueue instances adding one digest every 10 ms: one window at a time, each run within maxWait of its first add", () =>
+    it.effect("two UniqueQueue instances adding one digest every 10 ms: one window at a time, each run within maxWait of its first add", () =>
       Effect.gen(function*() {
         const { adds, drained, lockPrefix, runs } = yield* uniqueProducers(2, "until_executing", 200, 1_000)
         // Two add loops per instance: adds overlap more often on a busy machine.
@@ -81,7 +81,7 @@ describe("debounce on BullMQ", () => {
     // Found by an outsider probe: an add that met the window's job starting (taken by a worker, its queue lock not
     // yet handed to its run lock) was timed from that job's window, long over, so it ran at once (and met the run
     // lock). It waits for the holder to let go and opens a window of its own, delay after itself.
-    it.scoped("an add that meets the window's job starting waits for it and opens a new window, delay after itself", () =>
+    it.effect("an add that meets the window's job starting waits for it and opens a new window, delay after itself", () =>
       Effect.gen(function*() {
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
           lock: "until_and_while_executing",
@@ -107,7 +107,7 @@ describe("debounce on BullMQ", () => {
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [`${next.digest}:LOCKED`], "its lock, and no other")
       }), 30_000)
 
-    it.scoped("UniqueQueue.add refuses a delay or timestamp of its own for a debounced job, naming the option", () =>
+    it.effect("UniqueQueue.add refuses a delay or timestamp of its own for a debounced job, naming the option", () =>
       Effect.gen(function*() {
         const { queue, unique } = yield* uniqueQueue({ lock: "until_executed", debounce: { delay: 1_000 } })
         for (const [field, opts] of [["opts.delay", { delay: 5 }], ["opts.timestamp", { timestamp: Date.now() }]] as const) {
@@ -119,7 +119,7 @@ describe("debounce on BullMQ", () => {
         assert.strictEqual(yield* Effect.promise(() => queue.count()), 0)
       }))
 
-    it.scoped("through the JobQueue port (UniqueJob.enqueue over BullMQ.layer): the same one delayed job, newest data", () =>
+    it.effect("through the JobQueue port (UniqueJob.enqueue over BullMQ.layer): the same one delayed job, newest data", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const name = Bull.uniqueName("debounce-port")
@@ -144,7 +144,7 @@ describe("debounce on BullMQ", () => {
     // BullMQ's keepLastIfActive: triggers while a job runs leave exactly one follow-up, with the newest data; none is
     // lost and two never run at once. Two workers: the follow-up is picked up while the first runs, meets its run lock
     // and is rescheduled, so the triggers also meet it starting (a holder caught between active and delayed).
-    it.scoped("latest after the active one: triggers during a run leave one follow-up with the newest data; never two at once", () =>
+    it.effect("latest after the active one: triggers during a run leave one follow-up with the newest data; never two at once", () =>
       Effect.gen(function*() {
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
           lock: "until_and_while_executing",
@@ -191,7 +191,7 @@ describe("debounce on BullMQ", () => {
     // rescheduled) cannot remove it, but must not be lost: it waits for the holder to let go or come back delayed.
     // Made deterministic with BullMQ's manual fetch: the follow-up is active, holding only its queue lock, while the
     // trigger's replace runs; then its handoff meets the first job's run lock and it is rescheduled.
-    it.scoped("latest after the active one: a trigger that meets the follow-up starting waits for its reschedule and replaces it", () =>
+    it.effect("latest after the active one: a trigger that meets the follow-up starting waits for its reschedule and replaces it", () =>
       Effect.gen(function*() {
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
           lock: "until_and_while_executing",

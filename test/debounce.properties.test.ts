@@ -9,7 +9,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"

@@ -25,7 +25,7 @@ import * as RedisTest from "./support/redis.js"
 
 describe("debounce", () => {
   layer(RedisTest.layer())((it) => {
-    it.scoped("a burst runs once, delay after its last trigger, with the last trigger's arguments", () =>
+    it.effect("a burst runs once, delay after its last trigger, with the last trigger's arguments", () =>
       Effect.gen(function*() {
         const { queue, runs, trigger } = yield* debouncedWorker("until_executing", 1_000, 5_000)
         const outcomes: Array<string> = []
@@ -49,7 +49,7 @@ describe("debounce", () => {
         assert.deepStrictEqual((yield* Ref.get(runs)).map((r) => r.args), [[3], [4]])
       }))
 
-    it.scoped("a steady stream of triggers still runs maxWait after the window's first, then a new window opens", () =>
+    it.effect("a steady stream of triggers still runs maxWait after the window's first, then a new window opens", () =>
       Effect.gen(function*() {
         const { queue, runs, trigger } = yield* debouncedWorker("until_and_while_executing", 1_000, 3_000)
         // A trigger every 500 ms for 6 s: never 1 s of quiet, so only maxWait ends each window.
@@ -72,7 +72,7 @@ describe("debounce", () => {
 
     // Found by an outsider probe: the window of a holder whose job is gone (removed by hand) was kept, so the next
     // trigger, long after, ran at once instead of opening a window of its own.
-    it.scoped("a waiting job removed by hand: the next trigger opens a window of its own, delay after itself", () =>
+    it.effect("a waiting job removed by hand: the next trigger opens a window of its own, delay after itself", () =>
       Effect.gen(function*() {
         const { queue, runs, start, trigger } = yield* debouncedWorker("until_executing", 1_000, 2_000)
         const first = yield* trigger(1)
@@ -80,7 +80,7 @@ describe("debounce", () => {
         yield* TestClock.adjust(2_500)
         // A job gone once due may be another producer's removal about to be swapped (issue 47): the trigger waits for
         // that (10 ms doubling, 630 ms in all) before it takes the place with a window of its own.
-        const pending = yield* Effect.fork(trigger(2))
+        const pending = yield* Effect.forkChild(trigger(2))
         let waited = 0
         while (Option.isNone(yield* Fiber.poll(pending)) && waited < 5_000) {
           yield* tick
@@ -100,7 +100,7 @@ describe("debounce", () => {
     // Found by a fresh clone's CI (debounce.bullmq, under load): the holder's job was active when the queue was asked,
     // and ran to its end before the remove, which then removed a completed job; the add answered Replaced although
     // nothing waiting was replaced. Here the queue lets the holder go just before each remove, as that job did.
-    it.scoped("a holder whose job let go before the remove (it ran after all) is not reported replaced", () =>
+    it.effect("a holder whose job let go before the remove (it ran after all) is not reported replaced", () =>
       Effect.gen(function*() {
         const queue = yield* MemoryQueue.make()
         for (const debounce of [undefined, { delay: 1_000 }]) {
@@ -118,7 +118,7 @@ describe("debounce", () => {
           const racing: JobQueue["Type"] = {
             ...queue,
             remove: (jid) =>
-              Effect.zipRight(
+              Effect.andThen(
                 Effect.orDie(Lock.unlock(worker.definition, { digest: first.digest, jid, phase: "queue" })).pipe(
                   Effect.provideService(Redis.RedisService, redis)
                 ),
@@ -133,7 +133,7 @@ describe("debounce", () => {
     // Issue 47, observation 1: two producers of one digest. A producer whose remove lost the race to another's (the
     // queue no longer had the job) went back to the start and opened a window of its own, so maxWait bounded nothing.
     // Here the queue lets the other producer remove the waiting job just before this one's remove.
-    it.scoped("a producer whose remove another producer beat keeps the window: maxWait from its first trigger", () =>
+    it.effect("a producer whose remove another producer beat keeps the window: maxWait from its first trigger", () =>
       Effect.gen(function*() {
         const { queue, runs, start, trigger } = yield* debouncedWorker("until_executing", 500, 1_000)
         const first = yield* trigger(0)
@@ -144,7 +144,7 @@ describe("debounce", () => {
         // The other producer removed the job (its own replace, whose swap comes later): this one finds it gone.
         const racing: JobQueue["Type"] = {
           ...queue,
-          remove: (jid) => Effect.zipRight(queue.remove(jid), Effect.succeed(false))
+          remove: (jid) => Effect.andThen(queue.remove(jid), Effect.succeed(false))
         }
         const second = yield* Effect.provideService(
           UniqueJob.unsafeMake({
@@ -168,14 +168,14 @@ describe("debounce", () => {
     // Issue 47, observation 1: with producer processes, several jobs of one digest waited at once. A producer took the
     // place of a holder whose job was still on its way to the queue (it looked gone) and added its own; the first job
     // then landed beside it. Now the first producer finds its place taken once its job is in, and removes it.
-    it.scoped("a job still on its way when a later trigger takes its place is removed once it lands: one job waits", () =>
+    it.effect("a job still on its way when a later trigger takes its place is removed once it lands: one job waits", () =>
       Effect.gen(function*() {
         const { queue, runs, trigger, start } = yield* debouncedWorker("until_executing", 500, 1_000)
         const landing = yield* Deferred.make<void>()
         const slow: JobQueue["Type"] = {
           ...queue,
-          push: (job) => Effect.zipRight(Deferred.await(landing), queue.push(job)),
-          schedule: (job, at) => Effect.zipRight(Deferred.await(landing), queue.schedule(job, at))
+          push: (job) => Effect.andThen(Deferred.await(landing), queue.push(job)),
+          schedule: (job, at) => Effect.andThen(Deferred.await(landing), queue.schedule(job, at))
         }
         const digest = (yield* trigger(0)).digest
         yield* TestClock.adjust(1_500)
@@ -190,7 +190,7 @@ describe("debounce", () => {
         })
         const redis = yield* Redis.RedisService
         const held = redis.holders(Lock.keyOf(worker.definition, digest, "queue"))
-        const onItsWay = yield* Effect.fork(Effect.provideService(worker.enqueue([1]), JobQueue, slow))
+        const onItsWay = yield* Effect.forkChild(Effect.provideService(worker.enqueue([1]), JobQueue, slow))
         // Until the first holds the lock, its job not yet in the queue.
         for (let i = 0; i < 500 && (yield* held).length === 0; i++) yield* tick
         yield* TestClock.adjust(100)
@@ -209,7 +209,7 @@ describe("debounce", () => {
 
     // Issue 47, item 8: which window bounds maxWait when several holders of one digest carry windows: the earliest (the
     // window's first trigger), never the latest. Two holders written with lockLimit 2, each with a window and a job.
-    it.scoped("an enqueue that takes the place of several holders keeps the earliest of their windows", () =>
+    it.effect("an enqueue that takes the place of several holders keeps the earliest of their windows", () =>
       Effect.gen(function*() {
         const { queue, runs, trigger, start } = yield* debouncedWorker("until_executing", 500, 1_000)
         yield* TestClock.adjust(1_000)
@@ -236,7 +236,7 @@ describe("debounce", () => {
         assert.deepStrictEqual((yield* queue.snapshot).scheduled.map((s) => s.job.args), [[3]])
       }))
 
-    it.scoped("without maxWait a window lasts as long as its triggers keep coming", () =>
+    it.effect("without maxWait a window lasts as long as its triggers keep coming", () =>
       Effect.gen(function*() {
         const { queue, runs, trigger } = yield* debouncedWorker("until_executed", 1_000, undefined)
         for (let n = 0; n < 10; n++) {
@@ -296,7 +296,7 @@ describe("debounce", () => {
 
   describe("refused where it cannot work, naming the field", () => {
     const refusal = (options: Omit<LockOptions.Options, "lock"> & { readonly lock: string }) => {
-      const made = Effect.runSync(Effect.either(LockOptions.make(options as LockOptions.Options)))
+      const made = Effect.runSync(Effect.result(LockOptions.make(options as LockOptions.Options)))
       assert.isTrue(Either.isLeft(made), JSON.stringify(options))
       return Either.isLeft(made) ? made.left.issues.map((i) => `${i.field}: ${i.reason}`) : []
     }

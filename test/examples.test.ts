@@ -78,7 +78,7 @@ describe("README examples", () => {
         assert.isBelow(lingered, 5_000, "the program stayed up after its last line")
       }))
 
-    it.scoped("a worker started while Redis is down connects once it is up (the first connect is retried)", () =>
+    it.effect("a worker started while Redis is down connects once it is up (the first connect is retried)", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         assert.isDefined(source.server, "a private redis-server")

@@ -28,7 +28,7 @@ import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
 import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
-import type * as RedisServer from "../src/RedisServer.js"
+import type * as RedisServer from "../src/testing/RedisServer.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as RedisTest from "./support/redis.js"
 import * as Workers from "./support/workers.js"
@@ -445,16 +445,16 @@ const interruptions = (prefix: string, seed: number, iterations: number) =>
           })
 
         // 1. Enqueues interrupted at random points.
-        const enqueues = yield* Effect.forEach([0, 1, 2], () => Effect.fork(uj.enqueue(args)))
-        for (const fiber of enqueues) yield* Effect.zipRight(pause(3), cut(fiber))
+        const enqueues = yield* Effect.forEach([0, 1, 2], () => Effect.forkChild(uj.enqueue(args)))
+        for (const fiber of enqueues) yield* Effect.andThen(pause(3), cut(fiber))
         yield* check("after interrupted enqueues")
 
         // 2. Workers interrupted at a random point (their scope closed), with two more interrupted enqueues meanwhile.
         const startedBefore = yield* started
         const workers = yield* Scope.make()
         yield* queue.work(handler, { concurrency: 2, onDeath }).pipe(Scope.extend(workers))
-        const more = yield* Effect.forEach([0, 1], () => Effect.fork(uj.enqueue(args)))
-        for (const fiber of more) yield* Effect.zipRight(pause(4), cut(fiber))
+        const more = yield* Effect.forEach([0, 1], () => Effect.forkChild(uj.enqueue(args)))
+        for (const fiber of more) yield* Effect.andThen(pause(4), cut(fiber))
         yield* pause(6)
         const running = (yield* queue.snapshot).running.length
         yield* Scope.close(workers, Exit.void)
@@ -568,7 +568,7 @@ const killOnce = (lock: "while_executing" | "until_and_while_executing", url: st
     let acquiredAt = 0
     while (acquiredAt === 0) {
       const askedAt = yield* redisTime
-      const attempt = yield* Effect.either(
+      const attempt = yield* Effect.result(
         uj.server(duplicate, Effect.flatMap(redisTime, (at) => Effect.sync(() => (acquiredAt = at))))
       )
       if (attempt._tag === "Left") {
@@ -660,7 +660,7 @@ describe("faults", () => {
             // Stopped for 1.2 s, and until calls have failed: however long a busy machine takes to show it.
             yield* whileStopped(
               pid,
-              Effect.zipRight(
+              Effect.andThen(
                 Effect.sleep(1_200),
                 waitUntil(() => failed() > before, HANG, "a RedisError while the server is stopped")
               )

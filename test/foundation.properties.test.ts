@@ -8,7 +8,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Fiber from "effect/Fiber"
 import * as Runtime from "effect/Runtime"
 import * as TestClock from "effect/TestClock"
@@ -51,7 +51,7 @@ describe("foundation properties", () => {
                   assert.strictEqual(yield* callsSince(before, expected), expected, `${holds} leases, tick ${tick}`)
                 }
                 yield* Deferred.succeed(gate, undefined)
-                const outcomes = yield* Effect.forEach(fibers, (fiber) => Effect.either(Fiber.join(fiber)))
+                const outcomes = yield* Effect.forEach(fibers, (fiber) => Effect.result(Fiber.join(fiber)))
                 assert.strictEqual(outcomes.filter((o) => o._tag === "Right").length, holds)
               }))
             ),
@@ -90,8 +90,8 @@ describe("foundation properties", () => {
                     const holder = yield* job.enqueue([1])
                     assert.strictEqual(holder._tag, "Enqueued")
                     const started = yield* Deferred.make<void>()
-                    const fiber = yield* Effect.fork(
-                      job.server(holder.job, Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish)))
+                    const fiber = yield* Effect.forkChild(
+                      job.server(holder.job, Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(finish)))
                     )
                     yield* Deferred.await(started)
                     return fiber
@@ -99,7 +99,7 @@ describe("foundation properties", () => {
                 const duplicate = yield* job.enqueue([1])
                 assert.strictEqual(duplicate._tag, "Enqueued")
                 const before = yield* scriptCalls
-                const performed = yield* Effect.either(job.server(duplicate.job, Effect.die("must not run")))
+                const performed = yield* Effect.result(job.server(duplicate.job, Effect.die("must not run")))
                 assert.strictEqual((yield* scriptCalls) - before, 1, `${strategy.name}: the handoff script alone`)
                 const outcome = performed._tag === "Right" ? performed.right._tag : performed.left._tag
                 assert.notStrictEqual(outcome, "Performed", strategy.name)

@@ -67,8 +67,8 @@ describe("foundation: one round trip per phase, whatever the strategy", () => {
             const holder = yield* job.enqueue([1])
             const started = yield* Deferred.make<void>()
             const finish = yield* Deferred.make<void>()
-            const running = yield* Effect.fork(
-              job.server(holder.job, Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish)))
+            const running = yield* Effect.forkChild(
+              job.server(holder.job, Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(finish)))
             )
             yield* Deferred.await(started)
             // A second copy, enqueued while the first runs (its queue lock was handed over), meets the run lock.
@@ -102,7 +102,7 @@ const performCalls: Record<LockType.LockType, number> = {
 
 describe("foundation: one round trip per phase, every lock type, when the job goes through", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("the enqueue is one command where a queue lock is taken (none where not); the perform one per run-lock phase", () =>
+    it.effect("the enqueue is one command where a queue lock is taken (none where not); the perform one per run-lock phase", () =>
       Effect.gen(function*() {
         const { options, source } = yield* RedisTest.TestRedis
         // The store's own client, its commands counted as they are sent: a round trip is one command.

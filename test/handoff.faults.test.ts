@@ -111,7 +111,7 @@ describe("Redis failing before a job's perform, on one Redis (issue 35, observat
       ["while_executing, a fn that takes a signal", { lock: "while_executing", lockLease: "10 seconds" }, true]
     ]
     for (const [label, options, takesSignal] of cases) {
-      it.scoped(
+      it.effect(
         `${label}: 0 jobs failed unrun, each performed exactly once, 0 at once, 0 locks left without an end`,
         () =>
           Effect.gen(function*() {
@@ -129,7 +129,7 @@ describe("Redis failing before a job's perform, on one Redis (issue 35, observat
       )
     }
 
-    it.scoped("a run lock key of a foreign type (WRONGTYPE): Redis answered, a retry would meet the same, so the job fails; it is not put back", () =>
+    it.effect("a run lock key of a foreign type (WRONGTYPE): Redis answered, a retry would meet the same, so the job fails; it is not put back", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const name = Bull.uniqueName("wrongtype")
@@ -158,7 +158,7 @@ describe("Redis failing before a job's perform, on one Redis (issue 35, observat
         assert.strictEqual(handed, 1, "handed once: not put back")
       }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 60_000)
 
-    it.scoped("BullMQ.processor (the Effect face): a handoff Redis does not answer in time puts the job back, no attempt spent; it runs once Redis answers", () =>
+    it.effect("BullMQ.processor (the Effect face): a handoff Redis does not answer in time puts the job back, no attempt spent; it runs once Redis answers", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const proxy = yield* Proxy.start(source.url)
@@ -206,7 +206,7 @@ describe("Redis failing before a job's perform, on one Redis (issue 35, observat
         assert.strictEqual(ran, 1)
       }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 120_000)
 
-    it.scoped("an until_executed job that fails for good while its lock Redis drops the connection: the release is tried again and the lock goes", () =>
+    it.effect("an until_executed job that fails for good while its lock Redis drops the connection: the release is tried again and the lock goes", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const proxy = yield* Proxy.start(source.url)

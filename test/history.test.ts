@@ -25,7 +25,7 @@ describe("History", () => {
         yield* History.flush(prefix)
         const before = yield* History.buckets(prefix)
         for (let i = 0; i < 7; i++) yield* Lock.lock(definition, { digest: `${prefix}:d${i}`, jid: `j${i}` })
-        for (let i = 0; i < 3; i++) yield* Effect.either(Lock.lock(definition, { digest: `${prefix}:d${i}`, jid: `k${i}` }))
+        for (let i = 0; i < 3; i++) yield* Effect.result(Lock.lock(definition, { digest: `${prefix}:d${i}`, jid: `k${i}` }))
         yield* History.flush(prefix)
         const after = yield* History.buckets(prefix)
         assert.strictEqual(after.length, 60)

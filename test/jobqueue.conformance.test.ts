@@ -18,7 +18,7 @@ import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Job from "../src/Job.js"
 import { JobQueue, type QueueError } from "../src/JobQueue.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
 
@@ -99,7 +99,7 @@ for (const driver of [memory, bullmq]) {
         return { ...harness, runs, record, job, runsOf, presence }
       })
 
-      it.scoped("push: a job the queue never saw runs once under its jid; it exists until it has run", () =>
+      it.effect("push: a job the queue never saw runs once under its jid; it exists until it has run", () =>
         Effect.gen(function*() {
           const h = yield* setup
           const pushed = h.job(1)
@@ -108,7 +108,7 @@ for (const driver of [memory, bullmq]) {
           assert.strictEqual(yield* h.presence(pushed), "exists", "waiting")
           const release = yield* Deferred.make<void>()
           const started = yield* Deferred.make<void>()
-          yield* h.work((job) => Effect.zipRight(Effect.zipRight(h.record(job), Deferred.succeed(started, undefined)), Deferred.await(release)))
+          yield* h.work((job) => Effect.andThen(Effect.andThen(h.record(job), Deferred.succeed(started, undefined)), Deferred.await(release)))
           yield* Deferred.await(started)
           assert.strictEqual(yield* h.presence(pushed), "exists", "active")
           yield* Deferred.succeed(release, undefined)
@@ -116,7 +116,7 @@ for (const driver of [memory, bullmq]) {
           assert.deepStrictEqual((yield* h.runsOf(pushed.jid)).map((r) => r.retryCount), [0])
         }))
 
-      it.scoped("schedule of a new job: it exists while delayed and runs once, no earlier than its time", () =>
+      it.effect("schedule of a new job: it exists while delayed and runs once, no earlier than its time", () =>
         Effect.gen(function*() {
           const h = yield* setup
           yield* h.work(h.record)
@@ -132,7 +132,7 @@ for (const driver of [memory, bullmq]) {
           assert.strictEqual((yield* h.runsOf(later.jid)).length, 1)
         }))
 
-      it.scoped("schedule of the job being performed: it comes back under its jid at its time, once", () =>
+      it.effect("schedule of the job being performed: it comes back under its jid at its time, once", () =>
         Effect.gen(function*() {
           const h = yield* setup
           const back = yield* Ref.make(0)
@@ -158,7 +158,7 @@ for (const driver of [memory, bullmq]) {
           assert.deepStrictEqual(yield* h.dead, [])
         }))
 
-      it.scoped("remove: a waiting or delayed job goes; a running, finished or unknown one answers false", () =>
+      it.effect("remove: a waiting or delayed job goes; a running, finished or unknown one answers false", () =>
         Effect.gen(function*() {
           const h = yield* setup
           const waiting = h.job(4)
@@ -173,7 +173,7 @@ for (const driver of [memory, bullmq]) {
           const release = yield* Deferred.make<void>()
           const started = yield* Deferred.make<void>()
           yield* h.work((job) =>
-            Effect.zipRight(Effect.zipRight(h.record(job), Deferred.succeed(started, undefined)), Deferred.await(release))
+            Effect.andThen(Effect.andThen(h.record(job), Deferred.succeed(started, undefined)), Deferred.await(release))
           )
           const running = h.job(6)
           yield* h.port.push(running)
@@ -185,7 +185,7 @@ for (const driver of [memory, bullmq]) {
           assert.deepStrictEqual((yield* Ref.get(h.runs)).map((r) => r.jid), [running.jid], "removed jobs never ran")
         }))
 
-      it.scoped("kill of a job the queue never saw (a client reject): dead with its reason, and it does not exist", () =>
+      it.effect("kill of a job the queue never saw (a client reject): dead with its reason, and it does not exist", () =>
         Effect.gen(function*() {
           const h = yield* setup
           const refused = h.job(7)
@@ -194,10 +194,10 @@ for (const driver of [memory, bullmq]) {
           assert.strictEqual(yield* h.presence(refused), "gone")
         }))
 
-      it.scoped("kill of the job being performed (a server reject): dead with its reason, not retried", () =>
+      it.effect("kill of the job being performed (a server reject): dead with its reason, not retried", () =>
         Effect.gen(function*() {
           const h = yield* setup
-          yield* h.work((job) => Effect.zipRight(h.record(job), Effect.flatMap(JobQueue, (port) => port.kill(job, "rejected"))))
+          yield* h.work((job) => Effect.andThen(h.record(job), Effect.flatMap(JobQueue, (port) => port.kill(job, "rejected"))))
           const doomed = h.job(8)
           yield* h.port.push(doomed)
           assert.isTrue(yield* Bull.until(Effect.map(h.presence(doomed), (p) => p === "gone")))
@@ -205,7 +205,7 @@ for (const driver of [memory, bullmq]) {
           assert.strictEqual((yield* h.runsOf(doomed.jid)).length, 1)
         }))
 
-      it.scoped("a failed job exists while it waits for its retry; the retry keeps the jid and counts retries", () =>
+      it.effect("a failed job exists while it waits for its retry; the retry keeps the jid and counts retries", () =>
         Effect.gen(function*() {
           const h = yield* setup
           const release = yield* Deferred.make<void>()
@@ -230,7 +230,7 @@ for (const driver of [memory, bullmq]) {
           assert.deepStrictEqual((yield* h.runsOf(flaky.jid)).map((r) => r.retryCount), [0, 1])
         }))
 
-      it.scoped("exists: one answer per job, in the order asked; a job of a queue it does not serve is unknown, never gone", () =>
+      it.effect("exists: one answer per job, in the order asked; a job of a queue it does not serve is unknown, never gone", () =>
         Effect.gen(function*() {
           const h = yield* setup
           const waiting = h.job(10)
@@ -257,7 +257,7 @@ for (const driver of [memory, bullmq]) {
 // QueueError once the adapter's timeout has passed, instead of waiting for it.
 describe("JobQueue contract: BullMQ, its Redis stalled", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("push, schedule, remove, kill and exists each fail with a QueueError within the timeout", () =>
+    it.effect("push, schedule, remove, kill and exists each fail with a QueueError within the timeout", () =>
       Effect.gen(function*() {
         const server = yield* RedisServer.start
         const url = new URL(server.url)

@@ -19,7 +19,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Scope from "effect/Scope"
 import type * as Job from "../src/Job.js"
-import * as Keeper from "../src/internal/leaseKeeper.js"
+import * as Keeper from "../src/store/LeaseKeeper.js"
 import * as Lock from "../src/Lock.js"
 import * as Middleware from "../src/Middleware.js"
 import * as LockOptions from "../src/Options.js"
@@ -122,7 +122,7 @@ describe("lease keeper: redis", () => {
             (i) =>
               Middleware.server(definition, job(i), Effect.sleep("4 seconds")).pipe(
                 Effect.map((outcome) => outcome._tag as string),
-                Effect.catchAll((error) =>
+                Effect.catch((error) =>
                   Effect.succeed(error._tag === "LockLost" ? `LockLost: ${error.reason}` : error._tag)
                 )
               ),
@@ -139,7 +139,7 @@ describe("lease keeper: redis", () => {
       }), { timeout: 300_000 })
 
     // On Redis: a memory store answers before the loop ever sees nothing held.
-    it.scoped("run locks taken one after another share one loop, which lingers with no timer holding the process", () =>
+    it.effect("run locks taken one after another share one loop, which lingers with no timer holding the process", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const context = yield* Layer.build(Layer.fresh(Redis.layer({ url: source.url })))
@@ -171,7 +171,7 @@ describe("lease keeper: redis", () => {
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(definition.lockPrefix), [])
       }))
 
-    it.scoped("an acquisition answered after its lease could have ended never performs: LockLost, released", () =>
+    it.effect("an acquisition answered after its lease could have ended never performs: LockLost, released", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const definition = LockOptions.unsafeMake({
@@ -185,7 +185,7 @@ describe("lease keeper: redis", () => {
         // The holder counts the lock as lost 900 ms after it sent the acquisition; Redis answers after 1.5 s.
         yield* stall(source.url, 1500)
         yield* Effect.sleep(200)
-        const result = yield* Effect.either(
+        const result = yield* Effect.result(
           Middleware.server(definition, job(1), Effect.sync(() => (ran = true))).pipe(
             Effect.provide(MemoryQueue.layer())
           )
@@ -245,7 +245,7 @@ describe("lease keeper: its layer", () => {
         Scope.extend(holdScope)
       )
       const lost = yield* Deferred.make<string>()
-      yield* Effect.fork(Effect.catchAll(held.lost, (error) => Deferred.succeed(lost, error.reason)))
+      yield* Effect.forkChild(Effect.catch(held.lost, (error) => Deferred.succeed(lost, error.reason)))
       yield* Effect.yieldNow()
       yield* Scope.close(layerScope, Exit.void)
       const reason = yield* Deferred.await(lost).pipe(Effect.timeout("30 seconds"))

@@ -16,7 +16,7 @@ import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { LayoutMismatch } from "../src/Errors.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisCluster from "../src/RedisCluster.js"
+import * as RedisCluster from "../src/testing/RedisCluster.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import { runCli, thirtyLocks } from "./support/layout.js"
 
@@ -68,8 +68,8 @@ describe("the layout on a Redis Cluster", () => {
       const release = yield* Deferred.make<void>()
       const first = yield* unique.perform(
         { worker: "Report", queue: "default", args: [1], jid: "j1" },
-        () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))
-      ).pipe(Effect.provideService(Redis.RedisService, wide), Effect.provideService(JobQueue, queue), Effect.fork)
+        () => Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(release))
+      ).pipe(Effect.provideService(Redis.RedisService, wide), Effect.provideService(JobQueue, queue), Effect.forkChild)
       yield* Deferred.await(started)
       // The second is refused when built, naming both layouts.
       const built = yield* Effect.flip(Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, narrow)))
@@ -77,7 +77,7 @@ describe("the layout on a Redis Cluster", () => {
       assert.strictEqual((built as LayoutMismatch).recorded, "Redis Cluster with 24 shards")
       assert.strictEqual((built as LayoutMismatch).configured, "Redis Cluster with 4 shards")
       // And had it not been checked at build, its first call is refused: the job does not run beside the first.
-      const second = yield* Effect.either(
+      const second = yield* Effect.result(
         unique.perform({ worker: "Report", queue: "default", args: [1], jid: "j2" }, () => Effect.succeed("ran")).pipe(
           Effect.provideService(Redis.RedisService, narrow),
           Effect.provideService(JobQueue, queue)
@@ -112,7 +112,7 @@ describe("the layout on a Redis Cluster", () => {
       // A replica takes over only with a recent copy: wait until the victim's replica is in sync.
       yield* Effect.promise(() => replicaInSync(victim.port, masters))
       yield* victim.kill
-      const store = yield* Effect.either(Redis.makeCluster({ nodes, timeout: "30 seconds" }))
+      const store = yield* Effect.result(Redis.makeCluster({ nodes, timeout: "30 seconds" }))
       assert.strictEqual(store._tag, "Right", store._tag === "Left" ? store.left.message : "")
       if (store._tag !== "Right") return
       // It works in every shard: a lock taken and released in each.

@@ -13,9 +13,9 @@ import { Redis as IORedis } from "ioredis"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import { LayoutMismatch } from "../src/Errors.js"
-import * as Direct from "../src/internal/direct.js"
-import * as Layout from "../src/internal/layout.js"
-import * as RedisOptions from "../src/internal/redisOptions.js"
+import * as Direct from "../src/store/Direct.js"
+import * as Layout from "../src/store/Layout.js"
+import * as RedisOptions from "../src/store/RedisOptions.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Locks from "../src/Locks.js"
@@ -120,10 +120,10 @@ const holding = (unique: UniqueJob.UniqueJob, store: Redis.Store, queue: JobQueu
   Effect.gen(function*() {
     const started = yield* Deferred.make<void>()
     const release = yield* Deferred.make<void>()
-    const one = yield* unique.perform(job(jid, [7]), () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))).pipe(
+    const one = yield* unique.perform(job(jid, [7]), () => Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(release))).pipe(
       Effect.provideService(Redis.RedisService, store),
       Effect.provideService(JobQueue, queue),
-      Effect.fork
+      Effect.forkChild
     )
     yield* Deferred.await(started)
     return { one, release }
@@ -141,7 +141,7 @@ const twoRuns = (first: Redis.Store, second: Redis.Store, prefix: string) =>
     const two = yield* unique.perform(job("j2", [7]), () => Effect.succeed("ran")).pipe(
       Effect.provideService(Redis.RedisService, second),
       Effect.provideService(JobQueue, queue),
-      Effect.either
+      Effect.result
     )
     yield* Deferred.succeed(release, undefined)
     const firstOutcome = yield* Fiber.join(one)
@@ -150,7 +150,7 @@ const twoRuns = (first: Redis.Store, second: Redis.Store, prefix: string) =>
 
 describe("a prefix's layout is recorded and checked (observation 1, one Redis)", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("a process on a cluster layout with other shards never runs a job beside the first: it is refused", () =>
+    it.effect("a process on a cluster layout with other shards never runs a job beside the first: it is refused", () =>
       Effect.gen(function*() {
         const prefix = RedisTest.uniquePrefix("shards")
         const wide = yield* storeOf(24)
@@ -171,7 +171,7 @@ describe("a prefix's layout is recorded and checked (observation 1, one Redis)",
         assert.include(error.message, "4 shards")
       }))
 
-    it.scoped("a standalone process and a cluster-layout process on one prefix: the second is refused, either way round", () =>
+    it.effect("a standalone process and a cluster-layout process on one prefix: the second is refused, either way round", () =>
       Effect.gen(function*() {
         for (const [a, b] of [[undefined, 24], [24, undefined]] as const) {
           const prefix = RedisTest.uniquePrefix("standalone")
@@ -186,7 +186,7 @@ describe("a prefix's layout is recorded and checked (observation 1, one Redis)",
 
 describe("a prefix's layout: refused at build, foreign records, never a lock", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("UniqueQueue on one Redis, where the prefix is recorded as a cluster's: its first add fails with LayoutMismatch, nothing added", () =>
+    it.effect("UniqueQueue on one Redis, where the prefix is recorded as a cluster's: its first add fails with LayoutMismatch, nothing added", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const lockPrefix = RedisTest.uniquePrefix("uq")
@@ -213,7 +213,7 @@ describe("a prefix's layout: refused at build, foreign records, never a lock", (
         assert.strictEqual(yield* recordOf(raw, lockPrefix), JSON.stringify({ layout: "cluster", shards: 4 }))
       }))
 
-    it.scoped("checkLayout records the layout once; a store of the same layout agrees; the record has no TTL", () =>
+    it.effect("checkLayout records the layout once; a store of the same layout agrees; the record has no TTL", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("check")
@@ -230,7 +230,7 @@ describe("a prefix's layout: refused at build, foreign records, never a lock", (
         assert.include(other.message, "as one Redis (standalone)")
       }))
 
-    it.scoped("a key of that name this library did not write (a string, a hash) refuses the prefix, naming the key; nothing is written", () =>
+    it.effect("a key of that name this library did not write (a string, a hash) refuses the prefix, naming the key; nothing is written", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const writes: Array<(key: string) => Promise<unknown>> = [(key) => raw.set(key, "blue"), (key) => raw.hset(key, "a", "1")]
@@ -267,7 +267,7 @@ describe("a prefix's layout: refused at build, foreign records, never a lock", (
         }
       }))
 
-    it.scoped("the record is never listed, counted, reaped or deleted as a lock", () =>
+    it.effect("the record is never listed, counted, reaped or deleted as a lock", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         for (const shards of [undefined, 4] as const) {
@@ -312,7 +312,7 @@ describe("a prefix's layout: refused at build, foreign records, never a lock", (
 
 describe("the CLI reads the layout Redis records (observation 1, one Redis)", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("an app on shards 48 or 4 holding 30 until_executed locks: locks list, stats and reap see all 30 with no flag", () =>
+    it.effect("an app on shards 48 or 4 holding 30 until_executed locks: locks list, stats and reap see all 30 with no flag", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         for (const shards of [48, 4]) {
@@ -329,7 +329,7 @@ describe("the CLI reads the layout Redis records (observation 1, one Redis)", ()
         }
       }))
 
-    it.scoped("unique-jobs --cluster that reaches no node names the nodes it tried, not a url (observation 3)", () =>
+    it.effect("unique-jobs --cluster that reaches no node names the nodes it tried, not a url (observation 3)", () =>
       Effect.gen(function*() {
         const ports = [yield* closedPort, yield* closedPort]
         const nodes = ports.map((port) => `127.0.0.1:${port}`)
@@ -340,7 +340,7 @@ describe("the CLI reads the layout Redis records (observation 1, one Redis)", ()
         assert.notInclude(message, "configured url")
       }))
 
-    it.scoped("where nothing is recorded the CLI keeps today's default and records nothing", () =>
+    it.effect("where nothing is recorded the CLI keeps today's default and records nothing", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("cli-none")
@@ -353,7 +353,7 @@ describe("the CLI reads the layout Redis records (observation 1, one Redis)", ()
 
 describe("moving a prefix to another layout: drain, then unique-jobs layout reset", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("refused while any lock is held; once drained, the record goes and the next process records its own", () =>
+    it.effect("refused while any lock is held; once drained, the record goes and the next process records its own", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("move")
@@ -391,7 +391,7 @@ describe("a process that read the layout before a layout reset (issue 47, observ
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     const request = (jid: string) => ({ jid, limit: 1, ttlMs: 0, leaseMs: 30_000, info: "", fenced: true })
 
-    it.scoped("A (shards 24) read the layout, a reset passed between its runs, B (shards 4) holds the digest: A's next run is refused, typed, and never runs beside B", () =>
+    it.effect("A (shards 24) read the layout, a reset passed between its runs, B (shards 4) holds the digest: A's next run is refused, typed, and never runs beside B", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("stale")
@@ -409,7 +409,7 @@ describe("a process that read the layout before a layout reset (issue 47, observ
         const { one: onB, release } = yield* holding(unique, yield* storeOf(4), queue, "b1")
         let ranBeside = 0
         for (const jid of ["a2", "a3"]) {
-          const again = yield* Effect.either(onA(unique.perform(job(jid, [7]), () => Effect.sync(() => ranBeside++))))
+          const again = yield* Effect.result(onA(unique.perform(job(jid, [7]), () => Effect.sync(() => ranBeside++))))
           assert.strictEqual(again._tag, "Left", `${jid} ran beside B: ${JSON.stringify(again)}`)
           if (again._tag !== "Left") continue
           const error = again.left as Redis.RedisError
@@ -434,7 +434,7 @@ describe("a process that read the layout before a layout reset (issue 47, observ
         assert.strictEqual((yield* Fiber.join(onB))._tag, "Performed")
         // A handoff (until_and_while_executing) of A's is refused too.
         const both = yield* UniqueJob.make({ worker: "Both", lock: "until_and_while_executing", lockPrefix: prefix, lockLease: "30 seconds" })
-        const handed = yield* Effect.either(onA(both.perform(job("h1", [1]), () => Effect.sync(() => ranBeside++))))
+        const handed = yield* Effect.result(onA(both.perform(job("h1", [1]), () => Effect.sync(() => ranBeside++))))
         assert.strictEqual(handed._tag, "Left")
         assert.strictEqual(ranBeside, 0)
         // A store built now, on the old layout, is refused as any process configured otherwise is.
@@ -443,7 +443,7 @@ describe("a process that read the layout before a layout reset (issue 47, observ
         assert.include(late.message, "Redis Cluster with 4 shards")
       }))
 
-    it.scoped("the same layout recorded again after the reset is another epoch: a process that read the old one stays refused; a record written before epochs is retired too", () =>
+    it.effect("the same layout recorded again after the reset is another epoch: a process that read the old one stays refused; a record written before epochs is retired too", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         for (const legacy of [false, true]) {
@@ -464,7 +464,7 @@ describe("a process that read the layout before a layout reset (issue 47, observ
         }
       }))
 
-    it.scoped("a lock taken after the reset's scan refuses the reset: nothing retired, the record kept, the process goes on", () =>
+    it.effect("a lock taken after the reset's scan refuses the reset: nothing retired, the record kept, the process goes on", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("midreset")
@@ -509,7 +509,7 @@ describe("which layouts a record may name (issue 47, item 8)", () => {
   })
 
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("a process on a cluster of one shard records it, a second one agrees, and the CLI reads it; a record of 0 or 1025 shards is foreign", () =>
+    it.effect("a process on a cluster of one shard records it, a second one agrees, and the CLI reads it; a record of 0 or 1025 shards is foreign", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const prefix = RedisTest.uniquePrefix("one-shard")

@@ -57,7 +57,7 @@ const holder = (options: {
 
 /** How the held run ended: the server failure's text, and when its perform was interrupted (the worker's clock). */
 const ending = (run: Effect.Effect.Success<ReturnType<typeof holder>>["run"]) =>
-  Effect.zipWith(run.stopped, Effect.either(run.result), (at, result) => ({
+  Effect.zipWith(run.stopped, Effect.result(run.result), (at, result) => ({
     at,
     text: result._tag === "Left" ? result.left.message : `RESULT ${JSON.stringify(result.right)}`
   }))
@@ -67,7 +67,7 @@ const takeOver = (uj: UniqueJob.UniqueJob, digest: string, jid: string, everyMs:
   Effect.gen(function*() {
     for (;;) {
       const sentAt = Date.now()
-      const attempt = yield* Effect.either(Lock.lock(uj.definition, { digest, jid, phase: "run" }))
+      const attempt = yield* Effect.result(Lock.lock(uj.definition, { digest, jid, phase: "run" }))
       if (attempt._tag === "Right") return { sentAt, fence: attempt.right.fence }
       assert.strictEqual(attempt.left._tag, "LockConflict")
       yield* Effect.sleep(everyMs)
@@ -107,7 +107,7 @@ describe("run locks across processes", () => {
         yield* original.proc.kill("SIGKILL")
         let performed: { fence: number | undefined } | undefined
         while (performed === undefined) {
-          const attempt = yield* Effect.either(
+          const attempt = yield* Effect.result(
             raising.server(copy, (running) => Effect.succeed({ fence: running.fence }))
           )
           if (attempt._tag === "Right" && attempt.right._tag === "Performed") performed = attempt.right.value

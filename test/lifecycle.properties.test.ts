@@ -9,7 +9,7 @@
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=500 npx vitest run test/lifecycle.properties.test.ts
  */
 import { describe, it } from "@effect/vitest"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import { commandsFor, lockTypes, withMemory } from "./support/lifecycle.js"
 import * as Model from "./support/model.js"
 

@@ -20,15 +20,15 @@ import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
-import * as HotPath from "../src/internal/hotPath.js"
-import * as Keeper from "../src/internal/leaseKeeper.js"
-import * as Waits from "../src/internal/releaseWaits.js"
+import * as HotPath from "../src/adapters/bullmq/HotPath.js"
+import * as Keeper from "../src/store/LeaseKeeper.js"
+import * as Waits from "../src/store/ReleaseWaits.js"
 import type * as Job from "../src/Job.js"
 import type { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
 import * as Metrics from "../src/Metrics.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as RedisServer from "../src/testing/RedisServer.js"
 import type * as Strategy from "../src/Strategy.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as Bull from "./support/bullmq.js"
@@ -39,7 +39,7 @@ import { stores } from "./support/stores.js"
 
 /** Real time, whatever the Clock. */
 const realSleep = (ms: number) =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     const timer = setTimeout(() => resume(Effect.void), ms)
     return Effect.sync(() => clearTimeout(timer))
   })
@@ -109,7 +109,7 @@ const tagOf = (outcome: { readonly _tag: string }) => outcome._tag
  */
 const heldAndWaited = (
   worker: string,
-  options: { readonly lockTimeout: Duration.DurationInput; readonly lockLease?: Duration.DurationInput }
+  options: { readonly lockTimeout: Duration.Input; readonly lockLease?: Duration.Input }
 ) =>
   Effect.gen(function*() {
     const uj = yield* UniqueJob.make({
@@ -121,7 +121,7 @@ const heldAndWaited = (
     const redis = yield* Redis.RedisService
     const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
     const holder = yield* gated(uj.server, uj.job([1]))
-    const waiter = yield* Effect.fork(uj.server(uj.job([1]), Effect.succeed("ran")))
+    const waiter = yield* Effect.forkChild(uj.server(uj.job([1]), Effect.succeed("ran")))
     yield* until(() => Waits.waiting(redis, key) === 1, "the job waits")
     return { redis, key, channel: redis.releases!.channelOf(key), holder, waiter }
   })
@@ -171,7 +171,7 @@ describe("lockTimeout on Redis", () => {
             processes.flatMap((p, i) => Array.from({ length: i === 0 ? 4 : 5 }, () => p.store)),
             (store) => {
               const job = uj.job(["one"])
-              return Effect.fork(Effect.provideService(uj.server(job, perform(job.jid)), Redis.RedisService, store))
+              return Effect.forkChild(Effect.provideService(uj.server(job, perform(job.jid)), Redis.RedisService, store))
             }
           )
           yield* until(
@@ -249,7 +249,7 @@ describe("lockTimeout on Redis", () => {
         const run = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.provideService(self, Redis.RedisService, store)
         const holder = yield* gated((job, perform) => run(uj.server(job, perform)), uj.job([1]))
         let performed = 0
-        const waiter = yield* Effect.fork(run(uj.server(uj.job([1]), Effect.sync(() => performed++))))
+        const waiter = yield* Effect.forkChild(run(uj.server(uj.job([1]), Effect.sync(() => performed++))))
         yield* until(() => Waits.waiting(store, key) === 1, "the job waits")
         yield* until(async () => (await Effect.runPromise(numsub(raw, channel))) === 1, "subscribed")
         const exit = yield* Fiber.interrupt(waiter)
@@ -330,11 +330,11 @@ describe("lockTimeout on Redis", () => {
         const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
         const redis = yield* Redis.RedisService
         const holder = yield* gated(uj.server, uj.job([1]))
-        const waiter = yield* Effect.fork(Effect.either(uj.server(uj.job([1]), Effect.succeed("ran"))))
+        const waiter = yield* Effect.forkChild(Effect.result(uj.server(uj.job([1]), Effect.succeed("ran"))))
         yield* until(() => Waits.waiting(redis, key) === 1, "the job waits")
         yield* everyMaster(raw, "CLIENT", "PAUSE", "20000", "WRITE")
         // The holder's release is stalled with Redis: no signal comes, and the deadline ends the wait.
-        const finishing = yield* Effect.fork(holder.finish)
+        const finishing = yield* Effect.forkChild(holder.finish)
         const ended = yield* Fiber.join(waiter)
         yield* everyMaster(raw, "CLIENT", "UNPAUSE")
         if (ended._tag === "Right") assert.strictEqual(tagOf(ended.right), "Skipped")
@@ -373,7 +373,7 @@ describe("lockTimeout on Redis", () => {
 
 describe("lockTimeout through BullMQ", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("while_executing, 2 workers x 5: 10 duplicates all run, one at a time, none turned away", () =>
+    it.effect("while_executing, 2 workers x 5: 10 duplicates all run, one at a time, none turned away", () =>
       Effect.gen(function*() {
         const { options: redis } = yield* RedisTest.TestRedis
         const name = Bull.uniqueName("wait")
@@ -420,7 +420,7 @@ describe("lockTimeout through BullMQ", () => {
     // Found by an outsider probe: close() waited for the waiting jobs' lockTimeout (30 s), and jobs took the lock and
     // ran after close began. close ends the waits at once (each job goes to its strategy), then waits for the job
     // that runs.
-    it.scoped("close() ends the waits at once: the waiting jobs go to their strategy, the running one ends as it will", () =>
+    it.effect("close() ends the waits at once: the waiting jobs go to their strategy, the running one ends as it will", () =>
       Effect.gen(function*() {
         const { options: redis } = yield* RedisTest.TestRedis
         const name = Bull.uniqueName("closewait")
@@ -475,7 +475,7 @@ describe("lockTimeout: Redis down, store closed", () => {
       const run = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.provideService(self, Redis.RedisService, store)
       const key = Lock.keyOf(uj.definition, yield* run(uj.digest([1])), "run")
       const holder = yield* gated((job, perform) => run(uj.server(job, perform)), uj.job([1]))
-      const waiter = yield* Effect.fork(Effect.either(run(uj.server(uj.job([1]), Effect.succeed("ran")))))
+      const waiter = yield* Effect.forkChild(Effect.result(run(uj.server(uj.job([1]), Effect.succeed("ran")))))
       yield* until(() => Waits.waiting(store, key) === 1, "the job waits")
       yield* server.kill
       const ended = yield* Fiber.join(waiter)
@@ -499,7 +499,7 @@ describe("lockTimeout: Redis down, store closed", () => {
       const run = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.provideService(self, Redis.RedisService, store)
       const key = Lock.keyOf(uj.definition, yield* run(uj.digest([1])), "run")
       const holder = yield* gated((job, perform) => run(uj.server(job, perform)), uj.job([1]))
-      const waiter = yield* Effect.fork(run(uj.server(uj.job([1]), Effect.succeed("ran"))))
+      const waiter = yield* Effect.forkChild(run(uj.server(uj.job([1]), Effect.succeed("ran"))))
       yield* until(() => Waits.waiting(store, key) === 1, "the job waits")
       assert.isTrue(Waits.connected(store))
       const before = yield* waitCounts("while_executing")
@@ -559,7 +559,7 @@ describe("lockTimeout: caps and metrics on Redis", () => {
         assert.deepStrictEqual(yield* waitsSince(before, "while_executing"), {})
         const fibers = yield* Effect.forEach(
           Array.from({ length: 5 }, () => uj.job([1])),
-          (job) => Effect.fork(run(uj.server(job, Effect.void)))
+          (job) => Effect.forkChild(run(uj.server(job, Effect.void)))
         )
         yield* until(() => Waits.waiting(store, key) === 3 && settled(fibers) === 2, "3 wait, 2 refused")
         assert.deepStrictEqual(yield* waitsSince(before, "while_executing"), { full: 2 })
@@ -588,12 +588,12 @@ describe("lockTimeout: caps and metrics on Redis", () => {
         const holderB = yield* gated((job, perform) => run(uj.server(job, perform)), uj.job(["b"]))
         const onA = yield* Effect.forEach(
           Array.from({ length: 3 }, () => uj.job(["a"])),
-          (job) => Effect.fork(run(uj.server(job, Effect.void)))
+          (job) => Effect.forkChild(run(uj.server(job, Effect.void)))
         )
         yield* until(() => Waits.waiting(store, keyA) === 2 && settled(onA) === 1, "2 wait on a, 1 refused")
         const onB = yield* Effect.forEach(
           Array.from({ length: 2 }, () => uj.job(["b"])),
-          (job) => Effect.fork(run(uj.server(job, Effect.void)))
+          (job) => Effect.forkChild(run(uj.server(job, Effect.void)))
         )
         yield* until(() => Waits.waiting(store, keyB) === 2, "2 wait on b")
         assert.strictEqual(settled(onB), 0)
@@ -627,7 +627,7 @@ describe("lockTimeout: caps and metrics on Redis", () => {
         const holder = yield* gated((job, perform) => run(uj.server(job, perform)), uj.job([1]))
         assert.strictEqual(tagOf(yield* run(uj.server(uj.job([1]), Effect.void))), "Rejected")
         assert.deepStrictEqual(yield* waitsSince(before, "while_executing_reject"), { timed_out: 1, timed: 1 })
-        const waiter = yield* Effect.fork(run(patient.server(patient.job([1]), Effect.void)))
+        const waiter = yield* Effect.forkChild(run(patient.server(patient.job([1]), Effect.void)))
         yield* until(() => Waits.waiting(store, key) === 1, "the job waits")
         assert.isTrue(Exit.isInterrupted(yield* Fiber.interrupt(waiter)))
         assert.deepStrictEqual(
@@ -736,8 +736,8 @@ describe("lockTimeout: the waiters' registry", () => {
       const b = yield* joined(fake.store)
       assert.strictEqual(fake.opened(), 1)
       assert.deepStrictEqual(fake.subscribed, ["L:RUN:LOCKED"])
-      const turnA = yield* Effect.fork(a.turn(false))
-      const turnB = yield* Effect.fork(b.turn(false))
+      const turnA = yield* Effect.forkChild(a.turn(false))
+      const turnB = yield* Effect.forkChild(b.turn(false))
       yield* Effect.yieldNow()
       fake.signal()
       assert.strictEqual(yield* Fiber.join(turnA), "signal")
@@ -757,7 +757,7 @@ describe("lockTimeout: the waiters' registry", () => {
       const fake = signalling()
       const a = yield* joined(fake.store)
       const b = yield* joined(fake.store)
-      const turnA = yield* Effect.fork(a.turn(false))
+      const turnA = yield* Effect.forkChild(a.turn(false))
       yield* Effect.yieldNow()
       fake.signal(1e15)
       assert.strictEqual(yield* Fiber.join(turnA), "signal")
@@ -774,8 +774,8 @@ describe("lockTimeout: the waiters' registry", () => {
       const fake = signalling()
       const a = yield* joined(fake.store)
       const b = yield* joined(fake.store)
-      const turnA = yield* Effect.fork(a.turn(false))
-      const turnB = yield* Effect.fork(b.turn(false))
+      const turnA = yield* Effect.forkChild(a.turn(false))
+      const turnB = yield* Effect.forkChild(b.turn(false))
       yield* Effect.yieldNow()
       fake.signal()
       assert.strictEqual(yield* Fiber.join(turnA), "signal")
@@ -793,7 +793,7 @@ describe("lockTimeout: the waiters' registry", () => {
     Effect.gen(function*() {
       const fake = signalling()
       const a = yield* joined(fake.store)
-      const turnA = yield* Effect.fork(a.turn(false))
+      const turnA = yield* Effect.forkChild(a.turn(false))
       yield* Effect.yieldNow()
       yield* Waits.close(fake.store)
       assert.strictEqual(yield* Fiber.join(turnA), "closed")
@@ -817,7 +817,7 @@ describe("lockTimeout: bounded", () => {
         const holder = yield* gated(uj.server, uj.job([1]))
         const fibers = yield* Effect.forEach(
           Array.from({ length: Waits.maxWaitersPerLock }, () => uj.job([1])),
-          (job) => Effect.fork(uj.server(job, Effect.void))
+          (job) => Effect.forkChild(uj.server(job, Effect.void))
         )
         yield* until(() => Waits.waiting(redis, key) === Waits.maxWaitersPerLock, "the cap waits")
         assert.strictEqual(tagOf(yield* uj.server(uj.job([1]), Effect.void)), "Skipped")
@@ -848,7 +848,7 @@ for (const store of stores) {
           const ran: Array<number> = []
           const fibers: Array<Fiber.RuntimeFiber<Strategy.ServerOutcome<void>, unknown>> = []
           for (let i = 0; i < 5; i++) {
-            fibers.push(yield* Effect.fork(uj.server(uj.job([1]), Effect.sync(() => void ran.push(i)))))
+            fibers.push(yield* Effect.forkChild(uj.server(uj.job([1]), Effect.sync(() => void ran.push(i)))))
             yield* until(() => Waits.waiting(redis, key) === i + 1, `${i + 1} wait`)
           }
           assert.strictEqual(tagOf(yield* holder.finish), "Performed")
@@ -878,7 +878,7 @@ for (const store of stores) {
           const key = Lock.keyOf(log.definition, yield* log.digest([1]), "run")
           const holder = yield* gated(log.server, log.job([1]))
           for (const [uj, expected] of [[log, "Skipped"], [reschedule, "Rescheduled"]] as const) {
-            const waiter = yield* Effect.fork(uj.server(uj.job([1]), Effect.succeed("ran")))
+            const waiter = yield* Effect.forkChild(uj.server(uj.job([1]), Effect.succeed("ran")))
             yield* until(() => Waits.waiting(redis, key) === 1, "the job waits")
             yield* store.advance(400)
             assert.strictEqual(tagOf(yield* Fiber.join(waiter)), expected)
@@ -903,7 +903,7 @@ for (const store of stores) {
           const second = yield* uj.enqueue([1])
           assert.strictEqual(second._tag, "Enqueued")
           const secondJob = (second as Strategy.ClientOutcome<unknown> & { job: Job.Job }).job
-          const waiter = yield* Effect.fork(uj.server(secondJob, Effect.succeed("ran")))
+          const waiter = yield* Effect.forkChild(uj.server(secondJob, Effect.succeed("ran")))
           yield* until(() => Waits.waiting(redis, key) === 1, "the job waits")
           const queued = yield* redis.holders(Lock.keyOf(uj.definition, first.digest, "queue"))
           assert.deepStrictEqual(queued.map((h) => h.jid), [secondJob.jid])
@@ -927,7 +927,7 @@ for (const store of stores) {
           const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
           const job = uj.job([1])
           const original = yield* gated((job, perform) => run(uj.server(job, perform)), job)
-          const copy = yield* Effect.fork(run(uj.server(job, Effect.succeed("copy"))))
+          const copy = yield* Effect.forkChild(run(uj.server(job, Effect.succeed("copy"))))
           yield* until(() => Waits.waiting(redis, key) === 1 && calls.fetch === 1, "the copy waits")
           assert.strictEqual(calls.lock, 2)
           assert.strictEqual(tagOf(yield* original.finish), "Performed")
@@ -946,7 +946,7 @@ for (const store of stores) {
           const redis = yield* Redis.RedisService
           const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
           yield* redis.lock(key, { jid: "crashed", limit: 1, ttlMs: 0, leaseMs: 500, info: "", fenced: true })
-          const waiter = yield* Effect.fork(uj.server(uj.job([1]), Effect.succeed("ran")))
+          const waiter = yield* Effect.forkChild(uj.server(uj.job([1]), Effect.succeed("ran")))
           yield* until(() => Waits.waiting(redis, key) === 1, "the job waits")
           yield* store.advance(501)
           assert.strictEqual(tagOf(yield* Fiber.join(waiter)), "Performed")

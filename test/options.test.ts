@@ -17,8 +17,8 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Digest from "../src/Digest.js"
-import * as BullOptions from "../src/internal/bullmqOptions.js"
-import * as Waits from "../src/internal/releaseWaits.js"
+import * as BullOptions from "../src/adapters/bullmq/Options.js"
+import * as Waits from "../src/store/ReleaseWaits.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
 import * as Locks from "../src/Locks.js"
@@ -81,7 +81,7 @@ const rawPttl = (key: string) =>
 
 /** Real time, whatever the Clock: a bound on a wait that must not happen at all. */
 const realSleep = (ms: number) =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     const timer = setTimeout(() => resume(Effect.void), ms)
     return Effect.sync(() => clearTimeout(timer))
   })
@@ -620,7 +620,7 @@ for (const store of stores) {
             // A run lock is waited for: the duplicate lines up, and runs once the holder has released it.
             const run = yield* define({ worker: "TimeoutJob", lock: "while_executing", lockTimeout: "1 hour" })
             const holder = yield* gated(run.server, run.job([1]))
-            const waiter = yield* Effect.fork(run.server(run.job([1]), Effect.succeed("ran")))
+            const waiter = yield* Effect.forkChild(run.server(run.job([1]), Effect.succeed("ran")))
             const redis = yield* Redis.RedisService
             const key = Lock.keyOf(run.definition, yield* run.digest([1]), "run")
             while (Waits.waiting(redis, key) === 0) yield* realSleep(5)

@@ -11,12 +11,12 @@ import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
-import * as Memory from "../src/internal/memory.js"
+import * as RedisServer from "../src/testing/RedisServer.js"
+import * as Memory from "../src/store/Memory.js"
 import * as Model from "./support/model.js"
 import { uniquePrefix } from "./support/redis.js"
 
@@ -145,7 +145,7 @@ describe("lifecycle properties: redis, differential against the memory store", (
             : call === "handoff"
             ? on.handoff(queue, runKey, request, { keepOnConflict: false })
             : on.lock(call === "lock queue" ? queue : runKey, request)
-          const result = await Effect.runPromise(Effect.either(attempt))
+          const result = await Effect.runPromise(Effect.result(attempt))
           reasons.push(
             Either.isLeft(result) ? result.left.reason : `accepted: ${JSON.stringify(result.right)}`
           )

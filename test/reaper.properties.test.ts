@@ -8,7 +8,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as FastCheck from "effect/FastCheck"
+import * as FastCheck from "fast-check"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
@@ -138,7 +138,7 @@ describe("Reaper properties", () => {
                 run(
                   store,
                   // The scripts read the virtual clock; the reaper's grace reads the Clock: both move together.
-                  (ms) => Effect.zipRight(Effect.promise(() => virtual.setTime(ms)), TestClock.setTime(ms)),
+                  (ms) => Effect.andThen(Effect.promise(() => virtual.setTime(ms)), TestClock.setTime(ms)),
                   input
                 ).pipe(Effect.provide(TestContext.TestContext))
               )),
@@ -168,7 +168,7 @@ describe("Reaper properties", () => {
                 const valid = field === "batch"
                   ? typeof value === "number" && Number.isSafeInteger(value) && value >= min && value <= max
                   : Number.isInteger(ms) && ms >= min && ms <= max
-                const result = yield* Effect.either(Reaper.make({ [field]: value } as Reaper.Options))
+                const result = yield* Effect.result(Reaper.make({ [field]: value } as Reaper.Options))
                 assert.strictEqual(result._tag === "Right", valid, `${field}: ${String(value)}`)
                 if (result._tag === "Left") assert.strictEqual(result.left.field, field)
               }).pipe(Effect.provide(TestContext.TestContext)))

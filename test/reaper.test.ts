@@ -163,7 +163,7 @@ boundaries(
   "the scripts on a virtual clock",
   Effect.flatMap(virtualOf, (virtual) => virtual.store),
   (ms) =>
-    Effect.zipRight(
+    Effect.andThen(
       Effect.flatMap(virtualOf, (virtual) => Effect.promise(() => virtual.setTime(ms))),
       // The reaper reads the grace's "now" from the Clock: keep it on the virtual time too.
       Effect.flatMap(Clock.currentTimeMillis, (now) => TestClock.adjust(ms - now))
@@ -317,7 +317,7 @@ describe("Reaper", () => {
           "200"
         ], { stdio: ["ignore", "pipe", "inherit"] })
         // Once it has walked 3 steps (of 20).
-        yield* Effect.async<void>((resume) => {
+        yield* Effect.callback<void>((resume) => {
           let out = ""
           child.stdout!.on("data", (chunk: Buffer) => {
             out += chunk.toString()
@@ -328,7 +328,7 @@ describe("Reaper", () => {
         const here = yield* Reaper.make({ prefix, lease: leaseMs, batch: 10 })
         assert.isFalse((yield* here.pass()).ran)
         child.kill("SIGKILL")
-        yield* Effect.async<void>((resume) => {
+        yield* Effect.callback<void>((resume) => {
           if (child.exitCode !== null || child.signalCode !== null) resume(Effect.void)
           else child.on("exit", () => resume(Effect.void))
         })

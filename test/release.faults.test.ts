@@ -19,7 +19,7 @@ import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
 import type { Data } from "./support/uniquequeue.js"
@@ -83,7 +83,7 @@ const addAll = (
 
 describe("a pause, then a connection kill, inside batched lock steps (issue 47, observation 2)", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped(`${adds} adds at concurrency ${concurrency}, a worker process: 0 completed unrun, no run lock left once the jobs ended, 0 overlaps`, () =>
+    it.effect(`${adds} adds at concurrency ${concurrency}, a worker process: 0 completed unrun, no run lock left once the jobs ended, 0 overlaps`, () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const locks = yield* RedisServer.start

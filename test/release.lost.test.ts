@@ -91,7 +91,7 @@ describe("a lock step whose answer is lost with its connection (issue 47, observ
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     for (const lock of ["while_executing", "until_and_while_executing"] as const) {
       for (const lost of losses) {
-        it.scoped(`Effect face, ${lock}: a release whose ${lost} is lost is tried again; the run lock is gone once the job is Performed`, () =>
+        it.effect(`Effect face, ${lock}: a release whose ${lost} is lost is tried again; the run lock is gone once the job is Performed`, () =>
           Effect.gen(function*() {
             const { source } = yield* RedisTest.TestRedis
             const proxy = yield* Proxy.start(source.url)
@@ -110,7 +110,7 @@ describe("a lock step whose answer is lost with its connection (issue 47, observ
             const outcome = yield* Middleware.server(
               definition,
               enqueued.job,
-              Effect.zipRight(proxy.lose(lost), Effect.sync(() => ++ran))
+              Effect.andThen(proxy.lose(lost), Effect.sync(() => ++ran))
             ).pipe(Effect.provide(context))
             assert.strictEqual(outcome._tag, "Performed")
             assert.strictEqual(ran, 1)
@@ -128,7 +128,7 @@ describe("a lock step whose answer is lost with its connection (issue 47, observ
     ]
     for (const [label, lock, takesSignal] of faces) {
       for (const lost of losses) {
-        it.scoped(`UniqueQueue, ${lock}, ${label}: a release whose ${lost} is lost leaves no run lock; the next job of the digest runs, not completed unrun`, () =>
+        it.effect(`UniqueQueue, ${lock}, ${label}: a release whose ${lost} is lost leaves no run lock; the next job of the digest runs, not completed unrun`, () =>
           Effect.gen(function*() {
             const { proxy, unique, next, lockPrefix } = yield* proxied(`uq-${lost}`, { lock })
             const ran: Array<string> = []
@@ -159,7 +159,7 @@ describe("a lock step whose answer is lost with its connection (issue 47, observ
     }
 
     for (const lost of losses) {
-      it.scoped(`UniqueQueue, until_and_while_executing: a handoff whose ${lost} is lost puts the job back; it runs once, never completed unrun, its run lock gone`, () =>
+      it.effect(`UniqueQueue, until_and_while_executing: a handoff whose ${lost} is lost puts the job back; it runs once, never completed unrun, its run lock gone`, () =>
         Effect.gen(function*() {
           const { proxy, unique, next, lockPrefix } = yield* proxied(`handoff-${lost}`, {
             lock: "until_and_while_executing"
@@ -186,7 +186,7 @@ describe("a lock step whose answer is lost with its connection (issue 47, observ
         }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 60_000)
     }
 
-    it.scoped("a wrong-typed run lock key met by a handoff that went in a batch: Redis answered, a retry meets the same; the job fails, it is not put back (issue 47, item 8)", () =>
+    it.effect("a wrong-typed run lock key met by a handoff that went in a batch: Redis answered, a retry meets the same; the job fails, it is not put back (issue 47, item 8)", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { name, queue, unique } = yield* uniqueQueue({ lock: "until_and_while_executing", history: false })

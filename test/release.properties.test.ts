@@ -20,7 +20,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
@@ -30,7 +30,7 @@ import * as TestContext from "effect/TestContext"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Defaults from "../src/Defaults.js"
-import * as Keeper from "../src/internal/leaseKeeper.js"
+import * as Keeper from "../src/store/LeaseKeeper.js"
 import type * as Job from "../src/Job.js"
 import { QueueError } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
@@ -180,7 +180,7 @@ describe("release properties: run locks and the lease keeper", () => {
               }
               const { definition, enqueued } = yield* enqueuedRunLockJob(handoff, leaseMs, "edge")
               let ran = false
-              const fiber = yield* Effect.fork(Effect.either(
+              const fiber = yield* Effect.forkChild(Effect.result(
                 Middleware.server(definition, enqueued.job, Effect.sync(() => (ran = true))).pipe(
                   Effect.provideService(Redis.RedisService, slow)
                 )
@@ -264,8 +264,8 @@ describe("release properties: run locks and the lease keeper", () => {
               const cutOff = Stores.cutOff(redis, () => cut)
               const { definition, enqueued } = yield* enqueuedRunLockJob(handoff, leaseMs, "cut")
               const started = yield* Deferred.make<void>()
-              const fiber = yield* Effect.fork(Effect.either(
-                Middleware.server(definition, enqueued.job, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)).pipe(
+              const fiber = yield* Effect.forkChild(Effect.result(
+                Middleware.server(definition, enqueued.job, Effect.andThen(Deferred.succeed(started, undefined), Effect.never)).pipe(
                   Effect.provideService(Redis.RedisService, cutOff)
                 )
               ))
@@ -347,7 +347,7 @@ describe("release properties: a renewal by hand, on Redis", () => {
                       break
                   }
                   const before = (yield* redis.holders(key)).find((h) => h.jid === "a")?.leaseUntil
-                  const renewed = yield* Effect.either(
+                  const renewed = yield* Effect.result(
                     Lock.renew(definition, { digest, jid: "a", ...(withFence ? { fence: first.fence } : {}) })
                   )
                   // Without a token the renewal is of whatever hold the jid has: a new acquisition's counts as its own.
@@ -391,10 +391,10 @@ describe("release properties: a run lock lost while its perform runs, off a proc
                   const enqueued = yield* Middleware.client(definition, job, Effect.succeed)
                   const started = yield* Deferred.make<void>()
                   let interrupted = false
-                  const fiber = yield* Effect.fork(Effect.either(Middleware.server(
+                  const fiber = yield* Effect.forkChild(Effect.result(Middleware.server(
                     definition,
                     enqueued.job,
-                    Effect.zipRight(Deferred.succeed(started, undefined), Effect.never).pipe(
+                    Effect.andThen(Deferred.succeed(started, undefined), Effect.never).pipe(
                       Effect.onInterrupt(() => Effect.sync(() => (interrupted = true)))
                     )
                   )))
@@ -448,7 +448,7 @@ describe("release properties: an enqueue that may still land, on Redis", () => {
                         landing: Deferred.await(answer)
                       })
                     ))
-                  const first = yield* Effect.either(timedOut)
+                  const first = yield* Effect.result(timedOut)
                   assert.isTrue(first._tag === "Left" && first.left._tag === "QueueError", JSON.stringify(first))
                   const digest = yield* Lock.digestWith(definition, job("j1"))
                   const key = Lock.keyOf(definition, digest, "queue")
@@ -482,7 +482,7 @@ type Answer = "stored" | "stored under another id" | "refused"
 
 describe("release properties: a BullMQ add answered after its timeout, on Redis", () => {
   layer(RedisTest.layer())((it) => {
-    it.scoped("its lock is kept until BullMQ answers: no second copy meanwhile; released exactly if not stored under its jid", () =>
+    it.effect("its lock is kept until BullMQ answers: no second copy meanwhile; released exactly if not stored under its jid", () =>
       Effect.gen(function*() {
         const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
         const queue = yield* Bull.queue(Bull.uniqueName("landing"))
@@ -528,7 +528,7 @@ describe("release properties: a BullMQ add answered after its timeout, on Redis"
                   const stored = (id: string) => Effect.promise(async () => (await queue.getJob(id)) !== undefined)
                   let answer!: (how: Answer) => void
                   held = { jid: jid(1), answer: new Promise<Answer>((resolve) => (answer = resolve)) }
-                  const first = yield* Effect.either(add(1, late))
+                  const first = yield* Effect.result(add(1, late))
                   assert.isTrue(first._tag === "Left" && first.left._tag === "QueueError", JSON.stringify(first))
                   if (first._tag === "Left") assert.include(first.left.message, "may still be stored")
                   const digest = yield* Lock.digestWith(definition, { worker: "W", queue: queue.name, args: [{ n: 1 }] })
@@ -592,8 +592,8 @@ describe("release properties: run locks one after another, on Redis", () => {
                   if (i > 0) yield* Effect.sleep(gapMs)
                   const definition = LockOptions.unsafeMake({ lock: spec.lock, lockLease: spec.leaseS * 1000, lockPrefix: prefix })
                   const start = Date.now()
-                  yield* Effect.scoped(Effect.zipRight(
-                    Effect.zipRight(
+                  yield* Effect.scoped(Effect.andThen(
+                    Effect.andThen(
                       Lock.acquire(definition, { digest: `${prefix}:d${i % 2}`, jid: `j${i}`, phase: "run" }),
                       Effect.sync(() => {
                         if (i > 0 && Date.now() - previousStart >= Keeper.lingerMs) stretched++

@@ -142,9 +142,9 @@ for (const store of stores) {
           const { definition, digest } = yield* setup({ lock: "while_executing", lockLease: 2_000 })
           const inside = yield* Deferred.make<number | undefined>()
           const proceed = yield* Deferred.make<void>()
-          const fiber = yield* Effect.fork(
+          const fiber = yield* Effect.forkChild(
             Lock.withLock(definition, { digest, jid: "a" })((running) =>
-              Effect.zipRight(Deferred.succeed(inside, running.fence), Effect.as(Deferred.await(proceed), "done"))
+              Effect.andThen(Deferred.succeed(inside, running.fence), Effect.as(Deferred.await(proceed), "done"))
             )
           )
           const fence = yield* Deferred.await(inside)
@@ -262,7 +262,7 @@ describe("reliability: redis only", () => {
         for (const lock of ["while_executing", "until_and_while_executing"] as const) {
           const job = yield* UniqueJob.make({ worker: "StallJob", lock, lockLease: 200, lockPrefix: prefix })
           const enqueued = yield* job.client(job.job([lock]), () => Effect.void)
-          const outcome = yield* Effect.either(job.server(enqueued.job, stall(700)))
+          const outcome = yield* Effect.result(job.server(enqueued.job, stall(700)))
           assert.strictEqual(outcome._tag, "Left", lock)
           assert.strictEqual(outcome._tag === "Left" ? outcome.left._tag : "", "LockLost", lock)
         }
@@ -318,8 +318,8 @@ describe("reliability: memory store on TestClock", () => {
           lockPrefix: RedisTest.uniquePrefix("rel")
         })
         const started = yield* Deferred.make<void>()
-        const fiber = yield* Effect.fork(
-          job.server(job.job([1]), Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)).pipe(
+        const fiber = yield* Effect.forkChild(
+          job.server(job.job([1]), Effect.andThen(Deferred.succeed(started, undefined), Effect.never)).pipe(
             Effect.provideService(Redis.RedisService, cutOff),
             Effect.provide(MemoryQueue.layer())
           )

@@ -1,5 +1,5 @@
 /**
- * The Lua scripts ship inside the code (issue 8, item 16): `src/internal/lua.generated.ts` is generated from `lua/`
+ * The Lua scripts ship inside the code (issue 8, item 16): `src/store/lua.generated.ts` is generated from `lua/`
  * (`npm run generate`), matches it byte for byte, and an esbuild bundle of the package runs its scripts from a
  * folder with no `lua/` next to it. A script is the prelude (`lua/lib/`) and its own file, and its errors on Redis
  * name the file and line they were raised at.
@@ -13,14 +13,14 @@ import { join, relative, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Effect from "effect/Effect"
 import * as Redis from "../src/Redis.js"
-import * as Memory from "../src/internal/memory.js"
-import * as Scripts from "../src/internal/scripts.js"
-import { sources } from "../src/internal/lua.generated.js"
+import * as Memory from "../src/store/Memory.js"
+import * as Scripts from "../src/store/Scripts.js"
+import { sources } from "../src/store/lua.generated.js"
 import * as RedisTest from "./support/redis.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const luaDir = join(root, "lua")
-const regenerate = "src/internal/lua.generated.ts is out of date with lua/: run `npm run generate`"
+const regenerate = "src/store/lua.generated.ts is out of date with lua/: run `npm run generate`"
 
 const luaFiles = (dir: string): Array<string> =>
   readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -100,7 +100,7 @@ const lineOf = (file: string, text: string): number => {
 }
 
 layer(RedisTest.layerServer, { excludeTestServices: true })("a script's error on Redis", (it) => {
-  it.scoped("names the lua/ file and line it was raised at: a refused argument, in the prelude", () =>
+  it.effect("names the lua/ file and line it was raised at: a refused argument, in the prelude", () =>
     Effect.gen(function*() {
       const { raw } = yield* RedisTest.TestRedis
       const store = yield* Redis.makeFromClient(raw)
@@ -118,7 +118,7 @@ layer(RedisTest.layerServer, { excludeTestServices: true })("a script's error on
       assert.isUndefined(memory.script)
     }))
 
-  it.scoped("a wrong-typed key, in the script's own file; the batch it was in renewed nothing", () =>
+  it.effect("a wrong-typed key, in the script's own file; the batch it was in renewed nothing", () =>
     Effect.gen(function*() {
       const { raw } = yield* RedisTest.TestRedis
       const store = yield* Redis.makeFromClient(raw)
@@ -145,7 +145,7 @@ layer(RedisTest.layerServer, { excludeTestServices: true })("a script's error on
 })
 
 layer(RedisTest.layerServer, { excludeTestServices: true })("an esbuild bundle", (it) => {
-  it.scoped("runs its scripts with no lua/ folder beside it", () =>
+  it.effect("runs its scripts with no lua/ folder beside it", () =>
     Effect.gen(function*() {
       const { raw, source } = yield* RedisTest.TestRedis
       const dir = yield* Effect.acquireRelease(

@@ -6,8 +6,8 @@
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { assert, describe, it } from "vitest"
-import * as Layout from "../src/internal/layout.js"
-import * as Memory from "../src/internal/memory.js"
+import * as Layout from "../src/store/Layout.js"
+import * as Memory from "../src/store/Memory.js"
 import * as Locks from "../src/Locks.js"
 import * as Redis from "../src/Redis.js"
 

@@ -13,8 +13,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
 import * as Redis from "../src/Redis.js"
-import * as Layout from "../src/internal/layout.js"
-import * as Memory from "../src/internal/memory.js"
+import * as Layout from "../src/store/Layout.js"
+import * as Memory from "../src/store/Memory.js"
 import * as RedisTest from "./support/redis.js"
 import { stores } from "./support/stores.js"
 
@@ -770,7 +770,7 @@ layer(RedisTest.layerServer, { excludeTestServices: true })("store admin calls: 
   const title = RedisTest.clusterMode
     ? "one reap step over 1,000 members is at most a ZRANGE and a script call per shard (commandstats of every master)"
     : "one reap step over 1,000 members is one script call (commandstats)"
-  it.scoped(title, () =>
+  it.effect(title, () =>
     Effect.gen(function*() {
       const { raw } = yield* RedisTest.TestRedis
       const s = yield* Redis.makeFromClient(raw)

@@ -16,7 +16,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
@@ -24,7 +24,7 @@ import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
 import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
-import * as Memory from "../src/internal/memory.js"
+import * as Memory from "../src/store/Memory.js"
 import { lockTypes } from "./support/lifecycle.js"
 import * as Model from "./support/model.js"
 import * as RedisTest from "./support/redis.js"
@@ -691,8 +691,8 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
     }
   }
   const onMemory = <A>(effect: Effect.Effect<A, Redis.RedisError>) =>
-    Runtime.runPromise(both.memoryRuntime)(Effect.either(effect))
-  const onRedis = <A>(effect: Effect.Effect<A, Redis.RedisError>) => Effect.runPromise(Effect.either(effect))
+    Runtime.runPromise(both.memoryRuntime)(Effect.result(effect))
+  const onRedis = <A>(effect: Effect.Effect<A, Redis.RedisError>) => Effect.runPromise(Effect.result(effect))
   /** A call on Redis while `key` is of the wrong type (a list), and whether anything else changed meanwhile. */
   const withWrongType = async (key: string, planned: Planned): Promise<{ answer: Answer; unchanged: boolean }> => {
     // In the key's slot (its hash tag) on a cluster.

@@ -6,7 +6,7 @@
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/telemetry.properties.test.ts
  */
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Metric from "effect/Metric"
 import * as Tracer from "effect/Tracer"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
@@ -63,7 +63,7 @@ describe("telemetry, by property", () => {
           if (s._tag === "flush") await harness.run(History.flush(prefix))
           else {
             const target = { digest: `${prefix}:d${s.digest}`, jid: `j${s.jid}` }
-            await harness.run(Effect.either(s._tag === "take" ? Effect.asVoid(Lock.lock(definition, target)) : Effect.asVoid(Lock.unlock(definition, target))))
+            await harness.run(Effect.result(s._tag === "take" ? Effect.asVoid(Lock.lock(definition, target)) : Effect.asVoid(Lock.unlock(definition, target))))
           }
         }
         await harness.run(History.flush(prefix))
@@ -128,7 +128,7 @@ describe("telemetry, by property", () => {
           if (s._tag === "flush") continue
           const target = { digest: `${prefix}:d${s.digest}`, jid: `j${s.jid}` }
           const at = made.length
-          const outcome = await harness.run(Effect.either(Effect.withTracer(
+          const outcome = await harness.run(Effect.result(Effect.withTracer(
             s._tag === "take" ? Effect.asVoid(Lock.lock(definition, target)) : Effect.asVoid(Lock.unlock(definition, target)),
             tracer
           )))

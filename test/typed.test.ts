@@ -46,7 +46,7 @@ export const refused = (job: ReturnType<typeof rebuild>) => [
 describe("typed job arguments", () => {
   // Live services: the memory queue's retries and BullMQ's jobs run on real time.
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
-    it.scoped("on the memory queue: encoded for the queue, decoded for the perform; a bad payload never performs", () =>
+    it.effect("on the memory queue: encoded for the queue, decoded for the perform; a bad payload never performs", () =>
       Effect.gen(function*() {
         const lockPrefix = RedisTest.uniquePrefix("typed")
         const Rebuild = rebuild(lockPrefix)
@@ -114,7 +114,7 @@ describe("typed job arguments", () => {
   })
 
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
-    it.scoped("on BullMQ: the perform gets the decoded data; a bad payload fails for good, typed, its lock released", () =>
+    it.effect("on BullMQ: the perform gets the decoded data; a bad payload fails for good, typed, its lock released", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const name = Bull.uniqueName("typed")

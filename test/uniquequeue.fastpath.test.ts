@@ -13,7 +13,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as FiberId from "effect/FiberId"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Metric from "effect/Metric"
@@ -48,7 +48,7 @@ const fiberCounter = () => {
   }
 }
 
-const lockTypes: ReadonlyArray<{ readonly lock: LockType.LockType; readonly lockTtl?: Duration.DurationInput }> = [
+const lockTypes: ReadonlyArray<{ readonly lock: LockType.LockType; readonly lockTtl?: Duration.Input }> = [
   { lock: "until_executing" },
   { lock: "until_executed" },
   { lock: "until_expired", lockTtl: "1 hour" },
@@ -88,7 +88,7 @@ const answerOf = (
 
 describe("UniqueQueue: the hot path answers as the Effect path", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("property: the same adds and runs through UniqueQueue and through the Effect API give the same answers and locks", () =>
+    it.effect("property: the same adds and runs through UniqueQueue and through the Effect API give the same answers and locks", () =>
       Effect.gen(function*() {
         const testRedis = yield* RedisTest.TestRedis
         const connection = yield* Bull.connection
@@ -251,7 +251,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         )
       }), 240_000)
 
-    it.scoped("a duplicate add starts no fiber, and is counted in the metrics as the Effect path counts it", () =>
+    it.effect("a duplicate add starts no fiber, and is counted in the metrics as the Effect path counts it", () =>
       Effect.gen(function*() {
         const { unique } = yield* uniqueQueue({ lock: "until_executed", history: false })
         // The first add builds the runtime (through the Effect path); the hot path starts after it.
@@ -276,7 +276,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.isAtLeast(after - before, 50, "every duplicate counted")
       }))
 
-    it.scoped("the hot path counts what it takes and releases; a release that finds its lock deleted warns and counts", () =>
+    it.effect("the hot path counts what it takes and releases; a release that finds its lock deleted warns and counts", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { name, unique } = yield* uniqueQueue({ lock: "until_executed", history: false })
@@ -306,7 +306,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.strictEqual(count(Metrics.releaseMissed) - before.missed, 1, "the deleted one missed, and counted")
       }))
 
-    it.scoped("an until_executing job whose queue lock was deleted before it ran: its release warns and counts, once", () =>
+    it.effect("an until_executing job whose queue lock was deleted before it ran: its release warns and counts, once", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executing", history: false })
@@ -325,7 +325,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
       }))
 
-    it.scoped("a fresh add on the hot path whose BullMQ add fails lets its lock go; the next add is Enqueued", () =>
+    it.effect("a fresh add on the hot path whose BullMQ add fails lets its lock go; the next add is Enqueued", () =>
       Effect.gen(function*() {
         const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
@@ -347,7 +347,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 7 })))._tag, "Enqueued")
       }))
 
-    it.scoped("a fresh add on the hot path that BullMQ stores under another id is a QueueError, and lets its lock go", () =>
+    it.effect("a fresh add on the hot path that BullMQ stores under another id is a QueueError, and lets its lock go", () =>
       Effect.gen(function*() {
         const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
@@ -362,7 +362,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.deepStrictEqual((yield* lockKeys(lockPrefix)).length, 1, "only the warm-up job's lock is left")
       }))
 
-    it.scoped("every client strategy on the hot path: raise fails DuplicateJob, reject sends to the dead set, replace replaces", () =>
+    it.effect("every client strategy on the hot path: raise fails DuplicateJob, reject sends to the dead set, replace replaces", () =>
       Effect.gen(function*() {
         for (const strategy of ["raise", "reject", "replace"] as const) {
           const { unique, lockPrefix } = yield* uniqueQueue({
@@ -383,7 +383,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
 
     // A fn of three parameters always takes the Effect path; one of one, the hot path.
     for (const arity of [1, 3] as const) {
-    it.scoped(`a processor's fn (${arity} parameters) that throws at once, or answers a plain value, ends as BullMQ's own`, () =>
+    it.effect(`a processor's fn (${arity} parameters) that throws at once, or answers a plain value, ends as BullMQ's own`, () =>
       Effect.gen(function*() {
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
@@ -417,7 +417,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
       }))
     }
 
-    it.scoped("a retry of an until_executing job finds its lock released by the first attempt: no warning, on either path", () =>
+    it.effect("a retry of an until_executing job finds its lock released by the first attempt: no warning, on either path", () =>
       Effect.gen(function*() {
         const missed = () => Effect.runSync(Metric.value(Metrics.releaseMissed.of("until_executing", "queue"))).count
         for (const arity of [1, 3] as const) {
@@ -456,7 +456,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         }
       }))
 
-    it.scoped("a lock Redis down at the first call: that call fails with RedisError, and once it is back the queue works", () =>
+    it.effect("a lock Redis down at the first call: that call fails with RedisError, and once it is back the queue works", () =>
       Effect.gen(function*() {
         const { name, server, unique } = yield* downLockRedisQueue("fpdown")
         const first = yield* rejection(() => unique.add("Work", { n: 1 }))
@@ -479,7 +479,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.isTrue(yield* Bull.until(Effect.sync(() => ran >= 1)), "a job ran")
       }), 60_000)
 
-    it.scoped("close({ timeout }) cuts off no add, hot path or not: every job BullMQ stores has its lock", () =>
+    it.effect("close({ timeout }) cuts off no add, hot path or not: every job BullMQ stores has its lock", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { lockPrefix, name, proxy, unique } = yield* proxiedUniqueQueue("fpclose")
@@ -511,7 +511,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.isAtLeast(jobs.length, 2, "the warm-up job and the adds that landed")
       }), 60_000)
 
-    it.scoped("a hot-path run lock deleted while its job runs (a fn without a signal): the job fails LockLost once its fn returns", () =>
+    it.effect("a hot-path run lock deleted while its job runs (a fn without a signal): the job fails LockLost once its fn returns", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
@@ -557,7 +557,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "nothing is left held")
       }), 30_000)
 
-    it.scoped("a hot-path run lock deleted just before its job ends: the release finds it gone, the job fails LockLost", () =>
+    it.effect("a hot-path run lock deleted just before its job ends: the release finds it gone, the job fails LockLost", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         // A long lease: no renewal comes between the delete and the release.
@@ -586,7 +586,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
       }))
 
-    it.scoped("a hot-path run lock held by a running copy: each server strategy's answer, on the job's own fiber", () =>
+    it.effect("a hot-path run lock held by a running copy: each server strategy's answer, on the job's own fiber", () =>
       Effect.gen(function*() {
         const connection = yield* Bull.connection
         for (const strategy of ["log", "raise", "reject", "reschedule"] as const) {
@@ -649,7 +649,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
       }), 60_000)
 
     for (const lock of ["until_executed", "while_executing"] as const) {
-      it.scoped(`close({ timeout }) cancels a hot-path ${lock} job (a fn without a signal): it fails as cancelled`, () =>
+      it.effect(`close({ timeout }) cancels a hot-path ${lock} job (a fn without a signal): it fails as cancelled`, () =>
         Effect.gen(function*() {
           const { name, unique, lockPrefix } = yield* uniqueQueue({ lock, history: false })
           yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
@@ -709,7 +709,7 @@ const lockSteps = (recorded: ReturnType<typeof recording>, ...others: ReadonlyAr
 
 describe("UniqueQueue under a recording tracer (its tracer option), beside the Effect face", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("a refused duplicate's span links to its holder's on both faces: at enqueue, and while a worker runs, across the faces", () =>
+    it.effect("a refused duplicate's span links to its holder's on both faces: at enqueue, and while a worker runs, across the faces", () =>
       Effect.gen(function*() {
         const testRedis = yield* RedisTest.TestRedis
         const connection = yield* Bull.connection
@@ -827,7 +827,7 @@ describe("UniqueQueue under a recording tracer (its tracer option), beside the E
 
 describe("UniqueQueue and the Effect face: an operator's revoke while the job's promise runs on", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("both faces keep the revoked place until the perform has returned: the same bodies in turn, LockLost, nothing left", () =>
+    it.effect("both faces keep the revoked place until the perform has returned: the same bodies in turn, LockLost, nothing left", () =>
       Effect.gen(function*() {
         const testRedis = yield* RedisTest.TestRedis
         const options = { lock: "while_executing", lockLease: 1000, onConflict: { server: "reschedule" }, rescheduleDelay: 100 } as const

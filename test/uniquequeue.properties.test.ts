@@ -10,7 +10,7 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import { type Job as BullJob, Worker } from "bullmq"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Defaults from "../src/Defaults.js"
@@ -24,7 +24,7 @@ const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUN
 
 describe("UniqueQueue properties", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("property: the lock's TTL is lockTtl plus the add's delay, whatever both are", () =>
+    it.effect("property: the lock's TTL is lockTtl plus the add's delay, whatever both are", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { unique } = yield* uniqueQueue({ lock: "until_executed", lockTtl: "1 minute" })
@@ -46,7 +46,7 @@ describe("UniqueQueue properties", () => {
         )
       }))
 
-    it.scoped("property: with ids from a small pool, every add's answer is what BullMQ did; an idle queue holds no lock", () =>
+    it.effect("property: with ids from a small pool, every add's answer is what BullMQ did; an idle queue holds no lock", () =>
       Effect.gen(function*() {
         const testRedis = yield* RedisTest.TestRedis
         const connection = yield* Bull.connection
@@ -113,7 +113,7 @@ describe("UniqueQueue properties", () => {
         )
       }), 120_000)
 
-    it.scoped("property: add options are refused exactly when one cannot work with the locks, naming it; a refused add takes nothing", () =>
+    it.effect("property: add options are refused exactly when one cannot work with the locks, naming it; a refused add takes nothing", () =>
       Effect.gen(function*() {
         const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
         const bad = <A>(arbitrary: fc.Arbitrary<A>) => arbitrary.map((value) => ({ value, bad: true }))
@@ -163,7 +163,7 @@ describe("UniqueQueue properties", () => {
         assert.strictEqual((yield* lockKeys(lockPrefix)).length, accepted)
       }))
 
-    it.scoped("property: make refuses every option of the wrong kind, in any combination, naming each", () =>
+    it.effect("property: make refuses every option of the wrong kind, in any combination, naming each", () =>
       Effect.gen(function*() {
         const queue = yield* Bull.queue(Bull.uniqueName("uqp"))
         const badDuration = fc.constantFrom(0, -1, Number.NaN, 1.5, 1e20, "abc", null, true)
@@ -205,7 +205,7 @@ describe("UniqueQueue properties", () => {
         )
       }))
 
-    it.scoped("property: whatever the order of shutdown and the lock type, a running job completes and leaves no lock", () =>
+    it.effect("property: whatever the order of shutdown and the lock type, a running job completes and leaves no lock", () =>
       Effect.gen(function*() {
         const testRedis = yield* RedisTest.TestRedis
         const connection = yield* Bull.connection
@@ -280,7 +280,7 @@ describe("UniqueQueue properties", () => {
 
     // As BullMQ's Worker decides: a signal only for a fn that declares it, and only such a job can be cancelled. A
     // cancelled job fails (and is retried by its attempts); on its last attempt its locks go as a dead job's do.
-    it.scoped("property: until_executed jobs answer with their releases unanswered (the lock Redis stalled); close waits for each, or until its timeout", () =>
+    it.effect("property: until_executed jobs answer with their releases unanswered (the lock Redis stalled); close waits for each, or until its timeout", () =>
       Effect.gen(function*() {
         const testRedis = yield* RedisTest.TestRedis
         const { raw } = testRedis
@@ -346,7 +346,7 @@ describe("UniqueQueue properties", () => {
         )
       }), 240_000)
 
-    it.scoped("property: a signal exactly for a fn of three parameters; a cancelled job fails or is retried, and no lock is left", () =>
+    it.effect("property: a signal exactly for a fn of three parameters; a cancelled job fails or is retried, and no lock is left", () =>
       Effect.gen(function*() {
         const testRedis = yield* RedisTest.TestRedis
         const connection = yield* Bull.connection

@@ -52,7 +52,7 @@ const cases: ReadonlyArray<{
 describe("UniqueQueue: a revoked holder keeps its place until its fn returns", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     for (const { name, options, takesSignal } of cases) {
-      it.scoped(name, () =>
+      it.effect(name, () =>
         Effect.gen(function*() {
           const { source } = yield* RedisTest.TestRedis
           const { name: queueName, unique, lockPrefix } = yield* uniqueQueue({ ...options, lockLease: 1000 })
@@ -121,7 +121,7 @@ describe("UniqueQueue: a revoked holder keeps its place until its fn returns", (
 describe("UniqueQueue: close's timeout ends the wait for a revoked fn", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     for (const takesSignal of [false, true]) {
-      it.scoped(`a revoked fn that never returns (${takesSignal ? "it ignores its signal" : "it takes none"}) keeps no close({ timeout }) waiting`, () =>
+      it.effect(`a revoked fn that never returns (${takesSignal ? "it ignores its signal" : "it takes none"}) keeps no close({ timeout }) waiting`, () =>
         Effect.gen(function*() {
           const { source } = yield* RedisTest.TestRedis
           const { name, unique, lockPrefix } = yield* uniqueQueue({ lock: "while_executing", lockLease: 900 })

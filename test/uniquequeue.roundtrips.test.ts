@@ -9,9 +9,9 @@ import type { Job as BullJob } from "bullmq"
 import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
-import { flushAt } from "../src/internal/ioredis.js"
+import { flushAt } from "../src/store/IORedis.js"
 import type * as LockType from "../src/LockType.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
 import type { Data } from "./support/uniquequeue.js"
@@ -71,7 +71,7 @@ describe("UniqueQueue: one command per lock phase on its lock Redis", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     // Issue 39: the lock steps one process asks for in one turn share a call (batch.lua), the first going alone.
     for (const lock of ["until_executed", "while_executing", "until_and_while_executing"] as const) {
-      it.scoped(`${lock}: 20 adds in one turn, 20 duplicates in one turn and 20 jobs run at once share their calls`, () =>
+      it.effect(`${lock}: 20 adds in one turn, 20 duplicates in one turn and 20 jobs run at once share their calls`, () =>
         Effect.gen(function*() {
           const locks = yield* RedisServer.start
           const { raw, settled } = yield* monitored(locks.url)
@@ -121,7 +121,7 @@ describe("UniqueQueue: one command per lock phase on its lock Redis", () => {
     // lockEvents on: the activity log is written inside the same script calls, so every count stays the same.
     for (const path of ["hot path (a fn without a signal)", "Effect path (a fn that takes a signal)"] as const) {
     for (const lockEvents of [false, true]) {
-      it.scoped(`every lock type, ${path}${lockEvents ? ", lockEvents on" : ""}: an add, a duplicate and a job cost what their phases are`, () =>
+      it.effect(`every lock type, ${path}${lockEvents ? ", lockEvents on" : ""}: an add, a duplicate and a job cost what their phases are`, () =>
         Effect.gen(function*() {
           const locks = yield* RedisServer.start
           const { raw, settled } = yield* monitored(locks.url)
@@ -156,7 +156,7 @@ describe("UniqueQueue: one command per lock phase on its lock Redis", () => {
             const runNext = Effect.promise(async () => {
               const job = (await worker.getNextJob("t", { block: false }))!
               await job.moveToCompleted(await processor(job as BullJob<Data>, "t"), "t", false)
-            }).pipe(Effect.zipRight(settled(async () => (await held()) === kept)))
+            }).pipe(Effect.andThen(settled(async () => (await held()) === kept)))
             // A jobId sends an add down the Effect path, as a delay would; without one it takes the hot path.
             const add = (n: number, copy: string) =>
               Effect.promise(() => unique.add("Work", { n }, effectPath ? { jobId: `${lock}-${n}-${copy}` } : {}))

@@ -32,7 +32,7 @@ import {
 
 describe("UniqueQueue: the admin UI's metrics", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("counts its locks into History's buckets by default (flushed at close at the latest); history: false writes none", () =>
+    it.effect("counts its locks into History's buckets by default (flushed at close at the latest); history: false writes none", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const counted = yield* uniqueQueue({ lock: "until_executed" })
@@ -85,7 +85,7 @@ export const typedLockArgs = (queue: Queue) => [
 
 describe("UniqueQueue: lockArgs", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("is given [data], typed as the queue's data: what it selects is what makes a duplicate", () =>
+    it.effect("is given [data], typed as the queue's data: what it selects is what makes a duplicate", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const queue = yield* Bull.queue(Bull.uniqueName("uqargs"))
@@ -113,7 +113,7 @@ describe("UniqueQueue: lockArgs", () => {
 
 describe("UniqueQueue: adds reach BullMQ in call order", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("the first burst on a new UniqueQueue (the runtime still building), and the next, arrive in call order", () =>
+    it.effect("the first burst on a new UniqueQueue (the runtime still building), and the next, arrive in call order", () =>
       Effect.gen(function*() {
         const { queue, unique } = yield* uniqueQueue({ lock: "until_executed", history: false })
         const order = (from: number) =>
@@ -134,7 +134,7 @@ describe("UniqueQueue: adds reach BullMQ in call order", () => {
 
 describe("UniqueQueue: ids the caller supplies", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("a jobId BullMQ keeps (completed) fails with JobIdTaken naming it and its state; no lock is left", () =>
+    it.effect("a jobId BullMQ keeps (completed) fails with JobIdTaken naming it and its state; no lock is left", () =>
       Effect.gen(function*() {
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
         const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { jobId: "order-1" }))
@@ -155,7 +155,7 @@ describe("UniqueQueue: ids the caller supplies", () => {
         assert.isTrue(yield* Bull.until(Effect.promise(async () => (await queue.getJobState(fresh.job.jid)) === "completed")))
       }))
 
-    it.scoped("the jobId of a waiting job: JobIdTaken, and the waiting job keeps its lock", () =>
+    it.effect("the jobId of a waiting job: JobIdTaken, and the waiting job keeps its lock", () =>
       Effect.gen(function*() {
         const { unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
         const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }, { jobId: "w-1" }))
@@ -171,7 +171,7 @@ describe("UniqueQueue: ids the caller supplies", () => {
         assert.strictEqual(duplicate._tag, "Skipped", "the data is still locked by w-1")
       }))
 
-    it.scoped("the jobId check is bounded: a queue whose Redis does not answer fails the add with a QueueError, no lock", () =>
+    it.effect("the jobId check is bounded: a queue whose Redis does not answer fails the add with a QueueError, no lock", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { lockPrefix, proxy, unique } = yield* proxiedUniqueQueue("uqcut")
@@ -187,7 +187,7 @@ describe("UniqueQueue: ids the caller supplies", () => {
         assert.include(String(closing), "connection was dropped")
       }), 60_000)
 
-    it.scoped("an add that times out on a stalled queue Redis keeps its lock until BullMQ answers: one job, never two", () =>
+    it.effect("an add that times out on a stalled queue Redis keeps its lock until BullMQ answers: one job, never two", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         // BullMQ sends the add when its Redis answers again (stored), or never (its connection dropped first).
@@ -224,7 +224,7 @@ describe("UniqueQueue: ids the caller supplies", () => {
 
     // The test above times out the first add, which builds the runtime and so takes the Effect path; once it is
     // built an add takes the hot path (internal/hotPath), whose failed BullMQ add must keep its lock the same way.
-    it.scoped("a hot-path add that times out on a stalled queue Redis keeps its lock until BullMQ stores the job: one copy", () =>
+    it.effect("a hot-path add that times out on a stalled queue Redis keeps its lock until BullMQ stores the job: one copy", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { name, proxy, unique } = yield* proxiedUniqueQueue("uqstallfast")
@@ -248,7 +248,7 @@ describe("UniqueQueue: ids the caller supplies", () => {
         assert.deepStrictEqual(copies.map((job) => job.id), [jid])
       }), 60_000)
 
-    it.scoped("with the locks off (enabled: false) a reused jobId is still JobIdTaken, never an untrue Enqueued", () =>
+    it.effect("with the locks off (enabled: false) a reused jobId is still JobIdTaken, never an untrue Enqueued", () =>
       Effect.gen(function*() {
         const { source } = yield* RedisTest.TestRedis
         const queue = yield* Bull.queue(Bull.uniqueName("uqoff"))
@@ -267,7 +267,7 @@ describe("UniqueQueue: ids the caller supplies", () => {
         }
       }))
 
-    it.scoped("options that cannot work with the locks are refused at add, naming opts.<option>; nothing is added", () =>
+    it.effect("options that cannot work with the locks are refused at add, naming opts.<option>; nothing is added", () =>
       Effect.gen(function*() {
         const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
         const cases: ReadonlyArray<readonly [string, object]> = [
@@ -292,7 +292,7 @@ describe("UniqueQueue: ids the caller supplies", () => {
         assert.strictEqual(Object.values(counts).reduce((a, b) => a + b, 0), 0, JSON.stringify(counts))
       }))
 
-    it.scoped("a queue's defaultJobOptions with deduplication or jobId are refused at make", () =>
+    it.effect("a queue's defaultJobOptions with deduplication or jobId are refused at make", () =>
       Effect.gen(function*() {
         const queue = yield* Bull.queue(Bull.uniqueName("uqd"), {
           defaultJobOptions: { deduplication: { id: "x" }, jobId: "same" } as never
@@ -305,7 +305,7 @@ describe("UniqueQueue: ids the caller supplies", () => {
         )
       }))
 
-    it.scoped("opts.delay and the queue's default delay count for the lock's TTL", () =>
+    it.effect("opts.delay and the queue's default delay count for the lock's TTL", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const hour = 3_600_000
@@ -328,7 +328,7 @@ describe("UniqueQueue: many calls in flight", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     // Each call used to add an abort listener to one signal shared by the queue: past ten in flight, Node warned of a
     // listener leak (MaxListenersExceededWarning), once per queue, in every busy producer and worker.
-    it.scoped("64 adds and 64 performs in flight at once: every outcome right, and no listener-leak warning", () =>
+    it.effect("64 adds and 64 performs in flight at once: every outcome right, and no listener-leak warning", () =>
       Effect.gen(function*() {
         const warnings: Array<string> = []
         const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`)
@@ -361,7 +361,7 @@ describe("UniqueQueue: many calls in flight", () => {
 
     // The processor runs each job on a fiber of its own and holds the run lock on it (no fork per perform): the loss
     // must still stop the perform and fail the job with LockLost, never complete it, and the lock must be free after.
-    it.scoped("a run lock deleted while the processor's job runs: the perform's signal aborts, the job fails LockLost", () =>
+    it.effect("a run lock deleted while the processor's job runs: the perform's signal aborts, the job fails LockLost", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
@@ -403,7 +403,7 @@ describe("UniqueQueue.processor: a signal for a fn that declares it", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     // As BullMQ's Worker decides for its own processors: a signal (dear to make) only for a fn of three parameters,
     // and only such a job can be cancelled; a fn that could not stop on it is never told to.
-    it.scoped("worker.cancelJob aborts a fn of three parameters; a fn of fewer gets no signal and runs to its end", () =>
+    it.effect("worker.cancelJob aborts a fn of three parameters; a fn of fewer gets no signal and runs to its end", () =>
       Effect.gen(function*() {
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
         const started: Array<string> = []
@@ -464,7 +464,7 @@ const orAfter = <A>(work: Promise<A>, ms: number, instead: string): Promise<A | 
 // of three on the Effect path. What BullMQ and Redis end up with must not depend on which.
 describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("a job whose run lock entry is removed before its fn returns fails LockLost in BullMQ, never completes", () =>
+    it.effect("a job whose run lock entry is removed before its fn returns fails LockLost in BullMQ, never completes", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         // A long lease: no renewal comes between the removal and the release, which is what finds the hold gone.
@@ -490,7 +490,7 @@ describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [])
       }), 60_000)
 
-    it.scoped("a job whose run lock entry is removed while its fn runs fails LockLost once its fn has returned, never completes", () =>
+    it.effect("a job whose run lock entry is removed while its fn runs fails LockLost once its fn has returned, never completes", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { name, unique, lockPrefix } = yield* uniqueQueue({
@@ -539,7 +539,7 @@ describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "nothing is left held")
       }), 60_000)
 
-    it.scoped("a worker started while its lock Redis is down: its job is put back, no attempt spent, and once Redis is back it runs", () =>
+    it.effect("a worker started while its lock Redis is down: its job is put back, no attempt spent, and once Redis is back it runs", () =>
       Effect.gen(function*() {
         const { name, queue, server, unique } = yield* downLockRedisQueue("uqdown")
         // Added by BullMQ itself (while_executing takes no lock at enqueue): the processor is the queue's first call.
@@ -582,7 +582,7 @@ describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
         assert.strictEqual(yield* Effect.promise(() => queue.getJobState("down-1")), "completed")
       }), 60_000)
 
-    it.scoped("a fn of three parameters that answers a plain value, not a promise: BullMQ completes the job with it", () =>
+    it.effect("a fn of three parameters that answers a plain value, not a promise: BullMQ completes the job with it", () =>
       Effect.gen(function*() {
         const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed", history: false })
         const plain = (job: BullJob<Data>, _token: string | undefined, _signal: AbortSignal) =>
@@ -597,7 +597,7 @@ describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
         assert.deepStrictEqual(yield* lockKeys(lockPrefix), [], "its lock went with its success")
       }), 60_000)
 
-    it.scoped("an until_executing job retried after a failed attempt logs no 'found nothing to release'; one whose lock was deleted does", () =>
+    it.effect("an until_executing job retried after a failed attempt logs no 'found nothing to release'; one whose lock was deleted does", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         // The UniqueQueue's runtime logs with Effect's default logger, to console.log.
@@ -630,7 +630,7 @@ describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
 
 describe("UniqueQueue.make: every option decoded once", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
-    it.scoped("values of the wrong kind are refused at make, naming the field and what to write", () =>
+    it.effect("values of the wrong kind are refused at make, naming the field and what to write", () =>
       Effect.gen(function*() {
         const queue = yield* Bull.queue(Bull.uniqueName("uqm"))
         const cases: ReadonlyArray<readonly [string, Record<string, unknown>]> = [
@@ -663,7 +663,7 @@ describe("UniqueQueue.make: every option decoded once", () => {
         assert.instanceOf(thrown(() => UniqueQueue.make(queue, 5 as never)), LockOptions.InvalidLockOptions)
       }))
 
-    it.scoped("a queue on an ioredis client (whose unset username and password are null) keeps its locks beside it", () =>
+    it.effect("a queue on an ioredis client (whose unset username and password are null) keeps its locks beside it", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const client = yield* Effect.acquireRelease(
@@ -684,7 +684,7 @@ describe("UniqueQueue.make: every option decoded once", () => {
         assert.strictEqual(yield* Effect.promise(() => raw.exists(`${added.digest}:LOCKED`)), 1)
       }))
 
-    it.scoped("bad UNIQUE_JOBS_* values fail at make, each named by its variable, not at every add", () =>
+    it.effect("bad UNIQUE_JOBS_* values fail at make, each named by its variable, not at every add", () =>
       Effect.gen(function*() {
         const queue = yield* Bull.queue(Bull.uniqueName("uqe"))
         const saved = { lease: process.env.UNIQUE_JOBS_LOCK_LEASE, prefix: process.env.UNIQUE_JOBS_LOCK_PREFIX }
@@ -712,7 +712,7 @@ describe("UniqueQueue.make: every option decoded once", () => {
 
 // An until_executed job added through a lock-proxied UniqueQueue and run by hand through its processor with the lock
 // Redis stalled: the processor has answered, and the proxy holds the job's release.
-const performedWithReleaseHeld = (label: string, timeout?: Duration.DurationInput) =>
+const performedWithReleaseHeld = (label: string, timeout?: Duration.Input) =>
   Effect.gen(function*() {
     const queued = yield* lockProxiedUniqueQueue(label, timeout)
     const added = yield* Effect.promise(() => queued.unique.add("Work", { n: 1 }))
@@ -772,7 +772,7 @@ const closeTimedOutMidAdd = (label: string) =>
 describe("UniqueQueue.close: shutdown in either order with a job running", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
     for (const order of ["unique.close, then worker.close", "worker.close, then unique.close"] as const) {
-      it.scoped(`${order}: the running until_executed job completes and releases its lock`, () =>
+      it.effect(`${order}: the running until_executed job completes and releases its lock`, () =>
         Effect.gen(function*() {
           const { raw } = yield* RedisTest.TestRedis
           const connection = yield* Bull.connection
@@ -809,7 +809,7 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
     }
 
     for (const order of ["unique-first", "worker-first"] as const) {
-      it.scoped(`${order}, in a process of its own: the lock is gone and the process exits by itself`, () =>
+      it.effect(`${order}, in a process of its own: the lock is gone and the process exits by itself`, () =>
         Effect.gen(function*() {
           const { source } = yield* RedisTest.TestRedis
           const child = spawn(process.execPath, [
@@ -833,7 +833,7 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         }), 60_000)
     }
 
-    it.scoped("adds under way when close is called finish first: every lock left has its job, every job its lock", () =>
+    it.effect("adds under way when close is called finish first: every lock left has its job, every job its lock", () =>
       Effect.gen(function*() {
         const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock: "until_executed" })
         const adds = Array.from({ length: 50 }, (_, n) =>
@@ -846,7 +846,7 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         assert.strictEqual((yield* lockKeys(lockPrefix)).length, 50)
       }))
 
-    it.scoped("close with a timeout that is not a positive duration is refused, and the queue stays open", () =>
+    it.effect("close with a timeout that is not a positive duration is refused, and the queue stays open", () =>
       Effect.gen(function*() {
         const { unique } = yield* uniqueQueue({ lock: "until_executed" })
         for (const timeout of [0, -1, Number.NaN, "abc", 1e20]) {
@@ -857,7 +857,7 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         assert.strictEqual((yield* Effect.promise(() => unique.add("Work", { n: 1 })))._tag, "Enqueued")
       }))
 
-    it.scoped("a job handed to the processor after close is put back (delayed, no attempt spent), keeping its lock", () =>
+    it.effect("a job handed to the processor after close is put back (delayed, no attempt spent), keeping its lock", () =>
       Effect.gen(function*() {
         const { name, queue, unique } = yield* uniqueQueue({ lock: "until_executed" })
         const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
@@ -875,7 +875,7 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         assert.strictEqual(yield* Effect.promise(() => raw.hexists(`${added.digest}:LOCKED`, added.job.jid)), 1)
       }))
 
-    it.scoped("an until_executed job's outcome goes with its release sent, not answered; close waits for the answer", () =>
+    it.effect("an until_executed job's outcome goes with its release sent, not answered; close waits for the answer", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { added, lockPrefix, proxy, unique, unlocked } = yield* performedWithReleaseHeld("uqafter")
@@ -892,7 +892,7 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [])
       }), 60_000)
 
-    it.scoped("close({ timeout }) stops waiting for a release still unanswered (the lock Redis stalled): the job has performed", () =>
+    it.effect("close({ timeout }) stops waiting for a release still unanswered (the lock Redis stalled): the job has performed", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         // A store timeout of 1 s: close's own end (QUIT on the stalled connection) is bounded by it.
@@ -912,7 +912,7 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         assert.isTrue(left.length === 0 || (left.length === 1 && left[0] === added.job.jid), JSON.stringify(left))
       }), 60_000)
 
-    it.scoped("close({ timeout }) cancels a job that outlives it: its perform is aborted, and close ends", () =>
+    it.effect("close({ timeout }) cancels a job that outlives it: its perform is aborted, and close ends", () =>
       Effect.gen(function*() {
         const connection = yield* Bull.connection
         const { name, unique } = yield* uniqueQueue({ lock: "while_executing" })
@@ -935,7 +935,7 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         assert.isTrue(aborted, "the perform was told to stop")
       }))
 
-    it.scoped("close({ timeout }) cancels a hot-path until_executed job; its fn ending while close still runs leaves the lock to its retry", () =>
+    it.effect("close({ timeout }) cancels a hot-path until_executed job; its fn ending while close still runs leaves the lock to its retry", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis
         const { added, closing, ended, job, lockPrefix, name, proxy, release } = yield* closeTimedOutMidAdd("uqcancel")
@@ -958,7 +958,7 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         if (again._tag === "Skipped") assert.deepStrictEqual(again.holders, [job.id!])
       }), 60_000)
 
-    it.scoped("close({ timeout }) passing while an add waits for BullMQ does not cut it off: the job is stored with its lock", () =>
+    it.effect("close({ timeout }) passing while an add waits for BullMQ does not cut it off: the job is stored with its lock", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
         const { adding, closing, lockPrefix, name, proxy, release } = yield* closeTimedOutMidAdd("uqcloseadd")

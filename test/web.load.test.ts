@@ -154,9 +154,9 @@ const holdThroughLoads = async (lockPrefix: string) => {
     const loaded = Effect.runSync(Deferred.make<void>())
     let started = 0
     // Held until every load has answered, then one lease more: a lapse meanwhile is LockLost.
-    const perform = Effect.zipRight(Deferred.await(loaded), Effect.sleep("1500 millis"))
+    const perform = Effect.andThen(Deferred.await(loaded), Effect.sleep("1500 millis"))
     const held = (i: number) =>
-      Middleware.server(definition, { worker: "HeldJob", queue: "q", args: [i], jid: `held-${i}` }, Effect.zipRight(
+      Middleware.server(definition, { worker: "HeldJob", queue: "q", args: [i], jid: `held-${i}` }, Effect.andThen(
         Effect.sync(() => started++),
         perform
       )).pipe(Effect.match({

@@ -10,7 +10,7 @@
  * preview listed and revokes exactly the running holders it named. More cases:
  * UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/web.properties.test.ts
  */
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Redacted from "effect/Redacted"
 import { request as httpRequest } from "node:http"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"

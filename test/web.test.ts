@@ -20,7 +20,7 @@ import * as Lock from "../src/Lock.js"
 import * as Metrics from "../src/Metrics.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
-import * as RedisServer from "../src/RedisServer.js"
+import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Web from "../src/Web.js"
 import * as Pages from "../src/web/Pages.js"
 import * as RedisTest from "./support/redis.js"
@@ -1023,7 +1023,7 @@ describe("a bulk delete of what a filter shows (issue 38)", () => {
     const store: Redis.Store = {
       ...harness.store,
       remove: (locks, options) =>
-        Effect.zipRight(
+        Effect.andThen(
           locks.some((lock) => lock.name === late.name) && letIn++ === 0
             ? harness.store.lock(late, { jid: comer, limit: 3, ttlMs: 0, leaseMs: 0, info: "", fenced: false })
             : Effect.void,
@@ -1227,7 +1227,7 @@ describe("the admin UI's reap asks the queue when it has one (issue 35)", () => 
       assert.deepStrictEqual(await held(), [["live-1"], []])
 
       // A grace the reaper would refuse is refused when the UI is made, naming it.
-      const bad = await harness.run(Effect.either(Web.serve({ prefix, reaperGrace: -5 })))
+      const bad = await harness.run(Effect.result(Web.serve({ prefix, reaperGrace: -5 })))
       assert.isTrue(bad._tag === "Left" && bad.left.message.includes("reaperGrace"))
     } finally {
       await queue.obliterate({ force: true }).catch(() => undefined)

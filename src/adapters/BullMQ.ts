@@ -34,13 +34,13 @@ import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { InvalidJobArgs, type LayoutMismatch } from "../Errors.js"
-import { makeDeadlines } from "../internal/deadlines.js"
+import { makeDeadlines } from "../store/Deadlines.js"
 import type { Job } from "../Job.js"
 import { type JobDetails, JobQueue, type JobRef, type JobState, type Presence, previewBytes, QueueError } from "../JobQueue.js"
 import * as Lock from "../Lock.js"
 import * as Metrics from "../Metrics.js"
-import * as BullOptions from "../internal/bullmqOptions.js"
-import { passes } from "../internal/models.js"
+import * as BullOptions from "./bullmq/Options.js"
+import { passes } from "../store/Store.js"
 import * as Middleware from "../Middleware.js"
 import { Defaults, resolve } from "../Defaults.js"
 import { type Definition, InvalidLockOptions } from "../Options.js"
@@ -60,7 +60,7 @@ export interface Options {
   /** Options for every job this adapter adds (a push or a schedule): attempts, backoff, removeOnComplete… */
   readonly jobOptions?: JobsOptions | undefined
   /** How long any call to a queue may take before it fails with a `QueueError`. Default 5 seconds. */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
 }
 
 /**
@@ -303,7 +303,7 @@ const detailsOf = (queue: string, jid: string, reply: unknown): JobDetails => {
  * @since 0.1.0
  * @category constants
  */
-export const defaultTimeout: Duration.DurationInput = "5 seconds"
+export const defaultTimeout: Duration.Input = "5 seconds"
 
 const refuseOption = (field: string, reason: string) =>
   new InvalidLockOptions({ field, reason, issues: [{ field, reason }] })
@@ -443,7 +443,7 @@ export const make = (
       f: () => Promise<A>,
       stored?: (value: A) => boolean
     ): Effect.Effect<A, QueueError> =>
-      Effect.async<A, QueueError>((resume) =>
+      Effect.callback<A, QueueError>((resume) =>
         send(operation, jid, f, stored, (value) => resume(Effect.succeed(value)), (error) => resume(Effect.fail(error)))
       )
 
@@ -528,7 +528,7 @@ export const make = (
       )
     }
     const addAs = (operation: string, job: Job, own: JobsOptions | undefined): Effect.Effect<BullJob, QueueError> =>
-      Effect.async((resume) =>
+      Effect.callback((resume) =>
         addWith(operation, job, own, (added) => resume(Effect.succeed(added)), (error) => resume(Effect.fail(error)))
       )
 
@@ -774,7 +774,7 @@ const handleAs = <A, E, R, Args extends ReadonlyArray<unknown>, ArgsError>(
         }
     ))
   // `currentActive` is set on the job's own fiber by the processor.
-  return endedAs(active, run).pipe(Effect.catchAll(failedAs(unique.definition, active, ours)))
+  return endedAs(active, run).pipe(Effect.catch(failedAs(unique.definition, active, ours)))
 }
 
 /**
@@ -823,10 +823,10 @@ export const putBack = (definition: Definition, active: Active, failure: unknown
     const move = Effect.tryPromise(() => job.moveToDelayed(Date.now() + delayMs, token)).pipe(
       Effect.timeout(defaultTimeout)
     )
-    return Effect.zipRight(undone, move).pipe(
+    return Effect.andThen(undone, move).pipe(
       Effect.matchCauseEffect({
         onSuccess: () =>
-          Effect.zipRight(
+          Effect.andThen(
             Metric.increment(Metrics.putBack.of(definition.lock, "run")),
             Effect.logWarning(
               `Redis failed before the job's perform started (${reason}); put back on its queue to run in ` +
@@ -841,7 +841,7 @@ export const putBack = (definition: Definition, active: Active, failure: unknown
           )
       }),
       Effect.annotateLogs({ package: "effect-unique-jobs", module: "BullMQ", jid: job.id ?? "" }),
-      Effect.zipRight(Effect.fail(new DelayedError()))
+      Effect.andThen(Effect.fail(new DelayedError()))
     )
   })
 
@@ -864,8 +864,8 @@ export const failed = (definition: Definition, job: BullJob, ours: Job) =>
   const error = failure instanceof InvalidJobArgs ? unrecoverable(failure) : asError(failure)
   if (error instanceof DelayedError) return Effect.fail(error)
   return Effect.flatMap(lastAttempt(job, error), (last) =>
-    !last ? Effect.fail(error) : Effect.zipRight(
-      Effect.catchAllCause(
+    !last ? Effect.fail(error) : Effect.andThen(
+      Effect.catchCause(
         // Its queue lock often has no TTL: a release lost to a blip would keep the digest locked for good, so it is
         // tried again as a queue lock's release is (for up to 30 s).
         Effect.retry(Middleware.died(definition)(ours), {
@@ -905,8 +905,8 @@ async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefine
   // Its fiber refs are set, not scoped with `Effect.locally` (about 15 Effect steps each): the fiber ends with the job.
   const handled = Effect.withFiberRuntime((fiber) => {
     boundary = { fiber, taken: false, lost: undefined }
-    return Effect.zipRight(
-      Effect.zipRight(FiberRef.set(Lock.currentBoundary, boundary), FiberRef.set(currentActive, active)),
+    return Effect.andThen(
+      Effect.andThen(FiberRef.set(Lock.currentBoundary, boundary), FiberRef.set(currentActive, active)),
       handleAs(defined, perform, active)
     )
   }) as Effect.Effect<Strategy.ServerOutcome<A>, Error, R>
@@ -956,10 +956,10 @@ export const processor = <A, E, R, Args extends ReadonlyArray<unknown> = Readonl
   LayoutMismatch | RedisError,
   R | RedisService | JobQueue
 > =>
-  Effect.zipRight(
+  Effect.andThen(
     Effect.flatMap(Defaults, (settings) => {
       const resolved = resolve(unique.definition, settings)
-      return Effect.zipRight(warnIfDropping(resolved), settings.enabled ? checkLayout(resolved.lockPrefix) : Effect.void)
+      return Effect.andThen(warnIfDropping(resolved), settings.enabled ? checkLayout(resolved.lockPrefix) : Effect.void)
     }),
     Effect.map(
       Effect.runtime<R | RedisService | JobQueue>(),

@@ -74,7 +74,7 @@ export interface Options {
   /** Retries of a failed job (same jid) before it goes to the dead set. Default 3. */
   readonly maxRetries?: number | undefined
   /** Delay before retry n (1-based). Default 100 ms × 2^(n-1). */
-  readonly backoff?: ((retryCount: number) => Duration.DurationInput) | undefined
+  readonly backoff?: ((retryCount: number) => Duration.Input) | undefined
   /** How many events to keep for `events`. Default 10,000. */
   readonly eventLimit?: number | undefined
   /**
@@ -188,7 +188,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
         )
 
     const push = (job: Job) =>
-      Effect.zipRight(refuseOther("push", job), Effect.zipRight(makeReady(job), record("pushed", job)))
+      Effect.andThen(refuseOther("push", job), Effect.andThen(makeReady(job), record("pushed", job)))
 
     const schedule = (job: Job, at: number) =>
       Effect.gen(function*() {
@@ -199,7 +199,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
         const fiber = yield* FiberSet.run(
           timers,
           Effect.sleep(Math.max(0, at - now)).pipe(
-            Effect.zipRight(Effect.suspend(() => {
+            Effect.andThen(Effect.suspend(() => {
               scheduled.delete(job.jid)
               return makeReady(job)
             }))
@@ -253,7 +253,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
         yield* kill(job, final)
         if (onDeath !== undefined) {
           yield* onDeath(job, final).pipe(
-            Effect.catchAllCause((c) => Effect.logWarning("onDeath failed", c))
+            Effect.catchCause((c) => Effect.logWarning("onDeath failed", c))
           )
         }
       })
@@ -343,7 +343,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
       })),
       events: Effect.sync(() => [...events]),
       awaitIdle: Effect.flatMap(Deferred.make<void>(), (waiter) =>
-        Effect.zipRight(
+        Effect.andThen(
           Effect.suspend(() => {
             idleWaiters.push(waiter)
             return checkIdle

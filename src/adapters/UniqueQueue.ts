@@ -34,10 +34,10 @@ import * as Schema from "effect/Schema"
 import * as Tracer from "effect/Tracer"
 import * as Defaults from "../Defaults.js"
 import * as History from "../History.js"
-import * as BullOptions from "../internal/bullmqOptions.js"
-import * as HotPath from "../internal/hotPath.js"
-import * as Waits from "../internal/releaseWaits.js"
-import * as RedisOptions from "../internal/redisOptions.js"
+import * as BullOptions from "./bullmq/Options.js"
+import * as HotPath from "./bullmq/HotPath.js"
+import * as Waits from "../store/ReleaseWaits.js"
+import * as RedisOptions from "../store/RedisOptions.js"
 import * as Job from "../Job.js"
 import * as Lock from "../Lock.js"
 import { type JobQueue, QueueError } from "../JobQueue.js"
@@ -105,7 +105,7 @@ export interface CloseOptions {
    * How long to wait for the jobs this queue's processors are running. Default: until they end, as `worker.close()`
    * waits. When it passes, they are cancelled (their run locks released; BullMQ retries them by their attempts).
    */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
 }
 
 /**
@@ -262,7 +262,7 @@ const configIssues = (error: ConfigError.ConfigError): Array<Issue> => {
 // A job's arguments here are always `[data]` (BullMQ carries one value): a lockArgs typed for that takes them all.
 const definitionOf = (options: JobOptions<never>, under: string | undefined) =>
   Either.mapLeft(
-    Effect.runSync(Effect.either(LockOptions.make(options as LockOptions.Options))),
+    Effect.runSync(Effect.result(LockOptions.make(options as LockOptions.Options))),
     (error) => LockOptions.invalidOptions(error.issues, under)
   )
 
@@ -284,7 +284,7 @@ const untilReturned = <A>(
   withSignal: boolean,
   cut: Promise<void>
 ) =>
-  Effect.async<A, unknown>((resume) => {
+  Effect.callback<A, unknown>((resume) => {
     const controller = withSignal ? new AbortController() : undefined
     let settled: Promise<unknown>
     try {
@@ -680,7 +680,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
         ? Effect.flatMap(Clock.currentTimeMillis, (now) => enqueue((opts?.timestamp ?? now) + delay))
         : enqueue(undefined)
       // Even with the locks off (`enabled: false`): BullMQ would still add nothing, and Enqueued would be untrue.
-      return run(opts?.jobId === undefined ? timed : Effect.zipRight(notTaken(opts.jobId), timed))
+      return run(opts?.jobId === undefined ? timed : Effect.andThen(notTaken(opts.jobId), timed))
     },
     processor: (fn) => {
       build()

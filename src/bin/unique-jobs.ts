@@ -7,7 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as CliMain from "../internal/cliMain.js"
+import * as CliMain from "../cli/Main.js"
 
 // No colour codes where no one sees colours: output piped to a file or another program, or NO_COLOR set.
 const colours = (stream: NodeJS.WriteStream) => stream.isTTY === true && process.env.NO_COLOR === undefined

@@ -7,7 +7,7 @@
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
-import { type InvalidLockOptions, isRecord } from "../internal/decoding.js"
+import { type InvalidLockOptions, isRecord } from "../options/Decoding.js"
 import type * as Locks from "../Locks.js"
 import type { RedisError } from "../Redis.js"
 import type { Html } from "./Html.js"

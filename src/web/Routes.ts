@@ -38,7 +38,7 @@ export interface RequestContext {
   /** The server's signing key: CSRF tokens, results carried in an address, confirmations. */
   readonly secret: Uint8Array
   /** How old a holder with no expiry must be before a pass asks the queue about it (the reaper's default when unset). */
-  readonly reaperGrace: Duration.DurationInput | undefined
+  readonly reaperGrace: Duration.Input | undefined
 }
 
 /**
@@ -176,7 +176,7 @@ const jobsOf = (holders: ReadonlyArray<Holder>): Effect.Effect<Pages.JobsView> =
         describer: true,
         details: new Map(refs.map((ref, i) => [Pages.jobKey(ref), answers[i]]))
       })),
-      Effect.catchAll((error) => Effect.succeed<Pages.JobsView>({ describer: true, details: new Map(), error: error.message }))
+      Effect.catch((error) => Effect.succeed<Pages.JobsView>({ describer: true, details: new Map(), error: error.message }))
     )
   })
 
@@ -521,7 +521,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
   })
   const nothingFound = (context: RequestContext, digest: string, jid: string | undefined, at: number) =>
     Effect.as(
-      Effect.zipRight(
+      Effect.andThen(
         counted(jid !== undefined ? "unlock" : "delete", "nothing"),
         Effect.logInfo(jid !== undefined ? "admin unlock found nothing" : "admin delete found nothing").pipe(
           Effect.annotateLogs({ who: context.who, digest })

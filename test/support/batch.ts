@@ -8,7 +8,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { Redis as IORedis } from "ioredis"
 import * as Redis from "../../src/Redis.js"
-import * as RedisServer from "../../src/RedisServer.js"
+import * as RedisServer from "../../src/testing/RedisServer.js"
 
 /**
  * An answer as compared: a fencing token is a clock reading, the same only in its place (taken or not); a failure by

@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { createServer } from "node:net"
 import { format } from "node:util"
-import * as CliMain from "../../src/internal/cliMain.js"
+import * as CliMain from "../../src/cli/Main.js"
 
 /** A console whose `log` lines (the CLI's answers) are kept, for `Effect.withConsole`. */
 export const capturedConsole = Effect.map(Effect.console, (console) => {

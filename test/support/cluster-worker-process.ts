@@ -67,19 +67,19 @@ const attempt = (loop: number, n: number) => {
   const step = config.mode === "while_executing"
     ? Lock.withLock(perform(digest), definition, { digest, jid })
     : Effect.flatMap(Lock.lock(definition, { digest, jid }), () =>
-      Effect.zipRight(perform(digest), Lock.unlock(definition, { digest, jid })))
+      Effect.andThen(perform(digest), Lock.unlock(definition, { digest, jid })))
   return step.pipe(
     Effect.map(() => {
       done++
     }),
-    Effect.catchAll((error) =>
+    Effect.catch((error) =>
       Effect.sync(() => {
         if (error._tag === "LockConflict") conflicts++
         else failures.push({ tag: error._tag, at: micros(), tookMs: performance.now() - began })
       })
     ),
     // A defect is reported as a failure too: the test then fails on its tag.
-    Effect.catchAllDefect((defect) =>
+    Effect.catchDefect((defect) =>
       Effect.sync(() => failures.push({ tag: `defect: ${String(defect)}`, at: micros(), tookMs: performance.now() - began }))
     )
   )

@@ -60,9 +60,9 @@ export const holdRunLocks = (
     const started = yield* Ref.make(0)
     const allStarted = yield* Deferred.make<void>()
     const fibers = yield* Effect.forEach(Array.from({ length: holds }, (_, i) => i), (i) =>
-      Effect.fork(
+      Effect.forkChild(
         Lock.withLock(definition, { digest: `${definition.lockPrefix}:d${i}`, jid: `j${i}` })(
-          Effect.zipRight(
+          Effect.andThen(
             Effect.flatMap(Ref.updateAndGet(started, (n) => n + 1), (n) =>
               n === holds ? Deferred.succeed(allStarted, undefined) : Effect.void),
             Deferred.await(release)

@@ -14,9 +14,9 @@ export const gated = <A, R>(
   Effect.gen(function*() {
     const started = yield* Deferred.make<void>()
     const gate = yield* Deferred.make<void>()
-    const fiber = yield* Effect.fork(
-      server(job, Effect.zipRight(Deferred.succeed(started, undefined), Effect.as(Deferred.await(gate), job.jid)))
+    const fiber = yield* Effect.forkChild(
+      server(job, Effect.andThen(Deferred.succeed(started, undefined), Effect.as(Deferred.await(gate), job.jid)))
     )
     yield* Deferred.await(started)
-    return { fiber, finish: Effect.zipRight(Deferred.succeed(gate, undefined), Fiber.join(fiber)) }
+    return { fiber, finish: Effect.andThen(Deferred.succeed(gate, undefined), Fiber.join(fiber)) }
   })

@@ -10,7 +10,7 @@ import * as Scope from "effect/Scope"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
 import * as LockType from "../../src/LockType.js"
-import * as Memory from "../../src/internal/memory.js"
+import * as Memory from "../../src/store/Memory.js"
 import * as Model from "./model.js"
 import { uniquePrefix } from "./redis.js"
 

@@ -12,7 +12,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
@@ -396,13 +396,13 @@ export class System {
             tokens.push({ jid: job.jid, fence })
             this.fences.set(digest, tokens)
           }
-          return Effect.zipRight(
+          return Effect.andThen(
             Effect.flatMap(this.store.holders(queueKey), (entries) => Effect.sync(() => this.atPerform(job, entries))),
-            Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish))
+            Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(finish))
           )
         })
       // A daemon: the worker outlives this command (a plain fork would be interrupted when the command returns).
-      const fiber = yield* Effect.forkDaemon(
+      const fiber = yield* Effect.forkDetach(
         this.provide(this.unique.server(job, perform), workerStore(this.store, worker, this.realTime))
       )
       const first = yield* Effect.raceFirst(
@@ -543,7 +543,7 @@ export class System {
     this.realTime?.advancing()
     // On real time (Redis) time only ever moves past every TTL and lease (see RealTime).
     const step = this.virtualTime ? ms : ADVANCE_MS
-    await this.exec(Effect.zipRight(this.advanceTime(step), yieldMany))
+    await this.exec(Effect.andThen(this.advanceTime(step), yieldMany))
     this.clockMs += step
     let lapsed: Array<Running>
     if (!this.virtualTime) {
@@ -655,7 +655,7 @@ export class System {
       : call === "handoff"
       ? this.store.handoff(queueKey, runKey, request, { keepOnConflict: true })
       : this.store.lock(key, request)
-    const result = await this.exec(Effect.either(attempt))
+    const result = await this.exec(Effect.result(attempt))
     const shown = `${call}(${digest} ${field}=${value} by ${holder === undefined ? "a stranger" : "a holder"})`
     if (Either.isRight(result)) throw new Error(`the store accepted ${shown}: ${JSON.stringify(result.right)}`)
     const after = await this.holders()

@@ -46,20 +46,20 @@ export const probe = <A, E>(
       )
     const started = yield* Deferred.make<void>()
     // The first copy runs until it is told it lost the lock.
-    const first = yield* Effect.fork(
-      Lock.withLock(definition, target)(perform("first", Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)))
+    const first = yield* Effect.forkChild(
+      Lock.withLock(definition, target)(perform("first", Effect.andThen(Deferred.succeed(started, undefined), Effect.never)))
     )
     yield* Deferred.await(started)
     // The second worker: its own connection and lease keeper, retrying the same job every 50 ms until it runs.
     const { source } = yield* RedisTest.TestRedis
     const other = Redis.layer({ url: source.url })
     let attempts = 0
-    const second = yield* Effect.fork(
+    const second = yield* Effect.forkChild(
       Effect.suspend(() => {
         attempts++
         return Lock.withLock(definition, target)(perform("second", Effect.void))
       }).pipe(
-        Effect.catchTag("LockConflict", (conflict) => Effect.zipRight(Effect.sleep(50), Effect.fail(conflict))),
+        Effect.catchTag("LockConflict", (conflict) => Effect.andThen(Effect.sleep(50), Effect.fail(conflict))),
         Effect.retry({ while: (error) => error._tag === "LockConflict" }),
         Effect.provide(Layer.fresh(other))
       )

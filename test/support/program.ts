@@ -13,7 +13,7 @@ const root = new URL("../../", import.meta.url)
  * clock); a program still up 60 s after its last line is killed (`code` null) so a hang is reported, not waited out.
  */
 export const runProgram = (path: string, env: Record<string, string>) =>
-  Effect.async<{
+  Effect.callback<{
     readonly code: number | null
     readonly stdout: string
     readonly stderr: string

@@ -70,14 +70,14 @@ export const start = (target: string): Effect.Effect<Proxy, never, Scope.Scope> 
       redis.on("close", () => client.destroy())
     })
     const port = yield* Effect.acquireRelease(
-      Effect.async<number>((resume) => {
+      Effect.callback<number>((resume) => {
         server.listen(0, "127.0.0.1", () => {
           const address = server.address()
           resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : 0))
         })
       }),
       () =>
-        Effect.async<void>((resume) => {
+        Effect.callback<void>((resume) => {
           for (const socket of sockets) socket.destroy()
           server.close(() => resume(Effect.void))
         })

@@ -117,7 +117,7 @@ export const race = (scenario: Scenario) =>
       sampled.run = Math.max(sampled.run, ...counts.slice(0, runKeys.length))
       sampled.queue = Math.max(sampled.queue, ...counts.slice(runKeys.length))
       sampled.samples++
-    }).pipe(Effect.zipRight(Effect.sleep(2)), Effect.forever, Effect.fork)
+    }).pipe(Effect.andThen(Effect.sleep(2)), Effect.forever, Effect.forkChild)
 
     const pool = yield* Workers.Pool
     const began = Date.now()

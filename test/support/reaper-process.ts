@@ -16,7 +16,7 @@ const where = JSON.parse(options!) as Redis.Options | Redis.ClusterOptions
 
 Effect.gen(function*() {
   const runner = yield* Reaper.make({ prefix, lease: Number(lease), batch: Number(batch) })
-  const pass = yield* runner.pass((sofar) => Effect.zipRight(Console.log(`STEP ${sofar.steps}`), Effect.sleep(Number(stepMs))))
+  const pass = yield* runner.pass((sofar) => Effect.andThen(Console.log(`STEP ${sofar.steps}`), Effect.sleep(Number(stepMs))))
   yield* Console.log(`DONE ${JSON.stringify(pass)}`)
 }).pipe(
   Effect.provide("nodes" in where ? Redis.layerCluster(where) : Redis.layer(where)),

@@ -6,10 +6,10 @@ import { Cluster as IOCluster, Redis as IORedis } from "ioredis"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Layout from "../../src/internal/layout.js"
+import * as Layout from "../../src/store/Layout.js"
 import * as Redis from "../../src/Redis.js"
-import * as RedisCluster from "../../src/RedisCluster.js"
-import * as RedisServer from "../../src/RedisServer.js"
+import * as RedisCluster from "../../src/testing/RedisCluster.js"
+import * as RedisServer from "../../src/testing/RedisServer.js"
 
 /**
  * `UNIQUE_JOBS_TEST_CLUSTER=1` (`npm run test:cluster`): the same suites on a private Redis Cluster (3 masters, 3
@@ -39,7 +39,7 @@ let counter = 0
 /** A key prefix no other test in this process uses. */
 export const uniquePrefix = (name = "t"): string => `test${process.pid}-${name}-${++counter}`
 
-const layerCluster: Layer.Layer<TestRedis, RedisServer.RedisServerError> = Layer.scoped(
+const layerCluster: Layer.Layer<TestRedis, RedisServer.RedisServerError> = Layer.effect(
   TestRedis,
   Effect.gen(function*() {
     const cluster = yield* RedisCluster.start()
@@ -63,7 +63,7 @@ const layerCluster: Layer.Layer<TestRedis, RedisServer.RedisServerError> = Layer
   })
 )
 
-const layerStandalone: Layer.Layer<TestRedis, RedisServer.RedisServerError> = Layer.scoped(
+const layerStandalone: Layer.Layer<TestRedis, RedisServer.RedisServerError> = Layer.effect(
   TestRedis,
   Effect.gen(function*() {
     const source = yield* RedisServer.acquire

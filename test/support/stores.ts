@@ -45,7 +45,7 @@ export const losingUnlocks = (redis: Redis.Store, plan: ReadonlyArray<"ran" | "r
     unlock: (lock, jid, fence) => {
       const step = plan[next++]
       if (step === undefined) return redis.unlock(lock, jid, fence)
-      return step === "ran" ? Effect.zipRight(redis.unlock(lock, jid, fence), Effect.fail(lost)) : Effect.fail(lost)
+      return step === "ran" ? Effect.andThen(redis.unlock(lock, jid, fence), Effect.fail(lost)) : Effect.fail(lost)
     }
   }
 }

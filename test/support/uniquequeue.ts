@@ -6,7 +6,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as UniqueQueue from "../../src/adapters/UniqueQueue.js"
 import type * as LockOptions from "../../src/Options.js"
-import * as RedisServer from "../../src/RedisServer.js"
+import * as RedisServer from "../../src/testing/RedisServer.js"
 import * as Bull from "./bullmq.js"
 import * as Proxy from "./proxy.js"
 import * as RedisTest from "./redis.js"
@@ -67,7 +67,7 @@ export const proxiedUniqueQueue = (label: string) =>
  */
 export const lockProxiedUniqueQueue = (
   label: string,
-  timeout: Duration.DurationInput = "5 minutes",
+  timeout: Duration.Input = "5 minutes",
   options: Partial<Omit<UniqueQueue.Options, "lockPrefix" | "redis">> = {}
 ) =>
   Effect.gen(function*() {

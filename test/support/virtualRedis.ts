@@ -8,9 +8,9 @@
  */
 import type { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
-import * as Layout from "../../src/internal/layout.js"
+import * as Layout from "../../src/store/Layout.js"
 import * as Redis from "../../src/Redis.js"
-import * as Scripts from "../../src/internal/scripts.js"
+import * as Scripts from "../../src/store/Scripts.js"
 
 // Lua's false comes back as a nil reply (null) in the inspection below.
 /**

@@ -16,7 +16,7 @@ import { fileURLToPath } from "node:url"
 import * as Lock from "../../src/Lock.js"
 import * as LockOptions from "../../src/Options.js"
 import * as Redis from "../../src/Redis.js"
-import * as RedisServer from "../../src/RedisServer.js"
+import * as RedisServer from "../../src/testing/RedisServer.js"
 import * as Web from "../../src/Web.js"
 import { toNode } from "../../src/web/Node.js"
 
@@ -91,7 +91,7 @@ export const seedMany = (prefix: string, n: number) =>
 
 const listen = (handler: Parameters<typeof createServer>[1]) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly port: number; readonly close: () => void }>((resume) => {
+    Effect.callback<{ readonly port: number; readonly close: () => void }>((resume) => {
       const server = createServer(handler)
       server.listen(0, "127.0.0.1", () =>
         resume(Effect.succeed({
@@ -121,7 +121,7 @@ export const mountedInRouter = (options: Web.Options) =>
 /** The Express example in a child process on a free port: its base URL, and a stop that waits for its exit. */
 export const expressExample = (redisUrl: string, prefix: string) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly url: string; readonly stop: () => Promise<number | null> }, Error>((resume) => {
+    Effect.callback<{ readonly url: string; readonly stop: () => Promise<number | null> }, Error>((resume) => {
       const path = fileURLToPath(new URL("../../examples/express.ts", import.meta.url))
       const child = spawn(process.execPath, ["--import", "tsx", path], {
         env: { ...process.env, REDIS_URL: redisUrl, PORT: "0", LOCK_PREFIX: prefix },

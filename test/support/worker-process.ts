@@ -224,7 +224,7 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue, don
     const enqueued = yield* uj.client(job, (stamped) => queue.push(stamped))
     const outcome = yield* uj.server(
       enqueued.job,
-      Effect.zipRight(
+      Effect.andThen(
         Effect.sync(() => say(`STARTED ${id} ${JSON.stringify({ job: enqueued.job, digest: enqueued.digest })}`)),
         // When the perform is interrupted (a lost lock), by this process' clock: the run itself ends later.
         Effect.onInterrupt(Effect.never, () => Effect.sync(() => say(`STOPPED ${id} ${Date.now()}`)))
@@ -282,7 +282,7 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue, don
       } else {
         unexpected.push(`server outcome ${outcome._tag} for ${job.jid}`)
       }
-    }).pipe(Effect.tapErrorCause((cause) => Effect.sync(() => unexpected.push(String(cause)))))
+    }).pipe(Effect.tapCause((cause) => Effect.sync(() => unexpected.push(String(cause)))))
   yield* queue.work(handler, { concurrency: config.concurrency })
   const producer = Effect.whileLoop({
     while: more,

@@ -159,7 +159,7 @@ export class Pool extends Context.Tag("test/Workers/Pool")<Pool, {
 }>() {}
 
 export const layerPool = (size: number): Layer.Layer<Pool> =>
-  Layer.scoped(
+  Layer.effect(
     Pool,
     Effect.gen(function*() {
       const scope = yield* Effect.scope

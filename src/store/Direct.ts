@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import type { HolderRequest, LockKey, LockResult, Store } from "./models.js"
+import type { HolderRequest, LockKey, LockResult, Store } from "./Store.js"
 
 /**
  * `Store.lock` and `Store.unlock` answering as promises: the same script, deadline, compensation and errors (a

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { describeValue, isRecord, maxDurationMs } from "./decoding.js"
+import { describeValue, isRecord, maxDurationMs } from "../../options/Decoding.js"
 
 /** @internal */
 export interface Issue {

@@ -24,7 +24,7 @@ export interface Options {
   /** A named queue with no keys at all (obliterated) is taken as empty, instead of refused. */
   readonly allowMissing: boolean
   /** How long connecting, and each call to a queue, may take. */
-  readonly timeout: Duration.DurationInput
+  readonly timeout: Duration.Input
   /** What the connection is called in errors (the option that named it, never its URL: it may hold a password). */
   readonly where: string
 }

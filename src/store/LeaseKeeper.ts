@@ -26,8 +26,8 @@ import * as Metric from "effect/Metric"
 import type * as Scope from "effect/Scope"
 import { LockLost } from "../Errors.js"
 import * as Metrics from "../Metrics.js"
-import type { RedisError, Renewal, Store } from "./models.js"
-import * as Waits from "./releaseWaits.js"
+import type { RedisError, Renewal, Store } from "./Store.js"
+import * as Waits from "./ReleaseWaits.js"
 
 /** Why a lease ends when Redis refuses its renewal. @internal */
 export const renewalRefused =
@@ -222,7 +222,7 @@ export const admitted = <A, E>(store: Store, self: Effect.Effect<A, E>): Effect.
     const keeper = keeperOf(store)
     if (admitNow(store)) return Effect.ensuring(self, Effect.sync(() => leave(keeper)))
     const waiter: Waiter = { resume: undefined, granted: false }
-    const wait = Effect.interruptible(Effect.async<void>((resume) => {
+    const wait = Effect.interruptible(Effect.callback<void>((resume) => {
       waiter.resume = () => resume(Effect.void)
       keeper.waiting.push(waiter)
       schedule(keeper)
@@ -233,7 +233,7 @@ export const admitted = <A, E>(store: Store, self: Effect.Effect<A, E>): Effect.
     return Effect.onExit(wait, (exit) =>
       // Granted, then interrupted before it went on: its place goes to the next.
       exit._tag === "Failure" && waiter.granted ? Effect.sync(() => leave(keeper)) : Effect.void).pipe(
-        Effect.zipRight(Effect.ensuring(self, Effect.sync(() => leave(keeper))))
+        Effect.andThen(Effect.ensuring(self, Effect.sync(() => leave(keeper))))
       )
   })
 
@@ -278,10 +278,10 @@ const lostError = (lease: Lease, reason: string) =>
   new LockLost({ digest: lease.digest, jid: lease.renewal.jid, lockType: lease.lockType, reason })
 
 const told = (lease: Lease, lost: LockLost): Effect.Effect<void> =>
-  Effect.zipRight(
+  Effect.andThen(
     Metric.increment(Metrics.lost.of(lease.lockType, "run")),
     Effect.sync(() => lease.onLost?.(lost))
-  ).pipe(Effect.zipRight(Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(lease)))))
+  ).pipe(Effect.andThen(Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(lease)))))
 
 /** Ends a lease as lost: counted, logged, and its holder told (once: a place kept since is only ended). @internal */
 const lose = (keeper: Keeper, lease: Lease, reason: string): Effect.Effect<void> => {
@@ -377,7 +377,7 @@ const renewChunk = (store: Store, keeper: Keeper, chunk: Chunk, sent: number): E
         return Effect.all(losses, { discard: true })
       })
     ),
-    Effect.catchAll((error) =>
+    Effect.catch((error) =>
       Effect.clockWith((clock) => {
         keeper.inFlight.delete(chunk)
         const now = clock.unsafeCurrentTimeMillis()
@@ -445,12 +445,12 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
       const chunk: Chunk = { leases, deadline: Math.min(...leases.map((lease) => lease.deadline)) }
       keeper.inFlight.add(chunk)
       // Each call runs on its own: a call that hangs must not hold back the deadlines of the others.
-      calls.push(Effect.forkDaemon(renewChunk(store, keeper, chunk, now)))
+      calls.push(Effect.forkDetach(renewChunk(store, keeper, chunk, now)))
     }
-    return Effect.zipRight(
+    return Effect.andThen(
       Effect.all(losses, { discard: true }),
       Effect.all(calls, { discard: true })
-    ).pipe(Effect.zipRight(Effect.fiberIdWith((fiberId) => {
+    ).pipe(Effect.andThen(Effect.fiberIdWith((fiberId) => {
       if (keeper.generation !== generation) return Effect.succeed(false)
       if (keeper.held === 0) {
         if (clock === liveClock) {
@@ -502,7 +502,7 @@ const liveWait = (keeper: Keeper, ms: number): Effect.Effect<void> => {
     resumeNow?.()
   }
   keeper.wakeNow = wakeNow
-  return Effect.async<void>((resume) => {
+  return Effect.callback<void>((resume) => {
     if (woken) return resume(Effect.void)
     const timer = ms === Infinity ? undefined : setTimeout(() => {
       resumeNow = undefined
@@ -610,13 +610,13 @@ export const keep = (
     // A new loop runs on the clock and logger of the fiber that needs it; interruptible, whatever that fiber's
     // region (a lock is taken and handed over here without an interruption in between).
     const started = Effect.map(
-      Effect.forkDaemon(Effect.interruptible(loop(store, keeper, ++keeper.generation))),
+      Effect.forkDetach(Effect.interruptible(loop(store, keeper, ++keeper.generation))),
       (fiber) => {
         keeper.fiber = fiber
         return lease
       }
     )
-    return previous === undefined ? started : Effect.zipRight(previous.interruptAsFork(previous.id()), started)
+    return previous === undefined ? started : Effect.andThen(previous.interruptAsFork(previous.id()), started)
   })
 
 /**
@@ -664,7 +664,7 @@ export const close = (store: Store): Effect.Effect<void> =>
     held.push(...keeper.soon)
     for (const chunk of keeper.inFlight) held.push(...chunk.leases.filter((lease) => !lease.ended))
     const reason = "its RedisService layer was closed while the lock was held; nothing renews its lease any more"
-    return Effect.zipRight(
+    return Effect.andThen(
       Effect.all(held.map((lease) => lose(keeper, lease, reason)), { discard: true }),
       fiber === undefined ? Effect.void : fiber.interruptAsFork(fiber.id())
     )
@@ -672,4 +672,4 @@ export const close = (store: Store): Effect.Effect<void> =>
 
 /** Ties the store's keeper, and its lockTimeout waits (internal/releaseWaits), to the scope of the layer that built the store. @internal */
 export const scoped = (store: Store): Effect.Effect<Store, never, Scope.Scope> =>
-  Effect.as(Effect.addFinalizer(() => Effect.zipRight(Waits.close(store), close(store))), store)
+  Effect.as(Effect.addFinalizer(() => Effect.andThen(Waits.close(store), close(store))), store)

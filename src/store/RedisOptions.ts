@@ -9,10 +9,10 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import * as Options from "./decoding.js"
-import type { ClusterOptions as RedisClusterOptions, Options as RedisOptions } from "./ioredis.js"
-import { maxShards } from "./layout.js"
-import { maxWaitersBound } from "./releaseWaits.js"
+import * as Options from "../options/Decoding.js"
+import type { ClusterOptions as RedisClusterOptions, Options as RedisOptions } from "./IORedis.js"
+import { maxShards } from "./Layout.js"
+import { maxWaitersBound } from "./ReleaseWaits.js"
 
 const Url = Schema.declare(
   (u: unknown): u is string | Redacted.Redacted<string> => {
@@ -165,7 +165,7 @@ const decodeFromClientStruct = Schema.decodeUnknownEither(FromClientSchema, { er
 
 /** What `Redis.makeFromClient` takes beside the client. @internal */
 export interface FromClientOptions {
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   readonly shards?: number | undefined
   readonly maxLockWaiters?: number | undefined
   readonly maxProcessWaiters?: number | undefined

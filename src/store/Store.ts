@@ -8,7 +8,7 @@
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { LayoutMismatch } from "../Errors.js"
-import * as Layout from "./layout.js"
+import * as Layout from "./Layout.js"
 
 /**
  * A Redis call failed: connection, script, reply or timeout. Carries the cause; a script's error also names where in

@@ -34,7 +34,7 @@ const readInput = Effect.gen(function*() {
       stdin.on("keypress", onKey)
     }),
     () =>
-      Effect.zipRight(
+      Effect.andThen(
         Effect.sync(() => {
           stdin.off("keypress", onKey)
           if (stdin.isTTY) stdin.setRawMode(false)
@@ -46,7 +46,7 @@ const readInput = Effect.gen(function*() {
   return mailbox
 })
 
-const readLine = Effect.async<string, Terminal.QuitException>((resume) => {
+const readLine = Effect.callback<string, Terminal.QuitException>((resume) => {
   const lines = Readline.createInterface({ input: stdin })
   let answered = false
   lines.once("line", (line) => {
@@ -62,7 +62,7 @@ const readLine = Effect.async<string, Terminal.QuitException>((resume) => {
 })
 
 const display = (text: string) =>
-  Effect.async<void, SystemError>((resume) => {
+  Effect.callback<void, SystemError>((resume) => {
     stdout.write(text, (error) =>
       resume(
         error === undefined || error === null

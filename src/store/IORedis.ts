@@ -12,10 +12,10 @@ import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { LayoutMismatch } from "../Errors.js"
-import { makeDeadlines, type Pending } from "./deadlines.js"
-import { cutHolder, eventOf, holderOf, queueOf } from "./entries.js"
-import * as Direct from "./direct.js"
-import * as Keeper from "./leaseKeeper.js"
+import { makeDeadlines, type Pending } from "./Deadlines.js"
+import { cutHolder, eventOf, holderOf, queueOf } from "./Entries.js"
+import * as Direct from "./Direct.js"
+import * as Keeper from "./LeaseKeeper.js"
 import type {
   Fetched,
   Holder,
@@ -33,11 +33,11 @@ import type {
   ScanPage,
   Store,
   WaiterCaps
-} from "./models.js"
-import * as Layout from "./layout.js"
-import { RedisError } from "./models.js"
-import * as Waits from "./releaseWaits.js"
-import * as Scripts from "./scripts.js"
+} from "./Store.js"
+import * as Layout from "./Layout.js"
+import { RedisError } from "./Store.js"
+import * as Waits from "./ReleaseWaits.js"
+import * as Scripts from "./Scripts.js"
 
 /**
  * @since 0.1.0
@@ -47,7 +47,7 @@ export interface Options {
   /** `redis://[user:password@]host:port/db`; a secret when it carries a password. */
   readonly url?: string | Redacted.Redacted<string> | undefined
   /** Per-call limit; a call still unanswered then fails with `RedisError`. Default 5 seconds. */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   /** ioredis' automatic pipelining: many concurrent calls share one write. */
   readonly enableAutoPipelining?: boolean | undefined
   /**
@@ -69,7 +69,7 @@ export interface ClusterOptions {
   /** Where the cluster is first reached (`host:port`, `redis://host:port`, or `{ host, port }`); the rest is found. */
   readonly nodes: ReadonlyArray<string | { readonly host: string; readonly port: number }>
   /** Per-call limit, redirects and failover retries included. Default 5 seconds. */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: Duration.Input | undefined
   /**
    * How many shards the index and the fencing counter are split into (1 to 1024). Default 24. Every process of a
    * prefix must agree: the first lock records it (`<prefix>:layout`), and a store configured otherwise is refused.
@@ -499,7 +499,7 @@ const waiterCapsOf = (
 export const makeFromClient = (
   client: Client,
   options?: {
-    readonly timeout?: Duration.DurationInput | undefined
+    readonly timeout?: Duration.Input | undefined
     readonly shards?: number | undefined
     readonly maxLockWaiters?: number | undefined
     readonly maxProcessWaiters?: number | undefined
@@ -564,7 +564,7 @@ export const makeFromClient = (
       script?: Scripts.Script
     ) => resume(Effect.fail(errorOf(operation, cause, script)))
     const call = <A>(operation: string, f: () => Promise<unknown>, decode: (reply: unknown) => A) =>
-      Effect.async<A, RedisError>((resume) => {
+      Effect.callback<A, RedisError>((resume) => {
         const pending = deadlines.add(() => resume(Effect.fail(timedOut(operation))))
         f().then(
           (reply) => {
@@ -589,7 +589,7 @@ export const makeFromClient = (
       compensate?: () => void,
       step?: Step
     ) =>
-      Effect.async<A, RedisError>((resume) =>
+      Effect.callback<A, RedisError>((resume) =>
         send(
           operation,
           script,
@@ -841,7 +841,7 @@ export const makeFromClient = (
       return pending
     }
     const layoutOf = (prefix: string, lock = false): Effect.Effect<Layout.Layout, RedisError> =>
-      Effect.async((resume) => {
+      Effect.callback((resume) => {
         layoutPromise(prefix, lock).then(
           (known) => resume(Effect.succeed(known)),
           (error: RedisError) => resume(Effect.fail(error))
@@ -876,7 +876,7 @@ export const makeFromClient = (
     // the whole failover.
     const loadMasters = Effect.suspend(() =>
       Effect.flatMap(
-        Effect.forEach(client.nodes?.("master") ?? [], (node) => Effect.either(loadOn(node)), { concurrency: "unbounded" }),
+        Effect.forEach(client.nodes?.("master") ?? [], (node) => Effect.result(loadOn(node)), { concurrency: "unbounded" }),
         (loads) => {
           const failed = loads.flatMap((load) => load._tag === "Left" ? [load.left] : [])
           const refused = failed.find(refusal)
@@ -1272,7 +1272,7 @@ export const makeFromClient = (
         for (const renewal of renewals) if (!layouts.has(renewal.lock.prefix)) unknown.add(renewal.lock.prefix)
         return unknown.size === 0
           ? store.renewAll(renewals)
-          : Effect.zipRight(
+          : Effect.andThen(
             Effect.forEach(unknown, (prefix) => layoutOf(prefix), { discard: true }),
             Effect.suspend(() => store.renewAll(renewals))
           )
@@ -1448,7 +1448,7 @@ const selectDatabase = (client: Redis, db: number): Effect.Effect<void, RedisErr
   )
   return Effect.tryPromise({ try: () => client.select(db), catch: (cause) => cause }).pipe(
     Effect.asVoid,
-    Effect.catchAll((cause) =>
+    Effect.catch((cause) =>
       Effect.flatMap(databases, (count) =>
         Effect.fail(
           new RedisError({
@@ -1661,7 +1661,7 @@ const connect = (
       operation: "connect",
       reason: `cannot reach ${where}: ${cause instanceof Error ? cause.message : String(cause)}`
     })
-  return Effect.async<void, RedisError>((resume) => {
+  return Effect.callback<void, RedisError>((resume) => {
     let done = false
     const finish = (effect: Effect.Effect<void, RedisError>) => {
       if (done) return

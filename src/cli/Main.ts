@@ -137,7 +137,7 @@ export const main = (given: ReadonlyArray<string>, colours: Colours): Effect.Eff
   return Effect.flatMap(plainConsole(colours, commandWords(argv)), (console) =>
     Cli.run(argv).pipe(
       Effect.as(0),
-      Effect.catchAll((error) =>
+      Effect.catch((error) =>
         Effect.as(error instanceof Cli.CliError ? Console.error(`unique-jobs: ${error.message}`) : Effect.void, 1)
       ),
       Effect.withConsole(console)

@@ -6,7 +6,7 @@
  */
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { eventLog, type Holder, type LockEvent } from "./models.js"
+import { eventLog, type Holder, type LockEvent } from "./Store.js"
 
 // The lead of an entry (lua/lib/prelude.lua), with no end: t, x and l always fit the smallest cut.
 const lead = new RegExp(

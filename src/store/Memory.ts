@@ -16,11 +16,11 @@ import type {
   Removal,
   ScanPage,
   Store
-} from "./models.js"
-import { eventLog, holdersChanged, keysOf, RedisError } from "./models.js"
-import type { LockEvent } from "./models.js"
-import { cutHolder, eventOf, eventText, foldRefusal } from "./entries.js"
-import * as Layout from "./layout.js"
+} from "./Store.js"
+import { eventLog, holdersChanged, keysOf, RedisError } from "./Store.js"
+import type { LockEvent } from "./Store.js"
+import { cutHolder, eventOf, eventText, foldRefusal } from "./Entries.js"
+import * as Layout from "./Layout.js"
 
 /** @internal */
 export interface Entry {

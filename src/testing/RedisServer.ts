@@ -11,7 +11,7 @@ import { join } from "node:path"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import { freePort, notInstalled, spawnServer, stop } from "./internal/redisProcess.js"
+import { freePort, notInstalled, spawnServer, stop } from "./RedisProcess.js"
 
 /**
  * No Redis could be had: neither a `redis-server` binary nor a `REDIS_URL`.
@@ -106,7 +106,7 @@ export const start: Effect.Effect<Server, RedisServerError, Scope.Scope> = Effec
  */
 export const acquire: Effect.Effect<Source, RedisServerError, Scope.Scope> = start.pipe(
   Effect.map((server): Source => ({ url: server.url, source: "private", server })),
-  Effect.catchAll((error) => {
+  Effect.catch((error) => {
     const url = process.env.REDIS_URL
     return url !== undefined && url !== ""
       ? Effect.succeed<Source>({ url, source: "REDIS_URL", server: undefined })

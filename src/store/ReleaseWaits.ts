@@ -10,7 +10,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type { LockKey, ReleaseChannel, Store } from "./models.js"
+import type { LockKey, ReleaseChannel, Store } from "./Store.js"
 
 /**
  * The most jobs of one process that wait for one lock by default (`maxLockWaiters`); one more goes to its strategy at
@@ -146,7 +146,7 @@ export const join = (store: Store, lock: LockKey): Effect.Effect<Member | Refusa
     const member: Member = {
       ready: joined.ready,
       turn: (front) =>
-        Effect.async<Turn>((resume) => {
+        Effect.callback<Turn>((resume) => {
           if (registry.closed) return resume(Effect.succeed("closed"))
           if (joined.pending > 0) {
             joined.pending--

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import { freePort, notInstalled, spawnServer, stop } from "./internal/redisProcess.js"
+import { freePort, notInstalled, spawnServer, stop } from "./RedisProcess.js"
 import { RedisServerError } from "./RedisServer.js"
 
 /**
@@ -57,7 +57,7 @@ export interface Options {
 }
 
 const cli = (args: ReadonlyArray<string>) =>
-  Effect.async<string, RedisServerError>((resume) => {
+  Effect.callback<string, RedisServerError>((resume) => {
     execFile(process.env.REDIS_CLI_BIN ?? "redis-cli", [...args], { timeout: 30_000 }, (error, stdout, stderr) => {
       if (error === null) resume(Effect.succeed(stdout))
       else {
@@ -178,7 +178,7 @@ export const start = (options: Options = {}): Effect.Effect<Cluster, RedisServer
     const mastersNow = Effect.gen(function*() {
       const live = [...children.keys()]
       for (const port of live) {
-        const text = yield* Effect.either(cli(["-p", String(port), "cluster", "nodes"]))
+        const text = yield* Effect.result(cli(["-p", String(port), "cluster", "nodes"]))
         // A master this harness killed counts no more, even before the others have marked it failed.
         if (text._tag === "Right") {
           return parseNodes(text.right)
@@ -192,10 +192,10 @@ export const start = (options: Options = {}): Effect.Effect<Cluster, RedisServer
       const deadline = Date.now() + readyLimitMs
       for (;;) {
         const states = yield* Effect.forEach([...children.keys()], (port) =>
-          Effect.either(cli(["-p", String(port), "cluster", "info"]))
+          Effect.result(cli(["-p", String(port), "cluster", "info"]))
         )
         const ok = states.every((s) => s._tag === "Right" && s.right.includes("cluster_state:ok"))
-        const owners = ok ? yield* Effect.either(mastersNow) : undefined
+        const owners = ok ? yield* Effect.result(mastersNow) : undefined
         if (ok && owners?._tag === "Right" && owners.right.length === masters) return
         if (Date.now() > deadline) {
           return yield* Effect.fail(
