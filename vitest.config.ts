@@ -76,8 +76,10 @@ export default defineConfig({
     // Each file starts its own redis-server; two cores, so keep the pool small. Many files wait on real time (a
     // stalled Redis' timeout, leases, partitions, a browser), so more files than cores share them: one waiting leaves
     // the cores to others (the fast tier took 201 s two at a time on 2 cores, 142 s three at a time).
+    // Vitest 5 sets the pool's size with `maxWorkers` (no `poolOptions`); files run in parallel up to it.
     pool: "forks",
-    poolOptions: { forks: { maxForks: Number(process.env.UNIQUE_JOBS_TEST_FORKS ?? (tier === "fast" ? 3 : 4)), minForks: 1 } },
+    maxWorkers: Number(process.env.UNIQUE_JOBS_TEST_FORKS ?? (tier === "fast" ? 3 : 4)),
+    fileParallelism: true,
     reporters: ["default"],
     projects: [
       ...(files.length === 0 ? [] : [{

@@ -26,7 +26,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import * as UniqueQueue from "../dist/adapters/UniqueQueue.js"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import { delta, interleave, median, Probe, quantile, round, spyCommands, split, withCpu } from "./harness.js"
 
 const adds = 2_000
@@ -298,7 +298,7 @@ export const main = async (log: (line: string) => void, rounds: number): Promise
   const scope = Effect.runSync(Scope.make())
   try {
     // Always a private server: never a shared Redis (REDIS_URL or port 6379), whose other clients would skew it.
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const result = await run({ url: server.url, port: server.port, rounds, log })
     const { failures, redisVersion, samples } = result
     const med = (id: string, c: number, f: (s: Sample) => number) => median((samples.get(`${id}@${c}`) ?? []).map(f))

@@ -14,10 +14,10 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { Redis as IORedis } from "ioredis"
-import * as Layout from "../dist/internal/layout.js"
+import * as Layout from "../dist/store/Layout.js"
 import * as Redis from "../dist/Redis.js"
-import * as RedisCluster from "../dist/RedisCluster.js"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisCluster from "../dist/testing/RedisCluster.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import { median, recorder, round } from "./harness.js"
 
 const prefix = "clusterbench"
@@ -123,7 +123,7 @@ export const main = async (
   const { lines, out } = recorder(log)
   try {
     const start = (masters: number) =>
-      Effect.runPromise(Scope.extend(Effect.gen(function*() {
+      Effect.runPromise(Scope.provide(Effect.gen(function*() {
         const cluster = yield* RedisCluster.start({ masters, replicas: 0 })
         const store = yield* Redis.makeCluster({
           nodes: cluster.startupNodes.map((n) => `${n.host}:${n.port}`),
@@ -138,7 +138,7 @@ export const main = async (
       }), scope))
     const one = await start(1)
     const three = await start(3)
-    const plain = await Effect.runPromise(Scope.extend(Effect.gen(function*() {
+    const plain = await Effect.runPromise(Scope.provide(Effect.gen(function*() {
       const server = yield* RedisServer.start
       const store = yield* Redis.make({ url: server.url, enableAutoPipelining: pipelining })
       return { name: "one redis-server (standalone layout)", ports: [Number(new URL(server.url).port)], store, ownerOf: () => 0 }

@@ -10,7 +10,7 @@ import * as os from "node:os"
 import * as Effect from "effect/Effect"
 import * as Scope from "effect/Scope"
 import * as Exit from "effect/Exit"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import { type Probe as ProbeType, Probe, round } from "./harness.js"
 import * as Throughput from "./throughput.js"
 import * as Verdicts from "./verdicts.js"
@@ -49,7 +49,7 @@ export const run = async (options: {
 export const main = async (log: (line: string) => void): Promise<void> => {
   const scope = Effect.runSync(Scope.make())
   try {
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const probe = await Probe.connect(server.url)
     const load = os.loadavg().map((x) => round(x, 2))
     const rows = await run({ url: server.url, probe, rounds: 5, roundMs: 1000, warmupMs: 1000, log })

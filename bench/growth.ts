@@ -79,7 +79,7 @@ export const run = async (options: {
     number,
     {
       admin: IORedis
-      redis: Redis.RedisService["Type"]
+      redis: Redis.RedisService["Service"]
       fillSeconds: number
       tput: Array<number>
       cpu: Array<number>
@@ -105,7 +105,7 @@ export const run = async (options: {
       const fillSeconds = (performance.now() - started) / 1000
       const keys = await admin.dbsize()
       if (keys !== held + 1) throw new Error(`growth: db ${db} holds ${keys} keys, expected ${held + 1}`)
-      const redis = await Effect.runPromise(Scope.extend(Redis.make({ url }), scope))
+      const redis = await Effect.runPromise(Scope.provide(Redis.make({ url }), scope))
       state.set(held, {
         admin,
         redis,

@@ -45,7 +45,7 @@ import * as os from "node:os"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import * as BullMQ from "./bullmq.js"
 import * as Cluster from "./cluster.js"
 import * as Foundation from "./foundation.js"
@@ -220,7 +220,7 @@ const main = async () => {
   const scope = Effect.runSync(Scope.make())
   try {
     // Always a private server: never a shared Redis (REDIS_URL or port 6379), whose other clients would skew it.
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const probe = await Probe.connect(server.url)
     const serverInfo = await probe.info("server")
     log(`effect-unique-jobs bench (${quick ? "quick" : "full"}): Redis ${serverInfo.redis_version} on port ${server.port}`)

@@ -13,20 +13,19 @@ import * as os from "node:os"
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as Scope from "effect/Scope"
 import * as MemoryQueue from "../dist/adapters/MemoryQueue.js"
 import * as Middleware from "../dist/Middleware.js"
 import * as LockOptions from "../dist/Options.js"
 import * as Redis from "../dist/Redis.js"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 
 export const main = async (log: (line: string) => void, locks: number, leaseMs: number): Promise<void> => {
   const loadAverage = os.loadavg().map((x) => x.toFixed(2)).join(", ")
   const scope = Effect.runSync(Scope.make())
   try {
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const definition = LockOptions.unsafeMake({ lock: "while_executing", lockLease: leaseMs, lockPrefix: "burst" })
     const burst = Effect.forEach(
       Array.from({ length: locks }, (_, i) => i),
@@ -40,7 +39,7 @@ export const main = async (log: (line: string) => void, locks: number, leaseMs: 
     ).pipe(
       Effect.provide(MemoryQueue.layer()),
       Effect.provide(Redis.layer({ url: server.url })),
-      Logger.withMinimumLogLevel(LogLevel.Error)
+      Effect.provideService(References.MinimumLogLevel, "Error")
     )
     const delay = monitorEventLoopDelay({ resolution: 10 })
     delay.enable()

@@ -21,7 +21,7 @@ import * as Scope from "effect/Scope"
 import * as Lock from "../dist/Lock.js"
 import * as LockOptions from "../dist/Options.js"
 import * as Redis from "../dist/Redis.js"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import { scriptStats } from "./reaperBullmq.js"
 
 const median = (values: ReadonlyArray<number>): number => {
@@ -41,9 +41,9 @@ const scenarios: ReadonlyArray<{ readonly name: Scenario; readonly label: string
 export const main = async (log: (line: string) => void, lifecycles: number, rounds: number): Promise<void> => {
   const scope = Effect.runSync(Scope.make())
   try {
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const admin = new IORedis(server.url)
-    const store = await Effect.runPromise(Scope.extend(Redis.make({ url: server.url, timeout: "30 seconds" }), scope))
+    const store = await Effect.runPromise(Scope.provide(Redis.make({ url: server.url, timeout: "30 seconds" }), scope))
     const run = <A, E>(self: Effect.Effect<A, E, Redis.RedisService>) =>
       Effect.runPromise(Effect.provideService(self, Redis.RedisService, store))
     const version = (/redis_version:(\S+)/.exec(String(await admin.info("server"))) ?? [])[1] ?? "?"

@@ -51,7 +51,7 @@ export const run = async (options: {
   const admin = new IORedis(url, { lazyConnect: true })
   await admin.connect()
   const scope = Effect.runSync(Scope.make())
-  const redis = await Effect.runPromise(Scope.extend(Redis.make({ url }), scope))
+  const redis = await Effect.runPromise(Scope.provide(Redis.make({ url }), scope))
   const definitions = {
     ours: LockOptions.unsafeMake({ lock: "until_executed", lockTtl: ttlMs }),
     oursNoTtl: LockOptions.unsafeMake({ lock: "until_executed" }),

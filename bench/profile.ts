@@ -22,7 +22,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import type * as UniqueQueueModule from "../dist/adapters/UniqueQueue.js"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import { round } from "./harness.js"
 
 interface ProfileNode {
@@ -103,7 +103,7 @@ export const main = async (log: (line: string) => void, root: string, out: strin
   const UniqueQueue = (await import(library)) as typeof UniqueQueueModule
   const scope = Effect.runSync(Scope.make())
   try {
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const connection = { host: "127.0.0.1", port: server.port }
     const results: Array<Measured> = []
     let n = 0

@@ -15,7 +15,7 @@ import * as Scope from "effect/Scope"
 import { JobQueue } from "../dist/JobQueue.js"
 import * as Reaper from "../dist/Reaper.js"
 import * as Redis from "../dist/Redis.js"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 
 const prefix = "reap"
 const hourMs = 3_600_000
@@ -45,7 +45,7 @@ return 1`
 export const main = async (log: (line: string) => void, members: number): Promise<void> => {
   const scope = Effect.runSync(Scope.make())
   try {
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const admin = new IORedis(server.url, { lazyConnect: true })
     await admin.connect()
     const sha = String(await admin.script("LOAD", loader()))

@@ -29,7 +29,7 @@ import * as BullMQ from "../dist/adapters/BullMQ.js"
 import { JobQueue, type Presence } from "../dist/JobQueue.js"
 import * as Reaper from "../dist/Reaper.js"
 import * as Redis from "../dist/Redis.js"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import * as UniqueJob from "../dist/UniqueJob.js"
 
 const prefix = "reapq"
@@ -60,7 +60,7 @@ export const scriptStats = async (admin: IORedis) => {
 export const main = async (log: (line: string) => void, jobs: number, before: boolean): Promise<void> => {
   const scope = Effect.runSync(Scope.make())
   try {
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const url = new URL(server.url)
     const connection = { host: url.hostname, port: Number(url.port) }
     const admin = new IORedis(server.url)
@@ -68,9 +68,9 @@ export const main = async (log: (line: string) => void, jobs: number, before: bo
     const redisLayer = Redis.layer({ url: server.url, timeout: "30 seconds" })
     const adapter = BullMQ.layer(queue, { timeout: "30 seconds" })
     const unique = UniqueJob.unsafeMake({ worker: "Backlog", queue: "backlog", lock: "until_executed", lockPrefix: prefix })
-    const runtime = await Effect.runPromise(Scope.extend(Layer.toRuntime(Layer.merge(redisLayer, adapter)), scope))
+    const services = await Effect.runPromise(Scope.provide(Layer.build(Layer.merge(redisLayer, adapter)), scope))
     const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue>) =>
-      Effect.runPromise(Effect.provide(effect, runtime))
+      Effect.runPromise(Effect.provideContext(effect, services))
 
     const started = performance.now()
     const jids: Array<string> = []

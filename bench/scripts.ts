@@ -32,13 +32,13 @@
  * here).
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process"
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { Redis as IORedis } from "ioredis"
-import type * as ScriptsModule from "../dist/internal/scripts.js"
-import { freePort } from "../dist/internal/redisProcess.js"
+import type * as ScriptsModule from "../dist/store/Scripts.js"
+import { freePort } from "../dist/testing/RedisProcess.js"
 import { compareAndDelete, hex32 } from "./contenders.js"
 
 type Scripts = ReturnType<typeof ScriptsModule.loadScripts>
@@ -94,7 +94,10 @@ export const main = async (
   }
   const trees: Array<Tree> = []
   for (const root of roots) {
-    const module = (await import(pathToFileURL(path.join(root, "dist", "internal", "scripts.js")).href)) as typeof ScriptsModule
+    // 2.0.0 moved the scripts' loader to dist/store/Scripts.js; a checkout from before has it at dist/internal/scripts.js.
+    const current = path.join(root, "dist", "store", "Scripts.js")
+    const file = existsSync(current) ? current : path.join(root, "dist", "internal", "scripts.js")
+    const module = (await import(pathToFileURL(file).href)) as typeof ScriptsModule
     trees.push({ label: path.resolve(root), scripts: module.loadScripts(), counts: {}, bytes: {} })
   }
   if (gem !== undefined) {

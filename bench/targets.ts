@@ -13,7 +13,7 @@ import * as os from "node:os"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import * as BullMQ from "./bullmq.js"
 import * as Foundation from "./foundation.js"
 import * as Growth from "./growth.js"
@@ -61,7 +61,7 @@ export const main = async (log: (line: string) => void): Promise<void> => {
   const scope = Effect.runSync(Scope.make())
   try {
     // Always a private server: never a shared Redis (REDIS_URL or port 6379), whose other clients would skew it.
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const probe = await Probe.connect(server.url)
     const redisVersion = (await probe.info("server")).redis_version ?? "unknown"
     log(`effect-unique-jobs targets (issue 20): Redis ${redisVersion} on port ${server.port}\n`)

@@ -10,21 +10,22 @@
  *
  *   npm run bench -- --web [--locks=N]      writes bench/results/web.md
  */
-import { NodeSdk } from "@effect/opentelemetry"
+import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import { SimpleSpanProcessor, type SpanExporter } from "@opentelemetry/sdk-trace-base"
-import * as HttpApp from "@effect/platform/HttpApp"
 import { writeFileSync } from "node:fs"
 import * as Effect from "effect/Effect"
+import * as HttpEffect from "effect/http/HttpEffect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import type * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as Scope from "effect/Scope"
 import * as History from "../dist/History.js"
 import * as Lock from "../dist/Lock.js"
 import * as LockOptions from "../dist/Options.js"
 import * as Redis from "../dist/Redis.js"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import * as Web from "../dist/Web.js"
 import { Redis as IORedis } from "ioredis"
 import { delta, loopFibers, median, Probe, quantile, recorder, round, spyCommands, sum, withCpu } from "./harness.js"
@@ -80,13 +81,13 @@ export const main = async (log: (line: string) => void, locks: number): Promise<
   const scope = Effect.runSync(Scope.make())
   const { lines, out } = recorder(log)
   try {
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     // The store on a client of our own, so the commands it sends are counted (round trips, not the scripts' inner calls).
     const client = new IORedis(server.url)
     const sent = spyCommands(client)
     const store = await Effect.runPromise(Redis.makeFromClient(client))
     const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService>) =>
-      Effect.runPromise(Effect.provideService(effect, Redis.RedisService, store).pipe(Logger.withMinimumLogLevel(LogLevel.Error)))
+      Effect.runPromise(Effect.provideService(effect, Redis.RedisService, store).pipe(Effect.provideService(References.MinimumLogLevel, "Error")))
     const probe = await Probe.connect(server.url)
     out(`# The admin UI and telemetry (issue 21)`)
     out("")
@@ -100,9 +101,13 @@ export const main = async (log: (line: string) => void, locks: number): Promise<
     out(`Seeded in ${round(seeded.cpuUs / 1e6, 1)} s of Node CPU. The handler is called in process (no network); the time`)
     out(`includes every Redis call and the rendering. Goal: under 50 ms.`)
     out("")
-    const runtime = await run(Effect.runtime<Redis.RedisService>())
-    const router = await Effect.runPromise(Web.router({ prefix }))
-    const handler = HttpApp.toWebHandlerRuntime(runtime)(router)
+    // The admin UI's routes as the one app of an HttpRouter, called in process as a web handler.
+    const services = await run(Effect.context<Redis.RedisService>())
+    const app = await Effect.runPromise(Scope.provide(HttpRouter.toHttpEffect(HttpRouter.addAll(Web.router({ prefix }))), scope))
+    const handler = HttpEffect.toWebHandlerWith<
+      Redis.RedisService,
+      Redis.RedisService | HttpServerRequest.HttpServerRequest | Scope.Scope
+    >(services)(app)
     // A cursor from the middle of the index, as a walk reaches it.
     let cursor = "0"
     for (let i = 0; i < 50; i++) {
@@ -171,8 +176,8 @@ export const main = async (log: (line: string) => void, locks: number): Promise<
 
     // -- tracing -------------------------------------------------------------------------------------------------------
     const traced = NodeSdk.layer(() => ({ resource: { serviceName: "bench" }, spanProcessor: new SimpleSpanProcessor(discard) }))
-    const tracedRuntime = await Effect.runPromise(
-      Scope.extend(Layer.toRuntime(Layer.merge(traced, Layer.succeed(Redis.RedisService, store))), scope)
+    const tracedServices = await Effect.runPromise(
+      Scope.provide(Layer.build(Layer.merge(traced, Layer.succeed(Redis.RedisService, store))), scope)
     )
     const cycle = (worker: number, i: number) =>
       Effect.andThen(
@@ -184,7 +189,7 @@ export const main = async (log: (line: string) => void, locks: number): Promise<
       for (const kind of r % 2 === 0 ? (["untraced", "traced"] as const) : (["traced", "untraced"] as const)) {
         const measured = await withCpu(() =>
           kind === "traced"
-            ? Effect.runPromise(Effect.provide(loopFibers(32, 1500, cycle), tracedRuntime))
+            ? Effect.runPromise(Effect.provideContext(loopFibers(32, 1500, cycle), tracedServices))
             : run(loopFibers(32, 1500, cycle))
         )
         if (r === 0) continue

@@ -13,14 +13,13 @@
 import { writeFileSync } from "node:fs"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as Scope from "effect/Scope"
 import { Redis as IORedis } from "ioredis"
 import * as Middleware from "../dist/Middleware.js"
 import * as LockOptions from "../dist/Options.js"
 import * as Redis from "../dist/Redis.js"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import * as Web from "../dist/Web.js"
 import * as MemoryQueue from "../dist/adapters/MemoryQueue.js"
 import { recorder, revision, round } from "./harness.js"
@@ -91,18 +90,18 @@ export const main = async (log: (line: string) => void, locks: number, holders: 
   const scope = Effect.runSync(Scope.make())
   const { lines, out: say } = recorder(log)
   try {
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const probe = new IORedis(server.url)
     await probe.config("SET", "slowlog-log-slower-than", "0")
     await probe.config("SET", "slowlog-max-len", "1000000")
     const seeder = new IORedis(server.url)
     await seedWide(seeder, locks, holders)
     seeder.disconnect()
-    const store = await Effect.runPromise(Scope.extend(Redis.make({ url: server.url }), scope))
+    const store = await Effect.runPromise(Scope.provide(Redis.make({ url: server.url }), scope))
     const provide = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | Scope.Scope>) =>
       Effect.runPromise(
-        Scope.extend(Effect.provideService(effect, Redis.RedisService, store), scope).pipe(
-          Logger.withMinimumLogLevel(LogLevel.Error)
+        Scope.provide(Effect.provideService(effect, Redis.RedisService, store), scope).pipe(
+          Effect.provideService(References.MinimumLogLevel, "Error")
         )
       )
     const served = await provide(Web.serve({ prefix }))
@@ -141,7 +140,7 @@ export const main = async (log: (line: string) => void, locks: number, holders: 
     say("")
 
     // -- ten at once, and a worker beside them --------------------------------------------------------------------------
-    const worker = await Effect.runPromise(Scope.extend(Redis.make({ url: server.url }), scope))
+    const worker = await Effect.runPromise(Scope.provide(Redis.make({ url: server.url }), scope))
     // 50 run locks held for `ms`, from `at` (a prefix of their own per run); resolves once all 50 run.
     const hold = async (at: string, ms: number) => {
       let started = 0
@@ -162,7 +161,7 @@ export const main = async (log: (line: string) => void, locks: number, holders: 
         ).pipe(
           Effect.provideService(Redis.RedisService, worker),
           Effect.provide(MemoryQueue.layer()),
-          Logger.withMinimumLogLevel(LogLevel.None)
+          Effect.provideService(References.MinimumLogLevel, "None")
         )
       )
       while (started < 50) await new Promise((resolve) => setTimeout(resolve, 10))

@@ -32,7 +32,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import * as UniqueQueue from "../dist/adapters/UniqueQueue.js"
-import * as RedisServer from "../dist/RedisServer.js"
+import * as RedisServer from "../dist/testing/RedisServer.js"
 import { bullmqVersion } from "./bullmq.js"
 import { delta, interleave, median, Probe, quantile, revision, round, withCpu } from "./harness.js"
 
@@ -307,7 +307,7 @@ export const main = async (log: (line: string) => void, rounds: number, jobs: nu
   const scope = Effect.runSync(Scope.make())
   try {
     // Always a private server: never a shared Redis (REDIS_URL or port 6379), whose other clients would skew it.
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const result = await run({ url: server.url, port: server.port, rounds, jobs, log })
     const r2 = (x: number) => x.toFixed(2)
     const range = (xs: ReadonlyArray<number>) =>

@@ -20,10 +20,10 @@ import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as Latch from "effect/Latch"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Cli from "effect-unique-jobs/Cli"
@@ -214,7 +214,7 @@ const run = (
     const runs: Array<Run> = []
     const failures: Array<string> = []
     let checks = 0
-    const released = yield* Effect.makeLatch(spec.held !== true)
+    const released = yield* Latch.make(spec.held !== true)
 
     const line = (verb: string, text: string) =>
       Effect.flatMap(now, (ms) => Console.log(`${stamp(ms)}  ${verb.padEnd(7)} ${text}`))
@@ -285,17 +285,18 @@ const run = (
           queue.work(handler, { concurrency, onDeath: (dead) => unique.died(dead) })
         ),
       awaitIdle: queue.awaitIdle.pipe(
-        Effect.timeoutFail({
+        Effect.timeoutOrElse({
           duration: "10 seconds",
-          onTimeout: () => new DemoError({ message: `${spec.name}: the queue did not drain within 10 seconds` })
+          orElse: () =>
+            Effect.fail(new DemoError({ message: `${spec.name}: the queue did not drain within 10 seconds` }))
         })
       ),
       waitFor: (what, done) =>
         Effect.sync(done).pipe(
           Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (ok) => ok }),
-          Effect.timeoutFail({
+          Effect.timeoutOrElse({
             duration: "5 seconds",
-            onTimeout: () => new DemoError({ message: `${spec.name}: gave up waiting for ${what}` })
+            orElse: () => Effect.fail(new DemoError({ message: `${spec.name}: gave up waiting for ${what}` }))
           }),
           Effect.asVoid
         ),
@@ -718,17 +719,17 @@ const onBullMQ = (
     )
     const drained = pending.pipe(
       Effect.repeat({ schedule: Schedule.spaced("10 millis"), until: (n) => n === 0 }),
-      Effect.timeoutFail({
+      Effect.timeoutOrElse({
         duration: "10 seconds",
-        onTimeout: () => new DemoError({ message: `${name}: the queue did not drain within 10 seconds` })
+        orElse: () => Effect.fail(new DemoError({ message: `${name}: the queue did not drain within 10 seconds` }))
       })
     )
     const started = (jid: string) =>
       Effect.sync(() => runs.some((r) => r.job.jid === jid)).pipe(
         Effect.repeat({ schedule: Schedule.spaced("2 millis"), until: (ok) => ok }),
-        Effect.timeoutFail({
+        Effect.timeoutOrElse({
           duration: "5 seconds",
-          onTimeout: () => new DemoError({ message: `${name}: gave up waiting for job ${jid} to run` })
+          orElse: () => Effect.fail(new DemoError({ message: `${name}: gave up waiting for job ${jid} to run` }))
         })
       )
 
@@ -873,7 +874,7 @@ const displayUrl = (url: string): string => {
 }
 
 const chooseRedis: Effect.Effect<Choice, never, Scope.Scope> = Effect.gen(function*() {
-  const url = yield* Config.option(Config.redacted("REDIS_URL")).pipe(
+  const url = yield* Config.option(Config.Redacted("REDIS_URL")).pipe(
     Effect.map(Option.filter((u) => Redacted.value(u) !== "")),
     Effect.orElseSucceed(() => Option.none<Redacted.Redacted<string>>())
   )
@@ -1008,7 +1009,7 @@ const program = Effect.gen(function*() {
         )
         : Effect.map(onBullMQ(prefix, specs.length + 1, redis.url), (result) => [...results, result])
     ),
-    Effect.zipLeft(operate(prefix, redis.url)),
+    Effect.tap(() => operate(prefix, redis.url)),
     Effect.provide(redis.layer)
   )
   if (redis.shared !== undefined) yield* cleanup(redis.shared, prefix)
@@ -1030,7 +1031,7 @@ const main = program.pipe(
   Effect.catchCause((cause) =>
     Effect.andThen(
       Console.error(
-        Option.match(Cause.failureOption(cause), {
+        Option.match(Cause.findErrorOption(cause), {
           onNone: () => `\nFAILED: the demo stopped on a defect\n${Cause.pretty(cause)}`,
           onSome: (error) =>
             error instanceof DemoError
@@ -1043,7 +1044,7 @@ const main = program.pipe(
       })
     )
   ),
-  Effect.provide(Logger.minimumLogLevel(LogLevel.Warning))
+  Effect.provideService(References.MinimumLogLevel, "Warn")
 )
 
 Effect.runPromise(main).catch((defect: unknown) => {

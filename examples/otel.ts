@@ -4,7 +4,7 @@
  * and the refused duplicate's span links to the span of the hold that refused it. Run with
  * `REDIS_URL=redis://127.0.0.1:6379 npx tsx examples/otel.ts`; a test runs it.
  */
-import { NodeSdk } from "@effect/opentelemetry"
+import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import { ConsoleSpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import * as Effect from "effect/Effect"
 import { Lock, Options, Redis } from "effect-unique-jobs"

@@ -9,7 +9,7 @@ import { MemoryQueue, Redis, UniqueJob } from "effect-unique-jobs"
 // `args` types enqueue and perform; what the queue delivers is decoded, never performed on bad data.
 const RebuildReport = UniqueJob.unsafeMake({
   worker: "RebuildReportJob",
-  args: Schema.Tuple(Schema.Number),
+  args: Schema.Tuple([Schema.Number]),
   lock: "until_and_while_executing",
   onConflict: { client: "log", server: "reschedule" }
 })

@@ -31,7 +31,8 @@ const windows = process.platform === "win32"
 // What the README's Install section tells a TypeScript 7 `tsc --init` app to add.
 const tsDevDependencies = ["typescript@7", "@types/node", "tsx"]
 const tsTypes = `"types": ["node"]`
-const peers = ["effect@3", "ioredis"]
+// The peers as package.json asks for them (effect 4 from 2.0.0).
+const peers = [`effect@${pkg.peerDependencies.effect}`, "ioredis"]
 
 const minute = 60_000
 const limits = { pack: 5 * minute, install: 5 * minute, gitInstall: 6 * minute, node: 2 * minute, total: 12 * minute }

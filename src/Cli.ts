@@ -6,25 +6,22 @@
  *
  * @since 0.1.0
  */
-import * as Args from "@effect/cli/Args"
-import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
-import * as CliConfig from "@effect/cli/CliConfig"
-import * as HelpDoc from "@effect/cli/HelpDoc"
-import * as ValidationError from "@effect/cli/ValidationError"
-import type * as FileSystem from "@effect/platform/FileSystem"
-import type * as Path from "@effect/platform/Path"
-import type * as Terminal from "@effect/platform/Terminal"
-import type * as Context from "effect/Context"
+import * as Argument from "effect/cli/Argument"
+import type * as CliErrors from "effect/cli/CliError"
+import * as CliOutput from "effect/cli/CliOutput"
+import * as Command from "effect/cli/Command"
+import * as CommandSpec from "effect/cli/CommandSpec"
+import * as Flag from "effect/cli/Flag"
 import * as Config from "effect/Config"
 import * as Console from "effect/Console"
+import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Digest from "./Digest.js"
@@ -46,43 +43,45 @@ import * as Web from "./Web.js"
  * @since 0.1.0
  * @category errors
  */
-export class CliError extends Error {
-  readonly _tag = "CliError"
-}
+export class CliError extends Schema.TaggedError<CliError>("effect-unique-jobs/CliError")("CliError", {
+  message: Schema.String
+}) {}
 
-const json = Options.boolean("json").pipe(
-  Options.withDescription("print JSON for scripts instead of a table, e.g. --json | jq .")
+const json = Flag.Boolean("json").pipe(
+  Flag.withDefault(false),
+  Flag.withDescription("print JSON for scripts instead of a table, e.g. --json | jq .")
 )
-const redisUrl = Options.all({
-  url: Options.text("redis-url").pipe(
-    Options.withPseudoName("URL"),
-    Options.optional,
-    Options.withDescription(
+const redisUrl = {
+  url: Flag.String("redis-url").pipe(
+    Flag.withMetavar("URL"),
+    Flag.optional,
+    Flag.withDescription(
       "where the locks are: redis://[:password@]host:port[/db], e.g. --redis-url redis://localhost:6379/0 " +
         "(default: the REDIS_URL environment variable)"
     )
   ),
-  cluster: Options.text("cluster").pipe(
-    Options.withPseudoName("NODES"),
-    Options.optional,
-    Options.withDescription(
+  cluster: Flag.String("cluster").pipe(
+    Flag.withMetavar("NODES"),
+    Flag.optional,
+    Flag.withDescription(
       "a Redis Cluster instead of --redis-url: some of its nodes, e.g. --cluster 10.0.0.1:7000,10.0.0.2:7000 " +
         "(default: the REDIS_CLUSTER_NODES environment variable)"
     )
   )
-})
+}
 
 /** Where the locks are: `--redis-url` or `--cluster`, as given. */
 type Connection = { readonly url: Option.Option<string>; readonly cluster: Option.Option<string> }
-const prefix = Options.text("prefix").pipe(
-  Options.withPseudoName("PREFIX"),
-  Options.withDefault(Digest.defaultPrefix),
-  Options.withDescription(
+const prefix = Flag.String("prefix").pipe(
+  Flag.withMetavar("PREFIX"),
+  Flag.withDefault(Digest.defaultPrefix),
+  Flag.withDescription(
     `the lock prefix your workers use (their lockPrefix), e.g. --prefix myapp; default ${Digest.defaultPrefix}`
   )
 )
-const dryRun = Options.boolean("dry-run").pipe(
-  Options.withDescription("show what would go (and which running jobs would be revoked), change nothing")
+const dryRun = Flag.Boolean("dry-run").pipe(
+  Flag.withDefault(false),
+  Flag.withDescription("show what would go (and which running jobs would be revoked), change nothing")
 )
 
 // What revoking does to a running job, said by each command that may do it.
@@ -94,20 +93,21 @@ const revokeHelp = "A running job's run lock is revoked, not removed, so no seco
 const print = (asJson: boolean, value: unknown, table: () => string) =>
   Console.log(asJson ? JSON.stringify(value) : table())
 
-const fail = (message: string) => Effect.fail(new CliError(message))
+const fail = (message: string) => Effect.fail(new CliError({ message }))
 
 // Checks made before Redis is asked anything: a mistake is said at once, naming what was probably meant.
-const checkPrefix = (prefix: string): Effect.Effect<void, CliError> =>
-  Either.match(Schema.decodeUnknownEither(PrefixSchema)(prefix), {
-    onLeft: () =>
-      fail(
-        `--prefix ${JSON.stringify(prefix)} is not a lock prefix: use letters, digits, '_', '-', '.' and inner ':' ` +
-          `only (no spaces, '*', braces, or :LOCKED, :RUN, :digests)`
-      ),
-    onRight: () => Effect.void
-  })
+const isPrefix = Schema.is(PrefixSchema)
 
-// @effect/cli takes a mistyped flag (`--jsno`) as the positional argument: refuse it instead.
+const checkPrefix = (prefix: string): Effect.Effect<void, CliError> =>
+  isPrefix(prefix)
+    ? Effect.void
+    : fail(
+      `--prefix ${JSON.stringify(prefix)} is not a lock prefix: use letters, digits, '_', '-', '.' and inner ':' ` +
+        `only (no spaces, '*', braces, or :LOCKED, :RUN, :digests)`
+    )
+
+// A word after `--` is taken as the argument whatever it looks like: one that starts with '-' is a mistyped option
+// (`-- --jsno`), refused as one.
 const checkArgument = (what: string, value: string, help: string): Effect.Effect<void, CliError> =>
   value.startsWith("-")
     ? fail(`unknown option ${value} (see unique-jobs ${help} --help); a ${what} never starts with '-'`)
@@ -119,7 +119,7 @@ const prefixHint = (name: string, prefix: string): string => {
   const base = digestOf(name)
   const colon = base.lastIndexOf(":")
   const own = colon > 0 ? base.slice(0, colon) : undefined
-  return own !== undefined && Either.isRight(Schema.decodeUnknownEither(PrefixSchema)(own))
+  return own !== undefined && isPrefix(own)
     ? `lock names under --prefix ${prefix} start with ${prefix}: (for prefix ${own}, pass --prefix ${own})`
     : `a digest includes its prefix: ${prefix}:${name}`
 }
@@ -174,12 +174,18 @@ const given = (flag: Option.Option<string>, variable: string): Effect.Effect<Opt
   Effect.map(
     Option.isSome(flag)
       ? Effect.succeed(flag)
-      : Effect.mapError(Config.option(Config.string(variable)), (error) => new CliError(`${variable}: ${error.message}`)),
+      : Effect.mapError(
+        Config.option(Config.String(variable)),
+        (error) => new CliError({ message: `${variable}: ${error.message}` })
+      ),
     Option.filter((value) => value !== "")
   )
 
 const noRedis = () =>
-  new CliError("no Redis: pass --redis-url redis://host:port (or --cluster host:port,…), or set REDIS_URL (or REDIS_CLUSTER_NODES)")
+  new CliError({
+    message: "no Redis: pass --redis-url redis://host:port (or --cluster host:port,…), or set REDIS_URL " +
+      "(or REDIS_CLUSTER_NODES)"
+  })
 
 // The CLI and the web UI read each prefix's layout as Redis records it (one Redis, or a cluster and its shards), so
 // they see what the app wrote with no flag; where nothing is recorded yet, the default layout. They record nothing.
@@ -187,12 +193,12 @@ const adopting: IORedisStore.Own = { layout: "adopt" }
 
 // Worded as Redis.make words a bad option.
 const decoded = <A>(
-  options: Either.Either<A, { readonly issues: ReadonlyArray<{ readonly field: string; readonly reason: string }> }>
+  options: Result.Result<A, { readonly issues: ReadonlyArray<{ readonly field: string; readonly reason: string }> }>
 ): Effect.Effect<A, CliError> =>
-  Either.match(options, {
-    onLeft: (invalid) =>
+  Result.match(options, {
+    onFailure: (invalid) =>
       fail(`Redis options failed: ${invalid.issues.map((issue) => `${issue.field}: ${issue.reason}`).join("; ")}`),
-    onRight: Effect.succeed
+    onSuccess: Effect.succeed
   })
 
 /**
@@ -237,58 +243,61 @@ const withRedis = <A>(
     const scope = yield* Scope.make()
     const exit = yield* Effect.exit(
       Effect.flatMap(
-        Scope.extend(storeOf(connection, true), scope),
+        Scope.provide(storeOf(connection, true), scope),
         (store) => Effect.provideService(self, Redis.RedisService, store)
       )
     )
     yield* Effect.forkDetach(Scope.close(scope, Exit.void))
     return yield* exit
-  }).pipe(Effect.mapError((error) => (error instanceof CliError ? error : new CliError(error.message))))
+  }).pipe(Effect.mapError((error) => (error instanceof CliError ? error : new CliError({ message: error.message }))))
 
 const connectTimeout = "3 seconds"
 
 /** Runs `self` with the admin API for `--prefix`, on the store `withRedis` gives. */
 const withLocks = <A>(
   o: { readonly redisUrl: Connection; readonly prefix: string },
-  self: (locks: Context.Tag.Service<Locks.Locks>) => Effect.Effect<A, { readonly message: string } | CliError, Redis.RedisService>
+  self: (locks: Context.Service.Shape<typeof Locks.Locks>) => Effect.Effect<A, { readonly message: string } | CliError, Redis.RedisService>
 ): Effect.Effect<A, CliError> => withRedis(o.redisUrl, Effect.flatMap(Locks.make({ prefix: o.prefix }), self))
 
 const digest = Command.make(
   "digest",
   {
-    worker: Options.text("worker").pipe(
-      Options.withPseudoName("NAME"),
-      Options.withDescription(
+    worker: Flag.String("worker").pipe(
+      Flag.withMetavar("NAME"),
+      Flag.withDescription(
         "required: the worker's name as the job is enqueued with; for a BullMQ job, the job's name (queue.add(name, " +
           "data)), e.g. --worker ChargeCustomerJob"
       )
     ),
-    queue: Options.text("queue").pipe(
-      Options.withPseudoName("QUEUE"),
-      Options.withDefault("default"),
-      Options.withDescription(
+    queue: Flag.String("queue").pipe(
+      Flag.withMetavar("QUEUE"),
+      Flag.withDefault("default"),
+      Flag.withDescription(
         "the job's queue name, part of the digest unless --across-queues; for a BullMQ job, its queue's name, e.g. " +
           "--queue mailers (default: default, the name a job given no queue gets)"
       )
     ),
-    args: Options.text("args").pipe(
-      Options.withPseudoName("JSON"),
-      Options.withDescription(
+    args: Flag.String("args").pipe(
+      Flag.withMetavar("JSON"),
+      Flag.withDescription(
         "required: the job's arguments, a JSON array; for a BullMQ job, [data], e.g. --args '[{\"account\": 42}]'"
       )
     ),
-    algorithm: Options.choice("algorithm", ["legacy", "modern"]).pipe(
-      Options.withDefault("legacy" as const),
-      Options.withDescription(
+    algorithm: Flag.Literals("algorithm", ["legacy", "modern"]).pipe(
+      Flag.withMetavar("ALGORITHM"),
+      Flag.withDefault("legacy" as const),
+      Flag.withDescription(
         "the digest algorithm your workers use (their digestAlgorithm option): legacy, MD5 as the Ruby gem " +
           "sidekiq-unique-jobs computes it, the default; modern, SHA3-256"
       )
     ),
-    acrossQueues: Options.boolean("across-queues").pipe(
-      Options.withDescription("the worker is unique across queues (uniqueAcrossQueues): the queue is left out")
+    acrossQueues: Flag.Boolean("across-queues").pipe(
+      Flag.withDefault(false),
+      Flag.withDescription("the worker is unique across queues (uniqueAcrossQueues): the queue is left out")
     ),
-    acrossWorkers: Options.boolean("across-workers").pipe(
-      Options.withDescription("the worker is unique across workers (uniqueAcrossWorkers): the worker is left out")
+    acrossWorkers: Flag.Boolean("across-workers").pipe(
+      Flag.withDefault(false),
+      Flag.withDescription("the worker is unique across workers (uniqueAcrossWorkers): the worker is left out")
     ),
     prefix,
     json
@@ -296,20 +305,20 @@ const digest = Command.make(
   (o) =>
     Effect.gen(function*() {
       // What UniqueJob.make refuses, refused here too: no job has a digest under such a name or prefix.
-      if (o.worker === "") return yield* Effect.fail(new CliError("--worker must not be empty (a worker's name)"))
-      if (o.queue === "") return yield* Effect.fail(new CliError("--queue must not be empty (leave it out for default)"))
+      if (o.worker === "") return yield* fail("--worker must not be empty (a worker's name)")
+      if (o.queue === "") return yield* fail("--queue must not be empty (leave it out for default)")
       yield* checkPrefix(o.prefix)
       const args = yield* Effect.try({
         try: () => JSON.parse(o.args) as unknown,
-        catch: () => new CliError(`--args is not JSON: ${o.args} (write a JSON array, like '[1, "a"]')`)
+        catch: () => new CliError({ message: `--args is not JSON: ${o.args} (write a JSON array, like '[1, "a"]')` })
       })
-      if (!Array.isArray(args)) return yield* Effect.fail(new CliError(`--args must be a JSON array, got ${o.args}`))
+      if (!Array.isArray(args)) return yield* fail(`--args must be a JSON array, got ${o.args}`)
       const value = yield* Digest.make({ worker: o.worker, queue: o.queue, args }, {
         algorithm: o.algorithm,
         uniqueAcrossQueues: o.acrossQueues,
         uniqueAcrossWorkers: o.acrossWorkers,
         prefix: o.prefix
-      }).pipe(Effect.mapError((error) => new CliError(error.message)))
+      }).pipe(Effect.mapError((error) => new CliError({ message: error.message })))
       yield* print(o.json, { digest: value }, () => value)
     })
 ).pipe(Command.withDescription(
@@ -348,22 +357,22 @@ const portRange = { min: 0, max: 65_535 }
 const list = Command.make(
   "list",
   {
-    pattern: Args.text({ name: "PATTERN" }).pipe(
-      Args.withDescription("a glob over lock names, e.g. 'uniquejobs:ab*' (default: every lock under --prefix)"),
-      Args.optional
+    pattern: Argument.String("PATTERN").pipe(
+      Argument.withDescription("a glob over lock names, e.g. 'uniquejobs:ab*' (default: every lock under --prefix)"),
+      Argument.optional
     ),
-    limit: Options.integer("limit").pipe(
-      Options.withPseudoName("N"),
-      Options.withDefault(100),
-      Options.withDescription(
+    limit: Flag.Int("limit").pipe(
+      Flag.withMetavar("N"),
+      Flag.withDefault(100),
+      Flag.withDescription(
         `show at most N locks, e.g. --limit 20 (${limitRange.min} to ${limitRange.max}, default 100); when more ` +
           "may match, the command ends with the --cursor of the next page (on stderr)"
       )
     ),
-    cursor: Options.text("cursor").pipe(
-      Options.withPseudoName("CURSOR"),
-      Options.withDefault("0"),
-      Options.withDescription(
+    cursor: Flag.String("cursor").pipe(
+      Flag.withMetavar("CURSOR"),
+      Flag.withDefault("0"),
+      Flag.withDescription(
         "where to start: the cursor the previous page ended with (on stderr, or its --json cursor), e.g. --cursor " +
           "1234 (default: the first page)"
       )
@@ -424,8 +433,8 @@ const list = Command.make(
 // A lock's name as `locks list` prints it: a run lock's (`<digest>:RUN`) names its digest.
 const digestOf = (name: string): string => (name.endsWith(":RUN") && name.length > 4 ? name.slice(0, -4) : name)
 
-const digestArg = Args.text({ name: "DIGEST" }).pipe(
-  Args.withDescription(
+const digestArg = Argument.String("DIGEST").pipe(
+  Argument.withDescription(
     "a digest, or a lock name as locks list prints it (a run lock's <digest>:RUN names its digest), " +
       "e.g. uniquejobs:ace64a5ce1899f22b3c3cb97985a733d"
   )
@@ -522,8 +531,8 @@ const dryRunHolders = 100
 const del = Command.make(
   "del",
   {
-    pattern: Args.text({ name: "PATTERN" }).pipe(
-      Args.withDescription("required: a glob over lock names, e.g. 'uniquejobs:ab*' or 'uniquejobs:*' for every lock")
+    pattern: Argument.String("PATTERN").pipe(
+      Argument.withDescription("required: a glob over lock names, e.g. 'uniquejobs:ab*' or 'uniquejobs:*' for every lock")
     ),
     dryRun,
     redisUrl,
@@ -607,8 +616,8 @@ const unlock = Command.make(
   "unlock",
   {
     digest: digestArg,
-    jid: Args.text({ name: "JID" }).pipe(
-      Args.withDescription("required: the job id holding it (BullMQ's job.id), as locks show prints it")
+    jid: Argument.String("JID").pipe(
+      Argument.withDescription("required: the job id holding it (BullMQ's job.id), as locks show prints it")
     ),
     redisUrl,
     prefix,
@@ -649,43 +658,44 @@ const locksCommand = Command.make("locks").pipe(
 )
 
 // Where the reap asks about jobs: BullMQ's queues, by name.
-const bullmq = Options.all({
-  queues: Options.text("bullmq-queue").pipe(
-    Options.withPseudoName("QUEUE"),
-    Options.repeated,
-    Options.withDescription(
+const bullmq = {
+  queues: Flag.String("bullmq-queue").pipe(
+    Flag.withMetavar("QUEUE"),
+    Flag.atLeast(0),
+    Flag.withDescription(
       "a BullMQ queue whose jobs' locks to free when the job is gone (drained, removed, obliterated, completed); " +
         "repeat for each queue, e.g. --bullmq-queue emails --bullmq-queue payments. A lock of a queue not named " +
         "here is kept"
     )
   ),
-  url: Options.text("bullmq-url").pipe(
-    Options.withPseudoName("URL"),
-    Options.optional,
-    Options.withDescription(
+  url: Flag.String("bullmq-url").pipe(
+    Flag.withMetavar("URL"),
+    Flag.optional,
+    Flag.withDescription(
       "the Redis BullMQ keeps the queues in, e.g. --bullmq-url redis://queues:6379 (default: the locks' Redis)"
     )
   ),
-  prefix: Options.text("bullmq-prefix").pipe(
-    Options.withPseudoName("PREFIX"),
-    Options.withDefault("bull"),
-    Options.withDescription("BullMQ's key prefix (its prefix option), e.g. --bullmq-prefix myapp; default bull")
+  prefix: Flag.String("bullmq-prefix").pipe(
+    Flag.withMetavar("PREFIX"),
+    Flag.withDefault("bull"),
+    Flag.withDescription("BullMQ's key prefix (its prefix option), e.g. --bullmq-prefix myapp; default bull")
   ),
-  allowMissing: Options.boolean("bullmq-allow-missing").pipe(
-    Options.withDescription(
+  allowMissing: Flag.Boolean("bullmq-allow-missing").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription(
       "a named queue with no keys in Redis (obliterated) counts as empty, and its locks are freed; without it such a " +
         "queue is refused. Careful: a misspelt queue name has no keys either"
     )
   ),
-  grace: Options.text("grace").pipe(
-    Options.withPseudoName("DURATION"),
-    Options.optional,
-    Options.withDescription(
+  grace: Flag.String("grace").pipe(
+    Flag.withMetavar("DURATION"),
+    Flag.optional,
+    Flag.withDescription(
       "with --bullmq-queue: how old a lock must be before its job is asked about (a job just added may not be in " +
         "its queue yet), with its unit, e.g. --grace 90s, 10m, 1h, 500ms (default 10m)"
     )
   )
-})
+}
 
 interface Bullmq {
   readonly queues: ReadonlyArray<string>
@@ -725,7 +735,7 @@ const queuesOf = (o: Bullmq, connection: Connection) =>
     if (where === undefined) return yield* Effect.fail(noRedis())
     const queues = yield* Effect.tryPromise({
       try: () => import("./cli/BullMQQueues.js"),
-      catch: () => new CliError("--bullmq-queue needs the bullmq package: npm install bullmq")
+      catch: () => new CliError({ message: "--bullmq-queue needs the bullmq package: npm install bullmq" })
     })
     return yield* queues.make({
       names: o.queues,
@@ -733,7 +743,7 @@ const queuesOf = (o: Bullmq, connection: Connection) =>
       allowMissing: o.allowMissing,
       timeout: connectTimeout,
       ...where
-    }).pipe(Effect.mapError((error) => new CliError(error.message)))
+    }).pipe(Effect.mapError((error) => new CliError({ message: error.message })))
   })
 
 // "90s", "10m", "500ms" as a shell is typed; anything else ("10 minutes") as the Reaper reads it. A bare number is
@@ -766,7 +776,11 @@ const reap = Command.make("reap", { dryRun, redisUrl, prefix, json, bullmq }, (o
         prefix: o.prefix,
         dryRun: o.dryRun,
         ...(Option.isSome(o.bullmq.grace) ? { grace: graceOf(o.bullmq.grace.value) } : {})
-      }).pipe(Effect.mapError((error) => new CliError(error.issues.map((i) => `--${i.field}: ${i.reason}`).join("; "))))
+      }).pipe(
+        Effect.mapError((error) =>
+          new CliError({ message: error.issues.map((i) => `--${i.field}: ${i.reason}`).join("; ") })
+        )
+      )
       const freed: Array<Redis.ReapCandidate> = []
       const walk = runner.pass((sofar, orphans) =>
         Effect.andThen(
@@ -843,32 +857,36 @@ const stats = Command.make("stats", { redisUrl, prefix, json }, (o) =>
 const web = Command.make("web", {
   redisUrl,
   prefix,
-  host: Options.text("host").pipe(
-    Options.withPseudoName("HOST"),
-    Options.withDefault("127.0.0.1"),
-    Options.withDescription(
+  host: Flag.String("host").pipe(
+    Flag.withMetavar("HOST"),
+    Flag.withDefault("127.0.0.1"),
+    Flag.withDescription(
       "the address to bind, e.g. --host 0.0.0.0; default 127.0.0.1. Anything but the loopback needs a token " +
         "(--token or UNIQUE_JOBS_WEB_TOKEN)"
     )
   ),
-  port: Options.integer("port").pipe(
-    Options.withPseudoName("PORT"),
-    Options.withDefault(7380),
-    Options.withDescription(`the port, e.g. --port 7381 (${portRange.min} to ${portRange.max}, 0: a free one; default 7380)`)
+  port: Flag.Int("port").pipe(
+    Flag.withMetavar("PORT"),
+    Flag.withDefault(7380),
+    Flag.withDescription(`the port, e.g. --port 7381 (${portRange.min} to ${portRange.max}, 0: a free one; default 7380)`)
   ),
-  token: Options.redacted("token").pipe(
-    Options.withPseudoName("TOKEN"),
-    Options.optional,
-    Options.withDescription(
+  token: Flag.Redacted("token").pipe(
+    Flag.withMetavar("TOKEN"),
+    Flag.optional,
+    Flag.withDescription(
       "the token every request must carry (Authorization: Bearer TOKEN, or open the address once with " +
         "?token=TOKEN and the browser keeps a session), 16 " +
         "characters or more, e.g. --token \"$(openssl rand -hex 16)\". Others on the machine can read a command line " +
         "(ps): prefer the UNIQUE_JOBS_WEB_TOKEN environment variable, which --token overrides"
     )
   ),
-  readOnly: Options.boolean("read-only").pipe(Options.withDescription("serve no change at all: pages and the API only read")),
-  trustProxy: Options.boolean("trust-proxy").pipe(
-    Options.withDescription(
+  readOnly: Flag.Boolean("read-only").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("serve no change at all: pages and the API only read")
+  ),
+  trustProxy: Flag.Boolean("trust-proxy").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription(
       "behind a reverse proxy you run: take the Host and client address from X-Forwarded-Host/-For (never without one)"
     )
   ),
@@ -877,8 +895,8 @@ const web = Command.make("web", {
   Effect.andThen(
     Effect.andThen(checkPrefix(o.prefix), checkBullmq(o.bullmq)),
     Effect.gen(function*() {
-      const fromEnv = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_TOKEN")).pipe(
-        Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_TOKEN: ${error.message}`))
+      const fromEnv = yield* Config.option(Config.Redacted("UNIQUE_JOBS_WEB_TOKEN")).pipe(
+        Effect.mapError((error) => new CliError({ message: `UNIQUE_JOBS_WEB_TOKEN: ${error.message}` }))
       )
       // The flag, else the variable; an empty one is no token, as if unset.
       const token = Option.filter(Option.orElse(o.token, () => fromEnv), (t) => Redacted.value(t) !== "")
@@ -889,8 +907,8 @@ const web = Command.make("web", {
         )
       }
       // Replicas behind one load balancer share it, so a form one served is accepted by another.
-      const secret = yield* Config.option(Config.redacted("UNIQUE_JOBS_WEB_SECRET")).pipe(
-        Effect.mapError((error) => new CliError(`UNIQUE_JOBS_WEB_SECRET: ${error.message}`))
+      const secret = yield* Config.option(Config.Redacted("UNIQUE_JOBS_WEB_SECRET")).pipe(
+        Effect.mapError((error) => new CliError({ message: `UNIQUE_JOBS_WEB_SECRET: ${error.message}` }))
       )
       const store = yield* storeOf(o.redisUrl, false)
       // Told the queues, the page's reaper pass frees the locks whose BullMQ job is gone, as `reap` does.
@@ -935,8 +953,10 @@ const webError = (error: { readonly message: string }): CliError => {
   if (error instanceof CliError) return error
   const issues = (error as { readonly issues?: ReadonlyArray<{ readonly field: string; readonly reason: string }> }).issues
   return issues === undefined
-    ? new CliError(error.message)
-    : new CliError(issues.map((issue) => `${webFlags[issue.field] ?? issue.field}: ${issue.reason}`).join("; "))
+    ? new CliError({ message: error.message })
+    : new CliError({
+      message: issues.map((issue) => `${webFlags[issue.field] ?? issue.field}: ${issue.reason}`).join("; ")
+    })
 }
 
 // The layout Redis records for the prefix, read by the store `withRedis` gives (one that adopts it).
@@ -1019,67 +1039,101 @@ const glossary: ReadonlyArray<readonly [string, string]> = [
  * @category commands
  */
 export const command = Command.make("unique-jobs").pipe(
-  Command.withDescription(HelpDoc.blocks([
-    HelpDoc.p(
+  Command.withDescription(
+    [
       "inspect and clean the unique-job locks effect-unique-jobs keeps in Redis. Each command's own --help says " +
-        "more (or unique-jobs help COMMAND). Example: unique-jobs locks list --redis-url redis://localhost:6379 " +
-        "--limit 20"
-    ),
-    HelpDoc.p("Words the commands use:"),
-    ...glossary.map(([word, meaning]) => HelpDoc.p(`  ${word}: ${meaning}`))
-  ])),
+      "more (or unique-jobs help COMMAND). Example: unique-jobs locks list --redis-url redis://localhost:6379 " +
+      "--limit 20",
+      "",
+      "Words the commands use:",
+      ...glossary.map(([word, meaning]) => `  ${word}: ${meaning}`)
+    ].join("\n")
+  ),
   Command.withSubcommands([digest, locksCommand, reap, stats, layoutCommand, web])
 )
 
 /**
- * Runs the command on `argv` (`process.argv`). Needs a Path, a FileSystem and a Terminal: `platform` provides them
- * on Node (or `NodeContext.layer` of @effect/platform-node, where you have it).
+ * Runs the command on `argv` (`process.argv`: the node binary and the script first). Needs what `effect/cli` needs of
+ * the platform (`Command.Environment`): `platform` provides it on Node (or `NodeServices.layer` of
+ * @effect/platform-node, where you have it).
  *
  * @since 0.1.0
  * @category commands
  */
 export const run = (
   args: ReadonlyArray<string>
-): Effect.Effect<void, CliError | ValidationError.ValidationError, FileSystem.FileSystem | Path.Path | Terminal.Terminal> =>
+): Effect.Effect<void, CliError | CliErrors.CliError, Command.Environment> =>
   Effect.andThen(
     Effect.andThen(checkQueueValues(args), checkMistakes(args)),
-    runCommand(args).pipe(
-      // What @effect/cli refuses itself (a missing argument, a value not of a choice) it has said; its usage follows.
+    Effect.suspend(() => runCommand(args.slice(2))).pipe(
+      // What effect/cli refuses itself (a value it cannot parse) it has said; the command's usage follows.
       Effect.tapError((error) =>
-        error instanceof CliError || ValidationError.isHelpRequested(error)
+        error instanceof CliError || !(error._tag === "ShowHelp" && error.errors.length > 0)
           ? Effect.void
           : Console.error(CliMistakes.usageLine(...commandAt(args)))
       ),
-      Effect.provide(CliConfig.layer({ showBuiltIns: false }))
+      // A command of commands named alone (`unique-jobs locks`) shows its help, and runs nothing: no failure.
+      Effect.catchIf(
+        (error) => !(error instanceof CliError) && error._tag === "ShowHelp" && error.errors.length === 0,
+        () => Effect.void
+      ),
+      Effect.provideService(CliOutput.Presenter, presenter),
+      // Colours where stdout is a terminal, as effect/cli sees it when it runs.
+      (self) =>
+        Effect.suspend(() => Effect.provideService(self, CliOutput.Formatter, formatter(CliOutput.defaultFormatter())))
     )
   )
 
-// @effect/cli's own options, shown under each command's help instead of its built-in list (which offers --wizard).
-const footer = HelpDoc.p(
-  "Every command also takes --help (this text), --log-level LEVEL (all, trace, debug, info, warning, error, fatal, " +
-    "none; e.g. --log-level debug, logs go to stderr), --completions SHELL (sh, bash, fish or zsh: prints a " +
-    "completion script, e.g. unique-jobs --completions bash > /etc/bash_completion.d/unique-jobs) and --version."
-)
+// effect/cli's help, with a description of several lines indented as its first, and without --wizard (its prompt
+// for each option of a command: it still works at a terminal, and is refused elsewhere, see checkMistakes).
+const formatter = (base: CliOutput.Formatter): CliOutput.Formatter => ({
+  ...base,
+  formatHelpDoc: (doc) =>
+    base.formatHelpDoc({
+      ...doc,
+      description: doc.description.replace(/\n(?=.)/g, "\n  "),
+      ...(doc.globalFlags === undefined ? {} : { globalFlags: doc.globalFlags.filter((flag) => flag.name !== "wizard") })
+    })
+})
 
-const runCommand = Command.run(command, { name: "unique-jobs", version: "1.0.0", footer })
+// Help and the version on stdout; a command line effect/cli cannot parse is said on stderr, one line per mistake,
+// as the command's own mistakes are (the usage line follows), without the whole help page before it.
+const presenter: CliOutput.Presenter = {
+  present: Effect.fnUntraced(function*(event) {
+    const format = yield* CliOutput.Formatter
+    switch (event._tag) {
+      case "Help":
+        return yield* Console.log(format.formatHelpDoc(event.helpDoc))
+      case "Version":
+        return yield* Console.log(format.formatVersion(event.name, event.version))
+      case "InvalidInvocation":
+        return yield* Console.error(event.errors.map((error) => `unique-jobs: ${error.message}`).join("\n"))
+    }
+  })
+}
 
-// The command tree as the mistakes check reads it: each command's usage from @effect/cli, with the ranges of its
-// whole-number options.
+const runCommand = Command.runWith(command, { version: "1.0.0" })
+
+// The command tree as the mistakes check reads it: each command's flags and arguments from effect/cli, with the
+// ranges of its whole-number options.
+const specOf = (...path: ReadonlyArray<string>): CommandSpec.Spec =>
+  Option.getOrThrow(CommandSpec.resolve(command, ["unique-jobs", ...path]))
+
 const tree: CliMistakes.Node = CliMistakes.parent("unique-jobs", [
-  CliMistakes.leaf("digest", Command.getUsage(digest)),
+  CliMistakes.leaf("digest", specOf("digest")),
   CliMistakes.parent("locks", [
-    CliMistakes.leaf("list", Command.getUsage(list), { "--limit": limitRange }),
-    CliMistakes.leaf("show", Command.getUsage(show)),
-    CliMistakes.leaf("del", Command.getUsage(del)),
-    CliMistakes.leaf("unlock", Command.getUsage(unlock))
+    CliMistakes.leaf("list", specOf("locks", "list"), { "--limit": limitRange }),
+    CliMistakes.leaf("show", specOf("locks", "show")),
+    CliMistakes.leaf("del", specOf("locks", "del")),
+    CliMistakes.leaf("unlock", specOf("locks", "unlock"))
   ]),
-  CliMistakes.leaf("reap", Command.getUsage(reap)),
-  CliMistakes.leaf("stats", Command.getUsage(stats)),
+  CliMistakes.leaf("reap", specOf("reap")),
+  CliMistakes.leaf("stats", specOf("stats")),
   CliMistakes.parent("layout", [
-    CliMistakes.leaf("show", Command.getUsage(layoutShow)),
-    CliMistakes.leaf("reset", Command.getUsage(layoutReset))
+    CliMistakes.leaf("show", specOf("layout", "show")),
+    CliMistakes.leaf("reset", specOf("layout", "reset"))
   ]),
-  CliMistakes.leaf("web", Command.getUsage(web), { "--port": portRange })
+  CliMistakes.leaf("web", specOf("web"), { "--port": portRange })
 ])
 
 // The command `args` names (as far as it names one), and its path.
@@ -1097,7 +1151,7 @@ const commandAt = (args: ReadonlyArray<string>): [CliMistakes.Node, ReadonlyArra
 }
 
 // An unknown command or option, a bad number, an argument too many: said with what was meant and the command's usage,
-// before @effect/cli answers it less well. `--wizard` (@effect/cli's prompt for a command) waits for key presses:
+// before effect/cli answers it less well. `--wizard` (effect/cli's prompt for a command) waits for key presses:
 // refused where there is no terminal to press them on.
 const checkMistakes = (args: ReadonlyArray<string>): Effect.Effect<void, CliError> => {
   const end = args.indexOf("--")
@@ -1111,8 +1165,8 @@ const checkMistakes = (args: ReadonlyArray<string>): Effect.Effect<void, CliErro
   })
 }
 
-// @effect/cli drops an empty value of a repeated option (`--bullmq-queue ""`), and one missing at the end: the reap
-// would ask about no queue, and free none of the locks it was asked to. So reap's are read from the command line.
+// An empty value of a repeated option (`--bullmq-queue ""`), or one missing at the end, would have the reap ask about
+// no queue, and free none of the locks it was asked to: reap's are read from the command line, and said by name.
 const checkQueueValues = (args: ReadonlyArray<string>): Effect.Effect<void, CliError> => {
   const end = args.indexOf("--")
   const given = (end === -1 ? args : args.slice(0, end)).slice(2)
@@ -1126,7 +1180,10 @@ const checkQueueValues = (args: ReadonlyArray<string>): Effect.Effect<void, CliE
     if (given[i]!.toLowerCase() !== "--bullmq-queue") continue
     const value = given[i + 1]
     if (value === undefined) return fail("--bullmq-queue needs a value: a queue name")
-    if (value.trim() === "") return fail(`--bullmq-queue ${JSON.stringify(value)} is not a queue name`)
+    // effect/cli would read a value starting with "-" as a flag: refused here, as checkBullmq refuses it.
+    if (value.trim() === "" || value.startsWith("-")) {
+      return fail(`--bullmq-queue ${JSON.stringify(value)} is not a queue name`)
+    }
     i++
   }
   return Effect.void
@@ -1134,9 +1191,10 @@ const checkQueueValues = (args: ReadonlyArray<string>): Effect.Effect<void, CliE
 
 /**
  * What `run` needs of the platform, on Node's own modules: its path module, a file system that refuses (the
- * commands read no files) and the process' terminal.
+ * commands read no files), the process' terminal and standard streams, and a spawner that refuses (they run no
+ * other program).
  *
  * @since 0.1.0
  * @category layers
  */
-export const platform: Layer.Layer<FileSystem.FileSystem | Path.Path | Terminal.Terminal> = CliPlatform.layer
+export const platform: Layer.Layer<Command.Environment> = CliPlatform.layer

@@ -24,14 +24,14 @@
  * @since 0.1.0
  */
 import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import * as Digest from "./Digest.js"
 import * as Options from "./Options.js"
 import * as Strategy from "./Strategy.js"
@@ -97,23 +97,37 @@ export const builtIn: Settings = {
  * @since 0.1.0
  * @category tags
  */
-export class Defaults extends Context.Reference<Defaults>()("effect-unique-jobs/Defaults", {
+export class Defaults extends Context.Reference<Settings>("effect-unique-jobs/Defaults", {
   defaultValue: () => builtIn
 }) {}
 
+const BooleanSchema = Options.guarded(
+  (u: unknown): u is boolean => typeof u === "boolean",
+  (u) => `expected true or false, got ${Options.describeValue(u)}`
+)
+
 const InputSchema = Schema.Struct({
-  enabled: Schema.optionalWith(Schema.Boolean, { default: () => builtIn.enabled }),
-  lockTtl: Schema.optionalWith(Options.PositiveDuration, { as: "Option" }),
-  lockLease: Schema.optionalWith(Options.LeaseDuration, { default: () => builtIn.lockLease }),
-  lockPrefix: Schema.optionalWith(Options.PrefixSchema, { default: () => builtIn.lockPrefix }),
-  digestAlgorithm: Schema.optionalWith(Schema.Literal("legacy", "modern"), { default: () => builtIn.digestAlgorithm }),
-  lockInfo: Schema.optionalWith(Schema.Boolean, { default: () => builtIn.lockInfo }),
-  lockEvents: Schema.optionalWith(Schema.Boolean, { default: () => builtIn.lockEvents }),
-  onConflict: Schema.optionalWith(Strategy.OnConflictSchema, { default: () => builtIn.onConflict }),
-  rescheduleDelay: Schema.optionalWith(Options.PositiveDuration, { default: () => builtIn.rescheduleDelay })
+  enabled: Options.withDefault(BooleanSchema, () => builtIn.enabled),
+  lockTtl: Schema.OptionFromOptional(Options.PositiveDuration),
+  lockLease: Options.withDefault(Options.LeaseDuration, () => builtIn.lockLease),
+  lockPrefix: Options.withDefault(Options.PrefixSchema, () => builtIn.lockPrefix),
+  digestAlgorithm: Options.withDefault(
+    Options.guarded(
+      (u: unknown): u is Digest.Algorithm => u === "legacy" || u === "modern",
+      (u) => `expected "legacy" (MD5) or "modern" (SHA3-256), got ${Options.describeValue(u)}`
+    ),
+    () => builtIn.digestAlgorithm
+  ),
+  lockInfo: Options.withDefault(BooleanSchema, () => builtIn.lockInfo),
+  lockEvents: Options.withDefault(BooleanSchema, () => builtIn.lockEvents),
+  onConflict: Options.withDefault(Strategy.OnConflictSchema, () => builtIn.onConflict),
+  rescheduleDelay: Options.withDefault(Options.PositiveDuration, () => builtIn.rescheduleDelay)
+}).annotate({
+  messageUnexpectedKey: "not a default: the defaults are enabled, lockTtl, lockLease, lockPrefix, digestAlgorithm, " +
+    "lockInfo, lockEvents, onConflict and rescheduleDelay"
 })
 
-const decodeInput = Schema.decodeUnknownEither(InputSchema, { errors: "all", onExcessProperty: "error" })
+const decodeInput = Schema.decodeUnknownResult(InputSchema, { errors: "all", onExcessProperty: "error" })
 
 /**
  * Checks the defaults: fails with `InvalidLockOptions` naming each offending field.
@@ -121,13 +135,13 @@ const decodeInput = Schema.decodeUnknownEither(InputSchema, { errors: "all", onE
  * @since 0.1.0
  * @category constructors
  */
-export const make = (input: Input): Either.Either<Settings, Options.InvalidLockOptions> => {
-  // Schema's own words for a non-object ("Expected Struct (Encoded side)") say nothing a user can act on.
+export const make = (input: Input): Result.Result<Settings, Options.InvalidLockOptions> => {
+  // Schema's own words for a non-object ("Expected object") say nothing a user can act on.
   if (!Options.isRecord(input)) {
     const reason = `expected an object of defaults like { lockTtl: "1 hour" }, got ${Options.describeValue(input)}`
-    return Either.left(Options.invalidOptions([{ field: "defaults", reason }]))
+    return Result.fail(Options.invalidOptions([{ field: "defaults", reason }]))
   }
-  return Either.mapLeft(decodeInput(input), (error) => Options.invalidOptions(Options.formatIssues(error)))
+  return Result.mapError(decodeInput(input), (error) => Options.invalidOptions(Options.formatIssues(error)))
 }
 
 /**
@@ -136,8 +150,8 @@ export const make = (input: Input): Either.Either<Settings, Options.InvalidLockO
  * @since 0.1.0
  * @category layers
  */
-export const layer = (input: Input): Layer.Layer<Defaults, Options.InvalidLockOptions> =>
-  Layer.unwrapEffect(Effect.map(make(input), (settings) => Layer.succeed(Defaults, settings)))
+export const layer = (input: Input): Layer.Layer<never, Options.InvalidLockOptions> =>
+  Layer.effect(Defaults, Effect.fromResult(make(input)))
 
 // Each default and the variable it is read from.
 const variables = {
@@ -153,15 +167,15 @@ const variables = {
 } as const
 
 const env = {
-  enabled: Config.option(Config.boolean(variables.enabled)),
-  lockTtl: Config.option(Config.string(variables.lockTtl)),
-  lockLease: Config.option(Config.string(variables.lockLease)),
-  lockPrefix: Config.option(Config.string(variables.lockPrefix)),
-  digestAlgorithm: Config.option(Config.literal("legacy", "modern")(variables.digestAlgorithm)),
-  lockInfo: Config.option(Config.boolean(variables.lockInfo)),
-  lockEvents: Config.option(Config.boolean(variables.lockEvents)),
-  onConflict: Config.option(Config.string(variables.onConflict)),
-  rescheduleDelay: Config.option(Config.string(variables.rescheduleDelay))
+  enabled: Config.option(Config.Boolean(variables.enabled)),
+  lockTtl: Config.option(Config.String(variables.lockTtl)),
+  lockLease: Config.option(Config.String(variables.lockLease)),
+  lockPrefix: Config.option(Config.String(variables.lockPrefix)),
+  digestAlgorithm: Config.option(Config.Literals(["legacy", "modern"], variables.digestAlgorithm)),
+  lockInfo: Config.option(Config.Boolean(variables.lockInfo)),
+  lockEvents: Config.option(Config.Boolean(variables.lockEvents)),
+  onConflict: Config.option(Config.String(variables.onConflict)),
+  rescheduleDelay: Config.option(Config.String(variables.rescheduleDelay))
 }
 
 /**
@@ -171,7 +185,7 @@ const env = {
  * @since 0.1.0
  * @category constructors
  */
-export const fromConfig: Effect.Effect<Settings, ConfigError.ConfigError> = Effect.suspend(() =>
+export const fromConfig: Effect.Effect<Settings, Config.ConfigError> = Effect.suspend(() =>
   Effect.flatMap(Config.all(env), (read) => {
     const input: Record<string, unknown> = {}
     for (const [key, value] of Object.entries(read) as Array<[string, Option.Option<unknown>]>) {
@@ -182,16 +196,21 @@ export const fromConfig: Effect.Effect<Settings, ConfigError.ConfigError> = Effe
         input[key] = typeof raw === "string" && /^-?\d+(\.\d+)?$/.test(raw) ? Number(raw) : raw
       }
     }
-    return Either.match(make(input as Input), {
-      onLeft: (error) =>
-        // One error per bad variable, joined pairwise: `And` takes exactly two.
-        Effect.fail(
-          error.issues.map((issue): ConfigError.ConfigError => {
-            const name = variables[issue.field.split(/[.[]/)[0] as keyof typeof variables] ?? issue.field
-            return ConfigError.InvalidData([name], issue.reason)
-          }).reduce((left, right) => ConfigError.And(left, right))
-        ),
-      onRight: Effect.succeed
+    return Result.match(make(input as Input), {
+      onFailure: (error) => {
+        // One issue per bad variable, at the variable's name.
+        const [first, ...rest] = error.issues.map((issue): SchemaIssue.Issue => {
+          const name = variables[issue.field.split(/[.[]/)[0] as keyof typeof variables] ?? issue.field
+          return new SchemaIssue.Pointer([name], new SchemaIssue.InvalidValue({ message: issue.reason }))
+        })
+        const issue = first === undefined
+          ? new SchemaIssue.InvalidValue({ message: error.reason })
+          : rest.length === 0
+          ? first
+          : new SchemaIssue.Composite(Schema.Unknown.ast, [first, ...rest])
+        return Effect.fail(new Config.ConfigError(new Schema.SchemaError(issue)))
+      },
+      onSuccess: Effect.succeed
     })
   })
 )
@@ -205,7 +224,7 @@ export const fromConfig: Effect.Effect<Settings, ConfigError.ConfigError> = Effe
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (): Layer.Layer<Defaults, ConfigError.ConfigError> => Layer.effect(Defaults, fromConfig)
+export const layerConfig = (): Layer.Layer<never, Config.ConfigError> => Layer.effect(Defaults, fromConfig)
 
 // Cache per definition and settings: resolving costs nothing after the first job of a worker.
 const resolvedCache = new WeakMap<Options.Definition, WeakMap<Settings, Options.Definition>>()

@@ -18,7 +18,7 @@ export class DigestError extends Schema.TaggedError<DigestError>("effect-unique-
   worker: Schema.String,
   path: Schema.String,
   reason: Schema.String,
-  cause: Schema.optional(Schema.Defect)
+  cause: Schema.optional(Schema.Defect())
 }) {
   override get message(): string {
     return `Cannot compute the lock digest of ${this.worker}: ${this.path} ${this.reason}. ` +

@@ -15,7 +15,7 @@ import * as Schema from "effect/Schema"
 export class LockConflict extends Schema.TaggedError<LockConflict>("effect-unique-jobs/LockConflict")("LockConflict", {
   digest: Schema.String,
   jid: Schema.String,
-  phase: Schema.Literal("queue", "run"),
+  phase: Schema.Literals(["queue", "run"]),
   lockType: Schema.String,
   holders: Schema.Array(Schema.String)
 }) {
@@ -95,7 +95,7 @@ export class ExecutionConflict extends Schema.TaggedError<ExecutionConflict>("ef
 export class InvalidJobArgs extends Schema.TaggedError<InvalidJobArgs>("effect-unique-jobs/InvalidJobArgs")("InvalidJobArgs", {
   worker: Schema.String,
   jid: Schema.String,
-  direction: Schema.Literal("encode", "decode"),
+  direction: Schema.Literals(["encode", "decode"]),
   issues: Schema.Array(Schema.Struct({ path: Schema.String, message: Schema.String }))
 }) {
   override get message(): string {

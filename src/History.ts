@@ -21,14 +21,13 @@
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
-import * as MetricState from "effect/MetricState"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { Defaults } from "./Defaults.js"
-import { durationFrom, formatIssues, type InvalidLockOptions, invalidOptions } from "./options/Decoding.js"
+import { durationFrom, formatIssues, type InvalidLockOptions, invalidOptions, withDefault } from "./options/Decoding.js"
 import { PrefixSchema } from "./Options.js"
 import type { RedisError } from "./Redis.js"
 import { RedisService } from "./Redis.js"
@@ -133,7 +132,7 @@ const passesTtlMs = 7 * 86_400_000
 const bucketKey = (prefix: string, start: number) => `${prefix}:metrics:${start}`
 const passesKey = (prefix: string) => `${prefix}:reaper:passes`
 
-// The Metrics counters each event sums, over every other label (phase, the fiber's own `labelMetrics`).
+// The Metrics counters each event sums, over every other label (phase, the fiber's own metric attributes).
 const sources: ReadonlyArray<readonly [name: string, event: Event]> = [
   ["unique_jobs_locks_acquired_total", "acquired"],
   ["unique_jobs_lock_conflicts_total", "conflicts"],
@@ -154,19 +153,18 @@ const flushed = new Map<string, number>()
 const totals = Effect.map(Metric.snapshot, (pairs) => {
   const sums = new Map<string, number>()
   for (const pair of pairs) {
-    const event = eventOf.get(pair.metricKey.name)
-    if (event === undefined || !MetricState.isCounterState(pair.metricState)) continue
-    const type =
-      event === "reaped" ? anyType : (pair.metricKey.tags.find((tag) => tag.key === "lock_type")?.value ?? "unknown")
+    const event = eventOf.get(pair.id)
+    if (event === undefined || pair.type !== "Counter") continue
+    const type = event === "reaped" ? anyType : (pair.attributes?.["lock_type"] ?? "unknown")
     const field = `${type}|${event}`
-    sums.set(field, (sums.get(field) ?? 0) + Number(pair.metricState.count))
+    sums.set(field, (sums.get(field) ?? 0) + Number(pair.state.count))
   }
   // The hold-time histogram's bins, each its own count (the state's are cumulative), over every label; only the
   // known bounds, so a bucket holds at most twelve of them.
   for (const pair of pairs) {
-    if (pair.metricKey.name !== holdName || !MetricState.isHistogramState(pair.metricState)) continue
+    if (pair.id !== holdName || pair.type !== "Histogram") continue
     let below = 0
-    for (const [bound, cumulated] of pair.metricState.buckets) {
+    for (const [bound, cumulated] of pair.state.buckets) {
       const field = `${holdField}|${String(bound)}`
       if (holdBounds.includes(String(bound))) sums.set(field, (sums.get(field) ?? 0) + cumulated - below)
       below = cumulated
@@ -197,14 +195,12 @@ export const flush = (prefix: string): Effect.Effect<void, RedisError, RedisServ
     for (const [field, delta] of amounts) flushed.set(field, (flushed.get(field) ?? 0) + delta)
   })
 
-const decodeOptions = Schema.decodeUnknownEither(
+const decodeOptions = Schema.decodeUnknownResult(
   Schema.Struct({
     prefix: Schema.optional(PrefixSchema),
-    interval: Schema.optionalWith(
+    interval: withDefault(
       durationFrom(100, `a duration from 100 ms to 1 hour, such as "10 seconds"`, 3_600_000),
-      {
-        default: () => Duration.seconds(10)
-      }
+      () => Duration.seconds(10)
     )
   }),
   { errors: "all", onExcessProperty: "error" }
@@ -221,8 +217,8 @@ export const layer = (options: Options = {}): Layer.Layer<never, InvalidLockOpti
   Layer.effectDiscard(
     Effect.gen(function*() {
       const decoded = decodeOptions(options)
-      if (Either.isLeft(decoded)) return yield* Effect.fail(invalidOptions(formatIssues(decoded.left)))
-      const prefix = decoded.right.prefix ?? (yield* Defaults).lockPrefix
+      if (Result.isFailure(decoded)) return yield* Effect.fail(invalidOptions(formatIssues(decoded.failure)))
+      const prefix = decoded.success.prefix ?? (yield* Defaults).lockPrefix
       const once = flush(prefix).pipe(
         Effect.catch((error) =>
           Effect.logWarning("metrics flush failed; its counts go with the next", error).pipe(
@@ -232,8 +228,8 @@ export const layer = (options: Options = {}): Layer.Layer<never, InvalidLockOpti
       )
       yield* Effect.addFinalizer(() => once)
       yield* once.pipe(
-        Effect.repeat(Schedule.spaced(decoded.right.interval)),
-        Effect.delay(decoded.right.interval),
+        Effect.repeat(Schedule.spaced(decoded.success.interval)),
+        Effect.delay(decoded.success.interval),
         Effect.forkScoped
       )
     })
@@ -300,7 +296,7 @@ const PassRecordSchema = Schema.Struct({
   orphans: Schema.Number,
   error: Schema.optional(Schema.String)
 })
-const decodePass = Schema.decodeUnknownOption(Schema.parseJson(PassRecordSchema))
+const decodePass = Schema.decodeUnknownOption(Schema.fromJsonString(PassRecordSchema))
 
 /**
  * The newest `count` passes (1 to 50), newest first; an entry not in the journal's shape is left out.

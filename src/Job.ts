@@ -67,9 +67,9 @@ export const make = (fields: {
 })
 
 /**
- * Decodes a job from JSON-like input (a queue's payload), failing with a `ParseError` that names the field.
+ * Decodes a job from JSON-like input (a queue's payload), failing with a `SchemaError` that names the field.
  *
  * @since 0.1.0
  * @category decoding
  */
-export const decode = Schema.decodeUnknown(Job)
+export const decode = Schema.decodeUnknownEffect(Job)

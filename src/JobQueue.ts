@@ -26,7 +26,7 @@ export class QueueError extends Schema.TaggedError<QueueError>("effect-unique-jo
   operation: Schema.String,
   jid: Schema.optional(Schema.String),
   reason: Schema.String,
-  cause: Schema.optional(Schema.Defect),
+  cause: Schema.optional(Schema.Defect()),
   landing: Schema.optional(Landing)
 }) {
   override get message(): string {
@@ -62,7 +62,7 @@ export class QueueError extends Schema.TaggedError<QueueError>("effect-unique-jo
  * @since 0.1.0
  * @category tags
  */
-export class JobQueue extends Context.Tag("effect-unique-jobs/JobQueue")<JobQueue, {
+export class JobQueue extends Context.Service<JobQueue, {
   /** Makes a job the queue never saw ready to run now, under its jid. */
   readonly push: (job: Job) => Effect.Effect<void, QueueError>
   /** Makes a new job, or the job being performed, run at `at` (epoch ms) under its jid. */
@@ -84,7 +84,7 @@ export class JobQueue extends Context.Tag("effect-unique-jobs/JobQueue")<JobQueu
    * UI showing the lock alone.
    */
   readonly describe?: ((jobs: ReadonlyArray<JobRef>) => Effect.Effect<ReadonlyArray<JobDetails | undefined>, QueueError>) | undefined
-}>() {}
+}>()("effect-unique-jobs/JobQueue") {}
 
 /**
  * Where a job is in its queue, as `describe` answers it: BullMQ's states (`"waiting"`, `"delayed"`, `"prioritized"`,
@@ -199,6 +199,6 @@ export type Presence = "exists" | "gone" | "unknown"
  * @category utils
  */
 export const presenceOf = (
-  queue: Context.Tag.Service<JobQueue>,
+  queue: Context.Service.Shape<typeof JobQueue>,
   job: JobRef
 ): Effect.Effect<Presence, QueueError> => Effect.map(queue.exists([job]), (answers) => answers[0] ?? "unknown")

@@ -12,8 +12,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberRef from "effect/FiberRef"
-import * as HashSet from "effect/HashSet"
 import { dual } from "effect/Function"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -305,7 +303,7 @@ const settle = <Extra extends object>(
   result: LockResult,
   extra: Extra
 ): Effect.Effect<Acquired & Extra, LockConflict> =>
-  Effect.withFiberRuntime((fiber) => {
+  Effect.withFiber((fiber) => {
     if (result._tag === "Acquired") {
       unsafeIncrement(counter(Metrics.acquired, definition.lock, phase), fiber)
       return Effect.succeed({
@@ -335,7 +333,7 @@ export const conflictOf = (fields: ConstructorParameters<typeof LockConflict>[0]
   const limit = Error.stackTraceLimit
   Error.stackTraceLimit = 0
   try {
-    return new LockConflict(fields, true)
+    return new LockConflict(fields, { disableChecks: true })
   } finally {
     Error.stackTraceLimit = limit
   }
@@ -373,7 +371,7 @@ const withStore = <A, E, R = never>(
   definition: Definition,
   f: (redis: Store, definition: Definition) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R | RedisService> =>
-  Effect.contextWithEffect((context: Context.Context<RedisService>) =>
+  Effect.contextWith((context: Context.Context<RedisService>) =>
     f(Context.get(context, RedisService), resolve(definition, Context.get(context, Defaults)))
   )
 
@@ -443,7 +441,7 @@ const wasReleased = Effect.succeed(true)
 
 /** A release that found its hold live: counted, then `afterUnlock`. Answers true. @internal */
 export const afterRelease = (definition: Definition, target: Target, phase: Phase): Effect.Effect<boolean> =>
-  Effect.withFiberRuntime((fiber) => {
+  Effect.withFiber((fiber) => {
     unsafeIncrement(counter(Metrics.released, definition.lock, phase), fiber)
     return definition.afterUnlock === undefined || LockType.records[definition.lock].releasedBy === "expiry"
       ? wasReleased
@@ -549,17 +547,15 @@ const annotations = (target: Target) => ({
 // failed release is tried again (100 ms, doubling, at most 2 s apart) for up to 30 s, which outlasts a reconnect or a
 // failover; the job's outcome waits for it, and never fails because of it.
 /** @internal */
-export const releaseRetry = Schedule.exponential("100 millis").pipe(
-  Schedule.union(Schedule.spaced("2 seconds")),
-  Schedule.upTo("30 seconds")
+export const releaseRetry = Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("2 seconds")]).pipe(
+  Schedule.upTo({ duration: "30 seconds" })
 )
 
 // A run lock's release is tried again as a queue lock's is, until its lease ends: nothing renews it meanwhile, so by
 // then its lease has ended it in Redis (its last renewal was sent before the release).
 const runReleaseRetry = (forMs: number) =>
-  Schedule.exponential("100 millis").pipe(
-    Schedule.union(Schedule.spaced("2 seconds")),
-    Schedule.upTo(Duration.millis(Math.max(0, forMs)))
+  Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("2 seconds")]).pipe(
+    Schedule.upTo({ duration: Duration.millis(Math.max(0, forMs)) })
   )
 
 /**
@@ -578,7 +574,7 @@ export const releaseQueueLock = (definition: Definition, target: Target): Effect
 // the likeliest cause leaves a lock behind for good (a producer that locked under other options).
 const missed = (definition: Definition, target: Target): Effect.Effect<boolean> =>
   Effect.andThen(
-    Metric.increment(counter(Metrics.releaseMissed, definition.lock, "queue")),
+    Metric.update(counter(Metrics.releaseMissed, definition.lock, "queue"), 1),
     Effect.logWarning(
       `releasing the queue lock of ${target.jid} found nothing to release (digest ${target.digest}). ` +
         `Likely cause: the producer's lockPrefix or digest options (lockArgs, uniqueAcrossQueues, ` +
@@ -667,7 +663,7 @@ export const queueLocked = <A, E, R, B, E2, R2>(
   // The reply is read in one step: counted, then the enqueue (its release registered before it can be interrupted)
   // or the conflict's handler. Every enqueue pays this path, so it takes no step it does not need.
   Effect.uninterruptibleMask((restore) =>
-    Effect.withFiberRuntime((fiber) =>
+    Effect.withFiber((fiber) =>
       Effect.flatMap(
         lockCall(redis, definition, target, "queue"),
         (result): Effect.Effect<A | B, E | E2 | RedisError, R | R2> => {
@@ -708,13 +704,14 @@ export const keepIfEnqueued = <A, E, R>(
       ? releaseQueueLockWith(redis, definition, target)
       : Effect.asVoid(Effect.forkDetach(
         Effect.flatMap(landing, (landed) =>
-          landed ? Effect.void : Effect.asVoid(releaseQueueLockWith(redis, definition, target)))
+          landed ? Effect.void : Effect.asVoid(releaseQueueLockWith(redis, definition, target))),
+        { uninterruptible: "inherit" }
       ))
   })
 
 const landingOf = (exit: Exit.Exit<unknown, unknown>): Effect.Effect<boolean> | undefined => {
   if (Exit.isSuccess(exit)) return undefined
-  const failure = Cause.failureOption(exit.cause)
+  const failure = Cause.findErrorOption(exit.cause)
   return Option.isSome(failure) && failure.value instanceof QueueError ? failure.value.landing : undefined
 }
 
@@ -815,7 +812,7 @@ const holding = <A extends Acquired>(
     if (lease !== undefined) Keeper.letGo(redis, lease)
     return unlockWith(redis, definition, pinned).pipe(
       Effect.tap(() =>
-        Effect.clockWith((clock) => Metric.update(Metrics.holdTime, clock.unsafeCurrentTimeMillis() - start))
+        Effect.clockWith((clock) => Metric.update(Metrics.holdTime, clock.currentTimeMillisUnsafe() - start))
       ),
       Effect.catch((error) => releaseHeldAgain(redis, definition, pinned, error, lease?.deadline))
     )
@@ -869,15 +866,15 @@ export const releaseHeldAgain = (
   target: Target,
   error: RedisError,
   deadline?: number
-): Effect.Effect<boolean | undefined> => Effect.descriptorWith((fiber) => {
+): Effect.Effect<boolean | undefined> => Effect.flatMap(interrupting, (interrupted) => {
   // The fiber releasing was interrupted (its finalizers run uninterruptibly: the request is read, not felt).
-  if (!passes(error) || HashSet.size(fiber.interruptors) > 0) return Effect.as(releaseUnreached(target, error), undefined)
+  if (!passes(error) || interrupted) return Effect.as(releaseUnreached(target, error), undefined)
   const phase = phaseOf(definition, target)
   return Effect.clockWith((clock) => unlockWith(redis, definition, target).pipe(
     Effect.retry({
       schedule: phase === "run"
         ? runReleaseRetry(
-          deadline === undefined ? Duration.toMillis(definition.lockLease) : deadline - clock.unsafeCurrentTimeMillis()
+          deadline === undefined ? Duration.toMillis(definition.lockLease) : deadline - clock.currentTimeMillisUnsafe()
         )
         : releaseRetry,
       while: passes
@@ -895,6 +892,10 @@ export const releaseHeldAgain = (
     })
   ))
 })
+
+// Whether the current fiber has been asked to stop: a finalizer runs uninterruptibly, so an interruption is pending
+// rather than felt. Opening an interruptible region surfaces a pending one (and nothing else), caught here at once.
+const interrupting: Effect.Effect<boolean> = Effect.map(Effect.exit(Effect.interruptible(Effect.void)), Exit.isFailure)
 
 /**
  * A run lock's release that found its hold gone: another copy may have run meanwhile. The keeper's loss when it saw it
@@ -917,7 +918,7 @@ export const runLockGone = (
   })
   return Effect.andThen(
     Effect.andThen(
-      Metric.increment(counter(Metrics.lost, definition.lock, "run")),
+      Metric.update(counter(Metrics.lost, definition.lock, "run"), 1),
       Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(target)))
     ),
     Effect.fail(lost)
@@ -1081,17 +1082,17 @@ const recordWait = <H>(
 ): Effect.Effect<void> => {
   const outcome: WaitEnd = Exit.isSuccess(exit)
     ? "taken"
-    : Cause.isInterruptedOnly(exit.cause)
+    : Cause.hasInterruptsOnly(exit.cause)
     ? "interrupted"
-    : Option.exists(Cause.failureOption(exit.cause), isConflict)
+    : Option.exists(Cause.findErrorOption(exit.cause), isConflict)
     ? ended
     : "failed"
   if (outcome === "unsupported") return Effect.void
-  const counted = Metric.increment(Metrics.lockWaits.of(wait.lockType, outcome))
+  const counted = Metric.update(Metrics.lockWaits.of(wait.lockType, outcome), 1)
   return lined
     ? Effect.andThen(
       counted,
-      Effect.clockWith((clock) => Metric.update(Metrics.waitTime, clock.unsafeCurrentTimeMillis() - start))
+      Effect.clockWith((clock) => Metric.update(Metrics.waitTime, clock.currentTimeMillisUnsafe() - start))
     )
     : counted
 }
@@ -1222,15 +1223,16 @@ export const takeHandoff = (
  * @internal
  */
 export interface Boundary {
-  readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
+  readonly fiber: Fiber.Fiber<unknown, unknown>
   /** Taken by the first hold on the fiber: a hold nested in its perform forks, so its loss stays its own. */
   taken: boolean
   lost: LockLost | undefined
 }
 
 /** @internal */
-export const currentBoundary: FiberRef.FiberRef<Boundary | undefined> = FiberRef.unsafeMake<Boundary | undefined>(
-  undefined
+export const currentBoundary: Context.Reference<Boundary | undefined> = Context.Reference<Boundary | undefined>(
+  "effect-unique-jobs/Lock/currentBoundary",
+  { defaultValue: () => undefined }
 )
 
 /**
@@ -1246,38 +1248,38 @@ export const runHolding = <A, E, R>(held: Held, self: Perform<A, E, R>): Effect.
   const running: Running = { digest: held.digest, jid: held.jid, fence: held.phase === "run" ? held.fence : undefined }
   const perform = Effect.isEffect(self) ? self : Effect.suspend(() => self(running))
   const lease = (held as Partial<Holding>).lease
-  if (held.phase === "queue") return Effect.zipLeft(perform, held.release)
-  if (lease === undefined) return Effect.zipLeft(Effect.raceFirst(perform, held.lost), held.release)
+  if (held.phase === "queue") return Effect.tap(perform, () => held.release)
+  if (lease === undefined) return Effect.tap(Effect.raceFirst(perform, held.lost), () => held.release)
   // Lost between the acquisition and now, or answered too late to count as held: the perform never starts.
   return Effect.flatMap(Keeper.check(lease), (lost) => {
     if (lost !== undefined) return Effect.andThen(Effect.ignore(held.release), Effect.fail(lost))
-    return Effect.withFiberRuntime((current) => {
+    return Effect.withFiber((current) => {
       // Lost since the check (the fiber yielded in between): nothing would tell the perform.
       if (lease.lost !== undefined) return Effect.andThen(Effect.ignore(held.release), Effect.fail(lease.lost))
       const previous = lease.onLost
-      const boundary = current.getFiberRef(currentBoundary)
+      const boundary = current.getRef(currentBoundary)
       if (boundary !== undefined && boundary.fiber === current && !boundary.taken) {
         boundary.taken = true
         lease.onLost = (lost) => {
           previous?.(lost)
           boundary.lost = lost
-          current.unsafeInterruptAsFork(current.id())
+          current.interruptUnsafe(current.id)
         }
-        return Effect.zipLeft(perform, held.release)
+        return Effect.tap(perform, () => held.release)
       }
-      return Effect.zipLeft(
-        Effect.flatMap(Effect.forkChild(perform), (fiber) => {
+      return Effect.tap(
+        Effect.flatMap(Effect.forkChild(perform, { uninterruptible: "inherit" }), (fiber) => {
           lease.onLost = (lost) => {
             previous?.(lost)
-            fiber.unsafeInterruptAsFork(fiber.id())
+            fiber.interruptUnsafe(fiber.id)
           }
           return Effect.flatMap(
             Effect.onInterrupt(Fiber.await(fiber), () => Fiber.interrupt(fiber)),
             (exit): Effect.Effect<A, E | LockLost> =>
-              lease.lost !== undefined && Exit.isInterrupted(exit) ? Effect.fail(lease.lost) : exit
+              lease.lost !== undefined && Exit.hasInterrupts(exit) ? Effect.fail(lease.lost) : exit
           )
         }),
-        held.release
+        () => held.release
       )
     })
   })

@@ -10,6 +10,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { Defaults } from "./Defaults.js"
 import { describeValue, formatIssues, invalidOptions, type InvalidLockOptions, isRecord, PrefixSchema } from "./Options.js"
@@ -219,7 +220,7 @@ export interface ChangeOptions extends AdminOptions {
  * @since 0.1.0
  * @category tags
  */
-export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
+export class Locks extends Context.Service<Locks, {
   readonly prefix: string
   /** A page of the index, members matching `pattern` (a Redis glob over lock names; default every one). */
   readonly list: (
@@ -275,7 +276,7 @@ export class Locks extends Context.Tag("effect-unique-jobs/Locks")<Locks, {
    * that reply (`partial`, naming the others in `unanswered`) unless none does.
    */
   readonly stats: Effect.Effect<Stats, RedisError>
-}>() {}
+}>()("effect-unique-jobs/Locks") {}
 
 // The literal start of a glob (up to its first special character).
 const literalHead = (pattern: string): string => {
@@ -390,7 +391,7 @@ const notOurs = (
 const foreignReason = (fields: string) => `field(s) ${fields} not in this library's entry shape (not holders)`
 const foreignFields = /^field\(s\) (.*) not in this library's entry shape \(not holders\)$/s
 
-const decodePrefix = Schema.decodeUnknownEither(Schema.Struct({ prefix: Schema.optional(PrefixSchema) }), {
+const decodePrefix = Schema.decodeUnknownResult(Schema.Struct({ prefix: Schema.optional(PrefixSchema) }), {
   errors: "all",
   onExcessProperty: "error"
 })
@@ -403,7 +404,7 @@ const decodePrefix = Schema.decodeUnknownEither(Schema.Struct({ prefix: Schema.o
  * @category constructors
  */
 export const make = (options: { readonly prefix?: string | undefined } = {}): Effect.Effect<
-  Context.Tag.Service<Locks>,
+  Context.Service.Shape<typeof Locks>,
   InvalidLockOptions,
   RedisService
 > =>
@@ -413,7 +414,7 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
       return yield* Effect.fail(invalidOptions([{ field: "options", reason }]))
     }
     const checked = decodePrefix(options)
-    if (checked._tag === "Left") return yield* Effect.fail(invalidOptions(formatIssues(checked.left)))
+    if (Result.isFailure(checked)) return yield* Effect.fail(invalidOptions(formatIssues(checked.failure)))
     const redis = yield* RedisService
     const prefix = options.prefix ?? (yield* Defaults).lockPrefix
     const key = (name: string): LockKey => ({ prefix, name })
@@ -555,11 +556,11 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
           ), { concurrency: statsShards }),
         (walks): Effect.Effect<Stats, RedisError> => {
           const unanswered = walks.flatMap((walk, shard) =>
-            walk._tag === "Left" ? [{ shard, reason: walk.left.message, error: walk.left }] : [])
+            Result.isFailure(walk) ? [{ shard, reason: walk.failure.message, error: walk.failure }] : [])
           if (unanswered.length === shards) return Effect.fail(unanswered[0]!.error)
           const whole = walks.reduce<Stats>((sum, walk) => {
-            if (walk._tag === "Left") return sum
-            const part = walk.right
+            if (Result.isFailure(walk)) return sum
+            const part = walk.success
             const byType = { ...sum.byType }
             for (const [type, n] of Object.entries(part.byType)) byType[type] = (byType[type] ?? 0) + n
             return {
@@ -640,7 +641,7 @@ export const make = (options: { readonly prefix?: string | undefined } = {}): Ef
  * @category combinators
  */
 export const showAll = (
-  locks: Context.Tag.Service<Locks>,
+  locks: Context.Service.Shape<typeof Locks>,
   digest: string,
   options: { readonly count?: number | undefined; readonly bytes?: number | undefined } = {}
 ): Effect.Effect<Digest, RedisError | InvalidLockOptions> =>
@@ -690,4 +691,4 @@ export const showAll = (
 export const layer = (
   options: { readonly prefix?: string | undefined } = {}
 ): Layer.Layer<Locks, InvalidLockOptions, RedisService> =>
-  Layer.effect(Locks, make(options))
+  Layer.effect(Locks)(make(options))

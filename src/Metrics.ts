@@ -1,13 +1,12 @@
 /**
  * Every metric the library records, in one place.
  *
- * Labelled counters are built once per label set with the labels inside their key: `Metric.tagged` would
- * merge labels and look the metric up again on every update, which costs more than the lock call it counts.
+ * Labelled counters are built once per label set with the labels as their own attributes: `Metric.withAttributes`
+ * would merge attributes and look the metric up again on every update, which costs more than the lock call it counts.
  *
  * @since 0.1.0
  */
 import * as Metric from "effect/Metric"
-import * as MetricBoundaries from "effect/MetricBoundaries"
 import * as Internal from "./observability/MetricState.js"
 
 /**
@@ -94,11 +93,10 @@ export const putBack = Internal.family(
  * @since 0.1.0
  * @category metrics
  */
-export const holdTime = Metric.histogram(
-  "unique_jobs_lock_hold_time_ms",
-  MetricBoundaries.exponential({ start: 1, factor: 4, count: 12 }),
-  "Time a lock was held, in milliseconds"
-)
+export const holdTime: Metric.Histogram<number> = Metric.histogram("unique_jobs_lock_hold_time_ms", {
+  description: "Time a lock was held, in milliseconds",
+  boundaries: Metric.exponentialBoundaries({ start: 1, factor: 4, count: 12 })
+})
 
 /**
  * `lockTimeout`'s waits, one per job that met its run lock held and waited (a job that takes the lock at once, or
@@ -120,11 +118,10 @@ export const lockWaits = Internal.family("unique_jobs_lock_waits_total", "lockTi
  * @since 0.1.0
  * @category metrics
  */
-export const waitTime = Metric.histogram(
-  "unique_jobs_lock_wait_time_ms",
-  MetricBoundaries.exponential({ start: 1, factor: 4, count: 12 }),
-  "Time a job waited for a held run lock (lockTimeout), in milliseconds"
-)
+export const waitTime: Metric.Histogram<number> = Metric.histogram("unique_jobs_lock_wait_time_ms", {
+  description: "Time a job waited for a held run lock (lockTimeout), in milliseconds",
+  boundaries: Metric.exponentialBoundaries({ start: 1, factor: 4, count: 12 })
+})
 
 /**
  * What the reaper removed, labelled `what`: `member` (an index member whose lock was gone or emptied), `holder` (a
@@ -134,19 +131,25 @@ export const waitTime = Metric.histogram(
  * @category metrics
  */
 export const reaped: {
-  readonly member: Metric.Metric.Counter<number>
-  readonly holder: Metric.Metric.Counter<number>
-  readonly orphan: Metric.Metric.Counter<number>
+  readonly member: Metric.Counter<number>
+  readonly holder: Metric.Counter<number>
+  readonly orphan: Metric.Counter<number>
 } = {
-  member: Metric.counter("unique_jobs_reaped_total", { description: "Removed by the reaper", incremental: true }).pipe(
-    Metric.tagged("what", "member")
-  ),
-  holder: Metric.counter("unique_jobs_reaped_total", { description: "Removed by the reaper", incremental: true }).pipe(
-    Metric.tagged("what", "holder")
-  ),
-  orphan: Metric.counter("unique_jobs_reaped_total", { description: "Removed by the reaper", incremental: true }).pipe(
-    Metric.tagged("what", "orphan")
-  )
+  member: Metric.counter("unique_jobs_reaped_total", {
+    description: "Removed by the reaper",
+    incremental: true,
+    attributes: { what: "member" }
+  }),
+  holder: Metric.counter("unique_jobs_reaped_total", {
+    description: "Removed by the reaper",
+    incremental: true,
+    attributes: { what: "holder" }
+  }),
+  orphan: Metric.counter("unique_jobs_reaped_total", {
+    description: "Removed by the reaper",
+    incremental: true,
+    attributes: { what: "orphan" }
+  })
 }
 
 /**
@@ -156,7 +159,7 @@ export const reaped: {
  * @since 0.1.0
  * @category metrics
  */
-export const adminActions: Metric.Metric.Counter<number> = Metric.counter("unique_jobs_admin_actions_total", {
+export const adminActions: Metric.Counter<number> = Metric.counter("unique_jobs_admin_actions_total", {
   description: "Changes asked of the admin UI",
   incremental: true
 })

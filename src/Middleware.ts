@@ -11,6 +11,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as Tracer from "effect/Tracer"
 import { Defaults, resolve } from "./Defaults.js"
 import type * as Digest from "./Digest.js"
 import type { ExecutionConflict, LockConflict, LockLost } from "./Errors.js"
@@ -88,14 +89,14 @@ const withContext = <A, E, R>(
   kind: "producer" | "consumer",
   f: (redis: Store, definition: Definition, enabled: boolean) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R | RedisService> =>
-  Effect.withFiberRuntime((fiber) => {
-    const context = fiber.currentContext as Context.Context<RedisService>
+  Effect.withFiber((fiber) => {
+    const context = fiber.context as Context.Context<RedisService>
     const settings = Context.get(context, Defaults)
     const resolved = resolve(definition, settings)
     const phase = f(Context.get(context, RedisService), resolved, settings.enabled)
     // A phase runs in a span only under a tracer that exports it (OpenTelemetry, or any installed with
     // Layer.setTracer): a span costs more Node CPU than a lock call.
-    if (job === undefined || fiber.currentTracer === Tracing.builtInTracer) return phase
+    if (job === undefined || fiber.getRef(Tracer.Tracer) === Tracing.builtInTracer) return phase
     return spanOf(phase, kind === "producer" ? "UniqueJobs.client" : "UniqueJobs.server", kind, resolved, job)
   })
 
@@ -439,7 +440,7 @@ const serverPhase = <A, E, R>(
 
 const lapsed = (definition: Definition, digest: string, job: Job) =>
   Effect.andThen(
-    Metric.increment(Metrics.uniquenessLapsed.of(definition.lock, "queue")),
+    Metric.update(Metrics.uniquenessLapsed.of(definition.lock, "queue"), 1),
     Effect.logWarning("the queue lock was gone when the job started (expired or deleted); running it anyway").pipe(
       Effect.annotateLogs({ ...annotations, digest, jid: job.jid })
     )

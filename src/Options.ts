@@ -5,11 +5,13 @@
  * @since 0.1.0
  */
 import * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SchemaGetter from "effect/SchemaGetter"
+import * as SchemaIssue from "effect/SchemaIssue"
+import * as SchemaParser from "effect/SchemaParser"
 import * as Digest from "./Digest.js"
 import * as LockType from "./LockType.js"
 import * as Strategy from "./Strategy.js"
@@ -152,33 +154,59 @@ export {
   maxTimerMs,
   minLeaseMs,
   PositiveDuration,
-  TimerDuration
+  TimerDuration,
+  withDefault
 } from "./options/Decoding.js"
-import { formatIssues, InvalidLockOptions, LeaseDuration, NonNegativeDuration, PositiveDuration } from "./options/Decoding.js"
+import {
+  describeValue,
+  formatIssues,
+  InvalidLockOptions,
+  isRecord,
+  LeaseDuration,
+  NonNegativeDuration,
+  PositiveDuration,
+  withDefault
+} from "./options/Decoding.js"
+
+/**
+ * A schema for values that `is` accepts, refusing any other with `message(value)`.
+ *
+ * @internal
+ */
+export const guarded = <T>(is: (u: unknown) => u is T, message: (u: unknown) => string): Schema.Codec<T, unknown> =>
+  Schema.Unknown.pipe(Schema.decodeTo(Schema.declare(is), {
+    decode: SchemaGetter.transformEffect((u: unknown) =>
+      is(u) ? Effect.succeed(u) : Effect.fail(new SchemaIssue.InvalidValue({ message: message(u) }))
+    ),
+    encode: SchemaGetter.transform((t: T): unknown => t)
+  }))
+
+const BooleanSchema = guarded(
+  (u: unknown): u is boolean => typeof u === "boolean",
+  (u) => `expected true or false, got ${describeValue(u)}`
+)
 
 const FunctionSchema = <F>(what: string) =>
-  Schema.declare((u: unknown): u is F => typeof u === "function", {
-    message: (issue) => `expected a function (${what}), got ${typeof issue.actual}`
-  })
+  guarded((u: unknown): u is F => typeof u === "function", (u) => `expected a function (${what}), got ${typeof u}`)
 
 const lockNames = Object.keys(LockType.names) as Array<LockType.Name>
 
-const LockTypeSchema = Schema.transformOrFail(Schema.Unknown, Schema.Literal(...new Set(Object.values(LockType.names))), {
-  strict: true,
-  decode: (input, _, ast) =>
-    typeof input === "string" && Object.hasOwn(LockType.names, input)
-      ? ParseResult.succeed(LockType.names[input as LockType.Name])
-      : ParseResult.fail(
-        new ParseResult.Type(ast, input, `unknown lock type ${JSON.stringify(input)}; use one of ${lockNames.join(", ")}`)
-      ),
-  encode: ParseResult.succeed
-})
+const LockTypeSchema = guarded(
+  (u: unknown): u is LockType.Name => typeof u === "string" && Object.hasOwn(LockType.names, u),
+  (u) => `unknown lock type ${JSON.stringify(u)}; use one of ${lockNames.join(", ")}`
+).pipe(Schema.decodeTo(Schema.Literals([...new Set(Object.values(LockType.names))]), {
+  decode: SchemaGetter.transform((name: LockType.Name) => LockType.names[name]),
+  encode: SchemaGetter.transform((type: LockType.LockType): LockType.Name => type)
+}))
 
 // A prefix ends up inside key names that are parsed and matched with patterns: keep it to plain characters, and
 // clear of the suffixes the data model uses.
 /** @internal */
-export const PrefixSchema = Schema.String.pipe(
-  Schema.filter((prefix) =>
+export const PrefixSchema = guarded(
+  (u: unknown): u is string => typeof u === "string",
+  (u) => `expected a key prefix, a string like "billing", got ${describeValue(u)}`
+).check(
+  Schema.makeFilter((prefix: string) =>
     (/^[A-Za-z0-9_.\-:]+$/.test(prefix) && !prefix.endsWith(":") && !/:(LOCKED|RUN|digests)/.test(prefix)) ||
     "use letters, digits, '_', '-', '.' and inner ':' only (no spaces, '*', braces, or :LOCKED, :RUN, :digests)"
   )
@@ -197,21 +225,22 @@ interface OnConflictGiven {
   readonly name: string | undefined
 }
 
-const decodeOnConflict = ParseResult.decodeUnknown(Strategy.OnConflictSchema)
+const decodeOnConflict = SchemaParser.decodeUnknownEffect(Strategy.OnConflictSchema)
 
 // A single name is checked only on the sides a type has; an explicit side is checked as written.
-const OnConflictGiven = Schema.transformOrFail(
-  Schema.Unknown,
-  Schema.declare((u: unknown): u is OnConflictGiven => typeof u === "object" && u !== null),
-  {
-    strict: true,
-    decode: (input, options) =>
-      ParseResult.map(decodeOnConflict(input, options), (resolved) => ({
-        resolved,
-        name: typeof input === "string" ? input : undefined
-      })),
-    encode: (given) => ParseResult.succeed(given.resolved)
-  }
+const OnConflictGiven = Schema.Unknown.pipe(
+  Schema.decodeTo(
+    Schema.declare((u: unknown): u is OnConflictGiven => typeof u === "object" && u !== null),
+    {
+      decode: SchemaGetter.transformEffect((input: unknown, options) =>
+        Effect.map(decodeOnConflict(input, options), (resolved): OnConflictGiven => ({
+          resolved,
+          name: typeof input === "string" ? input : undefined
+        }))
+      ),
+      encode: SchemaGetter.transform((given: OnConflictGiven): unknown => given.resolved)
+    }
+  )
 )
 
 // An option the type never reads would be dropped without a word: refuse it, and say what to do instead.
@@ -231,21 +260,21 @@ const ignoredOptions = (o: {
   if (record.options.lockTtl === "never" && Option.isSome(o.lockTtl)) {
     issues.push({
       path: ["lockTtl"],
-      message: `${o.lock} takes no lock at enqueue, so lockTtl would never apply; its run lock lives by lockLease ` +
+      issue: `${o.lock} takes no lock at enqueue, so lockTtl would never apply; its run lock lives by lockLease ` +
         "(drop lockTtl, or use until_and_while_executing to lock at enqueue too)"
     })
   }
   if (record.options.lockLease === "never" && Option.isSome(o.lockLease)) {
     issues.push({
       path: ["lockLease"],
-      message: `${o.lock} takes no lock around perform, so lockLease would never apply; its lock is bounded by ` +
+      issue: `${o.lock} takes no lock around perform, so lockLease would never apply; its lock is bounded by ` +
         "lockTtl (drop lockLease, or use until_and_while_executing to lock around perform too)"
     })
   }
   if (!queue && (name === undefined ? resolved.client !== "log" : !Strategy.serverNames.includes(name as never))) {
     issues.push({
       path: name === undefined ? ["onConflict", "client"] : ["onConflict"],
-      message: `${o.lock} takes no lock at enqueue, so ${
+      issue: `${o.lock} takes no lock at enqueue, so ${
         name === undefined ? `a client strategy (${Strategy.nameOf(resolved.client)})` : `"${name}" (client only)`
       } would never apply; use a server strategy (${Strategy.serverNames.join(", ")}) or a type that locks at enqueue`
     })
@@ -253,7 +282,7 @@ const ignoredOptions = (o: {
   if (!run && (name === undefined ? resolved.server !== "log" : !Strategy.clientNames.includes(name as never))) {
     issues.push({
       path: name === undefined ? ["onConflict", "server"] : ["onConflict"],
-      message: `${o.lock} takes no lock around perform, so ${
+      issue: `${o.lock} takes no lock around perform, so ${
         name === undefined ? `a server strategy (${Strategy.nameOf(resolved.server)})` : `"${name}" (server only)`
       } would never apply; use a client strategy (${Strategy.clientNames.join(", ")}) or until_and_while_executing`
     })
@@ -262,7 +291,7 @@ const ignoredOptions = (o: {
   if (fixed !== undefined && resolved.server !== fixed && resolved.server !== "log") {
     issues.push({
       path: name === undefined ? ["onConflict", "server"] : ["onConflict"],
-      message: `${o.lock} always uses ${fixed} on the server; drop ${Strategy.nameOf(resolved.server)}${
+      issue: `${o.lock} always uses ${fixed} on the server; drop ${Strategy.nameOf(resolved.server)}${
         o.lock === "while_executing_reject" ? " or use while_executing" : ""
       }`
     })
@@ -272,7 +301,7 @@ const ignoredOptions = (o: {
   if (Option.isSome(o.rescheduleDelay) && typeof server === "string" && server !== "reschedule") {
     issues.push({
       path: ["rescheduleDelay"],
-      message: run
+      issue: run
         ? `only the reschedule strategy reads rescheduleDelay, and the server strategy here is ${server} ` +
           `(drop rescheduleDelay, or set onConflict: { server: "reschedule" })`
         : `${o.lock} takes no lock around perform, so nothing is rescheduled (drop rescheduleDelay)`
@@ -287,7 +316,7 @@ const ignoredOptions = (o: {
   ) {
     issues.push({
       path: ["lockTimeout"],
-      message: `a job of until_and_while_executing that waits for the run lock (lockTimeout) keeps its queue lock while ` +
+      issue: `a job of until_and_while_executing that waits for the run lock (lockTimeout) keeps its queue lock while ` +
         `it runs in the queue, so ${Option.isSome(o.debounce) ? "debounce" : "the replace strategy"} could not put a ` +
         `newer enqueue in its place and that enqueue would be lost; drop lockTimeout (onConflict: { server: ` +
         `"reschedule" } runs the follow-up once the active job ends)`
@@ -309,15 +338,15 @@ const debounceIssues = (
   if (!debounceTypes.includes(lock)) {
     issues.push({
       path: ["debounce"],
-      message: LockType.phases(lock).queue
+      issue: LockType.phases(lock).queue
         ? `${lock} keeps its lock after the job ran, so a debounce window would never end; use ${debounceTypes.join(", ")}`
         : `${lock} takes no lock at enqueue, so nothing waits to be debounced; use ${debounceTypes.join(", ")}`
     })
   }
-  if (Option.isSome(debounce.maxWait) && Duration.lessThan(debounce.maxWait.value, debounce.delay)) {
+  if (Option.isSome(debounce.maxWait) && Duration.isLessThan(debounce.maxWait.value, debounce.delay)) {
     issues.push({
       path: ["debounce", "maxWait"],
-      message: `maxWait (${Duration.toMillis(debounce.maxWait.value)} ms) is shorter than delay (${
+      issue: `maxWait (${Duration.toMillis(debounce.maxWait.value)} ms) is shorter than delay (${
         Duration.toMillis(debounce.delay)
       } ms): every run would wait maxWait; make maxWait at least delay, or drop delay to it`
     })
@@ -325,7 +354,7 @@ const debounceIssues = (
   if (client !== "log" && client !== "replace") {
     issues.push({
       path: ["onConflict", "client"],
-      message: `debounce replaces the waiting job with each later enqueue, so the client strategy is replace, not ${
+      issue: `debounce replaces the waiting job with each later enqueue, so the client strategy is replace, not ${
         Strategy.nameOf(client)
       } (leave the client strategy out)`
     })
@@ -333,10 +362,60 @@ const debounceIssues = (
   return issues
 }
 
-const DebounceSchema = Schema.Struct({
-  delay: PositiveDuration,
-  maxWait: Schema.optionalWith(PositiveDuration, { as: "Option" })
-})
+const DebounceFields = Schema.Struct({
+  delay: PositiveDuration.annotateKey({
+    messageMissingKey: "missing: how long after the newest enqueue the job runs, like \"5 seconds\""
+  }),
+  maxWait: Schema.OptionFromOptional(PositiveDuration)
+}).annotate({ messageUnexpectedKey: "not a debounce option: debounce takes delay and maxWait" })
+
+const DebounceSchema = guarded(
+  isRecord,
+  (u) => `expected { delay, maxWait? }, like { delay: "5 seconds" }, got ${describeValue(u)}`
+).pipe(Schema.decodeTo(DebounceFields, {
+  decode: SchemaGetter.passthrough({ strict: false }),
+  encode: SchemaGetter.passthrough({ strict: false })
+}))
+
+// Each option's schema; a key not among them is refused, listing them.
+const optionFields = {
+  lock: LockTypeSchema.annotateKey({
+    messageMissingKey: `missing: name a lock type (${[...new Set(Object.values(LockType.names))].join(", ")})`
+  }),
+  lockTtl: Schema.OptionFromOptional(PositiveDuration),
+  lockTimeout: withDefault(NonNegativeDuration, () => Duration.zero),
+  debounce: Schema.OptionFromOptional(DebounceSchema),
+  lockLimit: withDefault(
+    Schema.Unknown.pipe(Schema.decodeTo(Schema.Number, {
+      decode: SchemaGetter.transformEffect((n: unknown) =>
+        typeof n === "number" && Number.isSafeInteger(n) && n >= 1
+          ? Effect.succeed(n)
+          : Effect.fail(new SchemaIssue.InvalidValue({ message: `expected a whole number >= 1, got ${describeValue(n)}` }))
+      ),
+      encode: SchemaGetter.transform((n: number): unknown => n)
+    })),
+    () => 1
+  ),
+  // Options, not defaults, where a type refuses an option it never reads: the check must see what was given.
+  lockLease: Schema.OptionFromOptional(LeaseDuration),
+  onConflict: Schema.OptionFromOptional(OnConflictGiven),
+  rescheduleDelay: Schema.OptionFromOptional(PositiveDuration),
+  // `undefined` reads as absent, as the Options type says (`lockArgs: cond ? f : undefined`).
+  lockArgs: Schema.optional(FunctionSchema<(args: ReadonlyArray<unknown>) => unknown>("lockArgs")),
+  uniqueAcrossQueues: withDefault(BooleanSchema, () => false),
+  uniqueAcrossWorkers: withDefault(BooleanSchema, () => false),
+  lockInfo: withDefault(BooleanSchema, () => false),
+  lockEvents: withDefault(BooleanSchema, () => false),
+  lockPrefix: withDefault(PrefixSchema, () => Digest.defaultPrefix),
+  digestAlgorithm: withDefault(
+    guarded(
+      (u: unknown): u is Digest.Algorithm => u === "legacy" || u === "modern",
+      (u) => `expected "legacy" (MD5) or "modern" (SHA3-256), got ${describeValue(u)}`
+    ),
+    (): Digest.Algorithm => "legacy"
+  ),
+  afterUnlock: Schema.optional(FunctionSchema<(unlocked: Unlocked) => Effect.Effect<unknown, unknown>>("afterUnlock"))
+}
 
 /**
  * The options Schema: decodes and checks user input, leaving the options not given as `None` (an option a lock
@@ -345,41 +424,18 @@ const DebounceSchema = Schema.Struct({
  * @since 0.1.0
  * @category schemas
  */
-export const OptionsSchema = Schema.Struct({
-  lock: LockTypeSchema,
-  lockTtl: Schema.optionalWith(PositiveDuration, { as: "Option" }),
-  lockTimeout: Schema.optionalWith(NonNegativeDuration, { default: () => Duration.zero }),
-  debounce: Schema.optionalWith(DebounceSchema, { as: "Option" }),
-  lockLimit: Schema.optionalWith(
-    Schema.Number.pipe(
-      Schema.filter((n) => (Number.isSafeInteger(n) && n >= 1) || "expected a whole number >= 1")
-    ),
-    { default: () => 1 }
-  ),
-  // Options, not defaults, where a type refuses an option it never reads: the check must see what was given.
-  lockLease: Schema.optionalWith(LeaseDuration, { as: "Option" }),
-  onConflict: Schema.optionalWith(OnConflictGiven, { as: "Option" }),
-  rescheduleDelay: Schema.optionalWith(PositiveDuration, { as: "Option" }),
-  // `undefined` reads as absent, as the Options type says (`lockArgs: cond ? f : undefined`).
-  lockArgs: Schema.optional(FunctionSchema<(args: ReadonlyArray<unknown>) => unknown>("lockArgs")),
-  uniqueAcrossQueues: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  uniqueAcrossWorkers: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  lockInfo: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  lockEvents: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  lockPrefix: Schema.optionalWith(PrefixSchema, { default: () => Digest.defaultPrefix }),
-  digestAlgorithm: Schema.optionalWith(Schema.Literal("legacy", "modern"), { default: () => "legacy" }),
-  afterUnlock: Schema.optional(FunctionSchema<(unlocked: Unlocked) => Effect.Effect<unknown, unknown>>("afterUnlock"))
-}).pipe(
-  Schema.filter((o) => [
-    LockType.records[o.lock].options.lockTtl === "required" && Option.isNone(o.lockTtl)
-      ? { path: ["lockTtl"], message: `${o.lock} needs a lockTtl of its own: nothing else ever releases it` }
-      : undefined,
+export const OptionsSchema = Schema.Struct(optionFields).annotate({
+  messageUnexpectedKey: `not a lock option: check its spelling (the options are ${Object.keys(optionFields).join(", ")})`
+}).check(
+  Schema.makeFilter((o) => [
+    ...(LockType.records[o.lock].options.lockTtl === "required" && Option.isNone(o.lockTtl)
+      ? [{ path: ["lockTtl"], issue: `${o.lock} needs a lockTtl of its own: nothing else ever releases it` }]
+      : []),
     ...ignoredOptions(o)
   ])
 )
 
-
-const decodeOptions = Schema.decodeUnknownEither(OptionsSchema, { errors: "all", onExcessProperty: "error" })
+const decodeOptions = Schema.decodeUnknownResult(OptionsSchema, { errors: "all", onExcessProperty: "error" })
 
 /**
  * The options a worker may leave to the global defaults (`Defaults`).
@@ -459,16 +515,17 @@ const fromDecoded = (options: Options, decoded: typeof OptionsSchema.Type): Defi
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<Definition, InvalidLockOptions> => decode(options)
+export const make = (options: Options): Effect.Effect<Definition, InvalidLockOptions> =>
+  Effect.fromResult(decode(options))
 
-const decode = (options: Options): Either.Either<Definition, InvalidLockOptions> =>
-  Either.mapBoth(decodeOptions(options), {
-    onLeft: (error) => {
+const decode = (options: Options): Result.Result<Definition, InvalidLockOptions> =>
+  Result.mapBoth(decodeOptions(options), {
+    onFailure: (error) => {
       const issues = formatIssues(error)
       const first = issues[0] ?? { field: "options", reason: "invalid" }
       return new InvalidLockOptions({ field: first.field, reason: first.reason, issues })
     },
-    onRight: (decoded) => fromDecoded(options, decoded)
+    onSuccess: (decoded) => fromDecoded(options, decoded)
   })
 
 /**
@@ -478,7 +535,7 @@ const decode = (options: Options): Either.Either<Definition, InvalidLockOptions>
  * @category constructors
  */
 export const unsafeMake = (options: Options): Definition =>
-  Either.getOrThrowWith(decode(options), (error) => error)
+  Result.getOrThrowWith(decode(options), (error) => error)
 
 /**
  * A worker's options: the lock options, the worker's name and its default queue (`default`).
@@ -501,9 +558,10 @@ const shown = (u: unknown): string => {
 
 // Both names go into every job and its digest: an empty one is refused where the worker is defined.
 const NameSchema = (what: string) =>
-  Schema.declare((u: unknown): u is string => typeof u === "string" && u !== "", {
-    message: (issue) => `expected ${what}, a non-empty string, got ${shown(issue.actual)}`
-  })
+  guarded(
+    (u: unknown): u is string => typeof u === "string" && u !== "",
+    (u) => `expected ${what}, a non-empty string, got ${shown(u)}`
+  )
 
 /**
  * The worker's name and queue, checked like the lock options.
@@ -513,10 +571,10 @@ const NameSchema = (what: string) =>
  */
 export const WorkerSchema = Schema.Struct({
   worker: NameSchema("the worker's name"),
-  queue: Schema.optionalWith(NameSchema("the queue's name"), { default: () => "default" })
+  queue: withDefault(NameSchema("the queue's name"), () => "default")
 })
 
-const decodeWorker = Schema.decodeUnknownEither(WorkerSchema, { errors: "all", onExcessProperty: "ignore" })
+const decodeWorker = Schema.decodeUnknownResult(WorkerSchema, { errors: "all", onExcessProperty: "ignore" })
 
 /**
  * Decodes a worker's options once: its name and queue and its lock options, every issue reported together.
@@ -526,17 +584,17 @@ const decodeWorker = Schema.decodeUnknownEither(WorkerSchema, { errors: "all", o
  */
 export const makeWorker = (
   options: WorkerOptions
-): Either.Either<{ readonly worker: string; readonly queue: string; readonly definition: Definition }, InvalidLockOptions> => {
+): Result.Result<{ readonly worker: string; readonly queue: string; readonly definition: Definition }, InvalidLockOptions> => {
   const { queue, worker, ...lock } = options
   const names = decodeWorker({ worker, queue })
   const definition = decode(lock)
-  if (Either.isRight(names) && Either.isRight(definition)) {
-    return Either.right({ ...names.right, definition: definition.right })
+  if (Result.isSuccess(names) && Result.isSuccess(definition)) {
+    return Result.succeed({ ...names.success, definition: definition.success })
   }
   const issues = [
-    ...(Either.isLeft(names) ? formatIssues(names.left) : []),
-    ...(Either.isLeft(definition) ? definition.left.issues : [])
+    ...(Result.isFailure(names) ? formatIssues(names.failure) : []),
+    ...(Result.isFailure(definition) ? definition.failure.issues : [])
   ]
   const first = issues[0] ?? { field: "options", reason: "invalid" }
-  return Either.left(new InvalidLockOptions({ field: first.field, reason: first.reason, issues }))
+  return Result.fail(new InvalidLockOptions({ field: first.field, reason: first.reason, issues }))
 }

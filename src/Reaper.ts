@@ -23,13 +23,14 @@ import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SchemaGetter from "effect/SchemaGetter"
+import * as SchemaIssue from "effect/SchemaIssue"
 import type * as Scope from "effect/Scope"
 import { Defaults } from "./Defaults.js"
 import * as History from "./History.js"
@@ -113,40 +114,44 @@ const dayMs = 86_400_000
 
 // interval: 0 would run passes back to back; lease: shorter than a step's round trips lets two runners in at once;
 // grace: the time between a lock and its job's add, so at least 1 ms.
-const Batch = Schema.transformOrFail(Schema.Unknown, Schema.Number, {
-  strict: true,
-  decode: (n, _, ast) =>
-    typeof n === "number" && Number.isSafeInteger(n) && n >= 1 && n <= 1000
-      ? ParseResult.succeed(n)
-      : ParseResult.fail(
-        new ParseResult.Type(ast, n, `expected a whole number from 1 to 1000, such as 100; got ${describeValue(n)}`)
-      ),
-  encode: ParseResult.succeed
-})
+const Batch = Schema.Unknown.pipe(
+  Schema.decodeTo(Schema.Number, {
+    decode: SchemaGetter.transformEffect((n: unknown) =>
+      typeof n === "number" && Number.isSafeInteger(n) && n >= 1 && n <= 1000
+        ? Effect.succeed(n)
+        : Effect.fail(
+          new SchemaIssue.InvalidValue({
+            message: `expected a whole number from 1 to 1000, such as 100; got ${describeValue(n)}`
+          })
+        )
+    ),
+    encode: SchemaGetter.transform((n: number): unknown => n)
+  })
+)
 
 const OptionsSchema = Schema.Struct({
   prefix: Schema.optional(PrefixSchema),
-  interval: Schema.optionalWith(durationFrom(10, `a duration from 10 ms to 1 day, such as "1 minute"`, dayMs), {
-    default: () => Duration.minutes(1)
-  }),
-  batch: Schema.optionalWith(Batch, { default: () => 100 }),
-  lease: Schema.optionalWith(durationFrom(100, `a duration from 100 ms to 1 day, such as "30 seconds"`, dayMs), {
-    default: () => Duration.seconds(30)
-  }),
-  grace: Schema.optionalWith(durationFrom(1, `a duration of at least 1 ms, such as "10 minutes"`), {
-    default: () => Duration.minutes(10)
-  }),
-  dryRun: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  interval: durationFrom(10, `a duration from 10 ms to 1 day, such as "1 minute"`, dayMs).pipe(
+    Schema.withDecodingDefaultType(Effect.sync(() => Duration.minutes(1)))
+  ),
+  batch: Batch.pipe(Schema.withDecodingDefaultType(Effect.succeed(100))),
+  lease: durationFrom(100, `a duration from 100 ms to 1 day, such as "30 seconds"`, dayMs).pipe(
+    Schema.withDecodingDefaultType(Effect.sync(() => Duration.seconds(30)))
+  ),
+  grace: durationFrom(1, `a duration of at least 1 ms, such as "10 minutes"`).pipe(
+    Schema.withDecodingDefaultType(Effect.sync(() => Duration.minutes(10)))
+  ),
+  dryRun: Schema.Boolean.pipe(Schema.withDecodingDefaultType(Effect.succeed(false)))
 })
 
-const decodeSettings = Schema.decodeUnknownEither(OptionsSchema, { errors: "all" })
+const decodeSettings = Schema.decodeUnknownResult(OptionsSchema, { errors: "all" })
 
 /** The options decoded once, where they are given: each bad field named, with what to write instead. */
-const decodeOptions = (options: Options, lockPrefix: string): Either.Either<Settings, InvalidLockOptions> =>
-  Either.match(decodeSettings(options), {
-    onLeft: (error) => Either.left(invalidOptions(formatIssues(error))),
-    onRight: (decoded) =>
-      Either.right({
+const decodeOptions = (options: Options, lockPrefix: string): Result.Result<Settings, InvalidLockOptions> =>
+  Result.match(decodeSettings(options), {
+    onFailure: (error) => Result.fail(invalidOptions(formatIssues(error))),
+    onSuccess: (decoded) =>
+      Result.succeed({
         prefix: decoded.prefix ?? lockPrefix,
         batch: decoded.batch,
         intervalMs: Duration.toMillis(decoded.interval),
@@ -157,12 +162,12 @@ const decodeOptions = (options: Options, lockPrefix: string): Either.Either<Sett
   })
 
 const settingsOf = (options: Options) =>
-  Effect.flatMap(Defaults, (defaults) => decodeOptions(options, defaults.lockPrefix))
+  Effect.flatMap(Defaults, (defaults) => Effect.fromResult(decodeOptions(options, defaults.lockPrefix)))
 
 // The candidates the queue their job belongs to says are gone, asked in one call. A candidate whose entry names no
 // queue (written by an older version) is kept, as is every job the queue cannot tell about ("unknown").
 const orphansOf = (
-  queue: Context.Tag.Service<JobQueue>,
+  queue: Context.Service.Shape<typeof JobQueue>,
   candidates: ReadonlyArray<ReapCandidate>
 ): Effect.Effect<ReadonlyArray<ReapCandidate>, QueueError> => {
   const asked = candidates.filter((c): c is ReapCandidate & { readonly queue: string } => c.queue !== undefined)
@@ -250,9 +255,9 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
               orphans: sofar.orphans + orphans
             }
             if (!settings.dryRun) {
-              yield* Metric.incrementBy(Metrics.reaped.member, step.removedMembers.length)
-              yield* Metric.incrementBy(Metrics.reaped.holder, step.removedHolders.length)
-              yield* Metric.incrementBy(Metrics.reaped.orphan, orphans)
+              yield* Metric.update(Metrics.reaped.member, step.removedMembers.length)
+              yield* Metric.update(Metrics.reaped.holder, step.removedHolders.length)
+              yield* Metric.update(Metrics.reaped.orphan, orphans)
             }
             if (onStep !== undefined) yield* onStep(sofar, freed)
             if (step.next < 0) break
@@ -268,9 +273,9 @@ export const make = (options: Options = {}): Effect.Effect<Runner, InvalidLockOp
           owner,
           tookMs: ended - now,
           ...sofar,
-          ...(Either.isLeft(walked) ? { error: walked.left.message } : {})
+          ...(Result.isFailure(walked) ? { error: walked.failure.message } : {})
         }).pipe(Effect.catch((error) => Effect.logDebug("reaper pass not kept in its journal", error)))
-        if (Either.isLeft(walked)) return yield* Effect.fail(walked.left)
+        if (Result.isFailure(walked)) return yield* Effect.fail(walked.failure)
         const removed = sofar.members + sofar.holders + sofar.orphans
         const line = `reaper pass${settings.dryRun ? " (dry run)" : ""}: ${sofar.scanned} index members in ${sofar.steps} ` +
           `steps; ${settings.dryRun ? "would remove" : "removed"} ${sofar.members} members, ${sofar.holders} ended ` +

@@ -1,16 +1,18 @@
 /**
  * `RedisService`: the lock store. One typed method per Lua script, each a single round trip; a memory store
  * with the same semantics for users' own tests and for differential tests. This module is the public face: the
- * Tag, the models and the layers; the stores themselves live in `internal/`.
+ * service, the models and the layers; the stores themselves live in `store/`.
  *
  * @since 0.1.0
  */
 import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import type * as Scope from "effect/Scope"
 import type { LayoutMismatch } from "./Errors.js"
 import * as IORedisStore from "./store/IORedis.js"
@@ -45,10 +47,13 @@ export type {
 } from "./store/Store.js"
 
 /**
+ * The lock store as a service: provide it with `layer`, `layerConfig`, `layerCluster`, `layerFromClient` or
+ * `layerMemory`.
+ *
  * @since 0.1.0
  * @category tags
  */
-export class RedisService extends Context.Tag("effect-unique-jobs/RedisService")<RedisService, Store>() {}
+export class RedisService extends Context.Service<RedisService, Store>()("effect-unique-jobs/RedisService") {}
 
 /**
  * Checks, once, that `prefix`'s keys live where this process's store puts them: Redis records a prefix's layout (one
@@ -142,7 +147,7 @@ export const makeFromClient = (
   client: Client,
   options?: FromClientOptions
 ): Effect.Effect<Store, RedisError> =>
-  Effect.flatMap(Effect.mapError(RedisOptions.decodeFromClient(options), optionsError), (decoded) =>
+  Effect.flatMap(Effect.mapError(Effect.fromResult(RedisOptions.decodeFromClient(options)), optionsError), (decoded) =>
     decoded.shards !== undefined && client.isCluster !== true
       ? Effect.fail(new RedisError({ operation: "options", reason: "shards: only a Redis Cluster client is sharded" }))
       : IORedisStore.makeFromClient(client, decoded))
@@ -183,7 +188,7 @@ const optionsError = (invalid: InvalidLockOptions): RedisError =>
   })
 
 const decodeOptions = (options: unknown): Effect.Effect<Options, RedisError> =>
-  Effect.mapError(RedisOptions.decode(options), optionsError)
+  Effect.mapError(Effect.fromResult(RedisOptions.decode(options)), optionsError)
 
 /**
  * A store on Redis Cluster that owns its ioredis `Cluster`: connected when built, closed with its scope. Each lock's
@@ -195,7 +200,7 @@ const decodeOptions = (options: unknown): Effect.Effect<Options, RedisError> =>
  * @category constructors
  */
 export const makeCluster = (options: ClusterOptions): Effect.Effect<Store, RedisError, Scope.Scope> =>
-  Effect.flatMap(Effect.mapError(RedisOptions.decodeCluster(options), optionsError), IORedisStore.makeCluster)
+  Effect.flatMap(Effect.mapError(Effect.fromResult(RedisOptions.decodeCluster(options)), optionsError), IORedisStore.makeCluster)
 
 /**
  * @since 0.1.0
@@ -212,11 +217,11 @@ export const layerCluster = (options: ClusterOptions): Layer.Layer<RedisService,
  * @category layers
  */
 export const layerClusterConfig = (
-  config: Config.Config.Wrap<ClusterOptions> = {
-    nodes: Config.map(Config.string("REDIS_CLUSTER_NODES"), (text) =>
+  config: Config.Wrap<ClusterOptions> = {
+    nodes: Config.map(Config.String("REDIS_CLUSTER_NODES"), (text) =>
       text.split(",").map((node) => node.trim()).filter((node) => node !== ""))
   }
-): Layer.Layer<RedisService, RedisError | ConfigError.ConfigError> =>
+): Layer.Layer<RedisService, RedisError | Config.ConfigError> =>
   Layer.effect(RedisService, Effect.flatMap(Config.unwrap(config), makeCluster))
 
 /**
@@ -226,26 +231,20 @@ export const layerClusterConfig = (
 export const layer = (options: Options = {}): Layer.Layer<RedisService, RedisError> =>
   Layer.effect(RedisService, make(options))
 
-// A missing secret reads `Missing data at REDIS_URL: "<redacted>"` (Config.redacted hides every message of its value).
-// The url is the only secret among the options, so such a leaf is the url: say what to set.
-const explainMissing = (error: ConfigError.ConfigError): ConfigError.ConfigError => {
-  switch (error._op) {
-    case "And":
-      return ConfigError.And(explainMissing(error.left), explainMissing(error.right))
-    case "Or":
-      return ConfigError.Or(explainMissing(error.left), explainMissing(error.right))
-    case "MissingData": {
-      if (error.message !== "<redacted>") return error
-      const name = error.path.join(".")
-      return ConfigError.MissingData(
-        error.path,
-        `${name} is not set: set it to redis://host:port[/db] (or pass Redis.layer({ url }))`
+// A missing `REDIS_URL` would read as a bare `Expected string`: say what to set. Only absence is explained; a value
+// that does not decode keeps its own message.
+const explainMissing = <A>(config: Config.Config<A>, name: string): Config.Config<A> =>
+  Config.flatMap(Config.option(config), (value) =>
+    Option.isSome(value) ? Config.succeed(value.value) : Config.fail(
+      new Schema.SchemaError(
+        new SchemaIssue.Pointer(
+          [name],
+          new SchemaIssue.MissingKey({
+            messageMissingKey: `${name} is not set: set it to redis://host:port[/db] (or pass Redis.layer({ url }))`
+          })
+        )
       )
-    }
-    default:
-      return error
-  }
-}
+    ))
 
 /**
  * Reads the options from `Config`; by default the URL from `REDIS_URL`, kept `Redacted`. A missing `REDIS_URL` fails
@@ -255,9 +254,9 @@ const explainMissing = (error: ConfigError.ConfigError): ConfigError.ConfigError
  * @category layers
  */
 export const layerConfig = (
-  config: Config.Config.Wrap<Options> = { url: Config.redacted("REDIS_URL") }
-): Layer.Layer<RedisService, RedisError | ConfigError.ConfigError> =>
-  Layer.effect(RedisService, Effect.flatMap(Effect.mapError(Config.unwrap(config), explainMissing), make))
+  config: Config.Wrap<Options> = { url: explainMissing(Config.Redacted("REDIS_URL"), "REDIS_URL") }
+): Layer.Layer<RedisService, RedisError | Config.ConfigError> =>
+  Layer.effect(RedisService, Effect.flatMap(Config.unwrap(config), make))
 
 /**
  * A store over a client the caller owns and closes.

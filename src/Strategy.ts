@@ -9,10 +9,11 @@ import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
-import * as ParseResult from "effect/ParseResult"
+import * as References from "effect/References"
 import * as Schema from "effect/Schema"
+import * as SchemaGetter from "effect/SchemaGetter"
+import * as SchemaIssue from "effect/SchemaIssue"
 import type { LockConflict } from "./Errors.js"
 import { DuplicateJob, ExecutionConflict } from "./Errors.js"
 import type { Job } from "./Job.js"
@@ -273,51 +274,48 @@ const sideMessage = (side: "client" | "server", actual: unknown): string => {
  * @since 0.1.0
  * @category schemas
  */
-export const OnConflictSchema: Schema.Schema<Resolved, unknown> = Schema.transformOrFail(
-  Schema.Unknown,
-  Schema.declare((u: unknown): u is Resolved => typeof u === "object" && u !== null),
-  {
-    strict: true,
-    decode: (input, _, ast) => {
-      if (typeof input === "string") {
-        if (!names.includes(input as Name)) {
-          return ParseResult.fail(
-            new ParseResult.Type(ast, input, `unknown strategy ${JSON.stringify(input)}; use one of ${names.join(", ")}`)
-          )
+export const OnConflictSchema: Schema.Codec<Resolved, unknown> = Schema.Unknown.pipe(
+  Schema.decodeTo(
+    Schema.declare((u: unknown): u is Resolved => typeof u === "object" && u !== null),
+    {
+      decode: SchemaGetter.transformEffect((input: unknown): Effect.Effect<Resolved, SchemaIssue.Issue> => {
+        const invalid = (message: string) => new SchemaIssue.InvalidValue({ message })
+        if (typeof input === "string") {
+          if (!names.includes(input as Name)) {
+            return Effect.fail(invalid(`unknown strategy ${JSON.stringify(input)}; use one of ${names.join(", ")}`))
+          }
+          return Effect.succeed({
+            client: isClientName(input) ? input : "log",
+            server: isServerName(input) ? input : "log"
+          })
         }
-        return ParseResult.succeed({
-          client: isClientName(input) ? input : "log",
-          server: isServerName(input) ? input : "log"
-        })
-      }
-      if (typeof input !== "object" || input === null || Array.isArray(input)) {
-        return ParseResult.fail(
-          new ParseResult.Type(ast, input, "expected a strategy name or { client?, server? }")
-        )
-      }
-      const sides = input as Record<string, unknown>
-      const issues: Array<ParseResult.ParseIssue> = []
-      for (const key of Object.keys(sides)) {
-        if (key !== "client" && key !== "server") {
-          issues.push(new ParseResult.Pointer(key, input, new ParseResult.Unexpected(sides[key], "only client and server")))
+        if (typeof input !== "object" || input === null || Array.isArray(input)) {
+          return Effect.fail(invalid("expected a strategy name or { client?, server? }"))
         }
-      }
-      const client = sides.client ?? "log"
-      const server = sides.server ?? "log"
-      if (!isClientName(client) && typeof client !== "function") {
-        issues.push(new ParseResult.Pointer("client", input, new ParseResult.Type(ast, client, sideMessage("client", client))))
-      }
-      if (!isServerName(server) && typeof server !== "function") {
-        issues.push(new ParseResult.Pointer("server", input, new ParseResult.Type(ast, server, sideMessage("server", server))))
-      }
-      const [first, ...rest] = issues
-      if (first !== undefined) {
-        return ParseResult.fail(rest.length === 0 ? first : new ParseResult.Composite(ast, input, [first, ...rest]))
-      }
-      return ParseResult.succeed({ client, server } as Resolved)
-    },
-    encode: (resolved) => ParseResult.succeed(resolved)
-  }
+        const sides = input as Record<string, unknown>
+        const issues: Array<SchemaIssue.Issue> = []
+        for (const key of Object.keys(sides)) {
+          if (key !== "client" && key !== "server") {
+            issues.push(new SchemaIssue.Pointer([key], invalid("only client and server")))
+          }
+        }
+        const client = sides.client ?? "log"
+        const server = sides.server ?? "log"
+        if (!isClientName(client) && typeof client !== "function") {
+          issues.push(new SchemaIssue.Pointer(["client"], invalid(sideMessage("client", client))))
+        }
+        if (!isServerName(server) && typeof server !== "function") {
+          issues.push(new SchemaIssue.Pointer(["server"], invalid(sideMessage("server", server))))
+        }
+        const [first, ...rest] = issues
+        if (first !== undefined) {
+          return Effect.fail(rest.length === 0 ? first : new SchemaIssue.Composite(Schema.Unknown.ast, [first, ...rest]))
+        }
+        return Effect.succeed({ client, server } as Resolved)
+      }),
+      encode: SchemaGetter.transform((resolved: Resolved): unknown => resolved)
+    }
+  )
 )
 
 /**
@@ -332,11 +330,11 @@ export const nameOf = (strategy: string | ((conflict: never) => unknown)): strin
 const holdersText = (c: { readonly conflict: LockConflict }) => c.conflict.holders.join(", ")
 
 // Debug: the outcome (Skipped) already tells the caller, and a busy queue has a duplicate at every enqueue.
-// A debug line below the fiber's minimum log level costs nothing: its text and annotations (a fiber-ref update) were
+// A debug line below the fiber's minimum log level costs nothing: its text and annotations (a context update) were
 // most of a logged duplicate's CPU beside its lock call.
 const logConflict = (c: { readonly conflict: LockConflict; readonly job: Job }, side: string) =>
-  Effect.withFiberRuntime<void>((fiber) =>
-    LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Debug)
+  Effect.withFiber<void>((fiber) =>
+    LogLevel.isGreaterThan(fiber.getRef(References.MinimumLogLevel), "Debug")
       ? Effect.void
       : Effect.logDebug(`${side} conflict: ${c.job.worker} ${c.job.jid} is a duplicate of ${holdersText(c)}`).pipe(
         Effect.annotateLogs({ package: "effect-unique-jobs", module: "Strategy", digest: c.conflict.digest, jid: c.job.jid })

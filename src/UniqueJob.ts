@@ -22,9 +22,9 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import type * as Digest from "./Digest.js"
 import { InvalidJobArgs } from "./Errors.js"
 import * as Job from "./Job.js"
@@ -42,7 +42,7 @@ import type * as Strategy from "./Strategy.js"
  * @since 0.1.0
  * @category models
  */
-export type ArgsSchema<Args extends ReadonlyArray<unknown>, Encoded extends ReadonlyArray<unknown>> = Schema.Schema<
+export type ArgsSchema<Args extends ReadonlyArray<unknown>, Encoded extends ReadonlyArray<unknown>> = Schema.Codec<
   Args,
   Encoded
 >
@@ -127,13 +127,15 @@ const pathOf = (path: ReadonlyArray<PropertyKey>): string =>
     "args"
   )
 
-const invalid = (worker: string, jid: string, direction: "encode" | "decode") => (error: ParseResult.ParseError) =>
+const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
+
+const invalid = (worker: string, jid: string, direction: "encode" | "decode") => (error: Schema.SchemaError) =>
   new InvalidJobArgs({
     worker,
     jid,
     direction,
-    issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
-      path: pathOf(issue.path),
+    issues: formatter(error.issue).issues.map((issue) => ({
+      path: pathOf((issue.path ?? []).map((key) => typeof key === "object" ? key.key : key)),
       message: issue.message
     }))
   })
@@ -146,29 +148,29 @@ const fromDefinition = <Args extends ReadonlyArray<unknown>, Encoded extends Rea
 ): UniqueJob<Args, InvalidJobArgs> => {
   const client = Middleware.client(definition)
   const server = Middleware.server(definition)
-  const encode = schema === undefined ? undefined : Schema.encodeEither(schema, { errors: "all" })
-  const decodeArgs = schema === undefined ? undefined : Schema.decodeUnknownEither(schema, { errors: "all" })
+  const encode = schema === undefined ? undefined : Schema.encodeUnknownResult(schema, { errors: "all" })
+  const decodeArgs = schema === undefined ? undefined : Schema.decodeUnknownResult(schema, { errors: "all" })
   // The job as the queue carries it; with a schema, its arguments encoded.
-  const build = (args: Args, options: JobOptions | undefined): Either.Either<Job.Job, InvalidJobArgs> => {
+  const build = (args: Args, options: JobOptions | undefined): Result.Result<Job.Job, InvalidJobArgs> => {
     const made = Job.make({ worker, queue, args, jid: options?.jid, at: options?.at })
-    if (encode === undefined) return Either.right(made)
-    return Either.mapBoth(encode(args), {
-      onLeft: invalid(worker, made.jid, "encode"),
-      onRight: (encoded) => ({ ...made, args: encoded })
+    if (encode === undefined) return Result.succeed(made)
+    return Result.mapBoth(encode(args), {
+      onFailure: invalid(worker, made.jid, "encode"),
+      onSuccess: (encoded): Job.Job => ({ ...made, args: encoded })
     })
   }
   const decode: UniqueJob<Args, InvalidJobArgs>["decode"] = (job) =>
     decodeArgs === undefined
       ? Effect.succeed(job.args as Args)
-      : Either.mapLeft(decodeArgs(job.args), invalid(worker, job.jid, "decode"))
+      : Effect.fromResult(Result.mapError(decodeArgs(job.args), invalid(worker, job.jid, "decode")))
   return {
     worker,
     queue,
     definition,
-    job: (args, options) => Either.getOrThrow(build(args, options)),
-    digest: (args) => Effect.flatMap(build(args, undefined), (job) => Lock.digest(definition, job)),
+    job: (args, options) => Result.getOrThrow(build(args, options)),
+    digest: (args) => Effect.flatMap(Effect.fromResult(build(args, undefined)), (job) => Lock.digest(definition, job)),
     enqueue: (args, options) =>
-      Effect.flatMap(build(args, options), (job) =>
+      Effect.flatMap(Effect.fromResult(build(args, options)), (job) =>
         client(job, (stamped) =>
           Effect.flatMap(JobQueue, (q) => (stamped.at === undefined ? q.push(stamped) : q.schedule(stamped, stamped.at))))),
     decode,
@@ -182,21 +184,21 @@ const fromDefinition = <Args extends ReadonlyArray<unknown>, Encoded extends Rea
 
 const made = <Args extends ReadonlyArray<unknown>, Encoded extends ReadonlyArray<unknown>>(
   options: Options | TypedOptions<Args, Encoded>
-): Either.Either<UniqueJob<Args, InvalidJobArgs>, LockOptions.InvalidLockOptions> => {
+): Result.Result<UniqueJob<Args, InvalidJobArgs>, LockOptions.InvalidLockOptions> => {
   if (!LockOptions.isRecord(options)) {
     const reason = `expected worker options like { worker: "MyJob", lock: "until_executed" }, got ${
       LockOptions.describeValue(options)
     }`
-    return Either.left(LockOptions.invalidOptions([{ field: "options", reason }]))
+    return Result.fail(LockOptions.invalidOptions([{ field: "options", reason }]))
   }
   const { args, ...rest } = options
   if (args !== undefined && !Schema.isSchema(args)) {
     const reason = `expected a Schema of the argument list, like Schema.Tuple(Schema.Number), got ${
       LockOptions.describeValue(args)
     }`
-    return Either.left(LockOptions.invalidOptions([{ field: "args", reason }]))
+    return Result.fail(LockOptions.invalidOptions([{ field: "args", reason }]))
   }
-  return Either.map(
+  return Result.map(
     LockOptions.makeWorker(rest),
     ({ definition, queue, worker }) =>
       fromDefinition(worker, queue, definition, args as ArgsSchema<Args, Encoded> | undefined)
@@ -217,7 +219,7 @@ export function make(options: Options): Effect.Effect<UniqueJob, LockOptions.Inv
 export function make(
   options: Options | TypedOptions<ReadonlyArray<unknown>, ReadonlyArray<unknown>>
 ): Effect.Effect<UniqueJob<ReadonlyArray<unknown>, InvalidJobArgs>, LockOptions.InvalidLockOptions> {
-  return made(options)
+  return Effect.fromResult(made(options))
 }
 
 /**
@@ -233,5 +235,5 @@ export function unsafeMake(options: Options): UniqueJob
 export function unsafeMake(
   options: Options | TypedOptions<ReadonlyArray<unknown>, ReadonlyArray<unknown>>
 ): UniqueJob<ReadonlyArray<unknown>, InvalidJobArgs> {
-  return Either.getOrThrowWith(made(options), (error) => error)
+  return Result.getOrThrowWith(made(options), (error) => error)
 }

@@ -14,29 +14,27 @@
  *
  * @example
  * ```ts
- * import * as HttpRouter from "@effect/platform/HttpRouter"
- * import { Effect } from "effect"
+ * import { HttpRouter } from "effect/http"
  * import * as Web from "effect-unique-jobs/Web"
  *
- * const app = Effect.map(Web.router({ readOnly: true }), (admin) =>
- *   HttpRouter.empty.pipe(HttpRouter.mount("/admin/locks", admin)))
+ * // A layer of the app's router: the admin UI's routes under /admin/locks.
+ * const Admin = HttpRouter.addAll(Web.router({ readOnly: true }), { prefix: "/admin/locks" })
  * ```
  *
  * @since 0.1.0
  */
-import * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import * as HttpEffect from "effect/http/HttpEffect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import type * as Runtime from "effect/Runtime"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import { createServer } from "node:http"
@@ -189,15 +187,15 @@ interface Settings {
   readonly loopbackHosts: boolean
 }
 
-const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbackHosts">, InvalidLockOptions> => {
+const decodeSettings = (options: Options): Result.Result<Omit<Settings, "loopbackHosts">, InvalidLockOptions> => {
   if (!isRecord(options as unknown)) {
-    return Either.left(
+    return Result.fail(
       invalidOptions([{ field: "options", reason: `expected an object, got ${describeValue(options)}` }])
     )
   }
   const issues: Array<{ readonly field: string; readonly reason: string }> = []
-  const prefix = Schema.decodeUnknownEither(Schema.UndefinedOr(PrefixSchema))(options.prefix)
-  if (Either.isLeft(prefix)) issues.push(...formatIssues(prefix.left).map((i) => ({ ...i, field: "prefix" })))
+  const prefix = Schema.decodeUnknownResult(Schema.UndefinedOr(PrefixSchema))(options.prefix)
+  if (Result.isFailure(prefix)) issues.push(...formatIssues(prefix.failure).map((i) => ({ ...i, field: "prefix" })))
   if (options.readOnly !== undefined && typeof options.readOnly !== "boolean") {
     issues.push({ field: "readOnly", reason: `expected true or false, got ${describeValue(options.readOnly)}` })
   }
@@ -232,8 +230,8 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
   // Decoded as the reaper decodes it, so the UI is refused at build, not at its first pass.
   if (options.reaperGrace !== undefined) {
     const reaper = Effect.runSync(Effect.result(Reaper.make({ grace: options.reaperGrace })))
-    if (Either.isLeft(reaper)) {
-      for (const issue of reaper.left.issues) issues.push({ field: "reaperGrace", reason: issue.reason })
+    if (Result.isFailure(reaper)) {
+      for (const issue of reaper.failure.issues) issues.push({ field: "reaperGrace", reason: issue.reason })
     }
   }
   const limit = (field: "concurrency" | "queue") => {
@@ -265,8 +263,8 @@ const decodeSettings = (options: Options): Either.Either<Omit<Settings, "loopbac
       issues.push({ field: key, reason: "is not an option of the admin UI" })
     }
   }
-  if (issues.length > 0) return Either.left(invalidOptions(issues))
-  return Either.right({
+  if (issues.length > 0) return Result.fail(invalidOptions(issues))
+  return Result.succeed({
     prefix: options.prefix,
     readOnly: options.readOnly === true,
     token,
@@ -342,7 +340,7 @@ const authorizeWith = (settings: Settings, request: RequestInfo): Effect.Effect<
   )
 }
 
-const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisService> => {
+const makeRoutes = (settings: Settings): ReadonlyArray<HttpRouter.Route<never, RedisService>> => {
   // The stylesheet and the API's description pass the same guards as every page (the token, the Host), and so does
   // a path the UI does not have (404).
   const table: ReadonlyArray<Route> = [
@@ -403,7 +401,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
           url.searchParams.delete("token")
           return HttpServerResponse.redirect(`${base}${url.pathname}${url.search}`, { status: 303 }).pipe(
             withHeaders,
-            HttpServerResponse.unsafeSetCookie(Security.tokenCookie, token, cookieOptions(base))
+            HttpServerResponse.setCookieUnsafe(Security.tokenCookie, token, cookieOptions(base))
           )
         } else {
           const fromCookie = request.cookies[Security.tokenCookie]
@@ -411,26 +409,27 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
         }
       }
       const client = clientOf(request, yield* Effect.serviceOption(RemoteAddress), settings.trustProxy)
-      const principal = yield* Effect.result(authorizeWith(settings, infoOf(request, client)))
-      if (Either.isLeft(principal)) return answer(principal.left)
-      if (principal.right.access === "forbidden")
+      const authorized = yield* Effect.result(authorizeWith(settings, infoOf(request, client)))
+      if (Result.isFailure(authorized)) return answer(authorized.failure)
+      const principal = authorized.success
+      if (principal.access === "forbidden")
         return answer(new Refusal(403, "Forbidden", "this request may not see the admin UI"))
-      const canChange = principal.right.access === "full" && !settings.readOnly
+      const canChange = principal.access === "full" && !settings.readOnly
       canChangeKnown = canChange
       // The cookie only names the browser; its token is this server's MAC of it, so a planted cookie gets nowhere.
       const cookieCsrf = request.cookies[Security.csrfCookie]
       const newCsrf = Security.isBrowserId(cookieCsrf) ? undefined : Security.freshCsrf()
-      const csrf = Security.csrfToken(settings.secret, newCsrf ?? cookieCsrf!, principal.right.who)
+      const csrf = Security.csrfToken(settings.secret, newCsrf ?? cookieCsrf!, principal.who)
       const locks = yield* Effect.result(Locks.make(settings.prefix === undefined ? {} : { prefix: settings.prefix }))
-      if (Either.isLeft(locks)) return answer(failureOf(locks.left))
-      const frame: Pages.Frame = { base, prefix: locks.right.prefix, canChange, csrf }
-      const who = principal.right.who ?? anonymousWho(client)
+      if (Result.isFailure(locks)) return answer(failureOf(locks.failure))
+      const frame: Pages.Frame = { base, prefix: locks.success.prefix, canChange, csrf }
+      const who = principal.who ?? anonymousWho(client)
       const context: RequestContext = {
         request,
         frame,
         who,
         query: url.searchParams,
-        locks: locks.right,
+        locks: locks.success,
         newCsrf,
         secret: settings.secret,
         reaperGrace: settings.reaperGrace
@@ -459,7 +458,7 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
           return yield* refuse(new Refusal(403, "Cross-origin", `a change from another site is refused: ${cross}`))
         if (!bearer) {
           const fields = yield* Effect.result(fieldsOf(request))
-          const sent = request.headers["x-csrf-token"] ?? (Either.isRight(fields) ? fields.right._csrf : undefined)
+          const sent = request.headers["x-csrf-token"] ?? (Result.isSuccess(fields) ? fields.success._csrf : undefined)
           if (newCsrf !== undefined || sent === undefined || !Security.same(sent, csrf)) {
             return yield* refuse(
               new Refusal(
@@ -473,43 +472,63 @@ const makeRouter = (settings: Settings): HttpRouter.HttpRouter<never, RedisServi
       }
       // A change that acted counts itself ("done", or "nothing" when it found nothing to act on).
       const response = yield* Effect.result(gate.run(route.handler(context)))
-      if (route.method === "POST" && Either.isLeft(response)) yield* counted(route.action ?? "change", "failed")
-      const out = Either.isRight(response)
-        ? response.right
-        : response.left instanceof Gate.Busy
-        ? HttpServerResponse.setHeader(answer(response.left), "retry-after", String(Gate.retryAfterSeconds))
-        : answer(response.left)
+      if (route.method === "POST" && Result.isFailure(response)) yield* counted(route.action ?? "change", "failed")
+      const out = Result.isSuccess(response)
+        ? response.success
+        : response.failure instanceof Gate.Busy
+        ? HttpServerResponse.setHeader(answer(response.failure), "retry-after", String(Gate.retryAfterSeconds))
+        : answer(response.failure)
       return newCsrf === undefined
         ? out
-        : HttpServerResponse.unsafeSetCookie(out, Security.csrfCookie, newCsrf, cookieOptions(base))
+        : HttpServerResponse.setCookieUnsafe(out, Security.csrfCookie, newCsrf, cookieOptions(base))
     })
-  let router: HttpRouter.HttpRouter<never, RedisService> = HttpRouter.empty
-  for (const route of table) {
-    router =
-      route.method === "GET"
-        ? HttpRouter.get(router, route.path, serve(route))
-        : HttpRouter.post(router, route.path, serve(route))
-  }
-  return HttpRouter.all(HttpRouter.all(router, "/api/*", serve(notFound(true))), "*", serve(notFound(false)))
+  // The 404s come last in the table only for reading: the router prefers any route that names its path.
+  return [
+    ...table.map((route) => HttpRouter.route(route.method, route.path, serve(route))),
+    HttpRouter.route("*", "/api/*", serve(notFound(true))),
+    HttpRouter.route("*", "*", serve(notFound(false)))
+  ]
 }
 
+// The routes as one handler, for `serve` and `nodeHandler`: a router of their own, built in the scope given.
+const appOf = (routes: ReadonlyArray<HttpRouter.Route<never, RedisService>>) =>
+  HttpRouter.toHttpEffect(HttpRouter.addAll(routes))
+
+type WebHandler = (request: Request, context?: Context.Context<never>) => Promise<Response>
+
+type AppServices = RedisService | HttpServerRequest.HttpServerRequest | Scope.Scope
+
+// A web handler over the app, with the services it runs on (the store, the caller's logger and JobQueue).
+const webHandlerOf = <E>(
+  services: Context.Context<RedisService>,
+  app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, AppServices>
+): WebHandler => HttpEffect.toWebHandlerWith<RedisService, AppServices>(services)(app)
+
 const settingsFrom = (options: Options, loopbackHosts: boolean) =>
-  Either.map(decodeSettings(options), (decoded): Settings => ({ ...decoded, loopbackHosts }))
+  Result.map(decodeSettings(options), (decoded): Settings => ({ ...decoded, loopbackHosts }))
 
 /**
- * The admin UI as an `HttpRouter`, to mount under a path of your Effect HTTP app (`HttpRouter.mount("/admin/locks",
- * …)`); its links follow the mount. Each option is decoded here: a bad one fails with `InvalidLockOptions` naming it.
+ * The admin UI's routes, to add under a path of your Effect HTTP app's `HttpRouter`:
+ * `HttpRouter.addAll(Web.router(options), { prefix: "/admin/locks" })`; its links follow the prefix. Each option is
+ * decoded here: a bad one fails with `InvalidLockOptions` naming it.
+ *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
+ * import { HttpRouter } from "effect/http"
+ * import * as Web from "effect-unique-jobs/Web"
+ *
+ * const Admin = HttpRouter.addAll(Web.router({ readOnly: true }), { prefix: "/admin/locks" })
+ * const App = Layer.mergeAll(Admin) // with your own routes, served by HttpRouter.serve
+ * ```
  *
  * @since 0.1.0
  * @category constructors
  */
 export const router = (
   options: Options = {}
-): Effect.Effect<HttpRouter.HttpRouter<never, RedisService>, InvalidLockOptions> =>
-  Either.match(settingsFrom(options, false), {
-    onLeft: Effect.fail,
-    onRight: (settings) => Effect.succeed(makeRouter(settings))
-  })
+): Effect.Effect<ReadonlyArray<HttpRouter.Route<never, RedisService>>, InvalidLockOptions> =>
+  Effect.map(Effect.fromResult(settingsFrom(options, false)), makeRoutes)
 
 /**
  * The admin UI as a Node request handler, to mount under a path in Express (`app.use("/admin/locks", handler)`),
@@ -524,18 +543,22 @@ export const nodeHandler = <E>(
   options: Options & { readonly redis: Layer.Layer<RedisService, E>; readonly basePath?: string | undefined }
 ): { readonly handle: NodeHandler; readonly dispose: () => Promise<void> } => {
   const { basePath, redis, ...rest } = options
-  const settings = Either.getOrThrowWith(settingsFrom(rest, false), (error) => error)
-  const router = makeRouter(settings)
+  const settings = Result.getOrThrowWith(settingsFrom(rest, false), (error) => error)
+  const routes = makeRoutes(settings)
   // The store is built at the first request, and again at the next one after a build that failed (Redis was down
   // when the app started): a failed build is answered 503, never kept.
-  let built: { readonly scope: Scope.CloseableScope; readonly handler: ReturnType<typeof handlerOf> } | undefined
+  let built: { readonly scope: Scope.Closeable; readonly handler: WebHandler } | undefined
   let building: Promise<NonNullable<typeof built>> | undefined
   let disposed = false
-  const handlerOf = (runtime: Runtime.Runtime<RedisService>) => HttpApp.toWebHandlerRuntime(runtime)(router)
   const build = (): Promise<NonNullable<typeof built>> => {
-    const scope = Effect.runSync(Scope.make())
-    return Effect.runPromise(Scope.extend(Layer.toRuntime(redis), scope)).then(
-      (runtime) => (built = { scope, handler: handlerOf(runtime) }),
+    const scope = Scope.makeUnsafe()
+    const handler = Effect.gen(function*() {
+      const services = yield* Layer.buildWithScope(redis, scope)
+      const app = yield* Scope.provide(appOf(routes), scope)
+      return webHandlerOf(services, app)
+    })
+    return Effect.runPromise(handler).then(
+      (handler) => (built = { scope, handler }),
       (error: unknown) => {
         building = undefined
         void Effect.runPromise(Scope.close(scope, Exit.void))
@@ -605,9 +628,10 @@ export const serve = (
         })
       )
     }
-    const settings = yield* settingsFrom(options, loopback && options.token === undefined)
-    const runtime = yield* Effect.runtime<RedisService>()
-    const server = createServer(toNode(HttpApp.toWebHandlerRuntime(runtime)(makeRouter(settings))))
+    const settings = yield* Effect.fromResult(settingsFrom(options, loopback && options.token === undefined))
+    const services = yield* Effect.context<RedisService>()
+    const app = yield* appOf(makeRoutes(settings))
+    const server = createServer(toNode(webHandlerOf(services, app)))
     // Idle keep-alive connections must not hold the process once the scope closes.
     yield* Effect.addFinalizer(() =>
       Effect.callback<void>((resume) => {

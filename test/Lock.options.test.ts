@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as LockOptions from "../src/Options.js"
 import * as LockType from "../src/LockType.js"
 import * as UniqueJob from "../src/UniqueJob.js"
@@ -12,7 +12,8 @@ import * as UniqueJob from "../src/UniqueJob.js"
 const invalid = (options: unknown) =>
   Effect.flatMap(
     Effect.result(LockOptions.make(options as LockOptions.Options)),
-    (decoded) => Either.isLeft(decoded) ? Effect.succeed(decoded.left) : Effect.dieMessage("the options decoded; expected a refusal")
+    (decoded) =>
+      Result.isFailure(decoded) ? Effect.succeed(decoded.failure) : Effect.die(new Error("the options decoded; expected a refusal"))
   )
 
 const refused = (options: unknown, field: string, ...reason: Array<string>) =>

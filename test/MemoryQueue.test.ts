@@ -3,9 +3,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Latch from "effect/Latch"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Job from "../src/Job.js"
 import * as Lock from "../src/Lock.js"
@@ -96,7 +97,7 @@ describe("MemoryQueue", () => {
       yield* queue.work((j) => workers[j.worker]!.server(j, Effect.void))
       const ended = (events: ReadonlyArray<MemoryQueue.Event>) =>
         events.filter((e) => ["succeeded", "skipped", "rescheduled", "rejected"].includes(e.type)).length
-      yield* Effect.repeat(Effect.andThen(Effect.yieldNow(), queue.events), { until: (es) => ended(es) === 9 })
+      yield* Effect.repeat(Effect.andThen(Effect.yieldNow, queue.events), { until: (es) => ended(es) === 9 })
 
       const snapshot = yield* queue.snapshot
       const counts = (s: MemoryQueue.Snapshot) => [s.succeeded, s.skipped, s.rescheduled, s.rejected]
@@ -126,7 +127,7 @@ describe("MemoryQueue", () => {
       yield* Effect.scoped(
         Effect.gen(function*() {
           yield* queue.work(() => Effect.never)
-          yield* Effect.yieldNow()
+          yield* Effect.yieldNow
           assert.deepStrictEqual((yield* queue.snapshot).running.map((j) => j.jid), [slow.jid])
         })
       )
@@ -168,7 +169,7 @@ describe("UniqueJob", () => {
       yield* queue.schedule(later, 5000)
       yield* queue.push(running)
       yield* queue.push(dying)
-      const release = yield* Effect.makeLatch(false)
+      const release = yield* Latch.make(false)
       yield* queue.work((j) => (j.jid === running.jid ? release.await : Effect.fail("card declined")), { concurrency: 2 })
       yield* TestClock.adjust(1)
       yield* queue.push(waiting)

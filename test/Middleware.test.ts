@@ -6,7 +6,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
@@ -68,7 +68,10 @@ const poll = <A>(probe: Effect.Effect<A>, done: (a: A) => boolean): Effect.Effec
     (a) => (done(a) ? Effect.succeed(a) : Effect.andThen(Effect.sleep(5), loop))
   )
   return loop.pipe(
-    Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error("the awaited condition never came") }),
+    Effect.timeoutOrElse({
+      duration: "30 seconds",
+      orElse: () => Effect.fail(new Error("the awaited condition never came"))
+    }),
     Effect.orDie
   )
 }
@@ -577,13 +580,13 @@ for (const [name, store] of stores) {
           const before = (yield* Metric.value(missed)).count
           const warnings: Array<string> = []
           const capture = Logger.make(({ logLevel, message }) => {
-            if (logLevel._tag === "Warning") warnings.push(String(message))
+            if (logLevel === "Warn") warnings.push(String(message))
           })
           // The job as a worker might receive it: without the digest the producer stamped, so it computes its own.
           const performed = yield* Middleware.server(definition, { ...job, lockDigest: undefined }, Effect.void).pipe(
             Effect.provide(Defaults.layer({ lockPrefix: prefix })),
             Effect.provide(MemoryQueue.layer()),
-            Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+            Effect.provide(Logger.layer([capture]))
           )
           assert.strictEqual(performed._tag, "Performed")
           assert.strictEqual((yield* Metric.value(missed)).count, before + 1)
@@ -603,22 +606,22 @@ for (const [name, store] of stores) {
           const before = (yield* Metric.value(missed)).count
           const warnings: Array<string> = []
           const capture = Logger.make(({ logLevel, message }) => {
-            if (logLevel._tag === "Warning") warnings.push(String(message))
+            if (logLevel === "Warn") warnings.push(String(message))
           })
           const attempt = (received: Job.Job, perform: Effect.Effect<void, string>) =>
             Effect.result(Middleware.server(definition, received, perform)).pipe(
               Effect.provide(MemoryQueue.layer()),
-              Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+              Effect.provide(Logger.layer([capture]))
             )
           const first = yield* attempt(enqueued.job, Effect.fail("first attempt fails"))
-          assert.deepStrictEqual(first, Either.left("first attempt fails"))
+          assert.deepStrictEqual(first, Result.fail("first attempt fails"))
           const retry = yield* attempt({ ...enqueued.job, retryCount: 1 }, Effect.void)
-          assert.strictEqual(Either.isRight(retry) ? retry.right._tag : retry.left, "Performed")
+          assert.strictEqual(Result.isSuccess(retry) ? retry.success._tag : retry.failure, "Performed")
           assert.deepStrictEqual(warnings, [], "the retry's release found nothing, as expected")
           assert.strictEqual((yield* Metric.value(missed)).count, before)
           // A first attempt whose lock is gone (deleted, say) is still said and counted.
           const copy = yield* attempt({ ...enqueued.job, jid: `${job.jid}-copy` }, Effect.void)
-          assert.isTrue(Either.isRight(copy))
+          assert.isTrue(Result.isSuccess(copy))
           assert.strictEqual(warnings.length, 1, JSON.stringify(warnings))
           assert.include(warnings[0], "found nothing to release")
           assert.strictEqual((yield* Metric.value(missed)).count, before + 1)
@@ -639,12 +642,12 @@ for (const [name, store] of stores) {
           const lossy = losingUnlocks(redis, ["ran"])
           const warnings: Array<string> = []
           const capture = Logger.make(({ logLevel, message }) => {
-            if (logLevel._tag === "Warning") warnings.push(String(message))
+            if (logLevel === "Warn") warnings.push(String(message))
           })
           const performed = yield* Middleware.server(definition, enqueued.job, Effect.void).pipe(
             Effect.provideService(Redis.RedisService, lossy),
             Effect.provide(MemoryQueue.layer()),
-            Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+            Effect.provide(Logger.layer([capture]))
           )
           assert.strictEqual(performed._tag, "Performed")
           assert.deepStrictEqual(unlocked, [], "afterUnlock ran for a release nothing confirmed")
@@ -666,12 +669,12 @@ describe("middleware: memory: a run lock answered past its lease deadline", () =
         Effect.gen(function*() {
           const redis = yield* Redis.RedisService
           // Answers each run-lock acquisition 400 ms after it ran: past the 300 ms lease's deadline (270 ms).
-          const slow: Redis.RedisService["Type"] = {
+          const slow: Redis.RedisService["Service"] = {
             ...redis,
             lock: (key, request) =>
-              Effect.zipLeft(redis.lock(key, request), Effect.sleep(request.leaseMs > 0 ? 400 : 0)),
+              Effect.tap(redis.lock(key, request), () => Effect.sleep(request.leaseMs > 0 ? 400 : 0)),
             handoff: (from, to, request, options) =>
-              Effect.zipLeft(redis.handoff(from, to, request, options), Effect.sleep(400))
+              Effect.tap(redis.handoff(from, to, request, options), () => Effect.sleep(400))
           }
           const definition = LockOptions.unsafeMake({
             lock,
@@ -690,8 +693,8 @@ describe("middleware: memory: a run lock answered past its lease deadline", () =
             )
           )
           assert.isFalse(ran, "the perform started past its lease deadline")
-          assert.isTrue(result._tag === "Left" && result.left._tag === "LockLost", JSON.stringify(result))
-          if (result._tag === "Left" && result.left._tag === "LockLost") assert.include(result.left.reason, "answered")
+          assert.isTrue(result._tag === "Failure" && result.failure._tag === "LockLost", JSON.stringify(result))
+          if (result._tag === "Failure" && result.failure._tag === "LockLost") assert.include(result.failure.reason, "answered")
           assert.deepStrictEqual(yield* redis.holders(Lock.keyOf(definition, stamped.digest, "run")), [])
         }))
     }

@@ -3,7 +3,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as Lock from "../src/Lock.js"
@@ -80,7 +80,7 @@ describe("Redis data model", () => {
         assert.strictEqual(entry.x, entry.t + 3000)
         assert.isAtLeast(score, before + 3000)
         assert.isAtMost(score, after + 3000)
-        assert.isTrue(Either.isLeft(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
+        assert.isTrue(Result.isFailure(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
         // 3 s leave a busy machine room for the steps above; then wait for the expiry itself.
         yield* Effect.sleep(Math.max(0, score - (yield* redisTime)) + 100)
         assert.strictEqual(yield* Effect.promise(() => raw.exists(`${digest}:LOCKED`)), 0)

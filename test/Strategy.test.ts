@@ -5,14 +5,15 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Lock from "../src/Lock.js"
 import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 
 interface Entry {
-  readonly level: LogLevel.LogLevel["label"]
+  /** The level as Effect 3 labelled it ("DEBUG"): Effect 4's levels are the strings "Debug", "Info", … */
+  readonly level: string
   readonly text: string
 }
 
@@ -20,9 +21,9 @@ interface Entry {
 const capture = () => {
   const entries: Array<Entry> = []
   const logger = Logger.make(({ logLevel, message }) => {
-    entries.push({ level: logLevel.label, text: (Array.isArray(message) ? message : [message]).join(" ") })
+    entries.push({ level: logLevel.toUpperCase(), text: (Array.isArray(message) ? message : [message]).join(" ") })
   })
-  return { entries, layer: Logger.replace(Logger.defaultLogger, logger) }
+  return { entries, layer: Logger.layer([logger]) }
 }
 
 /** One duplicate enqueue and one duplicate execution, both under `log`. */
@@ -40,7 +41,7 @@ describe("Strategy", () => {
   it.effect("log writes each conflict at Debug, so the default Info level keeps duplicates quiet", () =>
     Effect.gen(function*() {
       const all = capture()
-      yield* duplicates.pipe(Effect.provide(all.layer), Logger.withMinimumLogLevel(LogLevel.All))
+      yield* duplicates.pipe(Effect.provide(all.layer), Effect.provideService(References.MinimumLogLevel, "All"))
       const conflicts = all.entries.filter((e) => e.text.includes("conflict"))
       assert.deepStrictEqual(conflicts.map((e) => [e.level, e.text.split(":")[0]]), [
         ["DEBUG", "client conflict"],
@@ -49,7 +50,7 @@ describe("Strategy", () => {
       assert.include(conflicts[1]!.text, "is a duplicate of elsewhere")
 
       const atDefault = capture()
-      yield* duplicates.pipe(Effect.provide(atDefault.layer), Logger.withMinimumLogLevel(LogLevel.Info))
+      yield* duplicates.pipe(Effect.provide(atDefault.layer), Effect.provideService(References.MinimumLogLevel, "Info"))
       assert.deepStrictEqual(atDefault.entries, [])
     }))
 })

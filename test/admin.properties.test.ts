@@ -10,9 +10,9 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Console from "effect/Console"
 import * as fc from "fast-check"
-import * as Runtime from "effect/Runtime"
+import * as Result from "effect/Result"
 import * as Cli from "../src/Cli.js"
 import * as Locks from "../src/Locks.js"
 import * as Redis from "../src/Redis.js"
@@ -114,7 +114,7 @@ const expected = (side: Side, locks: ReadonlyArray<Redis.LockKey>, how: Expectat
     }))
 
 const run = (prefix: string, side: Side, c: Command): Effect.Effect<unknown, never> => {
-  const provided = <A, E>(f: (locks: Locks.Locks["Type"]) => Effect.Effect<A, E>) =>
+  const provided = <A, E>(f: (locks: Locks.Locks["Service"]) => Effect.Effect<A, E>) =>
     Effect.flatMap(Locks.make({ prefix }), f).pipe(Effect.provideService(Redis.RedisService, side.store))
   const answer = (() => {
     switch (c._tag) {
@@ -196,7 +196,7 @@ const run = (prefix: string, side: Side, c: Command): Effect.Effect<unknown, nev
     }
   })()
   return Effect.result(answer as Effect.Effect<unknown, { readonly _tag: string }>).pipe(
-    Effect.map(Either.match({ onLeft: (e) => ({ failed: e._tag }), onRight: (a) => a }))
+    Effect.map(Result.match({ onFailure: (e) => ({ failed: e._tag }), onSuccess: (a) => a }))
   )
 }
 
@@ -219,7 +219,7 @@ const targets = (prefix: string, c: Command): { readonly locks: ReadonlyArray<st
 
 
 /** The CLI's flags for the Redis under test: `--redis-url`, or `--cluster` with its nodes in cluster mode. */
-const whereOf = ({ options, source }: RedisTest.TestRedis["Type"]): ReadonlyArray<string> =>
+const whereOf = ({ options, source }: RedisTest.TestRedis["Service"]): ReadonlyArray<string> =>
   "nodes" in options
     ? ["--cluster", options.nodes.map((n) => typeof n === "string" ? n : `${n.host}:${n.port}`).join(",")]
     : ["--redis-url", source.url]
@@ -230,9 +230,9 @@ describe("the admin surface (properties)", () => {
       Effect.gen(function*() {
         const redis = yield* Redis.RedisService
         const { raw } = yield* RedisTest.TestRedis
-        const runtime = yield* Effect.runtime<never>()
+        const services = yield* Effect.context<never>()
         const property = fc.asyncProperty(fc.array(command, { minLength: 1, maxLength: 30 }), (commands) =>
-          Runtime.runPromise(runtime)(Effect.gen(function*() {
+          Effect.runPromiseWith(services)(Effect.gen(function*() {
             const prefix = RedisTest.uniquePrefix("admin-prop")
             const memory: Side = { store: Memory.make(), fences: new Map() }
             const onRedis: Side = { store: redis, fences: new Map() }
@@ -370,7 +370,7 @@ describe("the admin surface (properties)", () => {
               const { capture, lines } = yield* capturedConsole
               const args = ["locks", "del", `${prefix}:m*`, ...whereOf(test), "--prefix", prefix, "--json"]
               yield* Cli.run(["node", "unique-jobs", ...args])
-                .pipe(Effect.withConsole(capture), Effect.provide(Cli.platform), Effect.orDie)
+                .pipe(Effect.provideService(Console.Console, capture), Effect.provide(Cli.platform), Effect.orDie)
               const answer = JSON.parse(lines.join("\n")) as { matched: number; deleted: number }
               assert.deepStrictEqual([answer.matched, answer.deleted], [count, count])
               const sizes = yield* Effect.promise(() =>
@@ -409,12 +409,12 @@ describe("the admin surface (properties)", () => {
               const { capture, lines } = yield* capturedConsole
               const args = ["locks", "unlock", lock.name, asked, ...whereOf(test), "--prefix", prefix, "--json"]
               const ran = yield* Cli.run(["node", "unique-jobs", ...args])
-                .pipe(Effect.withConsole(capture), Effect.provide(Cli.platform), Effect.result)
+                .pipe(Effect.provideService(Console.Console, capture), Effect.provide(Cli.platform), Effect.result)
               const answer = JSON.parse(lines.join("\n")) as { released: boolean; revoked: Array<{ jid: string }> }
               const held = queued.includes(asked)
               const revoked = running && asked === "c"
               assert.deepStrictEqual([answer.released, answer.revoked.map((r) => r.jid)], [held, revoked ? ["c"] : []])
-              assert.strictEqual(Either.isLeft(ran), !held && !revoked, JSON.stringify(ran))
+              assert.strictEqual(Result.isFailure(ran), !held && !revoked, JSON.stringify(ran))
             }))
         )
         yield* Effect.promise(() => fc.assert(property, { numRuns: Math.max(8, Math.round(runs / 4)) }))

@@ -145,8 +145,8 @@ describe("lock steps batched per event-loop turn", () => {
         concurrency: "unbounded"
       })
       for (const answer of answers) {
-        assert.strictEqual(answer._tag, "Left")
-        if (answer._tag === "Left") assert.match(answer.left.reason, /timed out|no answer within/)
+        assert.strictEqual(answer._tag, "Failure")
+        if (answer._tag === "Failure") assert.match(answer.failure.reason, /timed out|no answer within/)
       }
       // Each late lock is undone by its compensation, sent after it on the same connection (bounded wait).
       const held = () => Effect.promise(() => probe.keys(`${prefix}:d[0-9]*`))

@@ -17,8 +17,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as fc from "fast-check"
 import * as Scope from "effect/Scope"
-import * as TestClock from "effect/TestClock"
-import * as TestContext from "effect/TestContext"
+import * as TestClock from "effect/testing/TestClock"
 import { Redis as IORedis, ReplyError } from "ioredis"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
@@ -146,7 +145,7 @@ describe("BullMQ adapter: a dead job's lock", () => {
           return { exit, calls, left: left.holders.length }
         })
         const { calls, exit, left } = await Effect.runPromise(
-          program.pipe(Effect.provide(Redis.layerMemory), Effect.provide(TestContext.TestContext), Effect.scoped)
+          program.pipe(Effect.provide(Redis.layerMemory), Effect.provide(TestClock.layer()), Effect.scoped)
         )
         assert.isTrue(Exit.isFailure(exit) && String(Cause.squash(exit.cause)).includes("boom"))
         assert.strictEqual(calls, k + 1)
@@ -163,7 +162,7 @@ describe("BullMQ adapter: model property", () => {
   let close: () => Promise<void>
   beforeAll(async () => {
     const scope = Effect.runSync(Scope.make())
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     const url = new URL(server.url)
     redisUrl = server.url
     connection = { host: url.hostname, port: Number(url.port) }
@@ -185,7 +184,7 @@ describe("BullMQ adapter: model property", () => {
           const scope = Effect.runSync(Scope.make())
           try {
             // One retry, at once: a failed job waits again once, then fails for good.
-            const port = await Effect.runPromise(Scope.extend(BullMQ.make(queue, { jobOptions: { attempts: 2 } }), scope))
+            const port = await Effect.runPromise(Scope.provide(BullMQ.make(queue, { jobOptions: { attempts: 2 } }), scope))
             const model = new Map<string, State>()
             const active = new Map<string, { readonly job: BullJob; readonly token: string }>()
             const dead: Array<string> = []

@@ -7,8 +7,9 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Queue as BullQueue, type Queue } from "bullmq"
 import { Cluster as IOCluster } from "ioredis"
+import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Cli from "../src/Cli.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Redis from "../src/Redis.js"
@@ -28,13 +29,13 @@ const cli = (...args: Array<string>) =>
   Effect.gen(function*() {
     const { capture, lines } = yield* capturedConsole
     const ran = yield* Cli.run(["node", "unique-jobs", ...args]).pipe(
-      Effect.withConsole(capture),
+      Effect.provideService(Console.Console, capture),
       Effect.provide(Cli.platform),
       Effect.result
     )
     // The default logger writes to the console too: the answer is the JSON line.
     const answer = lines.find((line) => line.startsWith("{"))
-    return { lines, answer, error: Either.isLeft(ran) ? (ran.left as { message: string }).message : undefined }
+    return { lines, answer, error: Result.isFailure(ran) ? (ran.failure as { message: string }).message : undefined }
   })
 
 /** A UniqueQueue over `queue` with the locks on the test server under `lockPrefix`, closed with the scope. */

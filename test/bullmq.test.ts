@@ -461,12 +461,11 @@ describe("BullMQ adapter options", () => {
       Effect.gen(function*() {
         const { options: where } = yield* RedisTest.TestRedis
         const warnings: Array<string> = []
-        const capture = Logger.replace(
-          Logger.defaultLogger,
+        const capture = Logger.layer([
           Logger.make(({ logLevel, message }) => {
-            if (logLevel._tag === "Warning") warnings.push(String(message))
+            if (logLevel === "Warn") warnings.push(String(message))
           })
-        )
+        ])
         const cases: ReadonlyArray<[LockOptions.Options, number]> = [
           [{ lock: "while_executing" }, 1],
           [{ lock: "while_executing", onConflict: { server: "reschedule" } }, 0],

@@ -13,7 +13,7 @@ const runs = Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? 25)
 
 describe("unique-jobs reap --bullmq-queue: what names a queue", () => {
   layer(RedisTest.layer())((it) => {
-    // @effect/cli alone drops an empty value: a reap asked about no queue would look like one asking about them all.
+    // A blank name is no queue: a reap asked about it would free none of the locks it was asked to. Refused by name.
     it.effect("a blank name among any others is refused by name before Redis is asked; every lock stays", () =>
       Effect.gen(function*() {
         const { raw, source } = yield* RedisTest.TestRedis

@@ -132,6 +132,11 @@ describe("unique-jobs (the command)", () => {
             "(for prefix nu-del, pass --prefix nu-del)"
         )
         assert.match(said(yield* cli("locks", "list", "other:*", ...url, ...p)), /pass --prefix other\)$/)
+        // A word with a single '-' where an argument goes is a mistyped option, not a short flag nor a name.
+        assert.strictEqual(
+          said(yield* cli("locks", "show", "-x", ...url, ...p)),
+          "unique-jobs: unknown option -x (see unique-jobs locks show --help); a digest never starts with '-'"
+        )
         // A mistyped flag is not a pattern: named, with the one meant, and the command's usage.
         const usage = (ran: Ran) => {
           assert.strictEqual(ran.code, 1, ran.stdout)
@@ -155,7 +160,7 @@ describe("unique-jobs (the command)", () => {
         // An empty worker or queue is refused where a worker is defined: no job has such a digest.
         assert.match(said(yield* cli("digest", "--worker", "", "--args", "[1]")), /^unique-jobs: --worker must not be empty/)
         assert.match(said(yield* cli("digest", "--worker", "W", "--queue", "", "--args", "[1]")), /^unique-jobs: --queue must not be empty/)
-        // An empty queue name, or none, is refused by name (@effect/cli alone drops it: the reap would ask about no queue).
+        // An empty queue name, or none, is refused by name (the reap would ask about no queue).
         assert.strictEqual(said(yield* cli("reap", ...url, ...p, "--bullmq-queue", "")), "unique-jobs: --bullmq-queue \"\" is not a queue name")
         assert.strictEqual(said(yield* cli("reap", ...url, ...p, "--bullmq-queue", "q", "--bullmq-queue", "")), "unique-jobs: --bullmq-queue \"\" is not a queue name")
         assert.strictEqual(said(yield* cli("reap", ...url, ...p, "--bullmq-queue")), "unique-jobs: --bullmq-queue needs a value: a queue name")
@@ -229,7 +234,7 @@ describe("unique-jobs (the command)", () => {
           said(yield* cli("digest", "--worker", "W", "--args", "[1]", "--algorithm", "modrn"))[0],
           "unique-jobs: --algorithm modrn is not one of legacy, modern: did you mean modern?"
         )
-        // A log level that is none: said as such (@effect/cli answered "Invalid subcommand" with the command list).
+        // A log level that is none: said as such, with the one meant where one is near.
         const verbose = yield* cli("stats", "--log-level", "verbose")
         assert.strictEqual(verbose.code, 1)
         assert.strictEqual(
@@ -237,7 +242,7 @@ describe("unique-jobs (the command)", () => {
           "unique-jobs: --log-level verbose is not a level: use one of all, trace, debug, info, warning, error, fatal, none"
         )
         assert.include((yield* cli("stats", "--log-level=warn")).stderr, "(did you mean warning?)")
-        // --wizard, @effect/cli's prompt, waits for key presses: refused where there is no terminal, never a hang.
+        // --wizard, effect/cli's prompt, waits for key presses: refused where there is no terminal, never a hang.
         const wizard = yield* cli("locks", "--wizard")
         assert.strictEqual(wizard.code, 1)
         assert.match(wizard.stderr, /^unique-jobs: --wizard asks for each option at a terminal/)
@@ -251,13 +256,17 @@ describe("unique-jobs (the command)", () => {
         ]
         const top = yield* cli("--help")
         assert.strictEqual(top.code, 0)
-        // The words every command uses, said once at the top; the page names the tool once.
+        // The words every command uses, said once at the top, in the description the page opens with.
         for (const word of ["digest:", "holder:", "lease:", "revoke:", "index:", "orphan:", "layout:"]) {
           assert.include(top.stdout, `  ${word} `)
         }
-        // The version the command says is the package's own.
+        assert.isTrue(top.stdout.startsWith("DESCRIPTION\n  inspect and clean the unique-job locks"), top.stdout)
+        assert.include(top.stdout, "\nUSAGE\n  unique-jobs <subcommand> [flags]\n")
+        // The version the command says is the package's own (effect/cli's help page names none: --version does).
         const { version } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }
-        assert.isTrue(top.stdout.startsWith(`unique-jobs ${version}\n\nUSAGE\n\n$ unique-jobs <command> [options]\n`), top.stdout)
+        const shown = yield* cli("--version")
+        assert.strictEqual(shown.code, 0, shown.stderr)
+        assert.strictEqual(shown.stdout, `unique-jobs v${version}\n`)
         // `help COMMAND` is the command's --help.
         const helpCommand = yield* cli("help", "locks", "show")
         assert.strictEqual(helpCommand.code, 0, helpCommand.stderr)
@@ -270,16 +279,20 @@ describe("unique-jobs (the command)", () => {
           assert.notInclude(help.stdout, "--wizard", command.join(" "))
           // A repeated flag may be left out: it reads as optional.
           assert.notMatch(help.stdout, /[^[]--bullmq-queue QUEUE\.\.\./, command.join(" "))
-          assert.include(help.stdout, "--log-level LEVEL", command.join(" "))
+          assert.include(help.stdout, "--log-level <all|trace|debug|info|warn|warning|error|fatal|none>", command.join(" "))
           assert.notInclude(help.stdout, "This setting is optional", command.join(" "))
-          // The usage line names the command as it is typed, from the top (`$ show` could be locks' or layout's).
+          // The usage line names the command as it is typed, from the top (`show` could be locks' or layout's).
           if (command.length > 0) {
-            assert.include(help.stdout, `\n$ unique-jobs ${command.join(" ")}`, command.join(" "))
+            assert.include(help.stdout, `\nUSAGE\n  unique-jobs ${command.join(" ")} `, command.join(" "))
           }
-          // Each option's description follows its line; each (but the booleans') gives an example of its value.
-          const options = help.stdout.split("OPTIONS")[1]
+          // Each of the command's own flags is described beside it; each (but the booleans') gives an example of its
+          // value.
+          const options = /\nFLAGS\n([\s\S]*?)(?:\n\n|$)/.exec(help.stdout)?.[1]
           if (options === undefined) continue
-          for (const [, flag, valued, text] of options.matchAll(/^(--[a-z-]+)( \S+)?\n\n {2}(.*)$/gm)) {
+          const rows = options.split("\n")
+          assert.isAbove(rows.length, 0, command.join(" "))
+          for (const row of rows) assert.match(row, /^ {2}--[a-z-]+( \S+)? {2,}\S/, `${command.join(" ")}: ${row}`)
+          for (const [, flag, valued, text] of options.matchAll(/^ {2}(--[a-z-]+)( \S+)? {2,}(\S.*)$/gm)) {
             assert.isAbove(text!.length, 20, `${command.join(" ")} ${flag}`)
             if (valued !== undefined && !flag!.startsWith("--algorithm")) assert.include(text!, "e.g.", `${command.join(" ")} ${flag}`)
           }

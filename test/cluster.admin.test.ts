@@ -6,9 +6,11 @@
  */
 import { createServer, request as httpRequest } from "node:http"
 import type { AddressInfo } from "node:net"
+import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import { Cluster as IOCluster, Redis as IORedis } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
@@ -19,15 +21,15 @@ import * as Redis from "../src/Redis.js"
 import * as RedisCluster from "../src/testing/RedisCluster.js"
 import * as Web from "../src/Web.js"
 
-let scope: Scope.CloseableScope
+let scope: Scope.Closeable
 let cluster: RedisCluster.Cluster
 let nodes: ReadonlyArray<string>
 let store: Redis.Store
 beforeAll(async () => {
   scope = Effect.runSync(Scope.make())
-  cluster = await Effect.runPromise(Scope.extend(RedisCluster.start(), scope))
+  cluster = await Effect.runPromise(Scope.provide(RedisCluster.start(), scope))
   nodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`)
-  store = await Effect.runPromise(Scope.extend(Redis.makeCluster({ nodes }), scope))
+  store = await Effect.runPromise(Scope.provide(Redis.makeCluster({ nodes }), scope))
 })
 afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 
@@ -59,14 +61,13 @@ const send = (url: string, options: { method?: string; headers?: Record<string, 
 const cli = async (...args: Array<string>) => {
   const lines: Array<string> = []
   await Effect.runPromise(Effect.gen(function*() {
-    const console = yield* Effect.console
+    const console = yield* Console.Console
     const capture: Console.Console = {
       ...console,
-      log: (...parts) => Effect.sync(() => void lines.push(parts.join(" "))),
-      unsafe: { ...console.unsafe, log: (...parts) => void lines.push(parts.join(" ")) }
+      log: (...parts: ReadonlyArray<unknown>) => void lines.push(parts.join(" "))
     }
     yield* Cli.run(["node", "unique-jobs", ...args, "--cluster", nodes.join(","), "--json"]).pipe(
-      Effect.withConsole(capture),
+      Effect.provideService(Console.Console, capture),
       Effect.provide(Cli.platform)
     )
   }))
@@ -78,7 +79,9 @@ describe("Redis.makeCluster's options", () => {
     const refused = async (options: unknown) => {
       const exit = await Effect.runPromiseExit(Effect.scoped(Redis.makeCluster(options as Redis.ClusterOptions)))
       assert.isTrue(Exit.isFailure(exit))
-      const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      // The cause is exactly one failure (v3's `cause._tag === "Fail"`).
+      const only = Exit.isFailure(exit) && exit.cause.reasons.length === 1 ? exit.cause.reasons[0]! : undefined
+      const error = only !== undefined && Cause.isFailReason(only) ? only.error : undefined
       assert.strictEqual(error?._tag, "RedisError")
       return error!
     }
@@ -144,15 +147,15 @@ describe("a master that stalls", () => {
       return names.map((name, i) => ({ name, answer: answers[i]! }))
     })))
     victim.disconnect()
-    const failed = results.filter((r) => r.answer._tag === "Left")
+    const failed = results.filter((r) => Result.isFailure(r.answer))
     assert.isAbove(failed.length, 0, "some digests are on the stalled master")
     assert.isBelow(failed.length, results.length, "the other masters answered")
     // The 60 asked in one turn went as one batch per shard (issue 39): a stalled shard's batch fails only its steps.
-    for (const { answer } of results) if (answer._tag === "Right") assert.strictEqual(answer.right._tag, "Acquired")
+    for (const { answer } of results) if (Result.isSuccess(answer)) assert.strictEqual(answer.success._tag, "Acquired")
     for (const { answer } of failed) {
-      assert.strictEqual(answer._tag === "Left" && answer.left._tag, "RedisError")
+      assert.strictEqual(Result.isFailure(answer) && answer.failure._tag, "RedisError")
       // Our deadline or ioredis' commandTimeout, both set to the timeout: whichever fires first.
-      assert.match(answer._tag === "Left" ? answer.left.reason : "", /no answer within 500ms|Command timed out/)
+      assert.match(Result.isFailure(answer) ? answer.failure.reason : "", /no answer within 500ms|Command timed out/)
     }
     // The late locks ran once the master answered; each was undone after it, on the same connection.
     const heldOf = () =>

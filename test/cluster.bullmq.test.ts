@@ -18,13 +18,13 @@ import * as Redis from "../src/Redis.js"
 import * as RedisCluster from "../src/testing/RedisCluster.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 
-let scope: Scope.CloseableScope
+let scope: Scope.Closeable
 let cluster: RedisCluster.Cluster
 let connection: IOCluster
 let nodes: ReadonlyArray<string>
 beforeAll(async () => {
   scope = Effect.runSync(Scope.make())
-  cluster = await Effect.runPromise(Scope.extend(RedisCluster.start(), scope))
+  cluster = await Effect.runPromise(Scope.provide(RedisCluster.start(), scope))
   nodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`)
   // BullMQ's workers block on their connection: maxRetriesPerRequest null, as BullMQ asks.
   connection = new IOCluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: null } })

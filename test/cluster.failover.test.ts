@@ -19,12 +19,12 @@ import * as Redis from "../src/Redis.js"
 import * as RedisCluster from "../src/testing/RedisCluster.js"
 import type * as ClusterWorker from "./support/cluster-worker-process.js"
 
-let scope: Scope.CloseableScope
+let scope: Scope.Closeable
 let cluster: RedisCluster.Cluster
 let nodes: ReadonlyArray<string>
 beforeAll(async () => {
   scope = Effect.runSync(Scope.make())
-  cluster = await Effect.runPromise(Scope.extend(RedisCluster.start(), scope))
+  cluster = await Effect.runPromise(Scope.provide(RedisCluster.start(), scope))
   nodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`)
 })
 afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))

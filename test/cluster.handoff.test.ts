@@ -18,12 +18,12 @@ import type * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as RedisCluster from "../src/testing/RedisCluster.js"
 
-let scope: Scope.CloseableScope
+let scope: Scope.Closeable
 let cluster: RedisCluster.Cluster
 let nodes: ReadonlyArray<string>
 beforeEach(async () => {
   scope = Effect.runSync(Scope.make())
-  cluster = await Effect.runPromise(Scope.extend(RedisCluster.start(), scope))
+  cluster = await Effect.runPromise(Scope.provide(RedisCluster.start(), scope))
   nodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`)
 })
 afterEach(() => Effect.runPromise(Scope.close(scope, Exit.void)))

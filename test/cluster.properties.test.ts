@@ -17,14 +17,14 @@ import * as RedisCluster from "../src/testing/RedisCluster.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
 
-let scope: Scope.CloseableScope
+let scope: Scope.Closeable
 let store: Redis.Store
 let raw: IOCluster
 beforeAll(async () => {
   scope = Effect.runSync(Scope.make())
-  const cluster = await Effect.runPromise(Scope.extend(RedisCluster.start(), scope))
+  const cluster = await Effect.runPromise(Scope.provide(RedisCluster.start(), scope))
   const nodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`)
-  store = await Effect.runPromise(Scope.extend(Redis.makeCluster({ nodes }), scope))
+  store = await Effect.runPromise(Scope.provide(Redis.makeCluster({ nodes }), scope))
   raw = new IOCluster(cluster.startupNodes.map((node) => ({ host: node.host, port: node.port })))
   await new Promise<void>((resolve, reject) => {
     raw.once("ready", () => resolve())

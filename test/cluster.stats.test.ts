@@ -15,13 +15,13 @@ import * as Redis from "../src/Redis.js"
 import * as RedisCluster from "../src/testing/RedisCluster.js"
 import * as Cli from "./support/cli.js"
 
-let scope: Scope.CloseableScope
+let scope: Scope.Closeable
 let cluster: RedisCluster.Cluster
 let nodes: ReadonlyArray<string>
 beforeAll(async () => {
   scope = Effect.runSync(Scope.make())
   // A node timeout of 4 s: a master killed is not marked failed before the first stats has connected.
-  cluster = await Effect.runPromise(Scope.extend(RedisCluster.start({ replicas: 0, nodeTimeoutMs: 4000 }), scope))
+  cluster = await Effect.runPromise(Scope.provide(RedisCluster.start({ replicas: 0, nodeTimeoutMs: 4000 }), scope))
   nodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`)
 }, 60_000)
 afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))

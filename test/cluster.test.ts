@@ -10,11 +10,11 @@ import { Cluster as IOCluster, Redis as IORedis } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import * as RedisCluster from "../src/testing/RedisCluster.js"
 
-let scope: Scope.CloseableScope
+let scope: Scope.Closeable
 let cluster: RedisCluster.Cluster
 beforeAll(async () => {
   scope = Effect.runSync(Scope.make())
-  cluster = await Effect.runPromise(Scope.extend(RedisCluster.start(), scope))
+  cluster = await Effect.runPromise(Scope.provide(RedisCluster.start(), scope))
 })
 afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 

@@ -7,7 +7,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
@@ -59,8 +59,8 @@ for (const store of stores) {
             (jid) => Effect.result(Lock.lock(definition, { digest, jid })),
             { concurrency: "unbounded" }
           )
-          const won = results.filter(Either.isRight).map((r) => r.right.jid).sort()
-          const lost = results.filter(Either.isLeft).map((r) => r.left)
+          const won = results.filter(Result.isSuccess).map((r) => r.success.jid).sort()
+          const lost = results.filter(Result.isFailure).map((r) => r.failure)
             .flatMap((e) => (e._tag === "LockConflict" ? [e] : []))
           assert.strictEqual(won.length, limit)
           assert.strictEqual(lost.length, 64 - limit)
@@ -108,7 +108,7 @@ for (const store of stores) {
           yield* Lock.lock(definition, { digest, jid: "a" })
           const [holder] = yield* holders(definition, digest, "queue")
           assert.strictEqual(holder!.expiresAt! - holder!.lockedAt, 1000)
-          assert.isTrue(Either.isLeft(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
+          assert.isTrue(Result.isFailure(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
           yield* store.advance(1100)
           assert.isFalse((yield* Lock.lock(definition, { digest, jid: "b" })).reentrant)
           assert.deepStrictEqual(yield* jids(definition, digest, "queue"), ["b"])
@@ -122,7 +122,7 @@ for (const store of stores) {
           const [holder] = yield* holders(definition, digest, "queue")
           assert.strictEqual(holder!.expiresAt! - holder!.lockedAt, 3200)
           yield* store.advance(300)
-          assert.isTrue(Either.isLeft(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
+          assert.isTrue(Result.isFailure(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
         }))
 
       it.effect("with lockLimit > 1 each holder expires on its own", () =>
@@ -144,7 +144,7 @@ for (const store of stores) {
           yield* Lock.lock(definition, { digest, jid: "crashed" })
           const [holder] = yield* holders(definition, digest, "run")
           assert.strictEqual(holder!.leaseUntil! - holder!.lockedAt, 1000)
-          assert.isTrue(Either.isLeft(yield* Effect.result(Lock.lock(definition, { digest, jid: "next" }))))
+          assert.isTrue(Result.isFailure(yield* Effect.result(Lock.lock(definition, { digest, jid: "next" }))))
           yield* store.advance(1100)
           yield* Lock.lock(definition, { digest, jid: "next" })
           assert.deepStrictEqual(yield* jids(definition, digest, "run"), ["next"])
@@ -165,7 +165,7 @@ for (const store of stores) {
           assert.isAbove(now, first!.leaseUntil!)
           const [renewed] = yield* holders(definition, digest, "run")
           assert.isAbove(renewed!.leaseUntil!, now)
-          assert.isTrue(Either.isLeft(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
+          assert.isTrue(Result.isFailure(yield* Effect.result(Lock.lock(definition, { digest, jid: "b" }))))
           yield* Lock.unlock(definition, { digest, jid: "a" })
           const lost = yield* Effect.flip(Lock.renew(definition, { digest, jid: "a" }))
           assert.strictEqual(lost._tag, "LockLost")

@@ -8,7 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as fc from "fast-check"
 import * as Fiber from "effect/Fiber"
 import * as Lock from "../src/Lock.js"
@@ -32,16 +32,16 @@ describe("connect properties", () => {
             if (comesBack) yield* server.restart
             const built = yield* Fiber.join(store)
             if (!comesBack) {
-              assert.isTrue(Either.isLeft(built), "no Redis, no store")
-              if (Either.isLeft(built)) assert.include(built.left.message, "no connection within 1s")
+              assert.isTrue(Result.isFailure(built), "no Redis, no store")
+              if (Result.isFailure(built)) assert.include(built.failure.message, "no connection within 1s")
               return
             }
-            assert.isTrue(Either.isRight(built), JSON.stringify(built))
-            if (Either.isLeft(built)) return
+            assert.isTrue(Result.isSuccess(built), JSON.stringify(built))
+            if (Result.isFailure(built)) return
             const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("conn") })
             const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [downMs] })
             const taken = yield* Lock.lock(definition, { digest, jid: "j1" }).pipe(
-              Effect.provideService(Redis.RedisService, built.right)
+              Effect.provideService(Redis.RedisService, built.success)
             )
             assert.strictEqual(taken.jid, "j1")
           })))),

@@ -10,10 +10,11 @@ import { Redis as IORedis } from "ioredis"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
@@ -105,7 +106,7 @@ describe("connect: the database", () => {
 describe("layerConfig", () => {
   const buildWith = (env: ReadonlyArray<readonly [string, string]>) =>
     Effect.scoped(Layer.build(Redis.layerConfig())).pipe(
-      Effect.withConfigProvider(ConfigProvider.fromMap(new Map(env)))
+      Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env: Object.fromEntries(env) }))
     )
 
   it.effect("REDIS_URL unset: a ConfigError that says what to set", () =>
@@ -195,7 +196,7 @@ describe("an outage", () => {
       yield* Effect.sleep(300)
       const killedAt = Date.now()
       yield* server.kill
-      const { error } = yield* call.await.pipe(Effect.flatten)
+      const { error } = yield* Fiber.await(call).pipe(Effect.flatten)
       const afterKill = Date.now() - killedAt
       assert.strictEqual(error._tag, "RedisError")
       assert.isBelow(afterKill, fast, "the call waited for the timeout after the connection closed")
@@ -216,8 +217,8 @@ describe("an outage", () => {
       const result = yield* Effect.result(
         Lock.lock(definition, { digest, jid: "j1" }).pipe(Effect.provideService(Redis.RedisService, redis))
       )
-      assert.isTrue(Either.isLeft(result))
-      if (Either.isLeft(result)) assert.include(result.left.message, "no answer within")
+      assert.isTrue(Result.isFailure(result))
+      if (Result.isFailure(result)) assert.include(result.failure.message, "no answer within")
     }), 60_000)
 })
 
@@ -229,7 +230,7 @@ describe("connect: the first attempt is retried within the timeout (issue 18, it
       const store = yield* Effect.forkChild(Redis.make({ url: server.url, timeout: "20 seconds" }))
       yield* Effect.sleep(1000)
       yield* server.restart
-      const redis = yield* store.await.pipe(Effect.flatten)
+      const redis = yield* Fiber.await(store).pipe(Effect.flatten)
       const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: RedisTest.uniquePrefix("late") })
       const digest = yield* Lock.digest(definition, { worker: "W", queue: "q", args: [1] })
       const taken = yield* Lock.lock(definition, { digest, jid: "j1" }).pipe(
@@ -296,10 +297,12 @@ describe("a partition (the connection open, nothing answering)", () => {
       const held = yield* Effect.result(
         Lock.withLock(Effect.andThen(proxy.cut, Effect.never), definition, { digest: `${definition.lockPrefix}:d`, jid: "j" })
       ).pipe(Effect.provide(redis))
-      assert.isTrue(held._tag === "Left" && held.left._tag === "LockLost", JSON.stringify(held))
+      assert.isTrue(held._tag === "Failure" && held.failure._tag === "LockLost", JSON.stringify(held))
       // It ends (it hung before): well within the 10 s given, the store's timeout being 1 s.
-      const closed = yield* Effect.disconnect(Scope.close(scope, Exit.void)).pipe(Effect.timeout("10 seconds"), Effect.result)
-      assert.strictEqual(closed._tag, "Right", "the layer closed")
+      // Closed on a fiber of its own: a timeout interrupts the wait for it, not the close (which would be waited out).
+      const closing = yield* Effect.forkDetach(Scope.close(scope, Exit.void))
+      const closed = yield* Fiber.join(closing).pipe(Effect.timeout("10 seconds"), Effect.result)
+      assert.strictEqual(closed._tag, "Success", "the layer closed")
     }), 30_000)
 })
 

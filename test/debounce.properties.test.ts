@@ -11,8 +11,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as fc from "fast-check"
 import * as Ref from "effect/Ref"
-import * as TestClock from "effect/TestClock"
-import * as TestContext from "effect/TestContext"
+import * as TestClock from "effect/testing/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
 import type * as Redis from "../src/Redis.js"
@@ -65,7 +64,7 @@ describe("debounce properties", () => {
                   yield* settle(queue)
                   const ran = yield* Ref.get(runs)
                   assert.deepStrictEqual(ran, expected, JSON.stringify({ ran, expected }))
-                }).pipe(Effect.scoped, Effect.provide(context), Effect.provide(TestContext.TestContext))
+                }).pipe(Effect.scoped, Effect.provide(context), Effect.provide(TestClock.layer()))
               )
           ),
           { numRuns: 100 }
@@ -146,7 +145,7 @@ describe("debounce properties", () => {
                     assert.strictEqual(performed[performed.length - 1], triggers.length - 1, "the last trigger ran, last")
                     assert.deepStrictEqual([...performed].sort((a, b) => a - b), performed, "in trigger order")
                     assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [])
-                  }).pipe(Effect.scoped, Effect.provide(context), Effect.provide(TestContext.TestContext))
+                  }).pipe(Effect.scoped, Effect.provide(context), Effect.provide(TestClock.layer()))
                 )
             ),
             { numRuns: 100 }

@@ -6,13 +6,13 @@
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Deferred from "effect/Deferred"
-import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
-import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import * as TestClock from "effect/TestClock"
+import * as Result from "effect/Result"
+import * as TestClock from "effect/testing/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
@@ -82,7 +82,7 @@ describe("debounce", () => {
         // that (10 ms doubling, 630 ms in all) before it takes the place with a window of its own.
         const pending = yield* Effect.forkChild(trigger(2))
         let waited = 0
-        while (Option.isNone(yield* Fiber.poll(pending)) && waited < 5_000) {
+        while ((yield* Effect.sync(() => pending.pollUnsafe())) === undefined && waited < 5_000) {
           yield* tick
           yield* TestClock.adjust(10)
           waited += 10
@@ -115,7 +115,7 @@ describe("debounce", () => {
           const first = yield* Effect.provideService(worker.enqueue([1]), JobQueue, queue)
           assert.strictEqual(first._tag, "Enqueued")
           const redis = yield* Redis.RedisService
-          const racing: JobQueue["Type"] = {
+          const racing: Context.Service.Shape<typeof JobQueue> = {
             ...queue,
             remove: (jid) =>
               Effect.andThen(
@@ -142,7 +142,7 @@ describe("debounce", () => {
         assert.strictEqual((yield* trigger(1)).job.at! - start, 900, "delay after the second trigger")
         yield* TestClock.adjust(400)
         // The other producer removed the job (its own replace, whose swap comes later): this one finds it gone.
-        const racing: JobQueue["Type"] = {
+        const racing: Context.Service.Shape<typeof JobQueue> = {
           ...queue,
           remove: (jid) => Effect.andThen(queue.remove(jid), Effect.succeed(false))
         }
@@ -172,7 +172,7 @@ describe("debounce", () => {
       Effect.gen(function*() {
         const { queue, runs, trigger, start } = yield* debouncedWorker("until_executing", 500, 1_000)
         const landing = yield* Deferred.make<void>()
-        const slow: JobQueue["Type"] = {
+        const slow: Context.Service.Shape<typeof JobQueue> = {
           ...queue,
           push: (job) => Effect.andThen(Deferred.await(landing), queue.push(job)),
           schedule: (job, at) => Effect.andThen(Deferred.await(landing), queue.schedule(job, at))
@@ -297,8 +297,8 @@ describe("debounce", () => {
   describe("refused where it cannot work, naming the field", () => {
     const refusal = (options: Omit<LockOptions.Options, "lock"> & { readonly lock: string }) => {
       const made = Effect.runSync(Effect.result(LockOptions.make(options as LockOptions.Options)))
-      assert.isTrue(Either.isLeft(made), JSON.stringify(options))
-      return Either.isLeft(made) ? made.left.issues.map((i) => `${i.field}: ${i.reason}`) : []
+      assert.isTrue(Result.isFailure(made), JSON.stringify(options))
+      return Result.isFailure(made) ? made.failure.issues.map((i) => `${i.field}: ${i.reason}`) : []
     }
     it("a type whose lock outlives the run, or that takes none at enqueue", () => {
       assert.match(refusal({ lock: "until_expired", lockTtl: 1_000, debounce: { delay: 100 } })[0]!, /^debounce: until_expired keeps its lock/)

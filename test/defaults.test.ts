@@ -6,8 +6,8 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Defaults from "../src/Defaults.js"
 import { JobQueue } from "../src/JobQueue.js"
@@ -96,15 +96,15 @@ describe("Defaults", () => {
       )
       assert.strictEqual(error._tag, "InvalidLockOptions")
       assert.deepStrictEqual(error.issues.map((issue) => issue.field).sort(), ["lockLease", "lockPrefix", "onConflict"])
-      assert.isTrue(Either.isRight(Defaults.make({})))
+      assert.isTrue(Result.isSuccess(Defaults.make({})))
     }).pipe(Effect.scoped))
 
   it.effect("layerConfig reads UNIQUE_JOBS_*; a bad value names its variable", () =>
     Effect.gen(function*() {
       const read = (env: Record<string, string>) =>
         Effect.flatMap(Defaults.Defaults, (settings) => Effect.succeed(settings)).pipe(
-          Effect.provide(Defaults.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(
-            ConfigProvider.fromMap(new Map(Object.entries(env)))
+          Effect.provide(Defaults.layerConfig().pipe(Layer.provide(ConfigProvider.layer(
+            ConfigProvider.fromEnvRecord(env)
           ))))
         )
       const settings = yield* read({
@@ -133,7 +133,7 @@ describe("Defaults", () => {
         Effect.flip(Effect.provide(
           Defaults.Defaults,
           Defaults.layerConfig().pipe(
-            Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+            Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord(env)))
           )
         ))
       const one = String(yield* read({ UNIQUE_JOBS_LOCK_LEASE: "50" }))
@@ -152,10 +152,10 @@ describe("Defaults", () => {
   it("defaults that are not an object are refused, naming `defaults`", () => {
     for (const input of [5, null, [1], "1 hour"]) {
       const result = Defaults.make(input as never)
-      assert.isTrue(Either.isLeft(result), String(input))
-      if (Either.isLeft(result)) {
-        assert.strictEqual(result.left.field, "defaults")
-        assert.include(result.left.reason, "expected an object of defaults")
+      assert.isTrue(Result.isFailure(result), String(input))
+      if (Result.isFailure(result)) {
+        assert.strictEqual(result.failure.field, "defaults")
+        assert.include(result.failure.reason, "expected an object of defaults")
       }
     }
   })

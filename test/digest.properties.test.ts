@@ -76,7 +76,7 @@ const expectedDigest = (spec: JobSpec, options: Options, prefix: string): string
   return `${prefix}:${hex}`
 }
 
-const queue: JobQueue["Type"] = {
+const queue: JobQueue["Service"] = {
   push: () => Effect.void,
   schedule: () => Effect.void,
   remove: () => Effect.succeed(false),
@@ -85,12 +85,12 @@ const queue: JobQueue["Type"] = {
 }
 
 describe("digest options through the middleware, on Redis", () => {
-  let store: Redis.RedisService["Type"]
+  let store: Redis.RedisService["Service"]
   let close: () => Promise<void>
   beforeAll(async () => {
     const scope = Effect.runSync(Scope.make())
-    const source = await Effect.runPromise(Scope.extend(RedisServer.acquire, scope))
-    store = await Effect.runPromise(Scope.extend(Redis.make({ url: source.url }), scope))
+    const source = await Effect.runPromise(Scope.provide(RedisServer.acquire, scope))
+    store = await Effect.runPromise(Scope.provide(Redis.make({ url: source.url }), scope))
     close = () => Effect.runPromise(Scope.close(scope, Exit.void))
   })
   afterAll(() => close())

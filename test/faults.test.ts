@@ -15,11 +15,10 @@ import { readdirSync, readFileSync } from "node:fs"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as References from "effect/References"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
@@ -161,7 +160,7 @@ const whileStopped = <A, E, R>(pid: number, self: Effect.Effect<A, E, R>) =>
 /** The store under test: its own connection with a short timeout, quiet (the faults make it warn a lot). */
 const faultyStore = (url: string, timeout = TIMEOUT) => Layer.fresh(Redis.layer({ url, timeout }))
 
-const quiet = Logger.withMinimumLogLevel(LogLevel.None)
+const quiet = Effect.provideService(References.MinimumLogLevel, "None")
 
 /** Runs `self` on a fresh store (by default the faulty one) with a MemoryQueue as the JobQueue, in a scope. */
 const withStore = <A, E, R>(url: string, self: Effect.Effect<A, E, R>, timeout = TIMEOUT) =>
@@ -176,7 +175,7 @@ const lagMonitor = Effect.gen(function*() {
   const lag = { max: 0 }
   const tick = Effect.suspend(() => {
     const due = Date.now() + 10
-    return Effect.andThen(Effect.sleep(10), () => {
+    return Effect.map(Effect.sleep(10), () => {
       lag.max = Math.max(lag.max, Date.now() - due)
     })
   })
@@ -252,9 +251,10 @@ const workload = (prefix: string, tally: Tally, fibers: number, seed: number) =>
           tally.slowestOk = Math.max(tally.slowestOk, elapsed)
           return exit.value
         }
-        const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        const reasons = exit.cause.reasons
+        const error = reasons.length === 1 && Cause.isFailReason(reasons[0]!) ? reasons[0].error : undefined
         const tag = error !== null && typeof error === "object" && "_tag" in error ? String(error._tag) : "defect"
-        if (tag === "TimeoutException") tally.hangs++
+        if (tag === "TimeoutError") tally.hangs++
         if (tag !== "RedisError" && tally.unexpected.length < 3) tally.unexpected.push(Cause.pretty(exit.cause))
         tally.failures.set(tag, (tally.failures.get(tag) ?? 0) + 1)
         tally.slowestFailure[side] = Math.max(tally.slowestFailure[side], elapsed)
@@ -285,7 +285,7 @@ const workload = (prefix: string, tally: Tally, fibers: number, seed: number) =>
             else if (enqueued === undefined) yield* Effect.sleep(5)
           }
         }
-        yield* Effect.yieldNow()
+        yield* Effect.yieldNow
       }
     })
     return yield* Effect.forkScoped(
@@ -297,7 +297,7 @@ const waitUntil = (condition: () => boolean, timeoutMs: number, what: string) =>
   Effect.gen(function*() {
     const began = Date.now()
     while (!condition()) {
-      if (Date.now() - began > timeoutMs) return yield* Effect.dieMessage(`${what}: not within ${timeoutMs} ms`)
+      if (Date.now() - began > timeoutMs) return yield* Effect.die(new Error(`${what}: not within ${timeoutMs} ms`))
       yield* Effect.sleep(10)
     }
     return Date.now() - began
@@ -321,7 +321,7 @@ const throughFault = <A, E, R>(
     yield* waitUntil(() => tally.ok >= okBefore + 50, HANG, "the workload after the fault")
     tally.stopped.value = true
     yield* Fiber.join(fiber).pipe(
-      Effect.timeoutFail({ duration: 2 * HANG, onTimeout: () => "the workload did not stop" })
+      Effect.timeoutOrElse({ duration: 2 * HANG, orElse: () => Effect.fail("the workload did not stop") })
     )
     return { tally, result, lag: lag.max }
   }).pipe((self) => withStore(url, self, timeout))
@@ -383,13 +383,13 @@ const interruptions = (prefix: string, seed: number, iterations: number) =>
     const pause = (maxMs: number) =>
       Effect.suspend(() =>
         rnd.next() < 0.5
-          ? Effect.repeatN(Effect.yieldNow(), rnd.int(40))
+          ? Effect.repeat(Effect.yieldNow, { times: rnd.int(40) })
           : Effect.sleep(rnd.int(maxMs + 1))
       )
-    const cut = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) =>
-      Effect.map(Fiber.interrupt(fiber), (exit) => {
+    const cut = <A, E>(fiber: Fiber.Fiber<A, E>) =>
+      Effect.map(Effect.andThen(Fiber.interrupt(fiber), Fiber.await(fiber)), (exit) => {
         stats.clients++
-        if (Exit.isInterrupted(exit)) stats.clientsCut++
+        if (Exit.hasInterrupts(exit)) stats.clientsCut++
       })
 
     const iteration = (i: number, queue: MemoryQueue.MemoryQueue) =>
@@ -452,7 +452,7 @@ const interruptions = (prefix: string, seed: number, iterations: number) =>
         // 2. Workers interrupted at a random point (their scope closed), with two more interrupted enqueues meanwhile.
         const startedBefore = yield* started
         const workers = yield* Scope.make()
-        yield* queue.work(handler, { concurrency: 2, onDeath }).pipe(Scope.extend(workers))
+        yield* queue.work(handler, { concurrency: 2, onDeath }).pipe(Scope.provide(workers))
         const more = yield* Effect.forEach([0, 1], () => Effect.forkChild(uj.enqueue(args)))
         for (const fiber of more) yield* Effect.andThen(pause(4), cut(fiber))
         yield* pause(6)
@@ -466,7 +466,7 @@ const interruptions = (prefix: string, seed: number, iterations: number) =>
         // 3. Workers that run to the end drain the queue: then nothing of the digest is held.
         yield* queue.work(handler, { concurrency: 2, onDeath })
         yield* queue.awaitIdle.pipe(
-          Effect.timeoutFail({ duration: HANG, onTimeout: () => new Error(`${where}: the queue did not drain`) })
+          Effect.timeoutOrElse({ duration: HANG, orElse: () => Effect.fail(new Error(`${where}: the queue did not drain`)) })
         )
         stats.drained += (yield* started) - startedCut
         assert.isAtLeast(startedCut, startedBefore)
@@ -571,8 +571,8 @@ const killOnce = (lock: "while_executing" | "until_and_while_executing", url: st
       const attempt = yield* Effect.result(
         uj.server(duplicate, Effect.flatMap(redisTime, (at) => Effect.sync(() => (acquiredAt = at))))
       )
-      if (attempt._tag === "Left") {
-        assert.strictEqual(attempt.left._tag, "ExecutionConflict")
+      if (attempt._tag === "Failure") {
+        assert.strictEqual(attempt.failure._tag, "ExecutionConflict")
         // Redis refused before the lease ended, so it was asked before then: the lock frees when the lease ends.
         assert.isAtMost(askedAt, leaseUntil, "refused after the dead worker's lease had ended")
         refused++
@@ -726,7 +726,7 @@ describe("faults", () => {
           // is sent again, its answer is NOSCRIPT, which must not start a new EVAL for a caller long gone.
           const error = yield* whileStopped(
             pid,
-            Effect.flip(uj.client(uj.job([1]), () => Effect.void)).pipe(Effect.zipLeft(server.kill))
+            Effect.flip(uj.client(uj.job([1]), () => Effect.void)).pipe(Effect.tap(() => server.kill))
           )
           assert.strictEqual(error._tag, "RedisError")
           yield* server.restart
@@ -758,7 +758,7 @@ describe("faults", () => {
           // The stalled server dies with the call unanswered, and comes back empty.
           const error = yield* whileStopped(
             pid,
-            Effect.flip(uj.client(uj.job([1]), () => Effect.void)).pipe(Effect.zipLeft(server.kill))
+            Effect.flip(uj.client(uj.job([1]), () => Effect.void)).pipe(Effect.tap(() => server.kill))
           )
           assert.strictEqual(error._tag, "RedisError")
           yield* server.restart

@@ -10,8 +10,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as fc from "fast-check"
 import * as Fiber from "effect/Fiber"
-import * as Runtime from "effect/Runtime"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
@@ -27,7 +26,7 @@ describe("foundation properties", () => {
   layer(RedisTest.layer())((it) => {
     it.effect("n held run locks are renewed in ceil(n / 500) script calls per tick, for any n", () =>
       Effect.gen(function*() {
-        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const services = yield* Effect.context<Redis.RedisService | RedisTest.TestRedis>()
         const every = 20_000
         // The documented chunk (not Keeper.chunkSize: a keeper with another chunk would pass against itself).
         const chunk = 500
@@ -35,7 +34,7 @@ describe("foundation properties", () => {
         yield* Effect.promise(() =>
           fc.assert(
             fc.asyncProperty(fc.oneof(fc.constantFrom(...around), fc.integer({ min: 1, max: 1200 })), (holds) =>
-              Runtime.runPromise(runtime)(Effect.gen(function*() {
+              Effect.runPromiseWith(services)(Effect.gen(function*() {
                 // TestClock drives the keeper's ticks; the lease (60 s) outlives the case in Redis' own time.
                 const definition = LockOptions.unsafeMake({
                   lock: "while_executing",
@@ -52,7 +51,7 @@ describe("foundation properties", () => {
                 }
                 yield* Deferred.succeed(gate, undefined)
                 const outcomes = yield* Effect.forEach(fibers, (fiber) => Effect.result(Fiber.join(fiber)))
-                assert.strictEqual(outcomes.filter((o) => o._tag === "Right").length, holds)
+                assert.strictEqual(outcomes.filter((o) => o._tag === "Success").length, holds)
               }))
             ),
             { numRuns: Model.runs(8), examples: around.map((n) => [n]) }
@@ -62,7 +61,7 @@ describe("foundation properties", () => {
 
     it.effect("a duplicate's perform is one script call whatever the strategy; its queue lock goes as declared", () =>
       Effect.gen(function*() {
-        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const services = yield* Effect.context<Redis.RedisService | RedisTest.TestRedis>()
         const strategies = [
           ...Strategy.serverNames.map((name) => ({ name, keeps: Strategy.keepsQueueLock(name) })),
           { name: "custom keeping", keeps: true },
@@ -71,7 +70,7 @@ describe("foundation properties", () => {
         yield* Effect.promise(() =>
           fc.assert(
             fc.asyncProperty(fc.constantFrom(...strategies), fc.integer({ min: 1, max: 3 }), (strategy, limit) =>
-              Runtime.runPromise(runtime)(Effect.gen(function*() {
+              Effect.runPromiseWith(services)(Effect.gen(function*() {
                 const server: Strategy.ServerName | Strategy.ServerStrategy = strategy.name.startsWith("custom")
                   ? customServer(strategy.keeps)
                   : strategy.name as Strategy.ServerName
@@ -101,7 +100,7 @@ describe("foundation properties", () => {
                 const before = yield* scriptCalls
                 const performed = yield* Effect.result(job.server(duplicate.job, Effect.die("must not run")))
                 assert.strictEqual((yield* scriptCalls) - before, 1, `${strategy.name}: the handoff script alone`)
-                const outcome = performed._tag === "Right" ? performed.right._tag : performed.left._tag
+                const outcome = performed._tag === "Success" ? performed.success._tag : performed.failure._tag
                 assert.notStrictEqual(outcome, "Performed", strategy.name)
                 const redis = yield* Redis.RedisService
                 const queued = yield* redis.holders(Lock.keyOf(job.definition, duplicate.digest, "queue"))

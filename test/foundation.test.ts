@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as Tracer from "effect/Tracer"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import type * as Job from "../src/Job.js"
@@ -159,11 +159,19 @@ describe("foundation: spans", () => {
         const builtIn = yield* Effect.tracer
         const spans: Array<{ name: string; attributes: Record<string, unknown> }> = []
         const recording = Tracer.make({
-          span: (name, parent, context, links, startTime, kind, options) => {
-            spans.push({ name, attributes: Object.fromEntries(Object.entries(options?.attributes ?? {})) })
-            return builtIn.span(name, parent, context, links, startTime, kind, options)
+          // Effect 4 sets a span's attributes after making it (`span.attribute`), not through the tracer's options.
+          span: (options) => {
+            const attributes: Record<string, unknown> = {}
+            spans.push({ name: options.name, attributes })
+            const span = builtIn.span(options)
+            const attribute = span.attribute.bind(span)
+            span.attribute = (key, value) => {
+              attributes[key] = value
+              attribute(key, value)
+            }
+            return span
           },
-          context: (f, fiber) => builtIn.context(f, fiber)
+          ...(builtIn.context === undefined ? {} : { context: builtIn.context })
         })
         const job = UniqueJob.unsafeMake({ worker: "TracedJob", lock: "until_and_while_executing", lockLease: 60_000 })
         const lifecycle = Effect.flatMap(job.enqueue([1]), (enqueued) => job.server(enqueued.job, Effect.succeed(1)))
@@ -218,7 +226,7 @@ describe("foundation: one lease keeper per store", () => {
         assert.isTrue(Exit.isFailure(lost))
         const error = yield* Effect.flip(Fiber.join(fibers[7]!))
         assert.strictEqual(error._tag, "LockLost")
-        const stillRunning = fibers.filter((fiber) => fiber.unsafePoll() === null).length
+        const stillRunning = fibers.filter((fiber) => fiber.pollUnsafe() === undefined).length
         assert.strictEqual(stillRunning, holds - 1, "every other holder keeps its lock")
         yield* Deferred.succeed(gate, undefined)
         const exits = yield* Effect.forEach(fibers, Fiber.await)

@@ -93,7 +93,7 @@ describe("fuzzed options", () => {
           assert.isAtLeast(exit.value.lockLimit, 1)
           return
         }
-        const failure = Cause.failureOption(exit.cause)
+        const failure = Cause.findErrorOption(exit.cause)
         assert.isTrue(failure._tag === "Some", `not a typed failure: ${Cause.pretty(exit.cause)}`)
         const error = failure._tag === "Some" ? failure.value : undefined
         assert.instanceOf(error, LockOptions.InvalidLockOptions)
@@ -123,7 +123,7 @@ describe("fuzzed options", () => {
         const input = typeof options === "object" && options !== null ? { ...options, worker } : { worker }
         const exit = Effect.runSyncExit(UniqueJob.make(input as UniqueJob.Options))
         if (Exit.isFailure(exit)) {
-          assert.isTrue(Cause.failureOption(exit.cause)._tag === "Some", Cause.pretty(exit.cause))
+          assert.isTrue(Cause.findErrorOption(exit.cause)._tag === "Some", Cause.pretty(exit.cause))
         }
       })),
       { numRuns: 1000 }
@@ -174,7 +174,7 @@ describe("fuzzed arguments", () => {
         if (Exit.isSuccess(exit)) {
           assert.match(exit.value, algorithm === "legacy" ? /^uniquejobs:[0-9a-f]{32}$/ : /^uniquejobs:[0-9a-f]{64}$/)
         } else {
-          const failure = Cause.failureOption(exit.cause)
+          const failure = Cause.findErrorOption(exit.cause)
           assert.isTrue(failure._tag === "Some", Cause.pretty(exit.cause))
           if (failure._tag === "Some") {
             assert.instanceOf(failure.value, Digest.DigestError)

@@ -11,8 +11,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import type { Job as BullJob } from "bullmq"
 import * as Effect from "effect/Effect"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as Layer from "effect/Layer"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
@@ -99,7 +98,7 @@ const pausedRun = (options: LockOptions.Options, pauseMs: number, takesSignal: b
     const reasons = failed.slice(0, 5).map((job) => `${job.id}: ${job.failedReason}`).join("\n")
     const putBack = [...tally.handed.values()].filter((times) => times > 1).length
     return { settled, ended, failed: failed.length, reasons, tally, putBack, lockPrefix }
-  }).pipe(Logger.withMinimumLogLevel(LogLevel.None))
+  }).pipe(Effect.provideService(References.MinimumLogLevel, "None"))
 
 describe("Redis failing before a job's perform, on one Redis (issue 35, observation 2)", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
@@ -156,7 +155,7 @@ describe("Redis failing before a job's perform, on one Redis (issue 35, observat
         assert.strictEqual(yield* state, "failed")
         assert.include(job?.failedReason ?? "", "WRONGTYPE")
         assert.strictEqual(handed, 1, "handed once: not put back")
-      }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 60_000)
+      }).pipe(Effect.provideService(References.MinimumLogLevel, "None")), 60_000)
 
     it.effect("BullMQ.processor (the Effect face): a handoff Redis does not answer in time puts the job back, no attempt spent; it runs once Redis answers", () =>
       Effect.gen(function*() {
@@ -204,7 +203,7 @@ describe("Redis failing before a job's perform, on one Redis (issue 35, observat
         }
         assert.strictEqual(answer, "1")
         assert.strictEqual(ran, 1)
-      }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 120_000)
+      }).pipe(Effect.provideService(References.MinimumLogLevel, "None")), 120_000)
 
     it.effect("an until_executed job that fails for good while its lock Redis drops the connection: the release is tried again and the lock goes", () =>
       Effect.gen(function*() {
@@ -238,6 +237,6 @@ describe("Redis failing before a job's perform, on one Redis (issue 35, observat
           yield* Bull.until(Effect.map(lockKeys(lockPrefix), (keys) => keys.length === 0), 60_000),
           "the dead job's lock was released once Redis answered"
         )
-      }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 120_000)
+      }).pipe(Effect.provideService(References.MinimumLogLevel, "None")), 120_000)
   })
 })

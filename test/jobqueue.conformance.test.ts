@@ -10,7 +10,6 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { Queue } from "bullmq"
 import { Redis as IORedis } from "ioredis"
@@ -22,7 +21,7 @@ import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
 
-type Port = Context.Tag.Service<JobQueue>
+type Port = Context.Service.Shape<typeof JobQueue>
 
 interface Harness {
   readonly queueName: string
@@ -54,7 +53,7 @@ const bullmq: Driver = {
     const name = Bull.uniqueName("conf")
     const queue = yield* Bull.queue(name)
     const port = yield* BullMQ.make(queue, { jobOptions: { attempts: 3, backoff: { type: "fixed", delay: 500 } } })
-    const runtime = yield* Effect.runtime<never>()
+    const runPromise = Effect.runPromiseWith(yield* Effect.context<never>())
     const context = yield* Effect.context<RedisTest.TestRedis>()
     return {
       queueName: name,
@@ -63,7 +62,7 @@ const bullmq: Driver = {
         Effect.asVoid(Bull.worker(
           name,
           (bullJob, token) =>
-            Runtime.runPromise(runtime)(
+            runPromise(
               BullMQ.performing(bullJob, token, Effect.provideService(handler(BullMQ.toJob(bullJob)), JobQueue, port))
             ),
           { concurrency: 2 }

@@ -12,11 +12,9 @@ import { Redis as IORedis } from "ioredis"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as References from "effect/References"
 import * as Exit from "effect/Exit"
-import type * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Scope from "effect/Scope"
 import type * as Job from "../src/Job.js"
 import * as Keeper from "../src/store/LeaseKeeper.js"
@@ -127,7 +125,7 @@ describe("lease keeper: redis", () => {
                 )
               ),
             { concurrency: "unbounded" }
-          ).pipe(Effect.provide(MemoryQueue.layer()), Logger.withMinimumLogLevel(LogLevel.Error))
+          ).pipe(Effect.provide(MemoryQueue.layer()), Effect.provideService(References.MinimumLogLevel, "Error"))
           const seen = yield* watch.stop
           const counts: Record<string, number> = {}
           for (const outcome of outcomes) counts[outcome] = (counts[outcome] ?? 0) + 1
@@ -149,7 +147,7 @@ describe("lease keeper: redis", () => {
           lockLease: "60 seconds",
           lockPrefix: RedisTest.uniquePrefix("linger")
         })
-        const fiberId = () => (Effect.runSync(Effect.fiberId) as FiberId.Runtime).id
+        const fiberId = () => Effect.runSync(Effect.fiberId)
         const first = fiberId()
         for (let i = 0; i < 20; i++) {
           yield* Effect.scoped(
@@ -191,9 +189,9 @@ describe("lease keeper: redis", () => {
           )
         )
         assert.isFalse(ran, "the perform started past its lease deadline")
-        assert.isTrue(result._tag === "Left" && result.left._tag === "LockLost", JSON.stringify(result))
-        if (result._tag === "Left" && result.left._tag === "LockLost") {
-          assert.include(result.left.reason, "answered")
+        assert.isTrue(result._tag === "Failure" && result.failure._tag === "LockLost", JSON.stringify(result))
+        if (result._tag === "Failure" && result.failure._tag === "LockLost") {
+          assert.include(result.failure.reason, "answered")
         }
         const digest = yield* Lock.digestWith(definition, job(1))
         assert.strictEqual(yield* Effect.promise(() => raw.hlen(`${digest}:RUN:LOCKED`)), 0)
@@ -219,7 +217,7 @@ describe("lease keeper: its layer", () => {
       const scope = yield* Scope.make()
       yield* Lock.acquire(definition, { digest: `${definition.lockPrefix}:d`, jid: "j1", phase: "run" }).pipe(
         Effect.provide(context),
-        Scope.extend(scope)
+        Scope.provide(scope)
       )
       assert.isTrue(Keeper.running(redis))
       // The loop has planned its next round (and sleeps until then) before the release.
@@ -242,11 +240,11 @@ describe("lease keeper: its layer", () => {
       const target = { digest: `${definition.lockPrefix}:d`, jid: "j1", phase: "run" } as const
       const held = yield* Lock.acquire(definition, target).pipe(
         Effect.provide(context),
-        Scope.extend(holdScope)
+        Scope.provide(holdScope)
       )
       const lost = yield* Deferred.make<string>()
       yield* Effect.forkChild(Effect.catch(held.lost, (error) => Deferred.succeed(lost, error.reason)))
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
       yield* Scope.close(layerScope, Exit.void)
       const reason = yield* Deferred.await(lost).pipe(Effect.timeout("30 seconds"))
       assert.include(reason, "layer was closed")

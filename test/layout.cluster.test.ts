@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
 import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import { Redis as IORedis } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
@@ -26,7 +27,7 @@ afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 let cluster: RedisCluster.Cluster
 let nodes: ReadonlyArray<string> = []
 beforeAll(() =>
-  Effect.runPromise(Effect.map(Scope.extend(RedisCluster.start(), scope), (started) => {
+  Effect.runPromise(Effect.map(Scope.provide(RedisCluster.start(), scope), (started) => {
     cluster = started
     nodes = started.startupNodes.map((node) => `${node.host}:${node.port}`)
   })))
@@ -85,8 +86,8 @@ describe("the layout on a Redis Cluster", () => {
       )
       yield* Deferred.succeed(release, undefined)
       assert.strictEqual((yield* Fiber.join(first))._tag, "Performed")
-      assert.strictEqual(second._tag, "Left", `the second process ran the job: ${JSON.stringify(second)}`)
-      if (second._tag === "Left") assert.instanceOf((second.left as Redis.RedisError).cause, LayoutMismatch)
+      assert.strictEqual(second._tag, "Failure", `the second process ran the job: ${JSON.stringify(second)}`)
+      if (Result.isFailure(second)) assert.instanceOf((second.failure as Redis.RedisError).cause, LayoutMismatch)
     })), 120_000)
 
   it("unique-jobs --cluster against an app on shards 48 or 4 with 30 until_executed locks: locks list, stats, reap see all 30", () =>
@@ -113,17 +114,17 @@ describe("the layout on a Redis Cluster", () => {
       yield* Effect.promise(() => replicaInSync(victim.port, masters))
       yield* victim.kill
       const store = yield* Effect.result(Redis.makeCluster({ nodes, timeout: "30 seconds" }))
-      assert.strictEqual(store._tag, "Right", store._tag === "Left" ? store.left.message : "")
-      if (store._tag !== "Right") return
+      assert.strictEqual(store._tag, "Success", Result.isFailure(store) ? store.failure.message : "")
+      if (!Result.isSuccess(store)) return
       // It works in every shard: a lock taken and released in each.
       const prefix = uniquePrefix("failover")
       for (let n = 0; n < 200; n++) {
         const lock = { prefix, name: `${prefix}:${n.toString(16).padStart(32, "0")}` }
-        const taken = yield* store.right.lock(lock, { jid: "j", limit: 1, ttlMs: 60_000, leaseMs: 0, info: "", fenced: false }).pipe(
+        const taken = yield* store.success.lock(lock, { jid: "j", limit: 1, ttlMs: 60_000, leaseMs: 0, info: "", fenced: false }).pipe(
           Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 50 })
         )
         assert.strictEqual(taken._tag, "Acquired")
-        assert.isTrue(yield* store.right.unlock(lock, "j"))
+        assert.isTrue(yield* store.success.unlock(lock, "j"))
       }
     })), 180_000)
 })

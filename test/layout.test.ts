@@ -7,7 +7,7 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Fiber from "effect/Fiber"
 import { Redis as IORedis } from "ioredis"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
@@ -116,7 +116,7 @@ const recordOf = (raw: IORedis, prefix: string) =>
   })
 
 /** `store`'s process running job `jid` of `unique` (digest of [7]) until `release`, once it has started. */
-const holding = (unique: UniqueJob.UniqueJob, store: Redis.Store, queue: JobQueue["Type"], jid: string) =>
+const holding = (unique: UniqueJob.UniqueJob, store: Redis.Store, queue: JobQueue["Service"], jid: string) =>
   Effect.gen(function*() {
     const started = yield* Deferred.make<void>()
     const release = yield* Deferred.make<void>()
@@ -157,9 +157,9 @@ describe("a prefix's layout is recorded and checked (observation 1, one Redis)",
         const narrow = yield* storeOf(4)
         const { two, first } = yield* twoRuns(wide, narrow, prefix)
         assert.strictEqual(first, "Performed")
-        assert.strictEqual(two._tag, "Left", `the second process ran the job beside the first: ${JSON.stringify(two)}`)
-        if (two._tag !== "Left") return
-        const error = two.left as Redis.RedisError
+        assert.strictEqual(two._tag, "Failure", `the second process ran the job beside the first: ${JSON.stringify(two)}`)
+        if (two._tag !== "Failure") return
+        const error = two.failure as Redis.RedisError
         assert.strictEqual(error._tag, "RedisError")
         assert.strictEqual(error.operation, "layout")
         assert.instanceOf(error.cause, LayoutMismatch)
@@ -177,8 +177,8 @@ describe("a prefix's layout is recorded and checked (observation 1, one Redis)",
           const prefix = RedisTest.uniquePrefix("standalone")
           const { two, first } = yield* twoRuns(yield* storeOf(a), yield* storeOf(b), prefix)
           assert.strictEqual(first, "Performed")
-          assert.strictEqual(two._tag, "Left", `${a} then ${b}: the second process ran the job beside the first`)
-          if (two._tag === "Left") assert.instanceOf((two.left as Redis.RedisError).cause, LayoutMismatch)
+          assert.strictEqual(two._tag, "Failure", `${a} then ${b}: the second process ran the job beside the first`)
+          if (two._tag === "Failure") assert.instanceOf((two.failure as Redis.RedisError).cause, LayoutMismatch)
         }
       }))
   })
@@ -410,9 +410,9 @@ describe("a process that read the layout before a layout reset (issue 47, observ
         let ranBeside = 0
         for (const jid of ["a2", "a3"]) {
           const again = yield* Effect.result(onA(unique.perform(job(jid, [7]), () => Effect.sync(() => ranBeside++))))
-          assert.strictEqual(again._tag, "Left", `${jid} ran beside B: ${JSON.stringify(again)}`)
-          if (again._tag !== "Left") continue
-          const error = again.left as Redis.RedisError
+          assert.strictEqual(again._tag, "Failure", `${jid} ran beside B: ${JSON.stringify(again)}`)
+          if (again._tag !== "Failure") continue
+          const error = again.failure as Redis.RedisError
           assert.strictEqual(error._tag, "RedisError")
           assert.instanceOf(error.cause, LayoutMismatch)
           const refusal = error.cause as LayoutMismatch
@@ -435,7 +435,7 @@ describe("a process that read the layout before a layout reset (issue 47, observ
         // A handoff (until_and_while_executing) of A's is refused too.
         const both = yield* UniqueJob.make({ worker: "Both", lock: "until_and_while_executing", lockPrefix: prefix, lockLease: "30 seconds" })
         const handed = yield* Effect.result(onA(both.perform(job("h1", [1]), () => Effect.sync(() => ranBeside++))))
-        assert.strictEqual(handed._tag, "Left")
+        assert.strictEqual(handed._tag, "Failure")
         assert.strictEqual(ranBeside, 0)
         // A store built now, on the old layout, is refused as any process configured otherwise is.
         const late = yield* Effect.flip(Redis.checkLayout(prefix).pipe(Effect.provideService(Redis.RedisService, yield* storeOf(24))))
@@ -491,7 +491,7 @@ describe("which layouts a record may name (issue 47, item 8)", () => {
 
   it("a recorded cluster is read back exactly when Redis.makeFromClient takes its shards: 1 to 1024, one shard included", () => {
     for (const shards of counts) {
-      const configurable = Either.isRight(RedisOptions.decodeFromClient({ shards }))
+      const configurable = Result.isSuccess(RedisOptions.decodeFromClient({ shards }))
       const read = Layout.decodeRecord(JSON.stringify({ layout: "cluster", shards }))
       assert.strictEqual(read !== undefined, configurable, `a record of a cluster of ${JSON.stringify(shards)} shards`)
       if (read !== undefined) {

@@ -56,10 +56,10 @@ const holder = (options: {
   })
 
 /** How the held run ended: the server failure's text, and when its perform was interrupted (the worker's clock). */
-const ending = (run: Effect.Effect.Success<ReturnType<typeof holder>>["run"]) =>
+const ending = (run: Effect.Success<ReturnType<typeof holder>>["run"]) =>
   Effect.zipWith(run.stopped, Effect.result(run.result), (at, result) => ({
     at,
-    text: result._tag === "Left" ? result.left.message : `RESULT ${JSON.stringify(result.right)}`
+    text: result._tag === "Failure" ? result.failure.message : `RESULT ${JSON.stringify(result.success)}`
   }))
 
 /** Polls for the digest's run lock from this process until it is taken; the send time of the call that took it. */
@@ -68,8 +68,8 @@ const takeOver = (uj: UniqueJob.UniqueJob, digest: string, jid: string, everyMs:
     for (;;) {
       const sentAt = Date.now()
       const attempt = yield* Effect.result(Lock.lock(uj.definition, { digest, jid, phase: "run" }))
-      if (attempt._tag === "Right") return { sentAt, fence: attempt.right.fence }
-      assert.strictEqual(attempt.left._tag, "LockConflict")
+      if (attempt._tag === "Success") return { sentAt, fence: attempt.success.fence }
+      assert.strictEqual(attempt.failure._tag, "LockConflict")
       yield* Effect.sleep(everyMs)
     }
   })
@@ -110,7 +110,7 @@ describe("run locks across processes", () => {
           const attempt = yield* Effect.result(
             raising.server(copy, (running) => Effect.succeed({ fence: running.fence }))
           )
-          if (attempt._tag === "Right" && attempt.right._tag === "Performed") performed = attempt.right.value
+          if (attempt._tag === "Success" && attempt.success._tag === "Performed") performed = attempt.success.value
           else yield* Effect.sleep(50)
         }
         assert.isAbove(performed.fence ?? 0, original.fence)

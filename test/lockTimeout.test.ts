@@ -10,13 +10,11 @@ import { Redis as IORedis } from "ioredis"
 import { type AddressInfo, createServer } from "node:net"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as References from "effect/References"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
@@ -73,7 +71,7 @@ const processStore: Effect.Effect<Redis.Store, unknown, RedisTest.TestRedis | Sc
   ({ options }) => "nodes" in options ? Redis.makeCluster(options) : Redis.make(options)
 )
 
-type Raw = RedisTest.TestRedis["Type"]["raw"]
+type Raw = RedisTest.TestRedis["Service"]["raw"]
 
 /** Each Redis behind `raw`: itself, or every node of the cluster (subscriptions and counts are per node). */
 const nodesOf = (raw: Raw, role: "all" | "master" = "all"): ReadonlyArray<Raw> =>
@@ -220,8 +218,8 @@ describe("lockTimeout on Redis", () => {
         const prefix = RedisTest.uniquePrefix("hot")
         const waits = yield* UniqueJob.make({ worker: "HotJob", lock: "while_executing", lockTimeout: 1000, lockPrefix: prefix })
         const plain = yield* UniqueJob.make({ worker: "HotJob", lock: "while_executing", lockPrefix: prefix })
-        const runtime = yield* Effect.runtime<Redis.RedisService | JobQueue>()
-        const run: HotPath.Run<Redis.RedisService | JobQueue> = (effect) => Runtime.runPromise(runtime)(effect)
+        const runtime = yield* Effect.context<Redis.RedisService | JobQueue>()
+        const run: HotPath.Run<Redis.RedisService | JobQueue> = (effect) => Effect.runPromiseWith(runtime)(effect)
         const fastWaits = yield* HotPath.fast(waits.definition)
         const fastPlain = yield* HotPath.fast(plain.definition)
         assert.isDefined(fastWaits)
@@ -252,8 +250,9 @@ describe("lockTimeout on Redis", () => {
         const waiter = yield* Effect.forkChild(run(uj.server(uj.job([1]), Effect.sync(() => performed++))))
         yield* until(() => Waits.waiting(store, key) === 1, "the job waits")
         yield* until(async () => (await Effect.runPromise(numsub(raw, channel))) === 1, "subscribed")
-        const exit = yield* Fiber.interrupt(waiter)
-        assert.isTrue(Exit.isInterrupted(exit))
+        yield* Fiber.interrupt(waiter)
+        const exit = yield* Fiber.await(waiter)
+        assert.isTrue(Exit.hasInterrupts(exit))
         assert.strictEqual(Waits.waiting(store, key), 0)
         yield* until(async () => (await Effect.runPromise(numsub(raw, channel))) === 0, "unsubscribed")
         const holders = yield* run(Effect.flatMap(Redis.RedisService, (redis) => redis.holders(key)))
@@ -337,8 +336,8 @@ describe("lockTimeout on Redis", () => {
         const finishing = yield* Effect.forkChild(holder.finish)
         const ended = yield* Fiber.join(waiter)
         yield* everyMaster(raw, "CLIENT", "UNPAUSE")
-        if (ended._tag === "Right") assert.strictEqual(tagOf(ended.right), "Skipped")
-        else assert.strictEqual(ended.left._tag, "RedisError")
+        if (ended._tag === "Success") assert.strictEqual(tagOf(ended.success), "Skipped")
+        else assert.strictEqual(ended.failure._tag, "RedisError")
         yield* Fiber.await(finishing)
         assert.strictEqual(Waits.waiting(redis, key), 0)
       }).pipe(Effect.scoped)), { timeout: 40_000 })
@@ -479,8 +478,8 @@ describe("lockTimeout: Redis down, store closed", () => {
       yield* until(() => Waits.waiting(store, key) === 1, "the job waits")
       yield* server.kill
       const ended = yield* Fiber.join(waiter)
-      if (ended._tag === "Right") assert.strictEqual(tagOf(ended.right), "Skipped")
-      else assert.strictEqual(ended.left._tag, "RedisError")
+      if (ended._tag === "Success") assert.strictEqual(tagOf(ended.success), "Skipped")
+      else assert.strictEqual(ended.failure._tag, "RedisError")
       assert.strictEqual(Waits.waiting(store, key), 0)
       yield* Fiber.interrupt(holder.fiber)
     }).pipe(Effect.scoped)), { timeout: 30_000 })
@@ -489,7 +488,7 @@ describe("lockTimeout: Redis down, store closed", () => {
     withQueue(Effect.gen(function*() {
       const server = yield* RedisServer.start
       const scope = yield* Scope.make()
-      const store = yield* Scope.extend(Redis.make({ url: server.url }), scope)
+      const store = yield* Scope.provide(Redis.make({ url: server.url }), scope)
       const uj = yield* UniqueJob.make({
         worker: "CloseJob",
         lock: "while_executing",
@@ -537,8 +536,8 @@ const cappedStore = (caps: { readonly maxLockWaiters?: number; readonly maxProce
     ({ options }) => "nodes" in options ? Redis.makeCluster({ ...options, ...caps }) : Redis.make({ ...options, ...caps })
   )
 
-const settled = (fibers: ReadonlyArray<Fiber.RuntimeFiber<unknown, unknown>>) =>
-  fibers.filter((fiber) => fiber.unsafePoll() !== null).length
+const settled = (fibers: ReadonlyArray<Fiber.Fiber<unknown, unknown>>) =>
+  fibers.filter((fiber) => fiber.pollUnsafe() !== undefined).length
 
 describe("lockTimeout: caps and metrics on Redis", () => {
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
@@ -569,7 +568,7 @@ describe("lockTimeout: caps and metrics on Redis", () => {
         // The refused are counted, not timed; each wait that lined up is timed once.
         assert.deepStrictEqual(yield* waitsSince(before, "while_executing"), { full: 2, taken: 3, timed: 3 })
         assert.strictEqual(Waits.waiting(store, key), 0)
-      }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.None))), { timeout: 30_000 })
+      }).pipe(Effect.scoped, Effect.provideService(References.MinimumLogLevel, "None"))), { timeout: 30_000 })
 
     it.effect("maxLockWaiters 2: a third job on one lock goes to its strategy; another lock still has its 2", () =>
       withQueue(Effect.gen(function*() {
@@ -603,7 +602,7 @@ describe("lockTimeout: caps and metrics on Redis", () => {
         const outcomes = (yield* Effect.forEach([...onA, ...onB], Fiber.join)).map(tagOf).sort()
         assert.deepStrictEqual(outcomes, ["Performed", "Performed", "Performed", "Performed", "Skipped"])
         assert.deepStrictEqual(yield* waitsSince(before, "while_executing"), { full: 1, taken: 4, timed: 4 })
-      }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.None))), { timeout: 30_000 })
+      }).pipe(Effect.scoped, Effect.provideService(References.MinimumLogLevel, "None"))), { timeout: 30_000 })
 
     it.effect("a wait that runs out is counted timed_out, an interrupted one interrupted", () =>
       withQueue(Effect.gen(function*() {
@@ -629,7 +628,8 @@ describe("lockTimeout: caps and metrics on Redis", () => {
         assert.deepStrictEqual(yield* waitsSince(before, "while_executing_reject"), { timed_out: 1, timed: 1 })
         const waiter = yield* Effect.forkChild(run(patient.server(patient.job([1]), Effect.void)))
         yield* until(() => Waits.waiting(store, key) === 1, "the job waits")
-        assert.isTrue(Exit.isInterrupted(yield* Fiber.interrupt(waiter)))
+        yield* Fiber.interrupt(waiter)
+        assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(waiter)))
         assert.deepStrictEqual(
           yield* waitsSince(before, "while_executing_reject"),
           { timed_out: 1, interrupted: 1, timed: 2 }
@@ -738,11 +738,11 @@ describe("lockTimeout: the waiters' registry", () => {
       assert.deepStrictEqual(fake.subscribed, ["L:RUN:LOCKED"])
       const turnA = yield* Effect.forkChild(a.turn(false))
       const turnB = yield* Effect.forkChild(b.turn(false))
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
       fake.signal()
       assert.strictEqual(yield* Fiber.join(turnA), "signal")
       a.spend()
-      assert.isNull(turnB.unsafePoll())
+      assert.isUndefined(turnB.pollUnsafe())
       yield* a.leave
       assert.deepStrictEqual(fake.unsubscribed, [])
       fake.signal()
@@ -758,7 +758,7 @@ describe("lockTimeout: the waiters' registry", () => {
       const a = yield* joined(fake.store)
       const b = yield* joined(fake.store)
       const turnA = yield* Effect.forkChild(a.turn(false))
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
       fake.signal(1e15)
       assert.strictEqual(yield* Fiber.join(turnA), "signal")
       // b was not in line: one signal kept for it (never more than the members), so its turn comes at once.
@@ -776,7 +776,7 @@ describe("lockTimeout: the waiters' registry", () => {
       const b = yield* joined(fake.store)
       const turnA = yield* Effect.forkChild(a.turn(false))
       const turnB = yield* Effect.forkChild(b.turn(false))
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
       fake.signal()
       assert.strictEqual(yield* Fiber.join(turnA), "signal")
       // Interrupted before its try: the place goes to b.
@@ -794,7 +794,7 @@ describe("lockTimeout: the waiters' registry", () => {
       const fake = signalling()
       const a = yield* joined(fake.store)
       const turnA = yield* Effect.forkChild(a.turn(false))
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
       yield* Waits.close(fake.store)
       assert.strictEqual(yield* Fiber.join(turnA), "closed")
       yield* a.leave
@@ -827,7 +827,7 @@ describe("lockTimeout: bounded", () => {
         const outcomes = yield* Effect.forEach(fibers, Fiber.join)
         assert.isTrue(outcomes.every((outcome) => outcome._tag === "Performed"))
         assert.strictEqual(Waits.waiting(redis, key), 0)
-      }).pipe(Logger.withMinimumLogLevel(LogLevel.None))), { timeout: 30_000 })
+      }).pipe(Effect.provideService(References.MinimumLogLevel, "None"))), { timeout: 30_000 })
   })
 })
 
@@ -846,7 +846,7 @@ for (const store of stores) {
           const key = Lock.keyOf(uj.definition, yield* uj.digest([1]), "run")
           const holder = yield* gated(uj.server, uj.job([1]))
           const ran: Array<number> = []
-          const fibers: Array<Fiber.RuntimeFiber<Strategy.ServerOutcome<void>, unknown>> = []
+          const fibers: Array<Fiber.Fiber<Strategy.ServerOutcome<void>, unknown>> = []
           for (let i = 0; i < 5; i++) {
             fibers.push(yield* Effect.forkChild(uj.server(uj.job([1]), Effect.sync(() => void ran.push(i)))))
             yield* until(() => Waits.waiting(redis, key) === i + 1, `${i + 1} wait`)

@@ -4,7 +4,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as Lock from "../src/Lock.js"
 import * as Locks from "../src/Locks.js"
 import * as LockOptions from "../src/Options.js"

@@ -798,7 +798,7 @@ for (const store of stores) {
             {
               const { exit } = yield* conflictWith("while_executing", "raise")
               assert.isTrue(Exit.isFailure(exit))
-              const error = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+              const error = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.findErrorOption(exit.cause)) : undefined
               assert.strictEqual((error as { _tag?: string } | undefined)?._tag, "ExecutionConflict")
             }
             const rejecting = [["while_executing", "reject"], ["while_executing_reject", undefined]] as const

@@ -32,7 +32,7 @@ const get = (url: string) =>
   })
 
 // A queue for which every job is gone.
-const everyJobGone: JobQueue["Type"] = {
+const everyJobGone: JobQueue["Service"] = {
   push: () => Effect.void,
   schedule: () => Effect.void,
   remove: () => Effect.succeed(false),

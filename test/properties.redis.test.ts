@@ -8,11 +8,11 @@
  */
 import { Redis as IORedis } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as fc from "fast-check"
-import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Redis from "../src/Redis.js"
 import * as RedisServer from "../src/testing/RedisServer.js"
@@ -23,11 +23,11 @@ import { uniquePrefix } from "./support/redis.js"
 import { commandsFor, lockTypes, withMemory } from "./support/lifecycle.js"
 describe("lifecycle properties: redis, differential against the memory store", () => {
   let server: { readonly url: string; readonly close: () => Promise<void> }
-  let store: Redis.RedisService["Type"]
+  let store: Redis.RedisService["Service"]
   beforeAll(async () => {
     const scope = Effect.runSync(Scope.make())
-    const source = await Effect.runPromise(Scope.extend(RedisServer.acquire, scope))
-    store = await Effect.runPromise(Scope.extend(Redis.make({ url: source.url }), scope))
+    const source = await Effect.runPromise(Scope.provide(RedisServer.acquire, scope))
+    store = await Effect.runPromise(Scope.provide(Redis.make({ url: source.url }), scope))
     server = { url: source.url, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
   })
   afterAll(() => server.close())
@@ -51,13 +51,13 @@ describe("lifecycle properties: redis, differential against the memory store", (
     config: Model.Config,
     cmds: Iterable<Model.Cmd>,
     runs: Runs,
-    on: Redis.RedisService["Type"] = store
+    on: Redis.RedisService["Service"] = store
   ): Promise<ReadonlyArray<string> | undefined> => {
     for (let attempt = 1; attempt <= 3; attempt++) {
       const realTime = new Model.RealTime()
       const system = () =>
         Promise.resolve(
-          new Model.System(config, on, Runtime.defaultRuntime, Model.advanceReal, uniquePrefix("pr"), realTime)
+          new Model.System(config, on, Context.empty(), Model.advanceReal, uniquePrefix("pr"), realTime)
         )
       try {
         const trace = await Model.runCommands(cmds, system)
@@ -124,7 +124,7 @@ describe("lifecycle properties: redis, differential against the memory store", (
           const min = field === "limit" || c.call === "renew" ? 1 : 0
           return Model.outOfRange(min).map((value) => ({ ...c, field, value }))
         })
-      const run = async (on: Redis.RedisService["Type"], calls: ReadonlyArray<Call>, limit: number) => {
+      const run = async (on: Redis.RedisService["Service"], calls: ReadonlyArray<Call>, limit: number) => {
         const prefix = uniquePrefix("ps")
         const queue: Redis.LockKey = { prefix, name: `${prefix}:d` }
         const runKey: Redis.LockKey = { prefix, name: `${prefix}:d:RUN` }
@@ -147,7 +147,7 @@ describe("lifecycle properties: redis, differential against the memory store", (
             : on.lock(call === "lock queue" ? queue : runKey, request)
           const result = await Effect.runPromise(Effect.result(attempt))
           reasons.push(
-            Either.isLeft(result) ? result.left.reason : `accepted: ${JSON.stringify(result.right)}`
+            Result.isFailure(result) ? result.failure.reason : `accepted: ${JSON.stringify(result.success)}`
           )
         }
         assert.strictEqual(await snapshot(), before, "a refused call changed the holders")

@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as fc from "fast-check"
 import * as Option from "effect/Option"
@@ -150,7 +150,7 @@ describe("durations at definition: whole milliseconds within range, or InvalidLo
         if (Exit.isSuccess(exit)) {
           assert.fail(`${field}: ${bad.what} ${String(bad.input)} was accepted as ${decodedMs(exit.value, field)} ms`)
         }
-        const failure = Cause.failureOption(exit.cause)
+        const failure = Cause.findErrorOption(exit.cause)
         assert.isTrue(Option.isSome(failure), Cause.pretty(exit.cause))
         const error = Option.getOrThrow(failure)
         assert.instanceOf(error, LockOptions.InvalidLockOptions)
@@ -166,8 +166,8 @@ describe("durations at definition: whole milliseconds within range, or InvalidLo
     const cases = fieldArbitrary.chain((c) => goodDuration(c.field).map((good) => ({ ...c, good })))
     fc.assert(
       fc.property(cases, ({ field, good, options }) => {
-        const definition = Either.getOrThrowWith(
-          Either.try(() => LockOptions.unsafeMake({ ...options, [field]: good.written.input } as LockOptions.Options)),
+        const definition = Result.getOrThrowWith(
+          Result.try(() => LockOptions.unsafeMake({ ...options, [field]: good.written.input } as LockOptions.Options)),
           (error) => new Error(`${field}: ${good.written.what} ${String(good.written.input)} refused: ${error}`)
         )
         assert.strictEqual(decodedMs(definition, field), good.ms)

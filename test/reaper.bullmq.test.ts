@@ -8,12 +8,12 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { FlowProducer, Queue } from "bullmq"
 import { Redis as IORedis } from "ioredis"
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Ref from "effect/Ref"
+import * as TestClock from "effect/testing/TestClock"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
@@ -156,7 +156,7 @@ describe("Reaper over BullMQ", () => {
           yield* kept(live)
           yield* kept(others)
           release()
-        }).pipe(Effect.scoped, Effect.withClock(Clock.make())),
+        }).pipe(Effect.scoped, TestClock.withLive),
       { timeout: 90_000 }
     )
 
@@ -177,7 +177,7 @@ describe("Reaper over BullMQ", () => {
         assert.strictEqual(pass.orphans, 1)
         assert.deepStrictEqual(yield* holdersOf(prefix, `${prefix}:named`), [])
         assert.deepStrictEqual(yield* holdersOf(prefix, `${prefix}:old`), ["old"])
-      }).pipe(Effect.scoped, Effect.withClock(Clock.make())), { timeout: 30_000 })
+      }).pipe(Effect.scoped, TestClock.withLive), { timeout: 30_000 })
 
     it.effect("a pass over 2,000 waiting jobs past the grace: O(1) Redis commands per job, in a few calls, none scanning a list", () =>
       Effect.gen(function*() {
@@ -206,7 +206,7 @@ describe("Reaper over BullMQ", () => {
         }
         // The reaper's 20 steps of 100, and the queue asked in at most one call per step.
         assert.isAtMost(delta("evalsha") + delta("eval"), 2 * Math.ceil(n / 100) + 4)
-      }).pipe(Effect.scoped, Effect.withClock(Clock.make())), { timeout: 120_000 })
+      }).pipe(Effect.scoped, TestClock.withLive), { timeout: 120_000 })
 
     it.effect("one adapter over several queues routes each job to its queue; two queues of one name are refused", () =>
       Effect.gen(function*() {
@@ -247,7 +247,7 @@ describe("Reaper over BullMQ", () => {
           assert.strictEqual(bad.field, "timeout", String(timeout))
           assert.include(bad.reason, "such as \"5 seconds\"")
         }
-      }).pipe(Effect.scoped, Effect.withClock(Clock.make())), { timeout: 30_000 })
+      }).pipe(Effect.scoped, TestClock.withLive), { timeout: 30_000 })
   })
 
   // The queue's Redis is its own server here, so it can be stopped while the locks' Redis runs on.
@@ -288,7 +288,7 @@ describe("Reaper over BullMQ", () => {
           yield* Layer.build(
             Reaper.layer({ prefix, grace: 10, interval: 50 }).pipe(
               Layer.provide(adapter),
-              Layer.provide(Logger.replace(Logger.defaultLogger, logger))
+              Layer.provide(Logger.layer([logger]))
             )
           )
           assert.isTrue(yield* Bull.until(Effect.map(Ref.get(logs), (ls) =>
@@ -319,6 +319,6 @@ describe("Reaper over BullMQ", () => {
         assert.strictEqual(after.orphans, 1)
         assert.deepStrictEqual(yield* holdersOf(prefix, third.digest), [])
         assert.deepStrictEqual(yield* holdersOf(prefix, fourth.digest), [fourth.job.jid], "its job waits: kept")
-      }).pipe(Effect.scoped, Effect.withClock(Clock.make())), { timeout: 90_000 })
+      }).pipe(Effect.scoped, TestClock.withLive), { timeout: 90_000 })
   })
 })

@@ -9,8 +9,8 @@
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as FastCheck from "fast-check"
-import * as TestClock from "effect/TestClock"
-import * as TestContext from "effect/TestContext"
+import * as Result from "effect/Result"
+import * as TestClock from "effect/testing/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
@@ -61,7 +61,7 @@ const kept = (k: Kind): boolean => {
 }
 
 const run = (
-  store: Redis.RedisService["Type"],
+  store: Redis.RedisService["Service"],
   setTime: (ms: number) => Effect.Effect<void>,
   input: { readonly kinds: ReadonlyArray<Kind>; readonly batch: number }
 ) =>
@@ -118,7 +118,7 @@ describe("Reaper properties", () => {
                   (ms) => TestClock.setTime(ms),
                   input
                 )
-              }).pipe(Effect.provide(TestContext.TestContext))
+              }).pipe(Effect.provide(TestClock.layer()))
             )),
           { numRuns: 200 }
         )
@@ -140,7 +140,7 @@ describe("Reaper properties", () => {
                   // The scripts read the virtual clock; the reaper's grace reads the Clock: both move together.
                   (ms) => Effect.andThen(Effect.promise(() => virtual.setTime(ms)), TestClock.setTime(ms)),
                   input
-                ).pipe(Effect.provide(TestContext.TestContext))
+                ).pipe(Effect.provide(TestClock.layer()))
               )),
             { numRuns: 150 }
           )
@@ -169,9 +169,9 @@ describe("Reaper properties", () => {
                   ? typeof value === "number" && Number.isSafeInteger(value) && value >= min && value <= max
                   : Number.isInteger(ms) && ms >= min && ms <= max
                 const result = yield* Effect.result(Reaper.make({ [field]: value } as Reaper.Options))
-                assert.strictEqual(result._tag === "Right", valid, `${field}: ${String(value)}`)
-                if (result._tag === "Left") assert.strictEqual(result.left.field, field)
-              }).pipe(Effect.provide(TestContext.TestContext)))
+                assert.strictEqual(Result.isSuccess(result), valid, `${field}: ${String(value)}`)
+                if (Result.isFailure(result)) assert.strictEqual(result.failure.field, field)
+              }).pipe(Effect.provide(TestClock.layer())))
           ),
           { numRuns: 500 }
         )

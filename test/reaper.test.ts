@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
@@ -70,7 +70,7 @@ const badOptions: ReadonlyArray<readonly [keyof Reaper.Options, ReadonlyArray<un
 /** The scripted boundaries, on the memory store (TestClock) and on the scripts over a virtual clock. */
 const boundaries = (
   name: string,
-  store: Effect.Effect<Redis.RedisService["Type"], unknown, RedisTest.TestRedis>,
+  store: Effect.Effect<Redis.RedisService["Service"], unknown, RedisTest.TestRedis>,
   setTime: (ms: number) => Effect.Effect<void, never, RedisTest.TestRedis>,
   skip = false
 ) =>
@@ -210,7 +210,7 @@ describe("Reaper", () => {
         assert.strictEqual((yield* redis.fetch({ prefix, name: waiting.digest })).holders[0]?.jid, waiting.job.jid)
         yield* runner.release
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix, [waiting.digest]), [])
-      }).pipe(Effect.scoped, Effect.withClock(Clock.make())), { timeout: 60_000 })
+      }).pipe(Effect.scoped, TestClock.withLive), { timeout: 60_000 })
 
     it.effect("an orphaned no-TTL lock (its job removed) is reaped after the grace: the next enqueue is Enqueued", () =>
       Effect.gen(function*() {
@@ -235,7 +235,7 @@ describe("Reaper", () => {
           assert.strictEqual((yield* job.enqueue([1]))._tag, "Enqueued")
         })
         yield* Effect.provideService(program, JobQueue, queue)
-      }).pipe(Effect.scoped, Effect.withClock(Clock.make())), { timeout: 30_000 })
+      }).pipe(Effect.scoped, TestClock.withLive), { timeout: 30_000 })
 
     it.effect("Reaper.layer passes on its interval and gives its lease up when it closes; a bad batch is refused", () =>
       Effect.gen(function*() {
@@ -252,7 +252,7 @@ describe("Reaper", () => {
         const error = yield* Effect.flip(Reaper.make({ prefix, batch: 0 }))
         assert.strictEqual(error._tag, "InvalidLockOptions")
         assert.strictEqual(error.field, "batch")
-      }).pipe(Effect.withClock(Clock.make())), { timeout: 30_000 })
+      }).pipe(TestClock.withLive), { timeout: 30_000 })
 
     it.effect("every option is decoded once, at make and at layer: 0, -1, NaN, text, fractions and huge values are refused naming the field and what to write", () =>
       Effect.gen(function*() {
@@ -287,7 +287,7 @@ describe("Reaper", () => {
           assert.isTrue((yield* runner.pass()).ran)
           yield* runner.release
         }
-      }).pipe(Effect.withClock(Clock.make())), { timeout: 30_000 })
+      }).pipe(TestClock.withLive), { timeout: 30_000 })
 
     it.effect("two processes: only one reaps at a time; the other takes over once the killed one's lease ends", () =>
       Effect.gen(function*() {
@@ -343,7 +343,7 @@ describe("Reaper", () => {
         }
         assert.deepStrictEqual(yield* index(prefix), [])
         yield* here.release
-      }).pipe(Effect.withClock(Clock.make())), { timeout: 60_000 })
+      }).pipe(TestClock.withLive), { timeout: 60_000 })
 
     it.effect("one runner at a time: a second runner waits; when the first stops renewing, it takes over within one lease", () =>
       Effect.gen(function*() {
@@ -362,6 +362,6 @@ describe("Reaper", () => {
         yield* b.release
         assert.isTrue((yield* a.pass()).ran)
         yield* a.release
-      }).pipe(Effect.withClock(Clock.make())), { timeout: 30_000 })
+      }).pipe(TestClock.withLive), { timeout: 30_000 })
   })
 })

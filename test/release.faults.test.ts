@@ -16,8 +16,7 @@ import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Bull from "./support/bullmq.js"
@@ -178,6 +177,6 @@ describe("a pause, then a connection kill, inside batched lock steps (issue 47, 
             overlaps: 0
           }
         )
-      }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 300_000)
+      }).pipe(Effect.provideService(References.MinimumLogLevel, "None")), 300_000)
   })
 })

@@ -17,9 +17,8 @@
 import { assert, describe, layer } from "@effect/vitest"
 import type { Job as BullJob } from "bullmq"
 import * as Effect from "effect/Effect"
+import * as References from "effect/References"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Job from "../src/Job.js"
@@ -115,7 +114,7 @@ describe("a lock step whose answer is lost with its connection (issue 47, observ
             assert.strictEqual(outcome._tag, "Performed")
             assert.strictEqual(ran, 1)
             assert.isFalse(yield* held(definition, enqueued.digest, "run"), "the run lock outlived its job")
-          }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 60_000)
+          }).pipe(Effect.provideService(References.MinimumLogLevel, "None")), 60_000)
       }
     }
 
@@ -154,7 +153,7 @@ describe("a lock step whose answer is lost with its connection (issue 47, observ
             const answer = yield* next(processor)
             assert.deepStrictEqual(answer, { id: second.job.jid, answer: "ran" })
             assert.deepStrictEqual(ran, [first.job.jid, second.job.jid])
-          }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 60_000)
+          }).pipe(Effect.provideService(References.MinimumLogLevel, "None")), 60_000)
       }
     }
 
@@ -183,7 +182,7 @@ describe("a lock step whose answer is lost with its connection (issue 47, observ
           assert.deepStrictEqual(ran, [added.job.jid])
           const definition = LockOptions.unsafeMake({ lock: "until_and_while_executing", lockPrefix })
           assert.isFalse(yield* held(definition, added.digest, "run"))
-        }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 60_000)
+        }).pipe(Effect.provideService(References.MinimumLogLevel, "None")), 60_000)
     }
 
     it.effect("a wrong-typed run lock key met by a handoff that went in a batch: Redis answered, a retry meets the same; the job fails, it is not put back (issue 47, item 8)", () =>
@@ -217,6 +216,6 @@ describe("a lock step whose answer is lost with its connection (issue 47, observ
         assert.isUndefined(failure.script, "the handoff went in a batch")
         assert.strictEqual(yield* Effect.promise(() => queue.getJobState(added[2]!.job.jid)), "active", "not put back")
         assert.deepStrictEqual(ran.sort(), [0, 1, 2])
-      }).pipe(Logger.withMinimumLogLevel(LogLevel.None)), 60_000)
+      }).pipe(Effect.provideService(References.MinimumLogLevel, "None")), 60_000)
   })
 })

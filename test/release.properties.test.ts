@@ -17,16 +17,14 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import type { JobsOptions, Queue } from "bullmq"
 import * as Deferred from "effect/Deferred"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import type * as FiberId from "effect/FiberId"
 import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
-import * as Runtime from "effect/Runtime"
-import * as TestClock from "effect/TestClock"
-import * as TestContext from "effect/TestContext"
+import * as TestClock from "effect/testing/TestClock"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Defaults from "../src/Defaults.js"
@@ -101,12 +99,12 @@ describe("release properties: producer and worker options", () => {
               const before = (yield* Metric.value(counter)).count
               const warnings: Array<string> = []
               const capture = Logger.make(({ logLevel, message }) => {
-                if (logLevel._tag === "Warning") warnings.push(String(message))
+                if (logLevel === "Warn") warnings.push(String(message))
               })
               const received: Job.Job = { ...job, lockDigest: carried ? enqueued.job.lockDigest : undefined }
               const performed = yield* Middleware.server(make(worker), received, Effect.void).pipe(
                 Effect.provide(defaults(worker)),
-                Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+                Effect.provide(Logger.layer([capture]))
               )
               assert.strictEqual(performed._tag, "Performed")
               assert.strictEqual((yield* Metric.value(counter)).count - before, misses ? 1 : 0)
@@ -171,12 +169,12 @@ describe("release properties: run locks and the lease keeper", () => {
               const redis = yield* Redis.RedisService
               // The holder's deadline: lease − guard after the send; the reply comes `offset` ms around it.
               const delay = Math.max(0, leaseMs - Lock.leaseGuardMs(leaseMs) + offset)
-              const slow: Redis.RedisService["Type"] = {
+              const slow: Redis.RedisService["Service"] = {
                 ...redis,
                 lock: (key, request) =>
-                  Effect.zipLeft(redis.lock(key, request), Effect.sleep(request.leaseMs > 0 ? delay : 0)),
+                  Effect.tap(redis.lock(key, request), () => Effect.sleep(request.leaseMs > 0 ? delay : 0)),
                 handoff: (from, to, request, options) =>
-                  Effect.zipLeft(redis.handoff(from, to, request, options), Effect.sleep(delay))
+                  Effect.tap(redis.handoff(from, to, request, options), () => Effect.sleep(delay))
               }
               const { definition, enqueued } = yield* enqueuedRunLockJob(handoff, leaseMs, "edge")
               let ran = false
@@ -192,18 +190,18 @@ describe("release properties: run locks and the lease keeper", () => {
               const late = delay >= leaseMs - Lock.leaseGuardMs(leaseMs)
               assert.strictEqual(ran, !late, `delay ${delay} ms, lease ${leaseMs} ms`)
               if (late) {
-                assert.isTrue(result._tag === "Left" && result.left._tag === "LockLost", JSON.stringify(result))
-                if (result._tag === "Left" && result.left._tag === "LockLost") {
-                  assert.include(result.left.reason, "answered")
+                assert.isTrue(result._tag === "Failure" && result.failure._tag === "LockLost", JSON.stringify(result))
+                if (result._tag === "Failure" && result.failure._tag === "LockLost") {
+                  assert.include(result.failure.reason, "answered")
                 }
               } else {
-                assert.strictEqual(result._tag === "Right" ? result.right._tag : result.left._tag, "Performed")
+                assert.strictEqual(result._tag === "Success" ? result.success._tag : result.failure._tag, "Performed")
               }
               assert.deepStrictEqual(yield* redis.holders(Lock.keyOf(definition, enqueued.digest, "run")), [])
             }).pipe(
               Effect.provide(MemoryQueue.layer()),
               Effect.provide(Redis.layerMemory),
-              Effect.provide(TestContext.TestContext)
+              Effect.provide(TestClock.layer())
             ))
         ),
         { numRuns: Model.runs(60), examples: [[300, 0, false], [300, -1, false], [1000, 0, true], [60_000, 0, false]] }
@@ -230,11 +228,11 @@ describe("release properties: run locks and the lease keeper", () => {
               const before = (yield* Metric.value(released)).count
               const warnings: Array<string> = []
               const capture = Logger.make(({ logLevel, message }) => {
-                if (logLevel._tag === "Warning") warnings.push(String(message))
+                if (logLevel === "Warn") warnings.push(String(message))
               })
               const performed = yield* Middleware.server(definition, enqueued.job, Effect.void).pipe(
                 Effect.provideService(Redis.RedisService, Stores.losingUnlocks(redis, plan)),
-                Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+                Effect.provide(Logger.layer([capture]))
               )
               assert.strictEqual(performed._tag, "Performed")
               // Confirmed live by a call: the first that answered, when none before it ran.
@@ -272,7 +270,7 @@ describe("release properties: run locks and the lease keeper", () => {
               for (let i = 0; i < 5; i++) yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
               yield* Deferred.await(started)
               // Renewed on time until the cut, at any point up to three leases in; then nothing is confirmed again.
-              const settle = Effect.repeatN(Effect.yieldNow(), 20)
+              const settle = Effect.repeat(Effect.yieldNow, { times: 20 })
               const step = Math.max(5, Math.floor(leaseMs / 20))
               for (let at = 0, cutAt = Math.floor(leaseMs * cutAtPercent / 100); at < cutAt; at += step) {
                 yield* TestClock.adjust(Math.min(step, cutAt - at))
@@ -282,23 +280,23 @@ describe("release properties: run locks and the lease keeper", () => {
               const key = Lock.keyOf(definition, enqueued.digest, "run")
               const [entry] = yield* redis.holders(key)
               assert.isDefined(entry, "still held at the cut")
-              const now = yield* TestClock.currentTimeMillis
+              const now = yield* Clock.currentTimeMillis
               const givesUp = entry!.leaseUntil! - Lock.leaseGuardMs(leaseMs)
               if (givesUp - 1 > now) {
                 yield* TestClock.adjust(givesUp - 1 - now)
                 yield* settle
-                assert.isNull(fiber.unsafePoll(), `gave up before ${givesUp} (lease ${leaseMs}, cut at ${now})`)
+                assert.isUndefined(fiber.pollUnsafe(), `gave up before ${givesUp} (lease ${leaseMs}, cut at ${now})`)
               }
-              yield* TestClock.adjust(Math.max(0, givesUp - (yield* TestClock.currentTimeMillis)))
+              yield* TestClock.adjust(Math.max(0, givesUp - (yield* Clock.currentTimeMillis)))
               yield* settle
-              assert.isNotNull(fiber.unsafePoll(), `still performing at ${givesUp}, leaseGuardMs before its lease ends in the store`)
+              assert.isDefined(fiber.pollUnsafe(), `still performing at ${givesUp}, leaseGuardMs before its lease ends in the store`)
               const result = yield* Fiber.join(fiber)
-              assert.isTrue(result._tag === "Left" && result.left._tag === "LockLost", JSON.stringify(result))
-              assert.isAtMost(yield* TestClock.currentTimeMillis, givesUp)
+              assert.isTrue(result._tag === "Failure" && result.failure._tag === "LockLost", JSON.stringify(result))
+              assert.isAtMost(yield* Clock.currentTimeMillis, givesUp)
             }).pipe(
               Effect.provide(MemoryQueue.layer()),
               Effect.provide(Redis.layerMemory),
-              Effect.provide(TestContext.TestContext)
+              Effect.provide(TestClock.layer())
             ))
         ),
         { numRuns: Model.runs(30), examples: [[300, 50, false], [300, 0, true], [100, 299, false]] }
@@ -310,7 +308,7 @@ describe("release properties: a renewal by hand, on Redis", () => {
   layer(RedisTest.layer())((it) => {
     it.effect("Lock.renew moves a live hold's lease; a hold released, revoked, deleted or taken over is LockLost", () =>
       Effect.gen(function*() {
-        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const runtime = yield* Effect.context<Redis.RedisService | RedisTest.TestRedis>()
         const { raw } = yield* RedisTest.TestRedis
         const happenings = ["nothing", "released", "revoked", "deleted", "takenOver"] as const
         yield* Effect.promise(() =>
@@ -320,7 +318,7 @@ describe("release properties: a renewal by hand, on Redis", () => {
               fc.integer({ min: 1000, max: 120_000 }),
               fc.boolean(),
               (happened, leaseMs, withFence) =>
-                Runtime.runPromise(runtime)(Effect.gen(function*() {
+                Effect.runPromiseWith(runtime)(Effect.gen(function*() {
                   const redis = yield* Redis.RedisService
                   const prefix = uniquePrefix("renew")
                   const definition = LockOptions.unsafeMake({ lock: "while_executing", lockLease: leaseMs, lockPrefix: prefix })
@@ -352,8 +350,8 @@ describe("release properties: a renewal by hand, on Redis", () => {
                   )
                   // Without a token the renewal is of whatever hold the jid has: a new acquisition's counts as its own.
                   const live = happened === "nothing" || (happened === "takenOver" && !withFence)
-                  assert.strictEqual(renewed._tag, live ? "Right" : "Left", `${happened}, fence ${withFence}`)
-                  if (renewed._tag === "Left") assert.strictEqual(renewed.left._tag, "LockLost")
+                  assert.strictEqual(renewed._tag, live ? "Success" : "Failure", `${happened}, fence ${withFence}`)
+                  if (renewed._tag === "Failure") assert.strictEqual(renewed.failure._tag, "LockLost")
                   const after = (yield* redis.holders(key)).find((h) => h.jid === "a")?.leaseUntil
                   if (live) assert.isAtLeast(after!, before!, "the lease moved forward, or stayed at the same ms")
                   else assert.strictEqual(after, before, "a refused renewal writes nothing")
@@ -375,7 +373,7 @@ describe("release properties: a run lock lost while its perform runs, off a proc
     // fiber of its own, which the lease keeper interrupts: the hold ends LockLost, nothing is left held.
     it.effect("however and whenever it is lost, the perform is interrupted, the job ends LockLost, none is left", () =>
       Effect.gen(function*() {
-        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const runtime = yield* Effect.context<Redis.RedisService | RedisTest.TestRedis>()
         const { raw } = yield* RedisTest.TestRedis
         yield* Effect.promise(() =>
           fc.assert(
@@ -384,7 +382,7 @@ describe("release properties: a run lock lost while its perform runs, off a proc
               fc.constantFrom("deleted" as const, "its entry removed" as const, "revoked" as const),
               fc.integer({ min: 0, max: 500 }),
               (lock, how, afterMs) =>
-                Runtime.runPromise(runtime)(Effect.gen(function*() {
+                Effect.runPromiseWith(runtime)(Effect.gen(function*() {
                   const prefix = uniquePrefix("lost")
                   const definition = LockOptions.unsafeMake({ lock, lockLease: 900, lockPrefix: prefix })
                   const job: Job.Job = { worker: "W", queue: "q", args: [afterMs], jid: "j1" }
@@ -406,7 +404,7 @@ describe("release properties: a run lock lost while its perform runs, off a proc
                   else yield* Effect.flatMap(Locks.make({ prefix }), (locks) => locks.unlock(`${enqueued.digest}:RUN`, "j1"))
                   const result = yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
                   const run = JSON.stringify({ lock, how, afterMs })
-                  assert.isTrue(result._tag === "Left" && result.left._tag === "LockLost", `${run}: ${JSON.stringify(result)}`)
+                  assert.isTrue(result._tag === "Failure" && result.failure._tag === "LockLost", `${run}: ${JSON.stringify(result)}`)
                   assert.isTrue(interrupted, run)
                   const left = (yield* Effect.promise(() => raw.keys(`${prefix}:*`))).filter((k) => k.endsWith(":LOCKED"))
                   assert.deepStrictEqual(left, [], run)
@@ -426,7 +424,7 @@ describe("release properties: an enqueue that may still land, on Redis", () => {
   layer(RedisTest.layer())((it) => {
     it.effect("its lock is kept until the queue answers: no second copy meanwhile; released exactly if not stored", () =>
       Effect.gen(function*() {
-        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const runtime = yield* Effect.context<Redis.RedisService | RedisTest.TestRedis>()
         yield* Effect.promise(() =>
           fc.assert(
             fc.asyncProperty(
@@ -434,7 +432,7 @@ describe("release properties: an enqueue that may still land, on Redis", () => {
               fc.boolean(),
               fc.constantFrom("before" as const, "after" as const, "both" as const),
               (lock, landed, when) =>
-                Runtime.runPromise(runtime)(Effect.gen(function*() {
+                Effect.runPromiseWith(runtime)(Effect.gen(function*() {
                   const redis = yield* Redis.RedisService
                   const definition = LockOptions.unsafeMake({ lock, lockPrefix: uniquePrefix("landing") })
                   const answer = yield* Deferred.make<boolean>()
@@ -449,7 +447,7 @@ describe("release properties: an enqueue that may still land, on Redis", () => {
                       })
                     ))
                   const first = yield* Effect.result(timedOut)
-                  assert.isTrue(first._tag === "Left" && first.left._tag === "QueueError", JSON.stringify(first))
+                  assert.isTrue(first._tag === "Failure" && first.failure._tag === "QueueError", JSON.stringify(first))
                   const digest = yield* Lock.digestWith(definition, job("j1"))
                   const key = Lock.keyOf(definition, digest, "queue")
                   const holders = Effect.map(redis.holders(key), (hs) => hs.map((h) => h.jid))
@@ -484,7 +482,7 @@ describe("release properties: a BullMQ add answered after its timeout, on Redis"
   layer(RedisTest.layer())((it) => {
     it.effect("its lock is kept until BullMQ answers: no second copy meanwhile; released exactly if not stored under its jid", () =>
       Effect.gen(function*() {
-        const runtime = yield* Effect.runtime<Redis.RedisService | RedisTest.TestRedis>()
+        const runtime = yield* Effect.context<Redis.RedisService | RedisTest.TestRedis>()
         const queue = yield* Bull.queue(Bull.uniqueName("landing"))
         // BullMQ's Redis answering late, deterministically: the add under `held.jid` goes out when the property
         // answers it (stored as asked, under another id, or refused).
@@ -513,7 +511,7 @@ describe("release properties: a BullMQ add answered after its timeout, on Redis"
               fc.constantFrom<Answer>("stored", "stored under another id", "refused"),
               fc.constantFrom("before" as const, "after" as const, "both" as const),
               (lock, how, when) =>
-                Runtime.runPromise(runtime)(Effect.gen(function*() {
+                Effect.runPromiseWith(runtime)(Effect.gen(function*() {
                   const redis = yield* Redis.RedisService
                   const definition = LockOptions.unsafeMake({ lock, lockPrefix: uniquePrefix("bulllanding") })
                   const jid = (n: number) => `landing-${process.pid}-${run}-${n}`
@@ -529,8 +527,8 @@ describe("release properties: a BullMQ add answered after its timeout, on Redis"
                   let answer!: (how: Answer) => void
                   held = { jid: jid(1), answer: new Promise<Answer>((resolve) => (answer = resolve)) }
                   const first = yield* Effect.result(add(1, late))
-                  assert.isTrue(first._tag === "Left" && first.left._tag === "QueueError", JSON.stringify(first))
-                  if (first._tag === "Left") assert.include(first.left.message, "may still be stored")
+                  assert.isTrue(first._tag === "Failure" && first.failure._tag === "QueueError", JSON.stringify(first))
+                  if (first._tag === "Failure") assert.include(first.failure.message, "may still be stored")
                   const digest = yield* Lock.digestWith(definition, { worker: "W", queue: queue.name, args: [{ n: 1 }] })
                   const holders = Effect.map(redis.holders(Lock.keyOf(definition, digest, "queue")), (hs) => hs.map((h) => h.jid))
                   assert.deepStrictEqual(yield* holders, [jid(1)], "kept while BullMQ's answer is unknown")
@@ -579,7 +577,11 @@ describe("release properties: run locks one after another, on Redis", () => {
               Effect.runPromise(Effect.gen(function*() {
                 const redis = yield* Redis.RedisService
                 const prefix = uniquePrefix("linger")
-                const fiberId = () => (Effect.runSync(Effect.fiberId) as FiberId.Runtime).id
+                const fiberId = () => Effect.runSync(Effect.fiberId)
+                // Made before counting: Effect 4 decodes the options on a fiber of its own.
+                const definitions = holds.map(([spec]) =>
+                  LockOptions.unsafeMake({ lock: spec.lock, lockLease: spec.leaseS * 1000, lockPrefix: prefix })
+                )
                 const first = fiberId()
                 // A busy machine (CI) may stretch the time from one lock to the next past the linger: the loop may then end
                 // and the next lock start one. The loop's linger starts no earlier than the previous lock's acquire began,
@@ -590,7 +592,7 @@ describe("release properties: run locks one after another, on Redis", () => {
                 let previousStart = 0
                 for (const [i, [spec, gapMs]] of holds.entries()) {
                   if (i > 0) yield* Effect.sleep(gapMs)
-                  const definition = LockOptions.unsafeMake({ lock: spec.lock, lockLease: spec.leaseS * 1000, lockPrefix: prefix })
+                  const definition = definitions[i]!
                   const start = Date.now()
                   yield* Effect.scoped(Effect.andThen(
                     Effect.andThen(

@@ -8,7 +8,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import { Redis as IORedis } from "ioredis"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
@@ -263,8 +263,8 @@ describe("reliability: redis only", () => {
           const job = yield* UniqueJob.make({ worker: "StallJob", lock, lockLease: 200, lockPrefix: prefix })
           const enqueued = yield* job.client(job.job([lock]), () => Effect.void)
           const outcome = yield* Effect.result(job.server(enqueued.job, stall(700)))
-          assert.strictEqual(outcome._tag, "Left", lock)
-          assert.strictEqual(outcome._tag === "Left" ? outcome.left._tag : "", "LockLost", lock)
+          assert.strictEqual(outcome._tag, "Failure", lock)
+          assert.strictEqual(outcome._tag === "Failure" ? outcome.failure._tag : "", "LockLost", lock)
         }
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [])
       }).pipe(Effect.provide(MemoryQueue.layer())))
@@ -332,11 +332,11 @@ describe("reliability: memory store on TestClock", () => {
         yield* TestClock.adjust(150)
         cut = true
         yield* TestClock.adjust(219)
-        yield* Effect.repeatN(Effect.yieldNow(), 20)
-        assert.isNull(fiber.unsafePoll(), "gave up before its deadline")
+        yield* Effect.repeat(Effect.yieldNow, { times: 20 })
+        assert.isUndefined(fiber.pollUnsafe(), "gave up before its deadline")
         yield* TestClock.adjust(1)
-        yield* Effect.repeatN(Effect.yieldNow(), 20)
-        assert.isNotNull(fiber.unsafePoll(), "still performing at its deadline, 30 ms before the store lets go")
+        yield* Effect.repeat(Effect.yieldNow, { times: 20 })
+        assert.isDefined(fiber.pollUnsafe(), "still performing at its deadline, 30 ms before the store lets go")
         const [entry] = yield* redis.holders(Lock.keyOf(job.definition, (yield* job.digest([1])), "run"))
         assert.isTrue(entry === undefined || entry.leaseUntil === 400, JSON.stringify(entry))
         const error = yield* Effect.flip(Fiber.join(fiber))

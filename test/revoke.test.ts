@@ -13,7 +13,7 @@ import * as RedisTest from "./support/redis.js"
 
 describe("an operator's unlock or delete of a running job's lock", () => {
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
-    const cases: ReadonlyArray<readonly [string, (locks: Locks.Locks["Type"], digest: string, jid: string) => Effect.Effect<
+    const cases: ReadonlyArray<readonly [string, (locks: Locks.Locks["Service"], digest: string, jid: string) => Effect.Effect<
       ReadonlyArray<{ readonly jid: string; readonly leaseUntil: number }>,
       unknown
     >]> = [

@@ -14,14 +14,12 @@ import { Redis as IORedis } from "ioredis"
 import { afterAll, beforeAll, describe, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
-import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
-import * as TestClock from "effect/TestClock"
-import * as TestContext from "effect/TestContext"
+import * as TestClock from "effect/testing/TestClock"
 import * as LockType from "../src/LockType.js"
 import * as Redis from "../src/Redis.js"
 import * as Memory from "../src/store/Memory.js"
@@ -390,8 +388,8 @@ const runArbitrary = (lock: LockType.LockType, maxCalls: number) =>
 interface Both {
   readonly prefix: string
   readonly memory: ReturnType<typeof Memory.makeInspectable>
-  readonly memoryRuntime: Runtime.Runtime<never>
-  readonly redis: Redis.RedisService["Type"]
+  readonly memoryRuntime: Context.Context<never>
+  readonly redis: Redis.RedisService["Service"]
   readonly virtual: VirtualRedis.VirtualRedis
   readonly raw: IORedis
   /** Every key matching a pattern (on every master of a cluster). */
@@ -430,7 +428,7 @@ interface State {
 const memoryState = async (both: Both): Promise<State> => {
   const locks = allLocks(both.prefix)
   const states = await Promise.all(
-    locks.map((l) => Runtime.runPromise(both.memoryRuntime)(both.memory.inspect(l)))
+    locks.map((l) => Effect.runPromiseWith(both.memoryRuntime)(both.memory.inspect(l)))
   )
   return {
     locks: states.map((s, i) => ({
@@ -485,12 +483,12 @@ const comparable = (state: State) => ({
   locks: state.locks.map((l) => ({ ...l, entries: l.entries.map((e) => `${e.jid} ${e.raw}`).sort() }))
 })
 
-type Answer = Either.Either<unknown, Redis.RedisError>
+type Answer = Result.Result<unknown, Redis.RedisError>
 
 const shown = (answer: Answer): string =>
-  Either.match(answer, {
-    onLeft: (error) => `${error._tag}(${error.operation}): ${error.reason}`,
-    onRight: (value) => {
+  Result.match(answer, {
+    onFailure: (error) => `${error._tag}(${error.operation}): ${error.reason}`,
+    onSuccess: (value) => {
       if (typeof value === "object" && value !== null && "holders" in value) {
         return JSON.stringify({ ...value, holders: [...(value.holders as ReadonlyArray<string>)].sort() })
       }
@@ -506,7 +504,7 @@ const isLease = (ms: number): boolean => Number.isInteger(ms) && ms >= 1 && ms <
 
 /** A store call of the run, ready to send to either store, with what the rules need to know of it. */
 interface Planned {
-  readonly send: (store: Redis.RedisService["Type"]) => Effect.Effect<unknown, Redis.RedisError>
+  readonly send: (store: Redis.RedisService["Service"]) => Effect.Effect<unknown, Redis.RedisError>
   /** The lock of a call on one lock. */
   readonly lock?: Redis.LockKey | undefined
   readonly request?: Redis.HolderRequest | undefined
@@ -522,17 +520,17 @@ interface Planned {
  * its live holders only (Redis alone holds the foreign entry, and keeps the key and its member for it).
  */
 const comparableAnswer = (call: Call, answer: Answer, foreigners: ReadonlySet<string>, lock?: Redis.LockKey): Answer => {
-  if (Either.isLeft(answer)) return answer
+  if (Result.isFailure(answer)) return answer
   const byJid = (a: { readonly jid: string; readonly lock?: string }, b: { readonly jid: string; readonly lock?: string }) =>
     `${a.lock ?? ""} ${a.jid}` < `${b.lock ?? ""} ${b.jid}` ? -1 : 1
   if (call._tag === "fetch") {
-    const fetched = answer.right as Redis.Fetched
+    const fetched = answer.success as Redis.Fetched
     const foreign = lock !== undefined && foreigners.has(lock.name)
     const holders = fetched.holders.filter((h) =>
       h.foreign === undefined &&
       (!foreign || isLive({ x: h.expiresAt ?? 0, l: h.leaseUntil ?? 0 }, fetched.now))
     )
-    return Either.right({
+    return Result.succeed({
       ...fetched,
       holders: [...holders].sort(byJid),
       // A foreign entry is Redis' only: it counts in size there (every entry of the hash), not on the memory store.
@@ -540,8 +538,8 @@ const comparableAnswer = (call: Call, answer: Answer, foreigners: ReadonlySet<st
     })
   }
   if (call._tag === "reap") {
-    const reaped = answer.right as Redis.ReapResult
-    return Either.right({
+    const reaped = answer.success as Redis.ReapResult
+    return Result.succeed({
       ...reaped,
       ...(RedisTest.clusterMode ? { removedMembers: [...reaped.removedMembers].sort() } : {}),
       removedHolders: [...reaped.removedHolders].sort(byJid),
@@ -556,8 +554,8 @@ const comparableAnswer = (call: Call, answer: Answer, foreigners: ReadonlySet<st
  * too until the hash outgrows its listpack (an entry with lockInfo does), then the hashtable's order. Runs of `reaped`
  * entries at one time are compared sorted.
  */
-const reapsInOrder = <E,>(log: Either.Either<ReadonlyArray<Redis.LockEvent>, E>) =>
-  Either.map(log, (entries) => {
+const reapsInOrder = <E,>(log: Result.Result<ReadonlyArray<Redis.LockEvent>, E>) =>
+  Result.map(log, (entries) => {
     const out = [...entries]
     for (let i = 0; i < out.length;) {
       const first = out[i]!
@@ -691,7 +689,7 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
     }
   }
   const onMemory = <A>(effect: Effect.Effect<A, Redis.RedisError>) =>
-    Runtime.runPromise(both.memoryRuntime)(Effect.result(effect))
+    Effect.runPromiseWith(both.memoryRuntime)(Effect.result(effect))
   const onRedis = <A>(effect: Effect.Effect<A, Redis.RedisError>) => Effect.runPromise(Effect.result(effect))
   /** A call on Redis while `key` is of the wrong type (a list), and whether anything else changed meanwhile. */
   const withWrongType = async (key: string, planned: Planned): Promise<{ answer: Answer; unchanged: boolean }> => {
@@ -727,9 +725,9 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
     let planned: Planned | undefined
     if (call._tag === "advance") {
       both.now += call.ms
-      await Runtime.runPromise(both.memoryRuntime)(TestClock.adjust(call.ms))
+      await Effect.runPromiseWith(both.memoryRuntime)(TestClock.adjust(call.ms))
       await both.virtual.setTime(both.now)
-      answers = [Either.right(undefined), Either.right(undefined)]
+      answers = [Result.succeed(undefined), Result.succeed(undefined)]
     } else if (call._tag === "wrongType") {
       // All or nothing on Redis: the call either fails on the key's type having written nothing, or it never read
       // that key, and then it runs on the memory store too and both go on as usual.
@@ -745,9 +743,9 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
         ? RedisTest.layout.keysOf(own).index
         : RedisTest.layout.keysOf(own).fence
       const { answer, unchanged } = await withWrongType(key, planned)
-      if (Either.isLeft(answer)) {
+      if (Result.isFailure(answer)) {
         done.push(`${show(call)} -> ${shown(answer)}`)
-        if (!/WRONGTYPE/.test(answer.left.reason)) fail(`${show(call)} failed, but not on the key's type: ${shown(answer)}`)
+        if (!/WRONGTYPE/.test(answer.failure.reason)) fail(`${show(call)} failed, but not on the key's type: ${shown(answer)}`)
         if (!unchanged) fail(`${show(call)} failed on a wrong-typed ${call.key} key, and wrote before it failed`)
         continue
       }
@@ -771,10 +769,10 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
       const wrong = RedisTest.layout.keysOf(planned.renewals![wrongAt]!.lock).locked
       const { answer, unchanged } = await withWrongType(wrong, planned)
       if (!unchanged) fail(`${show(call)} wrote with the key of renewal ${call.wrong} of the wrong type`)
-      if (Either.isRight(answer)) {
+      if (Result.isSuccess(answer)) {
         fail(`${show(call)} answered ${shown(answer)} with a wrong-typed key: it must read every key`)
       }
-      if (Either.isLeft(answer) && /WRONGTYPE/.test(answer.left.reason)) {
+      if (Result.isFailure(answer) && /WRONGTYPE/.test(answer.failure.reason)) {
         done.push(`${show(call)} -> ${shown(answer)}`)
         if (!call.renewals.every((r) => isLease(r.lease))) {
           fail(`${show(call)} failed on the key's type before it refused the lease out of range`)
@@ -785,7 +783,7 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
     } else {
       planned = plan(call)
       answers = [await onMemory(planned.send(both.memory.store)), await onRedis(planned.send(both.redis))]
-      if (call._tag === "refuse" && Either.isRight(answers[0])) fail(`the memory store accepted ${show(call)}`)
+      if (call._tag === "refuse" && Result.isSuccess(answers[0])) fail(`the memory store accepted ${show(call)}`)
     }
     const lock = planned?.lock
     const request = planned?.request
@@ -820,8 +818,8 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
       const foreignPhases = (["queue", "run"] as const).filter((phase) =>
         both.foreigners.has(lockKey(both.prefix, d, phase).name)
       )
-      const comparableLog = (log: Either.Either<ReadonlyArray<Redis.LockEvent>, Redis.RedisError>) =>
-        Either.map(
+      const comparableLog = (log: Result.Result<ReadonlyArray<Redis.LockEvent>, Redis.RedisError>) =>
+        Result.map(
           reapsInOrder(log),
           (entries) => entries.filter((e) => !(e.event === "missed" && foreignPhases.includes(e.phase)))
         )
@@ -830,26 +828,26 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
         JSON.stringify(comparableLog(await onRedis(both.redis.events(key, 100))))
       ]
       if (logs[0] !== logs[1]) fail(`the activity logs differ after ${show(call)}:\nmemory ${logs[0]}\nredis  ${logs[1]}`)
-      if (!logged(d) && logs[0] !== JSON.stringify(Either.right([]))) fail(`digest ${d} got a log with lockEvents off`)
+      if (!logged(d) && logs[0] !== JSON.stringify(Result.succeed([]))) fail(`digest ${d} got a log with lockEvents off`)
     }
     const claimKey = claimKeyOf(both.prefix)
     const leases = [
-      JSON.stringify(await Runtime.runPromise(both.memoryRuntime)(both.memory.lease(claimKey))),
+      JSON.stringify(await Effect.runPromiseWith(both.memoryRuntime)(both.memory.lease(claimKey))),
       JSON.stringify(await both.virtual.lease(claimKey))
     ]
     if (leases[0] !== leases[1]) fail(`the claim differs after ${show(call)}: memory ${leases[0]}, redis ${leases[1]}`)
     if (
-      (call._tag === "reap" && (call.dryRun || Either.isLeft(m))) || call._tag === "fetch" ||
-      (call._tag === "claim" && Either.isLeft(m))
+      (call._tag === "reap" && (call.dryRun || Result.isFailure(m))) || call._tag === "fetch" ||
+      (call._tag === "claim" && Result.isFailure(m))
     ) {
       if (JSON.stringify(comparable(before)) !== JSON.stringify(comparable(after))) {
         fail(`${show(call)} changed what the store holds: it must write nothing`)
       }
     }
-    if (call._tag === "reap" && Either.isRight(m)) {
+    if (call._tag === "reap" && Result.isSuccess(m)) {
       // The reaper's rules: a live holder is never removed; a candidate is a live holder with no expiry and no
       // lease, locked before orphansBefore; next is start + what is still there, or -1 at the end.
-      const reaped = m.right as Redis.ReapResult
+      const reaped = m.success as Redis.ReapResult
       const request = planned!.reap!
       for (const state of before.locks) {
         for (const { entry, jid } of state.entries) {
@@ -873,7 +871,7 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
       }
       // A runner's step runs only while its owner holds the lease, and leaves it holding it; refused, it does nothing.
       if (request.runner !== undefined) {
-        const held = await Runtime.runPromise(both.memoryRuntime)(both.memory.lease(request.runner.key))
+        const held = await Effect.runPromiseWith(both.memoryRuntime)(both.memory.lease(request.runner.key))
         if (reaped.refused === true) {
           if (reaped.scanned !== 0 || JSON.stringify(comparable(before)) !== JSON.stringify(comparable(after))) {
             fail(`${show(call)} was refused the lease, yet it walked or wrote`)
@@ -887,20 +885,20 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
       if (reaped.next !== next) fail(`${show(call)}: next ${reaped.next}, not ${next}`)
     }
     if (
-      (call._tag === "refuse" || (call._tag === "renewAll" && Either.isLeft(m))) &&
+      (call._tag === "refuse" || (call._tag === "renewAll" && Result.isFailure(m))) &&
       JSON.stringify(comparable(before)) !== JSON.stringify(comparable(after))
     ) {
       fail(`refused ${show(call)} changed what the store holds`)
     }
     if (call._tag === "renewAll") {
       const bad = call.renewals.findIndex((r) => !isLease(r.lease))
-      if (bad >= 0 && Either.isRight(m)) fail(`${show(call)}: renewal ${bad}'s lease is out of range, yet it ran`)
+      if (bad >= 0 && Result.isSuccess(m)) fail(`${show(call)}: renewal ${bad}'s lease is out of range, yet it ran`)
     }
 
     // -- the rules, on the state both stores agree on ------------------------------------------------------------
     const now = both.now
     const stateOf = (key: Redis.LockKey) => after.locks.find((l) => l.name === key.name)!
-    const result = Either.getOrUndefined(m) as
+    const result = Result.getOrUndefined(m) as
       | (Redis.LockResult & { readonly queueLockHeld?: boolean })
       | boolean
       | undefined
@@ -938,10 +936,10 @@ const runBoth = async (both: Both, limit: number, calls: ReadonlyArray<Call>): P
         if (entry.l !== now + call.lease) fail(`${show(call)}: lease until ${entry.l}, not ${now + call.lease}`)
       }
     }
-    if (call._tag === "renewAll" && Either.isRight(m)) {
+    if (call._tag === "renewAll" && Result.isSuccess(m)) {
       // Each answer is renew's for its hold as it was before the batch (a renewal leaves the token and liveness of
       // the hold as they were), and a renewed hold's lease ends at now + the lease of its last renewal.
-      const answered = m.right as ReadonlyArray<boolean>
+      const answered = m.success as ReadonlyArray<boolean>
       const renewals = planned!.renewals!
       if (answered.length !== renewals.length) fail(`${show(call)}: ${answered.length} answers to ${renewals.length}`)
       const leases = new Map<string, { readonly lock: Redis.LockKey; readonly jid: string; readonly ms: number }>()
@@ -987,7 +985,7 @@ describe("store properties: the scripts on Redis against the memory store, on a 
   let close: () => Promise<void>
   beforeAll(async () => {
     const scope = Effect.runSync(Scope.make())
-    const context = await Effect.runPromise(Scope.extend(Layer.build(RedisTest.layerServer), scope))
+    const context = await Effect.runPromise(Scope.provide(Layer.build(RedisTest.layerServer), scope))
     ;({ keys, raw } = Context.get(context, RedisTest.TestRedis))
     close = () => Effect.runPromise(Scope.close(scope, Exit.void))
   })
@@ -995,15 +993,15 @@ describe("store properties: the scripts on Redis against the memory store, on a 
 
   const fresh = async (): Promise<Both & { readonly release: () => Promise<void> }> => {
     const scope = Effect.runSync(Scope.make())
-    const runtime = await Effect.runPromise(Scope.extend(Layer.toRuntime(TestContext.TestContext), scope))
-    await Runtime.runPromise(runtime)(TestClock.setTime(START_MS))
+    const runtime = await Effect.runPromise(Scope.provide(Layer.build(TestClock.layer()), scope))
+    await Effect.runPromiseWith(runtime)(TestClock.setTime(START_MS))
     const prefix = uniquePrefix("sp")
     const virtual = VirtualRedis.make(raw, prefix, RedisTest.layout)
     await virtual.setTime(START_MS)
     return {
       prefix,
       memory: Memory.makeInspectable(RedisTest.layout),
-      memoryRuntime: runtime as Runtime.Runtime<never>,
+      memoryRuntime: runtime as Context.Context<never>,
       redis: await Effect.runPromise(virtual.store),
       virtual,
       raw,

@@ -16,7 +16,7 @@ import * as RedisTest from "./support/redis.js"
 import { recording } from "./support/tracing.js"
 
 
-const count = (metric: Metric.Metric.Counter<number>) => Effect.map(Metric.value(metric), (state) => state.count)
+const count = (metric: Metric.Counter<number>) => Effect.map(Metric.value(metric), (state) => state.count)
 
 describe("telemetry", () => {
   layer(RedisTest.layer(), { excludeTestServices: true })((it) => {

@@ -20,13 +20,14 @@ import * as UniqueJob from "../src/UniqueJob.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
 
-const Report = Schema.Struct({ reportId: Schema.Number, due: Schema.Date })
+// Effect 4: Schema.Date is the Date itself; the queue carries its ISO string through Schema.DateFromString.
+const Report = Schema.Struct({ reportId: Schema.Number, due: Schema.DateFromString })
 
 const rebuild = (lockPrefix: string) =>
   UniqueJob.unsafeMake({
     worker: "RebuildReportJob",
     queue: "typed",
-    args: Schema.Tuple(Report),
+    args: Schema.Tuple([Report]),
     lock: "until_executed",
     lockPrefix
   })
@@ -96,7 +97,7 @@ describe("typed job arguments", () => {
         const lockPrefix = RedisTest.uniquePrefix("typed-enc")
         const Positive = UniqueJob.unsafeMake({
           worker: "PositiveJob",
-          args: Schema.Tuple(Schema.Number.pipe(Schema.positive())),
+          args: Schema.Tuple([Schema.Number.check(Schema.isGreaterThan(0))]),
           lock: "until_executed",
           lockPrefix
         })
@@ -123,7 +124,7 @@ describe("typed job arguments", () => {
         const Rebuild = UniqueJob.unsafeMake({
           worker: "RebuildReportJob",
           queue: name,
-          args: Schema.Tuple(Report),
+          args: Schema.Tuple([Report]),
           lock: "until_executed",
           lockPrefix
         })

@@ -12,7 +12,6 @@ import * as Cause from "effect/Cause"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type * as FiberId from "effect/FiberId"
 import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
@@ -38,7 +37,7 @@ const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUN
 
 /** How many fibers were started (anywhere in this process) since the last call: fiber ids come from one counter. */
 const fiberCounter = () => {
-  const id = () => (Effect.runSync(Effect.fiberId) as FiberId.Runtime).id
+  const id = () => Effect.runSync(Effect.fiberId)
   let last = id()
   return () => {
     const now = id()
@@ -282,7 +281,7 @@ describe("UniqueQueue: the hot path answers as the Effect path", () => {
         const { name, unique } = yield* uniqueQueue({ lock: "until_executed", history: false })
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
         yield* Effect.promise(() => unique.add("Warm", { n: 0 }))
-        const count = (family: { readonly of: (lockType: string, phase: string) => Metric.Metric.Counter<number> }) =>
+        const count = (family: { readonly of: (lockType: string, phase: string) => Metric.Counter<number> }) =>
           Effect.runSync(Metric.value(family.of("until_executed", "queue"))).count
         const before = { acquired: count(Metrics.acquired), released: count(Metrics.released), missed: count(Metrics.releaseMissed) }
         for (let n = 1; n <= 3; n++) yield* Effect.promise(() => unique.add("Work", { n }))
@@ -735,7 +734,7 @@ describe("UniqueQueue under a recording tracer (its tracer option), beside the E
         const runtime = yield* Effect.acquireRelease(
           Effect.sync(() =>
             ManagedRuntime.make(
-              Layer.mergeAll(BullMQ.layer(queue), Defaults.layer({}), Layer.setTracer(effectFace.tracer)).pipe(
+              Layer.mergeAll(BullMQ.layer(queue), Defaults.layer({}), Layer.succeed(Tracer.Tracer, effectFace.tracer)).pipe(
                 Layer.provideMerge(Redis.layer({ url: testRedis.source.url }))
               )
             )

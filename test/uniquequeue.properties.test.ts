@@ -445,7 +445,9 @@ describe("UniqueQueue properties", () => {
       const read = (map: Map<string, string>) =>
         Effect.runSync(Effect.flip(Effect.provide(
           Defaults.Defaults,
-          Defaults.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(map))))
+          Defaults.layerConfig().pipe(
+            Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(map) })))
+          )
         )))
       fc.assert(
         fc.property(env, (chosen) => {
@@ -453,7 +455,8 @@ describe("UniqueQueue properties", () => {
           const message = String(read(new Map(set)))
           assert.notInclude(message, "undefined")
           for (const [name, value] of set) {
-            assert.strictEqual(message.split(`at ${name}:`).length - 1, 1, `${name} once: ${message}`)
+            // Effect 4's ConfigError names each variable by its path: `at ["UNIQUE_JOBS_LOCK_TTL"]`.
+            assert.strictEqual(message.split(`at ${JSON.stringify([name])}`).length - 1, 1, `${name} once: ${message}`)
             if (/^-\d+$/.test(value)) assert.include(message, `got ${value} ms`)
             if (/^\d+\.\d+$/.test(value)) assert.include(message, `use ${Math.round(Number(value))}`)
           }

@@ -8,8 +8,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as Scope from "effect/Scope"
 import { Redis as IORedis } from "ioredis"
 import { readFileSync } from "node:fs"
@@ -76,7 +75,7 @@ afterAll(async () => {
   await harness?.close()
 })
 
-const quiet = <A, E, R>(effect: Effect.Effect<A, E, R>) => Logger.withMinimumLogLevel(effect, LogLevel.None)
+const quiet = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provideService(effect, References.MinimumLogLevel, "None")
 
 describe("the admin UI over 100 locks × 2,000 holders", () => {
   it("a page reads each lock once, a bounded page of its holders: no whole-hash read, and its answer stays small", async () => {
@@ -149,7 +148,7 @@ const count = (xs: ReadonlyArray<string>) =>
 const holdThroughLoads = async (lockPrefix: string) => {
   const scope = Effect.runSync(Scope.make())
   try {
-    const worker = await Effect.runPromise(Scope.extend(Redis.make({ url: harness.url }), scope))
+    const worker = await Effect.runPromise(Scope.provide(Redis.make({ url: harness.url }), scope))
     const definition = LockOptions.unsafeMake({ lock: "while_executing", lockLease: "1 second", lockPrefix })
     const loaded = Effect.runSync(Deferred.make<void>())
     let started = 0

@@ -7,6 +7,8 @@ import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
 import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
+import * as Result from "effect/Result"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { createServer, request as httpRequest } from "node:http"
@@ -85,7 +87,7 @@ const form = (fields: Record<string, string>) => new URLSearchParams(fields).toS
 const formHeaders = { "content-type": "application/x-www-form-urlencoded" }
 
 const actions = (action: string, outcome: string) =>
-  Metric.value(Metric.tagged(Metric.tagged(Metrics.adminActions, "action", action), "outcome", outcome)).pipe(
+  Metric.value(Metric.withAttributes(Metrics.adminActions, { action, outcome })).pipe(
     Effect.map((state) => state.count),
     Effect.runSync
   )
@@ -387,7 +389,7 @@ describe("the admin UI's guards", () => {
   it("a Node handler whose Redis was down at its first request answers 503, and serves once Redis is back", async () => {
     const prefix = RedisTest.uniquePrefix("web-late")
     const scope = Effect.runSync(Scope.make())
-    const server = await Effect.runPromise(Scope.extend(RedisServer.start, scope))
+    const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
     await Effect.runPromise(server.kill)
     const admin = Web.nodeHandler({ redis: Redis.layer({ url: server.url, timeout: "1 second" }), prefix })
     const http = createServer(admin.handle)
@@ -883,11 +885,14 @@ describe("a bulk delete of what a filter shows (issue 38)", () => {
     const prefix = RedisTest.uniquePrefix("web-bulk")
     await harness.run(Harness.seed(prefix))
     const logs: Array<{ message: string; annotations: Record<string, unknown> }> = []
-    const capture = Logger.make(({ annotations, message }) => {
-      logs.push({ message: String(Array.isArray(message) ? message[0] : message), annotations: Object.fromEntries(annotations) })
+    const capture = Logger.make(({ fiber, message }) => {
+      logs.push({
+        message: String(Array.isArray(message) ? message[0] : message),
+        annotations: { ...fiber.getRef(References.CurrentLogAnnotations) }
+      })
     })
     const base = await harness.run(Harness.mountedInRouter({ prefix, authorize: () => ({ access: "full", who: "alice" }) }).pipe(
-      Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+      Effect.provide(Logger.layer([capture]))
     ))
     const { cookie, csrf } = await session(base)
     const doneBefore = actions("bulk-delete", "done")
@@ -1228,7 +1233,7 @@ describe("the admin UI's reap asks the queue when it has one (issue 35)", () => 
 
       // A grace the reaper would refuse is refused when the UI is made, naming it.
       const bad = await harness.run(Effect.result(Web.serve({ prefix, reaperGrace: -5 })))
-      assert.isTrue(bad._tag === "Left" && bad.left.message.includes("reaperGrace"))
+      assert.isTrue(Result.isFailure(bad) && bad.failure.message.includes("reaperGrace"))
     } finally {
       await queue.obliterate({ force: true }).catch(() => undefined)
       await queue.close()
@@ -1247,7 +1252,7 @@ describe("the job behind a lock (issue 38)", () => {
     await harness.run(Lock.lock(definition, { digest: `${prefix}:noqueue`, jid: "nq-1" }))
     // A queue that describes jobs, counting its calls: live-1 active, the markup jid failed with markup in its data.
     const calls: Array<number> = []
-    const fake: JobQueue["Type"] = {
+    const fake: JobQueue["Service"] = {
       push: () => Effect.void,
       schedule: () => Effect.void,
       remove: () => Effect.succeed(false),

@@ -27,11 +27,9 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { InvalidJobArgs, type LayoutMismatch } from "../Errors.js"
 import { makeDeadlines } from "../store/Deadlines.js"
@@ -81,7 +79,7 @@ export interface DeadLetter {
  * @since 0.1.0
  * @category models
  */
-export interface BullMQ extends Context.Tag.Service<JobQueue> {
+export interface BullMQ extends Context.Service.Shape<typeof JobQueue> {
   /** The first queue given. */
   readonly queue: Queue
   /** Every queue the adapter serves, one per name. */
@@ -99,7 +97,7 @@ export interface BullMQ extends Context.Tag.Service<JobQueue> {
  * @since 0.1.0
  * @category tags
  */
-export const BullMQ = Context.GenericTag<BullMQ>("effect-unique-jobs/BullMQ")
+export const BullMQ: Context.Service<BullMQ, BullMQ> = Context.Service<BullMQ>("effect-unique-jobs/BullMQ")
 
 /** The BullMQ job a processor is running, with the token that lets it move that job. @internal */
 export interface Active {
@@ -113,7 +111,9 @@ export interface Active {
 
 // Which job the current fiber performs: `schedule` and `kill` receive the job being performed (a server strategy's
 // reschedule or reject), and only its processor's token can move an active job. Fibers a strategy forks inherit it.
-const currentActive = FiberRef.unsafeMake<Active | undefined>(undefined)
+const currentActive = Context.Reference<Active | undefined>("effect-unique-jobs/BullMQ/currentActive", {
+  defaultValue: () => undefined
+})
 
 /**
  * A BullMQ job as the middleware sees it.
@@ -331,7 +331,9 @@ const settingsOf = (
     names.add(queue.name)
   }
   const input: unknown = options.timeout ?? defaultTimeout
-  const decoded = typeof input === "number" && !Number.isFinite(input) ? Option.none() : Duration.decodeUnknown(input)
+  const decoded = typeof input === "number" && !Number.isFinite(input)
+    ? Option.none()
+    : Duration.fromInput(input as Duration.Input)
   const ms = Option.isSome(decoded) && !(typeof input === "number" && input < 0)
     ? Duration.toMillis(decoded.value)
     : Number.NaN
@@ -485,7 +487,7 @@ export const make = (
       })
 
     const activeOf = (jid: string) =>
-      Effect.map(FiberRef.get(currentActive), (active) => (active?.job.id === jid ? active : undefined))
+      Effect.map(currentActive, (active) => (active?.job.id === jid ? active : undefined))
 
     // Per job: its hash, and its score in the completed and failed sets (O(1) each).
     const presenceIn = (of: Queue, jids: ReadonlyArray<string>): Effect.Effect<Array<Presence>, QueueError> =>
@@ -627,7 +629,7 @@ export const layer = (
   queues: Queue | ReadonlyArray<Queue>,
   options?: Options
 ): Layer.Layer<BullMQ | JobQueue, InvalidLockOptions> =>
-  Layer.scopedContext(
+  Layer.effectContext(
     Effect.map(make(queues, options), (adapter) => Context.make(BullMQ, adapter).pipe(Context.add(JobQueue, adapter)))
   )
 
@@ -695,7 +697,7 @@ export const performing = <A, E, R>(
 ): Effect.Effect<A, E | DelayedError, R> => Effect.suspend(() => performingAs({ job, token, moved: false, started: false }, effect))
 
 const performingAs = <A, E, R>(active: Active, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DelayedError, R> =>
-  endedAs(active, Effect.locally(effect, currentActive, active))
+  endedAs(active, Effect.provideService(effect, currentActive, active))
 
 // A job `schedule` moved ends with DelayedError, whatever `effect` ended with.
 const endedAs = <A, E, R>(active: Active, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DelayedError, R> =>
@@ -827,7 +829,7 @@ export const putBack = (definition: Definition, active: Active, failure: unknown
       Effect.matchCauseEffect({
         onSuccess: () =>
           Effect.andThen(
-            Metric.increment(Metrics.putBack.of(definition.lock, "run")),
+            Metric.update(Metrics.putBack.of(definition.lock, "run"), 1),
             Effect.logWarning(
               `Redis failed before the job's perform started (${reason}); put back on its queue to run in ` +
                 `${delayMs} ms, no attempt spent`
@@ -880,9 +882,9 @@ export const failed = (definition: Definition, job: BullJob, ours: Job) =>
 
 /**
  * A BullMQ processor function `(job, token, signal)` over any way to run an effect to its `Exit` on a fiber of its
- * own (a `Runtime`'s, a `ManagedRuntime`'s); `unique` may depend on the job (its name). BullMQ's abort signal
- * (`worker.cancelJob`) interrupts the perform, which releases its run lock, and fails the job (on its last attempt,
- * after `Middleware.died`); a job turned away completes with `undefined`.
+ * own (`Effect.runPromiseExitWith(context)`, a `ManagedRuntime`'s); `unique` may depend on the job (its name).
+ * BullMQ's abort signal (`worker.cancelJob`) interrupts the perform, which releases its run lock, and fails the job
+ * (on its last attempt, after `Middleware.died`); a job turned away completes with `undefined`.
  *
  * @since 0.1.0
  * @category processor
@@ -902,19 +904,17 @@ async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefine
   const active: Active = { job, token, moved: false, started: false }
   let boundary: Lock.Boundary | undefined
   // The job's own fiber is the perform's boundary: a run lock lost while it runs interrupts this fiber (no fork).
-  // Its fiber refs are set, not scoped with `Effect.locally` (about 15 Effect steps each): the fiber ends with the job.
-  const handled = Effect.withFiberRuntime((fiber) => {
+  // Its references are set on its context, not scoped with `Effect.provideService`: the fiber ends with the job.
+  const handled = Effect.withFiber((fiber) => {
     boundary = { fiber, taken: false, lost: undefined }
-    return Effect.andThen(
-      Effect.andThen(FiberRef.set(Lock.currentBoundary, boundary), FiberRef.set(currentActive, active)),
-      handleAs(defined, perform, active)
-    )
+    fiber.setContext(Context.add(Context.add(fiber.context, Lock.currentBoundary, boundary), currentActive, active))
+    return handleAs(defined, perform, active)
   }) as Effect.Effect<Strategy.ServerOutcome<A>, Error, R>
   let exit = await runExit(handled, signal)
   // Failed before the job's own steps could run (the lock store's build: its Redis down at the first job), as a
   // failure at the handoff does: put back.
   if (Exit.isFailure(exit) && !active.started && !active.moved && token !== undefined) {
-    const failure = Cause.failureOption(exit.cause)
+    const failure = Cause.findErrorOption(exit.cause)
     if (Option.isSome(failure) && failedBeforePerform(failure.value)) {
       exit = await Effect.runPromiseExit(putBack(defined.definition, active, failure.value))
     }
@@ -924,9 +924,9 @@ async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefine
   // delayed first: DelayedError). An interruption of ours (close's timeout) stays a cancellation.
   const interruptedBy = Exit.isSuccess(exit)
     ? undefined
-    : boundary?.lost !== undefined && Cause.isInterrupted(exit.cause)
+    : boundary?.lost !== undefined && Cause.hasInterrupts(exit.cause)
     ? boundary.lost
-    : signal?.aborted === true && Cause.isInterruptedOnly(exit.cause)
+    : signal?.aborted === true && Cause.hasInterruptsOnly(exit.cause)
     ? new Error(`job ${job.id} was cancelled`)
     : undefined
   if (interruptedBy !== undefined) {
@@ -938,12 +938,13 @@ async (job: BullJob, token?: string, signal?: AbortSignal): Promise<A | undefine
     )
   }
   if (Exit.isSuccess(exit)) return exit.value._tag === "Performed" ? exit.value.value as A : undefined
-  throw Cause.isInterruptedOnly(exit.cause) ? new Error(`job ${job.id} was cancelled`) : Cause.squash(exit.cause)
+  throw Cause.hasInterruptsOnly(exit.cause) ? new Error(`job ${job.id} was cancelled`) : Cause.squash(exit.cause)
 }
 
 /**
- * A BullMQ processor function from an Effect perform, run on the current runtime. Fails with `LayoutMismatch` when
- * Redis records the lock prefix's layout otherwise than this process's store has it (`Redis.checkLayout`).
+ * A BullMQ processor function from an Effect perform, run with the current context (its services and references).
+ * Fails with `LayoutMismatch` when Redis records the lock prefix's layout otherwise than this process's store has it
+ * (`Redis.checkLayout`).
  *
  * @since 0.1.0
  * @category processor
@@ -962,11 +963,13 @@ export const processor = <A, E, R, Args extends ReadonlyArray<unknown> = Readonl
       return Effect.andThen(warnIfDropping(resolved), settings.enabled ? checkLayout(resolved.lockPrefix) : Effect.void)
     }),
     Effect.map(
-      Effect.runtime<R | RedisService | JobQueue>(),
-      (runtime) =>
-        processorWith<R | RedisService | JobQueue>((effect, signal) =>
-          Runtime.runPromiseExit(runtime, effect, signal === undefined ? {} : { signal })
+      Effect.context<R | RedisService | JobQueue>(),
+      (context) => {
+        const runPromiseExit = Effect.runPromiseExitWith(context)
+        return processorWith<R | RedisService | JobQueue>((effect, signal) =>
+          runPromiseExit(effect, signal === undefined ? undefined : { signal })
         )(unique, perform)
+      }
     )
   )
 

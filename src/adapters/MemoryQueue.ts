@@ -88,7 +88,7 @@ export interface Options {
  * @since 0.1.0
  * @category models
  */
-export interface MemoryQueue extends Context.Tag.Service<JobQueue> {
+export interface MemoryQueue extends Context.Service.Shape<typeof JobQueue> {
   /**
    * Starts `concurrency` workers that run `handler` for each ready job, until the scope closes. `onDeath` is
    * called once for a job whose retries are exhausted: wire `Middleware.died` (or `UniqueJob.died`) there.
@@ -111,7 +111,9 @@ export interface MemoryQueue extends Context.Tag.Service<JobQueue> {
  * @since 0.1.0
  * @category tags
  */
-export const MemoryQueue = Context.GenericTag<MemoryQueue>("effect-unique-jobs/MemoryQueue")
+export const MemoryQueue: Context.Service<MemoryQueue, MemoryQueue> = Context.Service<MemoryQueue>(
+  "effect-unique-jobs/MemoryQueue"
+)
 
 type Ending = "succeeded" | "skipped" | "rescheduled" | "rejected"
 
@@ -147,7 +149,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
     const backoff = options.backoff ?? ((n: number) => Duration.millis(100 * 2 ** (n - 1)))
     const eventLimit = options.eventLimit ?? 10_000
     const ready = new Map<string, Job>()
-    const scheduled = new Map<string, { job: Job; at: number; fiber: Fiber.RuntimeFiber<void> }>()
+    const scheduled = new Map<string, { job: Job; at: number; fiber: Fiber.Fiber<void> }>()
     const running = new Map<string, Job>()
     const dead: Array<{ job: Job; reason: string; at: number }> = []
     const events: Array<Event> = []
@@ -276,7 +278,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
             const ending = endingOf(exit.value)
             endings[ending]++
             yield* record(ending, job)
-          } else if (Cause.isInterruptedOnly(exit.cause)) {
+          } else if (Cause.hasInterruptsOnly(exit.cause)) {
             // The worker stopped under it: the job goes back, as a broker would redeliver it.
             yield* makeReady(job)
           } else {
@@ -361,6 +363,6 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
  * @category layers
  */
 export const layer = (options?: Options): Layer.Layer<MemoryQueue | JobQueue> =>
-  Layer.scopedContext(
+  Layer.effectContext(
     Effect.map(make(options), (queue) => Context.make(MemoryQueue, queue).pipe(Context.add(JobQueue, queue)))
   )

@@ -20,16 +20,16 @@ import type { ConnectionOptions, Job as BullJob, JobsOptions, Queue } from "bull
 import { DelayedError } from "bullmq"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
-import type * as ConfigError from "effect/ConfigError"
+import type * as Config from "effect/Config"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Tracer from "effect/Tracer"
 import * as Defaults from "../Defaults.js"
@@ -80,8 +80,8 @@ export interface Options<DataType = unknown> extends JobOptions<DataType> {
    */
   readonly defaults?: Defaults.Input | undefined
   /**
-   * The Effect tracer its spans go to (for OpenTelemetry, `@effect/opentelemetry`'s `Tracer.make` run with an
-   * `OtelTracer`: see the Telemetry page). This face runs its own runtime, so a tracer installed elsewhere never
+   * The Effect tracer its spans go to (for OpenTelemetry, `@effect/opentelemetry`'s `OtelTracer.make` run with an
+   * `OtelTracer` layer: see the Telemetry page). This face runs its own runtime, so a tracer installed elsewhere never
    * reaches it. With one that records, every call runs through the Effect middleware and makes the spans the Effect
    * face makes: a hold keeps its span's context, and a duplicate it refuses, here or on the Effect face, links to it.
    * Default none: no span is made.
@@ -239,32 +239,35 @@ const prefixesOf = (definitions: ReadonlyArray<LockOptions.Definition>, settings
 const isQueue = (value: unknown): value is Queue =>
   LockOptions.isRecord(value) && typeof value.name === "string" && typeof value.add === "function"
 
-const issuesOf = <A>(result: Either.Either<A, LockOptions.InvalidLockOptions>, found: Array<Issue>): A | undefined => {
-  if (Either.isRight(result)) return result.right
-  found.push(...result.left.issues)
+const issuesOf = <A>(result: Result.Result<A, LockOptions.InvalidLockOptions>, found: Array<Issue>): A | undefined => {
+  if (Result.isSuccess(result)) return result.success
+  found.push(...result.failure.issues)
   return undefined
 }
 
-// A ConfigError's leaves, each named by its variable.
-const configIssues = (error: ConfigError.ConfigError): Array<Issue> => {
-  switch (error._op) {
-    case "And":
-    case "Or":
-      return [...configIssues(error.left), ...configIssues(error.right)]
-    case "InvalidData":
-    case "MissingData":
-    case "SourceUnavailable":
-    case "Unsupported":
-      return [{ field: error.path.join(".") || "defaults", reason: error.message }]
+// A ConfigError's issues, each named by its variable (the path of a schema issue); a source that could not be read is
+// one issue of the defaults.
+const configIssues = (error: Config.ConfigError): Array<Issue> => {
+  if (Schema.isSchemaError(error.cause)) {
+    const issues = LockOptions.formatIssues(error.cause)
+    if (issues.length > 0) return issues.map((issue) => ({ field: issue.field || "defaults", reason: issue.reason }))
   }
+  return [{ field: "defaults", reason: error.message }]
 }
 
 // A job's arguments here are always `[data]` (BullMQ carries one value): a lockArgs typed for that takes them all.
 const definitionOf = (options: JobOptions<never>, under: string | undefined) =>
-  Either.mapLeft(
+  Result.mapError(
     Effect.runSync(Effect.result(LockOptions.make(options as LockOptions.Options))),
     (error) => LockOptions.invalidOptions(error.issues, under)
   )
+
+// How long BullMQ's Redis has to answer, as an error says it ("5s").
+const defaultTimeoutText = Duration.format(Duration.fromInputUnsafe(BullMQ.defaultTimeout))
+
+// A call bounded in time that fails with `onTimeout`'s error when the time passes (the call is interrupted).
+const timeoutFail = <E2>(options: { readonly duration: Duration.Input; readonly onTimeout: () => E2 }) =>
+  Effect.timeoutOrElse({ duration: options.duration, orElse: () => Effect.fail(options.onTimeout()) })
 
 // Effect's own failures reach the caller as themselves (a DuplicateJob, a RedisError…), not wrapped.
 const settle = <A>(exit: Exit.Exit<A, unknown>): A => {
@@ -296,11 +299,14 @@ const untilReturned = <A>(
       resume(Effect.fail(cause))
       settled = Promise.resolve()
     }
-    return Effect.flatMap(FiberRef.get(Lock.currentBoundary), (boundary) => {
+    return Effect.flatMap(Lock.currentBoundary, (boundary) => {
       controller?.abort()
       return boundary?.lost === undefined ? Effect.void : Effect.promise(() => Promise.race([settled, cut]))
     })
   })
+
+// What every call of the face runs with: the lock store, the queue port and the adapter.
+type Services = Redis.RedisService | JobQueue | BullMQ.BullMQ
 
 // What close waits for, and how its timeout ends it.
 interface Cancellable {
@@ -337,8 +343,10 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
     throw LockOptions.invalidOptions([{ field: "history", reason: `expected true or false, got ${LockOptions.describeValue(history)}` }])
   }
   const found: Array<Issue> = []
-  if (tracer !== undefined && !(LockOptions.isRecord(tracer) && Tracer.TracerTypeId in tracer)) {
-    const reason = `expected an Effect Tracer (Tracer.make, or @effect/opentelemetry's), got ${LockOptions.describeValue(tracer)}`
+  if (tracer !== undefined && !(LockOptions.isRecord(tracer) && typeof tracer.span === "function")) {
+    const reason = `expected an Effect Tracer (Tracer.make, or @effect/opentelemetry's OtelTracer.make), got ${
+      LockOptions.describeValue(tracer)
+    }`
     found.push({ field: "tracer", reason })
   }
   const fallback = issuesOf(definitionOf(base, undefined), found)
@@ -385,7 +393,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
   const settings = defaults === undefined
     ? Exit.match(Effect.runSyncExit(Defaults.fromConfig), {
       onFailure: (cause) => {
-        const error = Cause.failureOption(cause)
+        const error = Cause.findErrorOption(cause)
         if (error._tag === "None") throw Cause.squash(cause)
         found.push(...configIssues(error.value))
         return undefined
@@ -393,7 +401,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
       onSuccess: (settings) => settings
     })
     : issuesOf(
-      Either.mapLeft(Defaults.make(defaults), (error) =>
+      Result.mapError(Defaults.make(defaults), (error) =>
         LockOptions.invalidOptions(error.issues.map((issue) =>
           issue.field === "defaults" ? issue : { field: `defaults.${issue.field}`, reason: issue.reason }
         ))),
@@ -409,7 +417,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
   const layer = Layer.mergeAll(
     BullMQ.layer(queue, { deadLetter }),
     Layer.succeed(Defaults.Defaults, settings),
-    tracer === undefined ? Layer.empty : Layer.setTracer(tracer),
+    tracer === undefined ? Layer.empty : Layer.succeed(Tracer.Tracer, tracer),
     // The prefix is decoded already: the layer cannot fail.
     history === false ? Layer.empty : Layer.orDie(History.layer({ prefix: Defaults.resolve(fallback, settings).lockPrefix })),
     // Every prefix's layout checked at the build: a process configured otherwise fails its first call, runs nothing.
@@ -426,16 +434,22 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
   // Calls made while it builds start once it is built, in the order they were made (`building`'s callbacks run in
   // the order they were added): a fiber forked on a runtime still building waits on its build, and those waits end
   // last first, so the first burst of adds reached BullMQ in reverse order.
+  // Once built, every call runs on the runtime's services (`Effect.runForkWith`): a fiber of its own, as the runtime's
+  // `runFork` would start, without the runtime's per-fiber bookkeeping (close waits for the calls itself).
   let runtime = ManagedRuntime.make(layer)
+  let services: Context.Context<Services> | undefined
   let built: "no" | "building" | "yes" = "no"
   let building: Promise<Exit.Exit<unknown, unknown>> = Promise.resolve(Exit.void)
   const build = () => {
     if (built !== "no") return
     built = "building"
     const current = runtime
-    building = Effect.runPromiseExit(current.runtimeEffect).then((exit) => {
+    building = Effect.runPromiseExit(current.contextEffect).then((exit) => {
       if (Exit.isSuccess(exit)) {
-        if (runtime === current) built = "yes"
+        if (runtime === current) {
+          services = exit.value
+          built = "yes"
+        }
       } else if (runtime === current && closing === undefined) {
         runtime = ManagedRuntime.make(layer)
         built = "no"
@@ -468,16 +482,16 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
     }
   }
   const runExit = <A, E>(
-    effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>,
+    effect: Effect.Effect<A, E, Services>,
     signal?: AbortSignal | undefined,
     job = false
   ): Promise<Exit.Exit<A, unknown>> =>
     new Promise((resolve) => {
       build()
       let cancel = false
-      let fiber: Fiber.RuntimeFiber<A, unknown> | undefined
+      let fiber: Fiber.Fiber<A, unknown> | undefined
       const entry: Cancellable = {
-        cancel: job ? () => (fiber === undefined ? (cancel = true) : fiber.unsafeInterruptAsFork(fiber.id())) : () => undefined
+        cancel: job ? () => (fiber === undefined ? (cancel = true) : fiber.interruptUnsafe()) : () => undefined
       }
       inFlight.add(entry)
       const ended = (exit: Exit.Exit<A, unknown>) => {
@@ -485,9 +499,9 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
         resolve(exit)
       }
       const start = () => {
-        const started = fiber = runtime.runFork(effect)
+        const started = fiber = Effect.runForkWith(services!)(effect)
         if (signal !== undefined) {
-          const abort = () => started.unsafeInterruptAsFork(started.id())
+          const abort = () => started.interruptUnsafe()
           if (signal.aborted) abort()
           else signal.addEventListener("abort", abort, { once: true })
           started.addObserver(() => signal.removeEventListener("abort", abort))
@@ -499,7 +513,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
       // A failed build fails the call with the build's failure, as a fiber on that runtime would have ended.
       building.then((exit) => (Exit.isSuccess(exit) ? start() : ended(exit as Exit.Exit<never, unknown>)))
     })
-  const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | JobQueue | BullMQ.BullMQ>) =>
+  const run = <A, E>(effect: Effect.Effect<A, E, Services>) =>
     runExit(effect).then(settle)
   // A hot-path call (internal/hotPath): waited for by close as a fiber is, until it settles and then what it still
   // has answering (`after`: a job's release sent with its outcome). `cancel` is how close's timeout ends it (the job
@@ -531,8 +545,8 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
     if (built !== "yes") return undefined
     let found = fastByName.get(name)
     if (found === undefined) {
-      const made = runtime.runSync(HotPath.fast(defined(name).definition))
-      const addNow = BullMQ.addNow(runtime.runSync(BullMQ.BullMQ))
+      const made = Effect.runSyncWith(services!)(HotPath.fast(defined(name).definition))
+      const addNow = BullMQ.addNow(Context.get(services!, BullMQ.BullMQ))
       found = made === undefined || addNow === undefined
         ? null
         : { ...made, addNow, processing: { ...made, definition: BullMQ.awaitingItself(made.definition) } }
@@ -560,13 +574,13 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
           })
       }).pipe(
         // Bounded as the adapter's calls are: a queue whose Redis does not answer fails the add, taking no lock.
-        Effect.timeoutFail({
+        timeoutFail({
           duration: BullMQ.defaultTimeout,
           onTimeout: () =>
             new QueueError({
               operation: "add",
               jid,
-              reason: `BullMQ's Redis did not answer within ${Duration.format(Duration.decode(BullMQ.defaultTimeout))}`
+              reason: `BullMQ's Redis did not answer within ${defaultTimeoutText}`
             })
         })
       )
@@ -585,13 +599,13 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
       try: f,
       catch: (cause) =>
         new QueueError({ operation, jid, reason: cause instanceof Error ? cause.message : String(cause), cause })
-    }).pipe(Effect.timeoutFail({
+    }).pipe(timeoutFail({
       duration: BullMQ.defaultTimeout,
       onTimeout: () =>
         new QueueError({
           operation,
           jid,
-          reason: `BullMQ's Redis did not answer within ${Duration.format(Duration.decode(BullMQ.defaultTimeout))}`
+          reason: `BullMQ's Redis did not answer within ${defaultTimeoutText}`
         })
     }))
   // BullMQ's remove is one script that refuses a job a worker holds: a job it removed never runs, so its queue lock
@@ -820,19 +834,19 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
     close: (closeOptions) => {
       if (closing !== undefined) return closing
       const timeout = closeTimeout(closeOptions)
-      if (Either.isLeft(timeout)) return Promise.reject(timeout.left)
+      if (Result.isFailure(timeout)) return Promise.reject(timeout.failure)
       return closing = (async () => {
         // Jobs waiting for a run lock (lockTimeout) end their wait now and go to their strategy: close waits for the
         // jobs that run, not for a wait of up to lockTimeout. Found by an outsider probe (close took the lockTimeout).
         if (built === "yes") {
-          await runtime.runPromise(Effect.flatMap(Redis.RedisService, Waits.close)).catch(() => undefined)
+          await Effect.runPromiseWith(services!)(Effect.flatMap(Redis.RedisService, Waits.close)).catch(() => undefined)
         }
-        if (timeout.right === undefined) {
+        if (timeout.success === undefined) {
           await settledAll()
         } else {
           let timer: ReturnType<typeof setTimeout> | undefined
           const passed = new Promise<"passed">((resolve) => {
-            timer = setTimeout(() => resolve("passed"), timeout.right)
+            timer = setTimeout(() => resolve("passed"), timeout.success)
           })
           const first = await Promise.race([settledAll(), passed])
           clearTimeout(timer)
@@ -858,29 +872,27 @@ const closeQueue = (queue: Queue): Promise<void> =>
       try: () => queue.close(),
       catch: (cause) => new QueueError({ operation: "close", reason: String(cause), cause })
     }).pipe(
-      Effect.timeoutFail({
+      timeoutFail({
         duration: BullMQ.defaultTimeout,
         onTimeout: () =>
           new QueueError({
             operation: "close",
-            reason: `BullMQ's Redis did not answer within ${
-              Duration.format(Duration.decode(BullMQ.defaultTimeout))
-            }; its connection was dropped`
+            reason: `BullMQ's Redis did not answer within ${defaultTimeoutText}; its connection was dropped`
           })
       }),
       Effect.tapError(() => Effect.promise(() => queue.disconnect().catch(() => undefined)))
     )
   ).then(settle)
 
-const decodeTimer = Schema.decodeUnknownEither(LockOptions.TimerDuration)
+const decodeTimer = Schema.decodeUnknownResult(LockOptions.TimerDuration)
 
 // close's timeout in whole milliseconds (undefined: wait as long as the jobs run), or what to write instead.
 const closeTimeout = (
   options: CloseOptions | undefined
-): Either.Either<number | undefined, LockOptions.InvalidLockOptions> => {
-  if (options === undefined || options.timeout === undefined) return Either.right(undefined)
-  return Either.mapBoth(decodeTimer(options.timeout), {
-    onLeft: (error) => LockOptions.invalidOptions(LockOptions.formatIssues(error), "timeout"),
-    onRight: Duration.toMillis
+): Result.Result<number | undefined, LockOptions.InvalidLockOptions> => {
+  if (options === undefined || options.timeout === undefined) return Result.succeed(undefined)
+  return Result.mapBoth(decodeTimer(options.timeout), {
+    onFailure: (error) => LockOptions.invalidOptions(LockOptions.formatIssues(error), "timeout"),
+    onSuccess: Duration.toMillis
   })
 }

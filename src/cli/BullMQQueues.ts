@@ -11,6 +11,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as BullMQ from "../adapters/BullMQ.js"
+import type * as Context from "effect/Context"
 import type { JobQueue } from "../JobQueue.js"
 
 /** @internal */
@@ -38,6 +39,8 @@ export class QueuesError extends Error {
   readonly _tag = "QueuesError"
 }
 
+const within = (options: Options): string => Duration.format(Duration.fromInputUnsafe(options.timeout))
+
 const connect = (options: Options): Effect.Effect<IORedis | Cluster, QueuesError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => {
@@ -59,10 +62,9 @@ const connect = (options: Options): Effect.Effect<IORedis | Cluster, QueuesError
         catch: (cause) =>
           new QueuesError(`cannot reach BullMQ's Redis (${options.where}): ${cause instanceof Error ? cause.message : cause}`)
       }).pipe(
-        Effect.timeoutFail({
+        Effect.timeoutOrElse({
           duration: options.timeout,
-          onTimeout: () =>
-            new QueuesError(`BullMQ's Redis (${options.where}) did not answer within ${Duration.format(options.timeout)}`)
+          orElse: () => Effect.fail(new QueuesError(`BullMQ's Redis (${options.where}) did not answer within ${within(options)}`))
         })
       )
     )
@@ -76,10 +78,9 @@ const known = (client: IORedis | Cluster, queue: Queue, options: Options): Effec
     catch: (cause) =>
       new QueuesError(`BullMQ's Redis (${options.where}) failed: ${cause instanceof Error ? cause.message : cause}`)
   }).pipe(
-    Effect.timeoutFail({
+    Effect.timeoutOrElse({
       duration: options.timeout,
-      onTimeout: () =>
-        new QueuesError(`BullMQ's Redis (${options.where}) did not answer within ${Duration.format(options.timeout)}`)
+      orElse: () => Effect.fail(new QueuesError(`BullMQ's Redis (${options.where}) did not answer within ${within(options)}`))
     }),
     Effect.map((found) => found > 0)
   )
@@ -89,7 +90,7 @@ const known = (client: IORedis | Cluster, queue: Queue, options: Options): Effec
  *
  * @internal
  */
-export const make = (options: Options): Effect.Effect<BullMQ.BullMQ & JobQueue["Type"], QueuesError, Scope.Scope> =>
+export const make = (options: Options): Effect.Effect<BullMQ.BullMQ & Context.Service.Shape<typeof JobQueue>, QueuesError, Scope.Scope> =>
   Effect.gen(function*() {
     // BullMQ keeps a queue's keys in one slot only under a hash tag: without one, every call to it fails CROSSSLOT.
     const untagged = "nodes" in options.connection && !/\{[^}]+\}/.test(options.prefix)

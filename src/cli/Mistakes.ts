@@ -1,17 +1,17 @@
 /**
- * A command line's mistakes, found before @effect/cli parses it: an unknown subcommand or option, a bad number, one
- * argument too many. @effect/cli names none of them well (an unknown subcommand of `locks` is answered with the
- * top-level list; a mistyped option with its value, `Received unknown argument: '5'`), so each is said here naming
- * the word as typed, the nearest real one ("did you mean"), and the command's own usage line.
+ * A command line's mistakes, found before effect/cli parses it: an unknown subcommand or option, a bad number, one
+ * argument too many, a missing one. Each is said here in one line naming the word as typed, the nearest real one
+ * ("did you mean"), and the command's own usage line (effect/cli would print its whole help page, and name a bad
+ * number's type rather than its range).
  *
  * @internal
  */
-import type * as Usage from "@effect/cli/Usage"
+import type * as CommandSpec from "effect/cli/CommandSpec"
 import * as Option from "effect/Option"
 
 /**
- * A command as the check knows it: its name, and either its subcommands or its own usage (@effect/cli's `getUsage`)
- * and the range of each of its whole-number options.
+ * A command as the check knows it: its name, and either its subcommands or its own flags and arguments (effect/cli's
+ * `CommandSpec`) and the range of each of its whole-number options.
  *
  * @internal
  */
@@ -20,7 +20,7 @@ export type Node =
   | {
     readonly _tag: "Leaf"
     readonly name: string
-    readonly usage: Usage.Usage
+    readonly spec: CommandSpec.Spec
     readonly integers: Readonly<Record<string, { readonly min: number; readonly max: number }>>
   }
 
@@ -32,15 +32,15 @@ export type Node =
 export const parent = (name: string, children: ReadonlyArray<Node>): Node => ({ _tag: "Parent", name, children })
 
 /**
- * A command that runs, with its usage and the ranges of its whole-number options (by flag, `--limit`).
+ * A command that runs, with its flags and arguments and the ranges of its whole-number options (by flag, `--limit`).
  *
  * @internal
  */
 export const leaf = (
   name: string,
-  usage: Usage.Usage,
+  spec: CommandSpec.Spec,
   integers: Readonly<Record<string, { readonly min: number; readonly max: number }>> = {}
-): Node => ({ _tag: "Leaf", name, usage, integers })
+): Node => ({ _tag: "Leaf", name, spec, integers })
 
 /**
  * The optimal string alignment distance: insertions, deletions, substitutions and adjacent transpositions
@@ -84,7 +84,7 @@ export const nearest = (word: string, candidates: ReadonlyArray<string>): Option
   const allowed = bare.length <= 4 ? 1 : bare.length <= 8 ? 2 : 3
   if (best.distance <= allowed) return Option.some(best.candidate)
   const prefixed = candidates.find((c) => word.length >= 3 && c.toLowerCase().startsWith(word.toLowerCase()))
-  return Option.fromNullable(prefixed)
+  return Option.fromUndefinedOr(prefixed)
 }
 
 interface Flag {
@@ -102,60 +102,38 @@ interface Shape {
   readonly line: string
 }
 
-// A leaf's flags, arguments and usage line, read from @effect/cli's usage of it (its first name is the command's).
-const shapeOf = (usage: Usage.Usage): Shape => {
+// A leaf's flags, arguments and usage line, read from effect/cli's spec of it: the command's own flags (not the
+// global ones), a choice's value as its choices (`legacy | modern`), a repeated one's with `…`.
+const shapeOf = (spec: CommandSpec.Spec): Shape => {
   const flags: Array<Flag> = []
-  const args: Array<{ readonly name: string; readonly optional: boolean }> = []
-  let first = true
-  const render = (u: Usage.Usage, optional: boolean): string => {
-    switch (u._tag) {
-      case "Empty":
-      case "Mixed":
-        return ""
-      case "Named": {
-        const name = u.names[0] ?? ""
-        if (first) {
-          first = false
-          return ""
-        }
-        if (name.startsWith("-")) {
-          flags.push({ name, value: u.acceptedValues, optional: optional || Option.isNone(u.acceptedValues) })
-          return Option.match(u.acceptedValues, { onNone: () => name, onSome: (value) => `${name} ${value}` })
-        }
-        args.push({ name, optional })
-        return name
-      }
-      case "Optional": {
-        const inner = render(u.usage, true)
-        return inner === "" ? "" : `[${inner}]`
-      }
-      case "Repeated": {
-        const inner = render(u.usage, true)
-        return inner === "" ? "" : `[${inner}…]`
-      }
-      case "Alternation":
-        return [render(u.left, optional), render(u.right, optional)].filter((s) => s !== "").join(" | ")
-      case "Concat":
-        return [render(u.left, optional), render(u.right, optional)].filter((s) => s !== "").join(" ")
-    }
+  const words: Array<string> = []
+  for (const flag of spec.flags) {
+    if (flag.scope._tag !== "Local" || flag.hidden) continue
+    const name = `--${flag.name}`
+    const value = flag.type._tag === "Boolean"
+      ? Option.none()
+      : Option.some(flag.type._tag === "Choice" ? flag.type.values.join(" | ") : flag.metavar ?? flag.typeName)
+    const optional = !flag.required || Option.isNone(value)
+    flags.push({ name, value, optional })
+    const word = Option.match(value, { onNone: () => name, onSome: (v) => `${name} ${v}` })
+    words.push(flag.variadic !== undefined ? `[${word}…]` : optional ? `[${word}]` : word)
   }
-  const line = render(usage, false)
-  // Arguments last, as they are usually written.
+  const args = spec.arguments.map((a) => ({ name: `<${a.name}>`, optional: !a.required }))
+  // Arguments first, as they are usually written.
   const positional = args.map((a) => (a.optional ? `[${a.name}]` : a.name))
-  const options = line.split(" ").filter((word) => !positional.includes(word)).join(" ")
-  return { flags, args, line: [...positional, options].filter((s) => s !== "").join(" ") }
+  return { flags, args, line: [...positional, ...words].join(" ") }
 }
 
-/** @effect/cli's own options, taken by every command: those that take a value, and those that do not. */
+/** effect/cli's own options, taken by every command: those that take a value, and those that do not. */
 const builtInValued = ["--log-level", "--completions"]
 
 /**
- * The values `--log-level` takes: @effect/cli answers any other with its list of commands, as if the value were one.
+ * The values `--log-level` takes (effect/cli takes `warn` too: it is said here as `warning`, the name listed).
  *
  * @internal
  */
 export const logLevels = ["all", "trace", "debug", "info", "warning", "error", "fatal", "none"]
-const builtInFlags = ["--help", "-h", "--version", "--wizard"]
+const builtInFlags = ["--help", "-h", "--version", "-v", "--wizard"]
 
 /**
  * The usage line of the command at `path` (its names from the top), for a mistake's second line.
@@ -165,11 +143,11 @@ const builtInFlags = ["--help", "-h", "--version", "--wizard"]
 export const usageLine = (node: Node, path: ReadonlyArray<string>): string =>
   node._tag === "Parent"
     ? `usage: ${path.join(" ")} <${node.children.map((c) => c.name).join(" | ")}> … (see ${path.join(" ")} --help)`
-    : `usage: ${path.join(" ")} ${shapeOf(node.usage).line}`.trimEnd()
+    : `usage: ${path.join(" ")} ${shapeOf(node.spec).line}`.trimEnd()
 
 /**
  * The mistake in `args` (the words after the executable, up to a `--`), if any: the message's lines, the first the
- * mistake and what was probably meant, the last the command's usage. None where @effect/cli is left to answer (help,
+ * mistake and what was probably meant, the last the command's usage. None where effect/cli is left to answer (help,
  * the version, a command line it parses).
  *
  * @internal
@@ -177,7 +155,7 @@ export const usageLine = (node: Node, path: ReadonlyArray<string>): string =>
 export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<ReadonlyArray<string>> => {
   const end = args.indexOf("--")
   const words = end === -1 ? args : args.slice(0, end)
-  if (words.some((w) => ["--help", "-h", "--version"].includes(w.toLowerCase()))) return Option.none()
+  if (words.some((w) => ["--help", "-h", "--version", "-v"].includes(w.toLowerCase()))) return Option.none()
   let node = root
   const path = [root.name]
   let positional = 0
@@ -224,7 +202,7 @@ export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<Re
       path.push(child.name)
       continue
     }
-    const shape = shapeOf(node.usage)
+    const shape = shapeOf(node.spec)
     if (word.startsWith("--")) {
       const known = shape.flags.find((f) => f.name === flag)
       if (known === undefined) {
@@ -251,7 +229,7 @@ export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<Re
       } else if (value === undefined) {
         return say(`${known.name} needs a value`)
       } else {
-        // A choice (`legacy | modern`): @effect/cli's refusal names neither the flag nor the value.
+        // A choice (`legacy | modern`): said with the one meant.
         const choices = Option.getOrElse(known.value, () => "").split(" | ")
         if (choices.length > 1 && !choices.includes(value)) {
           return say(`${known.name} ${value} is not one of ${choices.join(", ")}${
@@ -261,7 +239,13 @@ export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<Re
       }
       continue
     }
-    // A word that starts with a single '-' (`-x`) is left to the command: it says what it is not.
+    // A word that starts with a single '-' (`-x`) where an argument goes: no argument starts so, it is a mistyped
+    // option (effect/cli would take it for a short flag of its own, and name none of ours).
+    const slot = shape.args[positional]
+    if (word.startsWith("-") && slot !== undefined) {
+      const what = slot.name.replace(/^<|>$/g, "").toLowerCase()
+      return Option.some([`unknown option ${word} (see ${path.join(" ")} --help); a ${what} never starts with '-'`])
+    }
     positional++
     if (positional > shape.args.length) {
       const takes = shape.args.length === 0
@@ -270,10 +254,10 @@ export const check = (root: Node, args: ReadonlyArray<string>): Option.Option<Re
       return say(`unexpected argument ${JSON.stringify(word)}: ${path.join(" ")} ${takes}`)
     }
   }
-  // What the command cannot run without, said as the others are (@effect/cli's "Expected to find option: '--args'"
-  // names neither the command nor its usage). `--wizard` asks for each at a terminal instead.
+  // What the command cannot run without, said as the others are (effect/cli's "Missing required flag: --args" names
+  // neither the command nor its usage). `--wizard` asks for each at a terminal instead.
   if (node._tag === "Leaf" && !words.some((w) => w.toLowerCase() === "--wizard")) {
-    const shape = shapeOf(node.usage)
+    const shape = shapeOf(node.spec)
     const flags = shape.flags.filter((f) => !f.optional && !seen.has(f.name))
       .map((f) => Option.match(f.value, { onNone: () => f.name, onSome: (v) => `${f.name} ${v}` }))
     const args = shape.args.filter((a) => !a.optional).slice(positional).map((a) => a.name)

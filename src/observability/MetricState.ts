@@ -3,11 +3,8 @@
  *
  * @internal
  */
-import type * as FiberRef from "effect/FiberRef"
-import { currentMetricLabels } from "effect/FiberRef"
+import type * as Context from "effect/Context"
 import * as Metric from "effect/Metric"
-import * as MetricKey from "effect/MetricKey"
-import * as MetricLabel from "effect/MetricLabel"
 
 /**
  * A counter family: one counter per `(lock_type, phase)` (or another second label, as `outcome`), made on first use
@@ -17,12 +14,12 @@ import * as MetricLabel from "effect/MetricLabel"
  */
 export interface Family {
   readonly name: string
-  readonly of: (lockType: string, phase: string) => Metric.Metric.Counter<number>
+  readonly of: (lockType: string, phase: string) => Metric.Counter<number>
 }
 
 /** @internal */
 export const family = (name: string, description: string, second: string = "phase"): Family => {
-  const made = new Map<string, Map<string, Metric.Metric.Counter<number>>>()
+  const made = new Map<string, Map<string, Metric.Counter<number>>>()
   return {
     name,
     of: (lockType, phase) => {
@@ -33,10 +30,11 @@ export const family = (name: string, description: string, second: string = "phas
       }
       let counter = byPhase.get(phase)
       if (counter === undefined) {
-        const key = MetricKey.counter(name, { description, incremental: true }).pipe(
-          MetricKey.taggedWithLabels([MetricLabel.make("lock_type", lockType), MetricLabel.make(second, phase)])
-        )
-        counter = Metric.fromMetricKey(key)
+        counter = Metric.counter(name, {
+          description,
+          incremental: true,
+          attributes: { lock_type: lockType, [second]: phase }
+        })
         byPhase.set(phase, counter)
       }
       return counter
@@ -45,13 +43,13 @@ export const family = (name: string, description: string, second: string = "phas
 }
 
 /**
- * `Metric.increment` as a plain call, for code already inside `Effect.withFiberRuntime`: the same update with the
- * fiber's metric labels (`Effect.labelMetrics` still applies), without the three runtime steps `Metric.increment`
- * takes as an Effect. The lock steps count every call, so this is on their hot path.
+ * `Metric.update(counter, 1)` as a plain call, for code already inside `Effect.withFiber`: the same update with the
+ * fiber's services (its metric attributes still apply), without the steps `Metric.update` takes as an Effect. The
+ * lock steps count every call, so this is on their hot path.
  *
  * @internal
  */
 export const unsafeIncrement = (
-  counter: Metric.Metric.Counter<number>,
-  fiber: { readonly getFiberRef: <X>(fiberRef: FiberRef.FiberRef<X>) => X }
-): void => counter.unsafeUpdate(1, fiber.getFiberRef(currentMetricLabels))
+  counter: Metric.Counter<number>,
+  fiber: { readonly context: Context.Context<never> }
+): void => counter.updateUnsafe(1, fiber.context)

@@ -28,10 +28,10 @@ export const traced = <A, E, R>(
   attributes: () => Record<string, unknown>,
   f: (span: Tracer.Span | undefined) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
-  Effect.withFiberRuntime((fiber) =>
-    fiber.currentTracer === builtInTracer
+  Effect.withFiber((fiber) =>
+    fiber.getRef(Tracer.Tracer) === builtInTracer
       ? f(undefined)
-      : Effect.useSpan(name, { kind: "client", attributes: attributes(), captureStackTrace: false }, f)
+      : Effect.useSpan(name, { kind: "client", attributes: attributes() }, f)
   )
 
 /** A span's context as stored with a holder (`<trace id>-<span id>`), for a later duplicate to link to. @internal */
@@ -43,7 +43,6 @@ export const linkTo = (stored: unknown, jid: string): Tracer.SpanLink | undefine
   const match = /^([0-9A-Za-z]{1,64})-([0-9A-Za-z]{1,64})$/.exec(stored)
   if (match === null) return undefined
   return {
-    _tag: "SpanLink",
     span: Tracer.externalSpan({ traceId: match[1]!, spanId: match[2]! }),
     attributes: { "unique_jobs.holder.jid": jid }
   }

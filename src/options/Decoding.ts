@@ -6,9 +6,12 @@
  * @internal
  */
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SchemaGetter from "effect/SchemaGetter"
+import * as SchemaIssue from "effect/SchemaIssue"
 
 /**
  * The options could not be decoded. `field` names the first offending option; `issues` lists every one.
@@ -98,6 +101,10 @@ const written = (input: unknown): string =>
     ? `${input} ns`
     : Array.isArray(input)
     ? `[${input.join(", ")}]`
+    : Duration.isDuration(input)
+    ? Duration.format(input)
+    : isRecord(input)
+    ? JSON.stringify(input)
     : String(input)
 
 // Exactly: a Duration keeps a fraction of a millisecond as nanoseconds, which a double cannot always carry.
@@ -108,35 +115,87 @@ const wholeMillis = (d: Duration.Duration): number | undefined =>
     ? Number(d.value.nanos / 1_000_000n)
     : undefined
 
+// The object form of `Duration.Input` (`{ seconds: 30 }`): only its own keys, each a number.
+const durationObjectKeys = new Set([
+  "weeks",
+  "days",
+  "hours",
+  "minutes",
+  "seconds",
+  "milliseconds",
+  "microseconds",
+  "nanoseconds"
+])
+
+const isDurationInput = (input: unknown): input is Duration.Input => {
+  if (Duration.isDuration(input)) return true
+  if (typeof input === "number" || typeof input === "bigint" || typeof input === "string") return true
+  if (Array.isArray(input)) return input.length === 2 && input.every((n) => typeof n === "number")
+  if (!isRecord(input)) return false
+  const keys = Object.keys(input)
+  return keys.length > 0 &&
+    keys.every((key) => durationObjectKeys.has(key) && (input[key] === undefined || typeof input[key] === "number"))
+}
+
+const decodeDurationInput = (input: unknown): Option.Option<Duration.Duration> =>
+  isDurationInput(input) ? Duration.fromInput(input) : Option.none()
+
+/**
+ * Decodes a duration as the options take it: whole milliseconds from `minMs` to `maxMs`, or the reason it is
+ * refused, naming what was written.
+ *
+ * @internal
+ */
+export const decodeDuration = (
+  input: unknown,
+  minMs: number,
+  expected: string,
+  maxMs: number = maxDurationMs
+): Result.Result<Duration.Duration, string> => {
+  const fail = Result.fail
+  const decoded = decodeDurationInput(input)
+  if (Option.isNone(decoded)) {
+    return fail(`expected ${expected}: milliseconds, a string like "30 seconds", or a Duration`)
+  }
+  if (isNegative(input) || Duration.isNegative(decoded.value)) return fail(`expected ${expected}, got ${written(input)}`)
+  // Duration keeps nanoseconds: a number with a finer fraction would be rounded into a whole millisecond.
+  if (typeof input === "number" && !Number.isInteger(input) && Number.isFinite(input)) {
+    return fail(`expected whole milliseconds, got ${input} ms (use ${Math.round(input)})`)
+  }
+  const ms = Duration.toMillis(decoded.value)
+  if (!(ms <= maxMs)) {
+    const got = ms === Infinity ? "Infinity" : `${ms} ms`
+    const most = maxMs === maxDurationMs ? "1000 years" : Duration.format(Duration.millis(maxMs))
+    return fail(`expected ${expected}, at most ${most} (${maxMs} ms), got ${got}`)
+  }
+  const whole = wholeMillis(decoded.value)
+  if (whole === undefined) return fail(`expected whole milliseconds, got ${ms} ms (use ${Math.round(ms)})`)
+  return whole < minMs ? fail(`expected ${expected}, got ${whole} ms`) : Result.succeed(Duration.millis(whole))
+}
+
 // Every duration reaches a script as whole milliseconds within range (PEXPIRE refuses a fraction after the
 // script's first write), so it decodes to exactly that or fails here.
 /** A duration schema: whole milliseconds from `minMs` to `maxMs`, refused naming what was written otherwise. @internal */
 export const durationFrom = (minMs: number, expected: string, maxMs: number = maxDurationMs) =>
-  Schema.transformOrFail(Schema.Unknown, Schema.DurationFromSelf, {
-    strict: true,
-    decode: (input, _, ast) => {
-      const fail = (reason: string) => ParseResult.fail(new ParseResult.Type(ast, input, reason))
-      const decoded = Duration.decodeUnknown(input)
-      if (Option.isNone(decoded)) {
-        return fail(`expected ${expected}: milliseconds, a string like "30 seconds", or a Duration`)
-      }
-      if (isNegative(input)) return fail(`expected ${expected}, got ${written(input)}`)
-      // Duration keeps nanoseconds: a number with a finer fraction would be rounded into a whole millisecond.
-      if (typeof input === "number" && !Number.isInteger(input) && Number.isFinite(input)) {
-        return fail(`expected whole milliseconds, got ${input} ms (use ${Math.round(input)})`)
-      }
-      const ms = Duration.toMillis(decoded.value)
-      if (!(ms <= maxMs)) {
-        const got = ms === Infinity ? "Infinity" : `${ms} ms`
-        const most = maxMs === maxDurationMs ? "1000 years" : Duration.format(Duration.millis(maxMs))
-        return fail(`expected ${expected}, at most ${most} (${maxMs} ms), got ${got}`)
-      }
-      const whole = wholeMillis(decoded.value)
-      if (whole === undefined) return fail(`expected whole milliseconds, got ${ms} ms (use ${Math.round(ms)})`)
-      return whole < minMs ? fail(`expected ${expected}, got ${whole} ms`) : ParseResult.succeed(Duration.millis(whole))
-    },
-    encode: ParseResult.succeed
-  })
+  Schema.Unknown.pipe(
+    Schema.decodeTo(Schema.Duration, {
+      decode: SchemaGetter.transformEffect((input: unknown) => {
+        const decoded = decodeDuration(input, minMs, expected, maxMs)
+        return Result.isSuccess(decoded)
+          ? Effect.succeed(decoded.success)
+          : Effect.fail(new SchemaIssue.InvalidValue({ message: decoded.failure }))
+      }),
+      encode: SchemaGetter.transform((duration: Duration.Duration): unknown => duration)
+    })
+  )
+
+/**
+ * `self`, or `value()` where the option is missing or `undefined`.
+ *
+ * @internal
+ */
+export const withDefault = <S extends Schema.Constraint>(self: S, value: () => S["Type"]) =>
+  Schema.withDecodingDefaultType<S>(Effect.sync(value))(self)
 
 /** @internal */
 export const PositiveDuration = durationFrom(1, "a positive duration")
@@ -167,12 +226,21 @@ const fieldName = (path: ReadonlyArray<PropertyKey>): string =>
     ).join("")
 
 // One reason per field: an optional field is a union with undefined, whose "Expected undefined" adds nothing.
-/** @internal */
-export const formatIssues = (error: ParseResult.ParseError): Array<{ readonly field: string; readonly reason: string }> => {
+/**
+ * Every issue of a failed decoding as `{ field, reason }`, the first reason per field.
+ *
+ * @internal
+ */
+export const formatIssues = (
+  error: Schema.SchemaError | SchemaIssue.Issue
+): Array<{ readonly field: string; readonly reason: string }> => {
   const byField = new Map<string, string>()
-  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
-    const field = fieldName(issue.path)
-    if (!byField.has(field) && !issue.message.startsWith("Expected undefined")) byField.set(field, issue.message)
+  const issue = Schema.isSchemaError(error) ? error.issue : error
+  for (const { message, path } of formatter(issue).issues) {
+    const field = fieldName((path ?? []).map((key) => typeof key === "object" ? key.key : key))
+    if (!byField.has(field) && !message.startsWith("Expected undefined")) byField.set(field, message)
   }
   return Array.from(byField, ([field, reason]) => ({ field, reason }))
 }
+
+const formatter = SchemaIssue.makeFormatterStandardSchemaV1()

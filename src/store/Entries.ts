@@ -135,11 +135,11 @@ export const foldRefusal = (head: string | undefined, event: LockEvent): string 
   })
 }
 
-const EventEntry = Schema.parseJson(Schema.Struct({
+const EventEntry = Schema.fromJsonString(Schema.Struct({
   at: Schema.Number,
   event: Schema.String,
   jid: Schema.String,
-  phase: Schema.Literal("queue", "run"),
+  phase: Schema.Literals(["queue", "run"]),
   holder: Schema.optional(Schema.String),
   n: Schema.optional(Schema.Number),
   first: Schema.optional(Schema.Number),

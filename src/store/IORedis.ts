@@ -9,7 +9,6 @@ import { Cluster, Redis } from "ioredis"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { LayoutMismatch } from "../Errors.js"
 import { makeDeadlines, type Pending } from "./Deadlines.js"
@@ -528,7 +527,7 @@ export const makeFromClient = (
     const keysOf = layout.keysOf
     // From the generated module: nothing is read from disk, so bundles work.
     const scripts = Scripts.loadScripts()
-    const timeout = Duration.decode(options?.timeout ?? defaultTimeout)
+    const timeout = Duration.fromInputUnsafe(options?.timeout ?? defaultTimeout)
     const timeoutMs = Duration.toMillis(timeout)
     const timedOut = (operation: string) =>
       new RedisError({ operation, reason: `no answer within ${Duration.format(timeout)} (the timeout option)` })
@@ -878,7 +877,7 @@ export const makeFromClient = (
       Effect.flatMap(
         Effect.forEach(client.nodes?.("master") ?? [], (node) => Effect.result(loadOn(node)), { concurrency: "unbounded" }),
         (loads) => {
-          const failed = loads.flatMap((load) => load._tag === "Left" ? [load.left] : [])
+          const failed = loads.flatMap((load) => load._tag === "Failure" ? [load.failure] : [])
           const refused = failed.find(refusal)
           return refused !== undefined
             ? Effect.fail(refused)
@@ -1474,7 +1473,7 @@ type ConstructorOptions = IORedisOptions & { readonly replyMapping?: never }
 // only "Connection is closed"; the error event says why.
 const owned = <C extends Redis | Cluster>(create: () => C, timeout: Duration.Duration) =>
   Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<never>()
+    const context = yield* Effect.context<never>()
     let lastError: Error | undefined
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
@@ -1482,7 +1481,7 @@ const owned = <C extends Redis | Cluster>(create: () => C, timeout: Duration.Dur
         // Connection errors surface as RedisError on the calls; the event itself is only worth a debug line.
         client.on("error", (error: Error) => {
           lastError = error
-          Runtime.runFork(runtime)(
+          Effect.runForkWith(context)(
             Effect.logDebug("Redis connection error", error.message).pipe(
               Effect.annotateLogs({ package: "effect-unique-jobs", module: "Redis" })
             )
@@ -1523,7 +1522,7 @@ export interface Own {
  */
 export const make = (options: Options = {}, tool?: Own): Effect.Effect<Store, RedisError, Scope.Scope> =>
   Effect.gen(function*() {
-    const timeout = Duration.decode(options.timeout ?? defaultTimeout)
+    const timeout = Duration.fromInputUnsafe(options.timeout ?? defaultTimeout)
     const clientOptions: IORedisOptions = {
       // Fail fast while disconnected: a lock call queued offline could run long after its caller gave up.
       enableOfflineQueue: false,
@@ -1577,7 +1576,7 @@ const downRetryMs = 300
  */
 export const makeCluster = (options: ClusterOptions, tool?: Own): Effect.Effect<Store, RedisError, Scope.Scope> =>
   Effect.gen(function*() {
-    const timeout = Duration.decode(options.timeout ?? defaultTimeout)
+    const timeout = Duration.fromInputUnsafe(options.timeout ?? defaultTimeout)
     const timeoutMs = Duration.toMillis(timeout)
     const own = options.client ?? {}
     const clusterOptions: IORedisClusterOptions = {
@@ -1691,18 +1690,20 @@ const connect = (
     client.connect().catch(() => undefined)
     return Effect.sync(cleanup)
   }).pipe(
-    Effect.timeoutFail({
+    Effect.timeoutOrElse({
       duration: timeout,
-      onTimeout: () => {
+      orElse: () => {
         const down = known()
-        if (down !== undefined) return new RedisError({ operation: "connect", reason: down })
+        if (down !== undefined) return Effect.fail(new RedisError({ operation: "connect", reason: down }))
         const last = lastError()
-        return new RedisError({
-          operation: "connect",
-          reason: `no connection within ${Duration.format(timeout)}${
-            clusterNodes === undefined ? "" : ` to the Redis Cluster at ${clusterNodes}`
-          }${last === undefined ? "" : ` (last error: ${last.message})`}`
-        })
+        return Effect.fail(
+          new RedisError({
+            operation: "connect",
+            reason: `no connection within ${Duration.format(timeout)}${
+              clusterNodes === undefined ? "" : ` to the Redis Cluster at ${clusterNodes}`
+            }${last === undefined ? "" : ` (last error: ${last.message})`}`
+          })
+        )
       }
     })
   )

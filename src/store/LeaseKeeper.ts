@@ -103,7 +103,7 @@ interface Keeper {
   readonly soon: Set<Lease>
   readonly inFlight: Set<Chunk>
   running: boolean
-  fiber: Fiber.RuntimeFiber<void> | undefined
+  fiber: Fiber.Fiber<void> | undefined
   /** The clock the loop runs on: a lock taken on another clock (a test's TestClock) starts a loop on its own. */
   clock: Clock.Clock | undefined
   /** Which loop is the current one: a loop that finds it moved on ends. */
@@ -257,7 +257,7 @@ const signal = (keeper: Keeper) => {
   const wake = keeper.wake
   if (wake !== undefined) {
     keeper.wake = undefined
-    Deferred.unsafeDone(wake, Effect.void)
+    Deferred.doneUnsafe(wake, Effect.void)
   }
 }
 
@@ -271,7 +271,7 @@ const end = (keeper: Keeper, lease: Lease) => {
   keeper.held--
   if (keeper.held > 0) return
   keeper.timer?.unref()
-  if (keeper.clock !== liveClock || keeper.plannedWake > liveClock.unsafeCurrentTimeMillis() + lingerMs) signal(keeper)
+  if (keeper.clock !== liveClock || keeper.plannedWake > liveClock.currentTimeMillisUnsafe() + lingerMs) signal(keeper)
 }
 
 const lostError = (lease: Lease, reason: string) =>
@@ -279,7 +279,7 @@ const lostError = (lease: Lease, reason: string) =>
 
 const told = (lease: Lease, lost: LockLost): Effect.Effect<void> =>
   Effect.andThen(
-    Metric.increment(Metrics.lost.of(lease.lockType, "run")),
+    Metric.update(Metrics.lost.of(lease.lockType, "run"), 1),
     Effect.sync(() => lease.onLost?.(lost))
   ).pipe(Effect.andThen(Effect.logWarning(lost.message).pipe(Effect.annotateLogs(annotations(lease)))))
 
@@ -331,13 +331,16 @@ const join = (keeper: Keeper, lease: Lease, now: number) => {
     cohort = { every: lease.every, current: new Set(), previous: new Set(), nextRound: Infinity }
     keeper.cohorts.set(lease.every, cohort)
   }
-  if (cohort.current.size + cohort.previous.size === 0) {
-    cohort.nextRound = now + cohort.every / 2
-    later(keeper, cohort.nextRound)
-  }
+  const first = cohort.current.size + cohort.previous.size === 0
   const slot = age >= lease.every / 2 ? cohort.previous : cohort.current
   lease.slot = slot
   slot.add(lease)
+  // In its slot before the loop is woken: Effect 4 resumes a waiting fiber at once, inside this call, and a tick
+  // that found the cohort empty would drop it.
+  if (first) {
+    cohort.nextRound = now + cohort.every / 2
+    later(keeper, cohort.nextRound)
+  }
 }
 
 const retry = (keeper: Keeper, lease: Lease, now: number, error: RedisError) => {
@@ -355,7 +358,7 @@ const renewChunk = (store: Store, keeper: Keeper, chunk: Chunk, sent: number): E
     Effect.flatMap((renewed) =>
       Effect.clockWith((clock) => {
         keeper.inFlight.delete(chunk)
-        const now = clock.unsafeCurrentTimeMillis()
+        const now = clock.currentTimeMillisUnsafe()
         const losses: Array<Effect.Effect<void>> = []
         chunk.leases.forEach((lease, i) => {
           if (lease.ended) return
@@ -380,7 +383,7 @@ const renewChunk = (store: Store, keeper: Keeper, chunk: Chunk, sent: number): E
     Effect.catch((error) =>
       Effect.clockWith((clock) => {
         keeper.inFlight.delete(chunk)
-        const now = clock.unsafeCurrentTimeMillis()
+        const now = clock.currentTimeMillisUnsafe()
         let first: Lease | undefined
         for (const lease of chunk.leases) {
           if (lease.ended) continue
@@ -398,7 +401,7 @@ const renewChunk = (store: Store, keeper: Keeper, chunk: Chunk, sent: number): E
 const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<boolean> =>
   Effect.clockWith((clock) => {
     if (keeper.generation !== generation) return Effect.succeed(false)
-    const now = clock.unsafeCurrentTimeMillis()
+    const now = clock.currentTimeMillisUnsafe()
     keeper.wake = undefined
     keeper.wakeNow = undefined
     keeper.plannedWake = -Infinity // a lease joining during this tick is seen by the plan below
@@ -450,14 +453,14 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
     return Effect.andThen(
       Effect.all(losses, { discard: true }),
       Effect.all(calls, { discard: true })
-    ).pipe(Effect.andThen(Effect.fiberIdWith((fiberId) => {
+    ).pipe(Effect.andThen(Effect.suspend(() => {
       if (keeper.generation !== generation) return Effect.succeed(false)
       if (keeper.held === 0) {
         if (clock === liveClock) {
-          keeper.lingerUntil ??= now + lingerMs
-          if (now < keeper.lingerUntil) {
-            keeper.plannedWake = keeper.lingerUntil
-            return Effect.as(liveWait(keeper, keeper.lingerUntil - now), true)
+          const lingerUntil = keeper.lingerUntil ??= now + lingerMs
+          if (now < lingerUntil) {
+            keeper.plannedWake = lingerUntil
+            return Effect.as(liveWait(keeper, lingerUntil - now), true)
           }
         }
         keeper.lingerUntil = undefined
@@ -475,7 +478,7 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
       // Set in the same step as the plan: a lease registered from now on wakes the loop if it is due earlier.
       keeper.plannedWake = wakeAt
       if (clock === liveClock) return Effect.as(liveWait(keeper, wakeAt - now), true)
-      const wake = Deferred.unsafeMake<void>(fiberId)
+      const wake = Deferred.makeUnsafe<void>()
       keeper.wake = wake
       const sleep = wakeAt === Infinity ? Deferred.await(wake) : Effect.raceFirst(
         Effect.sleep(Math.max(0, wakeAt - now)),
@@ -487,7 +490,7 @@ const tick = (store: Store, keeper: Keeper, generation: number): Effect.Effect<b
 
 // The clock of Effect's default services. On it the loop waits with one timer and one callback: a sleep raced
 // against a wake (two fibers, a deferred) cost more than a whole lock call, once per start and stop of the loop.
-const liveClock = Effect.runSync(Effect.clock)
+const liveClock = Effect.runSync(Effect.clockWith(Effect.succeed))
 
 // setTimeout's longest delay: a later wake-up is a wake-up then, which plans again.
 const longestTimer = 2_147_483_647
@@ -567,7 +570,7 @@ export const keepNow = (
 ): Lease | undefined => {
   const keeper = keeperOf(store)
   if (!keeper.running || keeper.clock !== clock) return undefined
-  const now = clock.unsafeCurrentTimeMillis()
+  const now = clock.currentTimeMillisUnsafe()
   const lease = leaseOf(store, renewal, about, sentAt)
   if (now >= lease.deadline) return undefined
   keeper.held++
@@ -589,7 +592,7 @@ export const keep = (
 ): Effect.Effect<Lease> =>
   Effect.clockWith((clock) => {
     const keeper = keeperOf(store)
-    const now = clock.unsafeCurrentTimeMillis()
+    const now = clock.currentTimeMillisUnsafe()
     const lease = leaseOf(store, renewal, about, sentAt)
     if (now >= lease.deadline) {
       lease.ended = true
@@ -601,22 +604,28 @@ export const keep = (
       return Effect.as(told(lease, lease.lost), lease)
     }
     keeper.held++
-    join(keeper, lease, now)
-    if (keeper.running && keeper.clock === clock) return Effect.succeed(lease)
+    if (keeper.running && keeper.clock === clock) {
+      join(keeper, lease, now)
+      return Effect.succeed(lease)
+    }
     const previous = keeper.fiber
+    // The loop on another clock is retired before the lease joins: Effect 4 resumes a waiting fiber at once, inside
+    // `join`'s wake, and it must find itself retired (as it did when it woke later) rather than tick on its own clock.
+    const generation = ++keeper.generation
     keeper.running = true
     keeper.clock = clock
     keeper.plannedWake = Infinity
+    join(keeper, lease, now)
     // A new loop runs on the clock and logger of the fiber that needs it; interruptible, whatever that fiber's
     // region (a lock is taken and handed over here without an interruption in between).
     const started = Effect.map(
-      Effect.forkDetach(Effect.interruptible(loop(store, keeper, ++keeper.generation))),
+      Effect.forkDetach(Effect.interruptible(loop(store, keeper, generation))),
       (fiber) => {
         keeper.fiber = fiber
         return lease
       }
     )
-    return previous === undefined ? started : Effect.andThen(previous.interruptAsFork(previous.id()), started)
+    return previous === undefined ? started : Effect.andThen(Effect.sync(() => previous.interruptUnsafe(previous.id)), started)
   })
 
 /**
@@ -625,7 +634,7 @@ export const keep = (
  */
 export const check = (lease: Lease): Effect.Effect<LockLost | undefined> =>
   Effect.clockWith((clock) => {
-    if (checkNow(lease, clock.unsafeCurrentTimeMillis())) return Effect.succeed(undefined)
+    if (checkNow(lease, clock.currentTimeMillisUnsafe())) return Effect.succeed(undefined)
     if (lease.lost !== undefined || lease.ended) return Effect.succeed(lease.lost)
     const keeper = keeperOf(lease.store)
     return Effect.as(lose(keeper, lease, ranOut(lease)), lease.lost)
@@ -666,7 +675,7 @@ export const close = (store: Store): Effect.Effect<void> =>
     const reason = "its RedisService layer was closed while the lock was held; nothing renews its lease any more"
     return Effect.andThen(
       Effect.all(held.map((lease) => lose(keeper, lease, reason)), { discard: true }),
-      fiber === undefined ? Effect.void : fiber.interruptAsFork(fiber.id())
+      fiber === undefined ? Effect.void : Effect.sync(() => fiber.interruptUnsafe(fiber.id))
     )
   })
 

@@ -616,8 +616,8 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
     Clock.clockWith((clock) => {
       // Milliseconds and microseconds of one instant, as TIME gives them. Nanoseconds alone will not do: TestClock
       // makes them from milliseconds in floating point, which loses the last digits at today's epoch.
-      const now = clock.unsafeCurrentTimeMillis()
-      const micros = Math.min(Math.max(Number(clock.unsafeCurrentTimeNanos() / 1_000n), now * 1000), now * 1000 + 999)
+      const now = clock.currentTimeMillisUnsafe()
+      const micros = Math.min(Math.max(Number(clock.currentTimeNanosUnsafe() / 1_000n), now * 1000), now * 1000 + 999)
       try {
         return Effect.succeed(f(now, micros))
       } catch (error) {

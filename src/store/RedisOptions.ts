@@ -5,8 +5,7 @@
  * @internal
  */
 import type * as Duration from "effect/Duration"
-import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Options from "../options/Decoding.js"
@@ -14,25 +13,22 @@ import type { ClusterOptions as RedisClusterOptions, Options as RedisOptions } f
 import { maxShards } from "./Layout.js"
 import { maxWaitersBound } from "./ReleaseWaits.js"
 
-const Url = Schema.declare(
-  (u: unknown): u is string | Redacted.Redacted<string> => {
-    const value = Redacted.isRedacted(u) ? Redacted.value(u) : u
-    return typeof value === "string" && value.length > 0 && !/\s/.test(value)
-  },
-  {
-    message: (issue) =>
-      `expected redis://[user:password@]host:port[/db] (a string or a Redacted), got ${
-        Redacted.isRedacted(issue.actual) ? "a Redacted of something else" : Options.describeValue(issue.actual)
-      }`
-  }
-)
+// Each schema here only checks (the input itself is what the store reads), so each is `Unknown` with a filter whose
+// message names what was written.
+const checked = (check: (u: unknown) => true | string) => Schema.Unknown.check(Schema.makeFilter(check))
+
+const Url = checked((u) => {
+  const value = Redacted.isRedacted(u) ? Redacted.value(u) : u
+  return (typeof value === "string" && value.length > 0 && !/\s/.test(value)) ||
+    `expected redis://[user:password@]host:port[/db] (a string or a Redacted), got ${
+      Redacted.isRedacted(u) ? "a Redacted of something else" : Options.describeValue(u)
+    }`
+})
 
 const whole = (min: number, max: number, what: string) =>
-  Schema.Unknown.pipe(
-    Schema.filter((n) =>
-      (typeof n === "number" && Number.isSafeInteger(n) && n >= min && n <= max) ||
-      `expected ${what} (a whole number from ${min} to ${max}), got ${Options.describeValue(n)}`
-    )
+  checked((n) =>
+    (typeof n === "number" && Number.isSafeInteger(n) && n >= min && n <= max) ||
+    `expected ${what} (a whole number from ${min} to ${max}), got ${Options.describeValue(n)}`
   )
 
 // lockTimeout's caps on the jobs of this process that wait (internal/releaseWaits).
@@ -43,23 +39,19 @@ const waiterCaps = {
 
 // null reads as unset, as ioredis keeps an unset username or password (options copied from a client carry it).
 const text = (what: string) =>
-  Schema.Unknown.pipe(
-    Schema.filter((s) =>
-      typeof s === "string" || s === null || `expected ${what} (a string), got ${Options.describeValue(s)}`
-    )
-  )
+  checked((s) => typeof s === "string" || s === null || `expected ${what} (a string), got ${Options.describeValue(s)}`)
 
 // The ioredis options read most often are checked; the rest are ioredis' own to judge.
-const Client = Schema.Struct(
-  {
+const Client = Schema.StructWithRest(
+  Schema.Struct({
     host: Schema.optional(text("a host name")),
     port: Schema.optional(whole(0, 65_535, "a port")),
     db: Schema.optional(whole(0, 1_000_000, "a database number")),
     username: Schema.optional(text("a user name")),
     password: Schema.optional(text("a password")),
     path: Schema.optional(text("a unix socket path"))
-  },
-  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  }),
+  [Schema.Record(Schema.String, Schema.Unknown)]
 )
 
 const OptionsSchema = Schema.Struct({
@@ -70,7 +62,7 @@ const OptionsSchema = Schema.Struct({
   client: Schema.optional(Client)
 })
 
-const decodeStruct = Schema.decodeUnknownEither(OptionsSchema, { errors: "all", onExcessProperty: "error" })
+const decodeStruct = Schema.decodeUnknownResult(OptionsSchema, { errors: "all", onExcessProperty: "error" })
 
 /**
  * Checks the options: fails with `InvalidLockOptions` naming each bad field (under `under`, e.g. `redis`).
@@ -80,29 +72,29 @@ const decodeStruct = Schema.decodeUnknownEither(OptionsSchema, { errors: "all", 
 export const decode = (
   input: unknown,
   under?: string | undefined
-): Either.Either<RedisOptions, Options.InvalidLockOptions> => {
-  if (input === undefined) return Either.right({})
+): Result.Result<RedisOptions, Options.InvalidLockOptions> => {
+  if (input === undefined) return Result.succeed({})
   if (!Options.isRecord(input)) {
     const reason = `expected Redis options like { url: "redis://127.0.0.1:6379" }, got ${Options.describeValue(input)}`
-    return Either.left(Options.invalidOptions([{ field: "options", reason }], under))
+    return Result.fail(Options.invalidOptions([{ field: "options", reason }], under))
   }
   if (input.client !== undefined && !Options.isRecord(input.client)) {
     const reason = `expected ioredis options like { host: "127.0.0.1", port: 6379 }, got ${
       Options.describeValue(input.client)
     }`
-    return Either.left(Options.invalidOptions([{ field: "client", reason }], under))
+    return Result.fail(Options.invalidOptions([{ field: "client", reason }], under))
   }
-  return Either.mapBoth(decodeStruct(input), {
-    onLeft: (error) => Options.invalidOptions(issuesOf(error), under),
+  return Result.mapBoth(decodeStruct(input), {
+    onFailure: (error) => Options.invalidOptions(issuesOf(error), under),
     // The input itself: the Schema only checked it (a Duration stays as written, Redacted stays Redacted).
-    onRight: () => input as RedisOptions
+    onSuccess: () => input as RedisOptions
   })
 }
 
-const excess = /^is unexpected/
+const excess = /^(Unexpected key|Expected no excess property)/
 
 // An unknown field is most often an ioredis option written beside `url`: say where it goes.
-const issuesOf = (error: ParseResult.ParseError) =>
+const issuesOf = (error: Schema.SchemaError) =>
   Options.formatIssues(error).map((issue) =>
     excess.test(issue.reason) && !issue.field.startsWith("client")
       ? {
@@ -112,29 +104,27 @@ const issuesOf = (error: ParseResult.ParseError) =>
       : issue
   )
 
-const Node = Schema.Unknown.pipe(
-  Schema.filter((node) =>
+const Node = checked((node) =>
     (typeof node === "string" && /^(redis:\/\/)?[^\s/:]+:\d{1,5}$/.test(node)) ||
     (Options.isRecord(node) && typeof node.host === "string" && node.host !== "" && Number.isSafeInteger(node.port) &&
       (node.port as number) > 0 && (node.port as number) <= 65_535) ||
     `expected a node as "host:port" or { host, port } (TLS: client: { redisOptions: { tls: {} } }), got ${
       Options.describeValue(node)
     }`
-  )
 )
 
 const ClusterSchema = Schema.Struct({
-  nodes: Schema.Array(Node).pipe(
-    Schema.filter((nodes) => nodes.length > 0 || "expected at least one node to reach the cluster by")
+  nodes: Schema.Array(Node).check(
+    Schema.makeFilter((nodes) => nodes.length > 0 || "expected at least one node to reach the cluster by")
   ),
   timeout: Schema.optional(Options.TimerDuration),
   shards: Schema.optional(whole(1, maxShards, "a shard count")),
   enableAutoPipelining: Schema.optional(Schema.Boolean),
   ...waiterCaps,
-  client: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  client: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
 })
 
-const decodeClusterStruct = Schema.decodeUnknownEither(ClusterSchema, { errors: "all", onExcessProperty: "error" })
+const decodeClusterStruct = Schema.decodeUnknownResult(ClusterSchema, { errors: "all", onExcessProperty: "error" })
 
 /**
  * Checks cluster options as `decode` checks `Redis.Options`; ioredis' own `Cluster` options go under `client`.
@@ -144,14 +134,14 @@ const decodeClusterStruct = Schema.decodeUnknownEither(ClusterSchema, { errors: 
 export const decodeCluster = (
   input: unknown,
   under?: string | undefined
-): Either.Either<RedisClusterOptions, Options.InvalidLockOptions> => {
+): Result.Result<RedisClusterOptions, Options.InvalidLockOptions> => {
   if (!Options.isRecord(input)) {
     const reason = `expected Redis Cluster options like { nodes: ["127.0.0.1:7000"] }, got ${Options.describeValue(input)}`
-    return Either.left(Options.invalidOptions([{ field: "options", reason }], under))
+    return Result.fail(Options.invalidOptions([{ field: "options", reason }], under))
   }
-  return Either.mapBoth(decodeClusterStruct(input), {
-    onLeft: (error) => Options.invalidOptions(issuesOf(error), under),
-    onRight: () => input as unknown as RedisClusterOptions
+  return Result.mapBoth(decodeClusterStruct(input), {
+    onFailure: (error) => Options.invalidOptions(issuesOf(error), under),
+    onSuccess: () => input as unknown as RedisClusterOptions
   })
 }
 
@@ -161,7 +151,7 @@ const FromClientSchema = Schema.Struct({
   ...waiterCaps
 })
 
-const decodeFromClientStruct = Schema.decodeUnknownEither(FromClientSchema, { errors: "all", onExcessProperty: "error" })
+const decodeFromClientStruct = Schema.decodeUnknownResult(FromClientSchema, { errors: "all", onExcessProperty: "error" })
 
 /** What `Redis.makeFromClient` takes beside the client. @internal */
 export interface FromClientOptions {
@@ -177,10 +167,10 @@ export interface FromClientOptions {
  *
  * @internal
  */
-export const decodeFromClient = (input: unknown): Either.Either<FromClientOptions, Options.InvalidLockOptions> =>
+export const decodeFromClient = (input: unknown): Result.Result<FromClientOptions, Options.InvalidLockOptions> =>
   input === undefined
-    ? Either.right({})
-    : Either.mapBoth(decodeFromClientStruct(input), {
-      onLeft: (error) => Options.invalidOptions(Options.formatIssues(error)),
-      onRight: () => input as FromClientOptions
+    ? Result.succeed({})
+    : Result.mapBoth(decodeFromClientStruct(input), {
+      onFailure: (error) => Options.invalidOptions(Options.formatIssues(error)),
+      onSuccess: () => input as FromClientOptions
     })

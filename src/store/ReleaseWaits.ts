@@ -68,12 +68,16 @@ const registryOf = (store: Store): Registry => {
 const deliver = (registry: Registry) => (channel: string, freed: number): void => {
   const line = registry.lines.get(channel)
   if (line === undefined) return
+  // Woken once the count is spent: Effect 4 runs a woken fiber at once, inside `wake`, and its next step must not
+  // change the line while this loop still reads it.
+  const woken: Array<Waiter> = []
   for (let left = Math.max(1, freed); left > 0; left--) {
     const waiter = line.queue.shift()
-    if (waiter !== undefined) waiter.wake("signal")
+    if (waiter !== undefined) woken.push(waiter)
     else if (line.pending < line.members) line.pending++
-    else return
+    else break
   }
+  for (const waiter of woken) waiter.wake("signal")
 }
 
 /**

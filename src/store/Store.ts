@@ -22,7 +22,7 @@ export class RedisError extends Schema.TaggedError<RedisError>("effect-unique-jo
   reason: Schema.String,
   /** Where a script's error was raised: the file under `lua/` and its line (`lua/lib/prelude.lua:21`). */
   script: Schema.optional(Schema.String),
-  cause: Schema.optional(Schema.Defect)
+  cause: Schema.optional(Schema.Defect())
 }) {
   override get message(): string {
     return `Redis ${this.operation} failed: ${this.reason}${this.script === undefined ? "" : ` (at ${this.script})`}`

@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { freePort, notInstalled, spawnServer, stop } from "./RedisProcess.js"
 import { RedisServerError } from "./RedisServer.js"
@@ -180,8 +181,8 @@ export const start = (options: Options = {}): Effect.Effect<Cluster, RedisServer
       for (const port of live) {
         const text = yield* Effect.result(cli(["-p", String(port), "cluster", "nodes"]))
         // A master this harness killed counts no more, even before the others have marked it failed.
-        if (text._tag === "Right") {
-          return parseNodes(text.right)
+        if (Result.isSuccess(text)) {
+          return parseNodes(text.success)
             .filter((n) => n.master && n.slots > 0 && children.has(n.port))
             .map((n) => n.port)
         }
@@ -194,9 +195,9 @@ export const start = (options: Options = {}): Effect.Effect<Cluster, RedisServer
         const states = yield* Effect.forEach([...children.keys()], (port) =>
           Effect.result(cli(["-p", String(port), "cluster", "info"]))
         )
-        const ok = states.every((s) => s._tag === "Right" && s.right.includes("cluster_state:ok"))
+        const ok = states.every((s) => Result.isSuccess(s) && s.success.includes("cluster_state:ok"))
         const owners = ok ? yield* Effect.result(mastersNow) : undefined
-        if (ok && owners?._tag === "Right" && owners.right.length === masters) return
+        if (ok && owners !== undefined && Result.isSuccess(owners) && owners.success.length === masters) return
         if (Date.now() > deadline) {
           return yield* Effect.fail(
             new RedisServerError({ reason: `the cluster was not ok within ${readyLimitMs / 1000} s` })

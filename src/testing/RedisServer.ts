@@ -21,7 +21,7 @@ import { freePort, notInstalled, spawnServer, stop } from "./RedisProcess.js"
  */
 export class RedisServerError extends Schema.TaggedError<RedisServerError>("effect-unique-jobs/RedisServerError")(
   "RedisServerError",
-  { reason: Schema.String, cause: Schema.optional(Schema.Defect) }
+  { reason: Schema.String, cause: Schema.optional(Schema.Defect()) }
 ) {
   override get message(): string {
     return `${this.reason}. Install Redis (Debian/Ubuntu: apt-get install -y redis-server) so a private ` +

@@ -6,6 +6,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import * as Semaphore from "effect/Semaphore"
 import { Refusal } from "./Responses.js"
 
 /** The defaults and bounds of `Web.Options`' `concurrency` and `queue`. @internal */
@@ -32,7 +33,7 @@ export class Busy extends Refusal {
  * @internal
  */
 export const make = (concurrency: number, queue: number) => {
-  const turns = Effect.unsafeMakeSemaphore(concurrency)
+  const turns = Semaphore.makeUnsafe(concurrency)
   // Requests served or waiting: counted before the wait, so a burst finds the queue full at once.
   let admitted = 0
   return {
@@ -42,7 +43,7 @@ export const make = (concurrency: number, queue: number) => {
         Effect.suspend((): Effect.Effect<A, E | Refusal, R> => {
           if (admitted >= concurrency + queue) return Effect.fail(new Busy(concurrency, queue))
           admitted++
-          return restore(turns.withPermits(1)(self)).pipe(Effect.ensuring(Effect.sync(() => admitted--)))
+          return restore(Semaphore.withPermits(turns, 1)(self)).pipe(Effect.ensuring(Effect.sync(() => admitted--)))
         })
       ),
     /** Requests served or waiting now. */

@@ -9,13 +9,13 @@ import { Readable } from "node:stream"
 import * as Context from "effect/Context"
 
 /** The path the UI is mounted under ("" at the root), given by the bridge to every request. @internal */
-export class BasePath extends Context.Tag("effect-unique-jobs/web/BasePath")<BasePath, string>() {}
+export class BasePath extends Context.Service<BasePath, string>()("effect-unique-jobs/web/BasePath") {}
 
 /**
  * The client's address as the Node socket saw it, given by the bridge to every request: a web `Request` has none, so
  * without it a change made through `serve` or `nodeHandler` would name no one. @internal
  */
-export class RemoteAddress extends Context.Tag("effect-unique-jobs/web/RemoteAddress")<RemoteAddress, string>() {}
+export class RemoteAddress extends Context.Service<RemoteAddress, string>()("effect-unique-jobs/web/RemoteAddress") {}
 
 /** A Node request handler, Express-style: `next` (when given) gets what the handler could not do. */
 export type NodeHandler = (request: IncomingMessage, response: ServerResponse, next?: (error?: unknown) => void) => void

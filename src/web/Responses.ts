@@ -4,9 +4,10 @@
  *
  * @internal
  */
-import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
+import type * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import * as Redacted from "effect/Redacted"
 import { type InvalidLockOptions, isRecord } from "../options/Decoding.js"
 import type * as Locks from "../Locks.js"
 import type { RedisError } from "../Redis.js"
@@ -64,7 +65,7 @@ export const pageResponse = (page: Html, status = 200) =>
   withHeaders(HttpServerResponse.text(page.value, { status, contentType: "text/html; charset=utf-8" }))
 
 export const jsonResponse = (body: unknown, status = 200) =>
-  withHeaders(HttpServerResponse.unsafeJson(body, { status }))
+  withHeaders(HttpServerResponse.jsonUnsafe(body, { status }))
 
 /**
  * Where a refusal is answered: the mount, the prefix, and the request's mode when it is known by then (the error page
@@ -143,7 +144,7 @@ export const fieldsOf = (
     Effect.mapError(request.urlParamsBody, () => bad("a form")),
     (params) => {
       const out: Record<string, string> = {}
-      for (const [k, v] of params) if (!(k in out)) out[k] = v
+      for (const [k, v] of params) if (!(k in out)) out[k] = typeof v === "string" ? v : Redacted.value(v)
       return out
     }
   )

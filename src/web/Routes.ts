@@ -4,14 +4,14 @@
  *
  * @internal
  */
-import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import type * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as History from "../History.js"
 import { JobQueue } from "../JobQueue.js"
@@ -32,7 +32,7 @@ export interface RequestContext {
   readonly frame: Pages.Frame
   readonly who: string
   readonly query: URLSearchParams
-  readonly locks: Context.Tag.Service<Locks.Locks>
+  readonly locks: Context.Service.Shape<typeof Locks.Locks>
   /** A fresh CSRF cookie to set, when the browser had none. */
   readonly newCsrf: string | undefined
   /** The server's signing key: CSRF tokens, results carried in an address, confirmations. */
@@ -59,22 +59,22 @@ const encodedLength = (value: string): number => {
 }
 
 // A digest as a lock name of the prefix: the run lock's name (`…:RUN`) shows its digest.
-const digestFrom = (value: string | undefined, prefix: string): Either.Either<string, Refusal> => {
-  const bad = (reason: string) => Either.left(new Refusal(400, "Bad digest", reason))
+const digestFrom = (value: string | undefined, prefix: string): Result.Result<string, Refusal> => {
+  const bad = (reason: string) => Result.fail(new Refusal(400, "Bad digest", reason))
   if (value === undefined || value === "") return bad("give the digest, such as ?digest=" + `${prefix}:…`)
   if (encodedLength(value) > maxNameLength)
     return bad(`a digest of ${value.length} characters is longer than any the UI acts on (${maxNameLength} encoded)`)
   if (/[\u0000-\u001f\u007f]/.test(value)) return bad("a digest has no control characters")
   if (!value.startsWith(`${prefix}:`)) return bad(`a lock's digest under this prefix starts with ${prefix}:`)
   const digest = value.endsWith(":RUN") ? value.slice(0, -4) : value
-  return digest.length > prefix.length + 1 ? Either.right(digest) : bad("the digest is empty after its prefix")
+  return digest.length > prefix.length + 1 ? Result.succeed(digest) : bad("the digest is empty after its prefix")
 }
 
 const filtersFrom = (
   query: URLSearchParams,
   prefix: string,
   pageSize: number
-): Either.Either<Pages.Filters, Refusal> => {
+): Result.Result<Pages.Filters, Refusal> => {
   const issues: Array<string> = []
   const pattern = query.get("pattern") || `${prefix}:*`
   if (pattern.length > 1024 || /[\u0000-\u001f\u007f]/.test(pattern))
@@ -118,8 +118,8 @@ const filtersFrom = (
   const stale = query.get("stale")
   if (stale !== null && stale !== "" && stale !== "1" && stale !== "on" && stale !== "true")
     issues.push("stale: 1 or nothing")
-  if (issues.length > 0) return Either.left(new Refusal(400, "Bad filter", issues.join("; ")))
-  return Either.right({
+  if (issues.length > 0) return Result.fail(new Refusal(400, "Bad filter", issues.join("; ")))
+  return Result.succeed({
     pattern,
     type,
     queue,
@@ -135,14 +135,14 @@ const filtersFrom = (
 
 // Every filter but the arguments (which may find a lock it could not search: counted apart).
 // `?refresh=N`: the metrics page reloads itself every N seconds (a meta refresh: the UI runs no script).
-const refreshFrom = (query: URLSearchParams): Either.Either<number | undefined, Refusal> => {
+const refreshFrom = (query: URLSearchParams): Result.Result<number | undefined, Refusal> => {
   const text = query.get("refresh") ?? ""
-  if (text === "" || text === "0") return Either.right(undefined)
+  if (text === "" || text === "0") return Result.succeed(undefined)
   const n = /^\d{1,4}$/.test(text) ? Number(text) : Number.NaN
   const { max, min } = Pages.refreshBounds
   return n >= min && n <= max
-    ? Either.right(n)
-    : Either.left(
+    ? Result.succeed(n)
+    : Result.fail(
       new Refusal(400, "Bad request", `refresh: seconds, a whole number from ${min} to ${max} (or 0 for none), got ${JSON.stringify(text)}`)
     )
 }
@@ -184,11 +184,11 @@ const jobsOf = (holders: ReadonlyArray<Holder>): Effect.Effect<Pages.JobsView> =
  * One page of the index with its rows read and filtered: one ZSCAN and one pipelined read per member, and with a
  * queue that describes jobs one `describe` of the page's holders (the `job` filter and column).
  */
-const locksView = (locks: Context.Tag.Service<Locks.Locks>, filters: Pages.Filters) =>
+const locksView = (locks: Context.Service.Shape<typeof Locks.Locks>, filters: Pages.Filters) =>
   Effect.gen(function*() {
     const page = yield* locks.list({ pattern: filters.pattern, cursor: filters.cursor, count: filters.count })
     // What the UI could not open or act on (a name too long for an address) is counted, not listed nor read.
-    const actionable = page.items.filter((entry) => Either.isRight(digestFrom(entry.name, locks.prefix)))
+    const actionable = page.items.filter((entry) => Result.isSuccess(digestFrom(entry.name, locks.prefix)))
     const rows = (yield* locks.rows(actionable)).filter(matches(filters))
     const searched = filters.args === "" ? undefined : rows.map((row) => Pages.argsMatch(row, filters.args))
     const found = searched === undefined ? rows : rows.filter((_, i) => searched[i] === "match")
@@ -260,12 +260,12 @@ export interface Route {
 }
 
 export const counted = (action: string, outcome: string) =>
-  Metric.increment(Metric.tagged(Metric.tagged(Metrics.adminActions, "action", action), "outcome", outcome))
+  Metric.update(Metric.withAttributes(Metrics.adminActions, { action, outcome }), 1)
 
 // A result as the lock page gets it back from its address: what the signed value must hold.
 const decodeResult = Schema.decodeUnknownOption(
   Schema.Struct({
-    action: Schema.Literal("unlock", "delete"),
+    action: Schema.Literals(["unlock", "delete"]),
     jid: Schema.optional(Schema.String),
     at: Schema.Number,
     nothing: Schema.Boolean,
@@ -380,14 +380,14 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
     { name: "runCursor", description: "where the run lock's holders page starts (the previous answer's run.cursor)" }
   ]
   const filtersOf = (context: RequestContext) =>
-    Either.match(filtersFrom(context.query, context.frame.prefix, pageSize), { onLeft: Effect.fail, onRight: Effect.succeed })
+    Effect.fromResult(filtersFrom(context.query, context.frame.prefix, pageSize))
   const viewOf = (context: RequestContext, filters: Pages.Filters) =>
     locksView(context.locks, filters).pipe(Effect.mapError((error) => (error instanceof Refusal ? error : failureOf(error))))
   const listed = (context: RequestContext) => Effect.flatMap(filtersOf(context), (filters) => viewOf(context, filters))
   // A page of each lock's holders: `holders` per lock, from `queueCursor` and `runCursor` (checked by Locks.show).
   const shown = (context: RequestContext, value: string | undefined) =>
     Effect.flatMap(
-      Either.match(digestFrom(value, context.frame.prefix), { onLeft: Effect.fail, onRight: Effect.succeed }),
+      Effect.fromResult(digestFrom(value, context.frame.prefix)),
       (digest) => {
         const holders = context.query.get("holders") ?? ""
         if (holders !== "" && !(/^\d{1,4}$/.test(holders) && Number(holders) >= 1 && Number(holders) <= 1000)) {
@@ -407,17 +407,14 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
   const everyHolder = (context: RequestContext, digest: string) => mapFailure(Locks.showAll(context.locks, digest))
   const shownWhole = (context: RequestContext, value: string | undefined) =>
     Effect.flatMap(
-      Either.match(digestFrom(value, context.frame.prefix), { onLeft: Effect.fail, onRight: Effect.succeed }),
+      Effect.fromResult(digestFrom(value, context.frame.prefix)),
       (digest) => everyHolder(context, digest)
     )
   // A change's fields: the digest, and the jid when `jid` (an unlock).
   const target = (context: RequestContext, jid: boolean) =>
     Effect.gen(function*() {
       const fields = yield* fieldsOf(context.request)
-      const digest = yield* Either.match(digestFrom(fields.digest, context.frame.prefix), {
-        onLeft: Effect.fail,
-        onRight: Effect.succeed
-      })
+      const digest = yield* Effect.fromResult(digestFrom(fields.digest, context.frame.prefix))
       if (jid && (fields.jid === undefined || fields.jid === "" || encodedLength(fields.jid) > maxNameLength)) {
         return yield* Effect.fail(
           new Refusal(400, "Bad jid", `give the jid to unlock (1 to ${maxNameLength} characters, URL-encoded)`)
@@ -470,7 +467,9 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
   const removal = (context: RequestContext, jid: boolean) =>
     Effect.flatMap(
       target(context, jid),
-      ({ digest, jid }) => Effect.filterOrDie(act(context, digest, jid), (removed) => removed !== "changed", () => "unexpected")
+      ({ digest, jid }) =>
+        Effect.flatMap(act(context, digest, jid), (removed) =>
+          removed === "changed" ? Effect.die("unexpected") : Effect.succeed(removed))
     )
   const reaped = (context: RequestContext, dryRun: boolean) =>
     Effect.gen(function*() {
@@ -602,8 +601,8 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
     const digests: Array<string> = []
     for (const line of lines) {
       const checked = digestFrom(line, context.frame.prefix)
-      if (Either.isLeft(checked)) return Effect.fail(checked.left)
-      digests.push(checked.right)
+      if (Result.isFailure(checked)) return Effect.fail(checked.failure)
+      digests.push(checked.success)
     }
     return new Set(digests).size === digests.length ? Effect.succeed(digests) : bad("a digest is listed twice")
   }
@@ -744,13 +743,16 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
   const resultIn = (context: RequestContext, bind: string) =>
     Option.getOrUndefined(
       Option.map(
-        Option.flatMap(Option.fromNullable(Security.unseal(context.secret, bind, context.query.get("result"))), decodeResult),
+        Option.flatMap(
+          Option.fromNullishOr(Security.unseal(context.secret, bind, context.query.get("result"))),
+          decodeResult
+        ),
         Pages.resultMessage
       )
     )
   const reportOf = (context: RequestContext) =>
     Option.flatMap(
-      Option.fromNullable(
+      Option.fromNullishOr(
         Security.unseal(context.secret, reaperBind(context.frame.prefix), context.query.get("result"))
       ),
       decodeReport
@@ -911,7 +913,7 @@ export const routes = (pageSize: number): ReadonlyArray<Route> => {
       summary: "the metrics page",
       handler: (context) =>
         Effect.flatMap(
-          Either.match(refreshFrom(context.query), { onLeft: Effect.fail, onRight: Effect.succeed }),
+          Effect.fromResult(refreshFrom(context.query)),
           (refresh) =>
             Effect.map(buckets(context), (read) =>
               pageResponse(Pages.metricsPage(context.frame, read, History.events, refresh))

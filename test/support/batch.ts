@@ -17,7 +17,7 @@ import * as RedisServer from "../../src/testing/RedisServer.js"
 export const comparable = (exit: Exit.Exit<unknown, Redis.RedisError>): unknown =>
   Exit.match(exit, {
     onFailure: (cause) =>
-      Option.match(Cause.failureOption(cause), {
+      Option.match(Cause.findErrorOption(cause), {
         onNone: () => ({ defect: String(cause) }),
         onSome: (error) => ({ failed: `${error.operation}: ${error.reason}` })
       }),

@@ -2,22 +2,21 @@
  * The `unique-jobs` command run in-process, as the executable runs it: its answer lines captured.
  */
 import * as ConfigProvider from "effect/ConfigProvider"
-import type * as Console from "effect/Console"
+import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { createServer } from "node:net"
 import { format } from "node:util"
 import * as CliMain from "../../src/cli/Main.js"
 
-/** A console whose `log` lines (the CLI's answers) are kept, for `Effect.withConsole`. */
-export const capturedConsole = Effect.map(Effect.console, (console) => {
+/** A console whose `log` lines (the CLI's answers) are kept, to provide as `Console.Console`. */
+export const capturedConsole = Console.consoleWith((console) => {
   const lines: Array<string> = []
   const capture: Console.Console = {
     ...console,
-    log: (...args) => Effect.sync(() => void lines.push(args.join(" "))),
-    unsafe: { ...console.unsafe, log: (...args) => void lines.push(args.join(" ")) }
+    log: (...args) => void lines.push(args.join(" "))
   }
-  return { capture, lines }
+  return Effect.succeed({ capture, lines })
 })
 
 /** A loopback port nothing listens on. */
@@ -59,15 +58,20 @@ const stream = () => {
 // REDIS_URL and REDIS_CLUSTER_NODES blank, as the spawned command is run: a command names its Redis by flags. The
 // rest of the environment as it is.
 const environment = (env: Record<string, string>) =>
-  ConfigProvider.fromMap(new Map([["REDIS_URL", ""], ["REDIS_CLUSTER_NODES", ""], ...Object.entries(env)])).pipe(
-    ConfigProvider.orElse(() => ConfigProvider.fromEnv())
-  )
+  ConfigProvider.fromEnv({
+    env: {
+      ...Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined)),
+      REDIS_URL: "",
+      REDIS_CLUSTER_NODES: "",
+      ...env
+    }
+  })
 
 /**
  * Runs `unique-jobs args…` in this process, as the executable runs it (`CliMain.main`, output in a pipe: no colours),
  * on a runtime of its own (the live clock, the default logger and log level, not the test's), with REDIS_URL and
  * REDIS_CLUSTER_NODES blank: its exit code, and its stdout and stderr as the process would have written them (the
- * answers, @effect/cli's own messages, the one-line errors and the logs).
+ * answers, effect/cli's own messages, the one-line errors and the logs).
  */
 export const cli = (...args: Array<string>): Effect.Effect<Ran> => cliWith({}, ...args)
 
@@ -76,14 +80,9 @@ export const cliWith = (env: Record<string, string>, ...args: Array<string>): Ef
   Effect.suspend(() => {
     const out = stream()
     const err = stream()
-    const capture = Effect.map(Effect.console, (console): Console.Console => ({
-      ...console,
-      log: (...args) => Effect.sync(() => out.write(args)),
-      error: (...args) => Effect.sync(() => err.write(args)),
-      group: () => Effect.sync(() => out.group()),
-      groupEnd: Effect.sync(() => out.groupEnd()),
-      unsafe: {
-        ...console.unsafe,
+    const capture = Console.consoleWith((console) =>
+      Effect.succeed<Console.Console>({
+        ...console,
         log: (...args) => out.write(args),
         error: (...args) => err.write(args),
         // Node's console indents both streams alike: the logger writes a group to stderr.
@@ -95,12 +94,12 @@ export const cliWith = (env: Record<string, string>, ...args: Array<string>): Ef
           out.groupEnd()
           err.groupEnd()
         }
-      }
-    }))
+      })
+    )
     const ran = Effect.flatMap(capture, (console) =>
       CliMain.main(["node", "unique-jobs", ...args], { stdout: false, stderr: false }).pipe(
-        Effect.withConsole(console),
-        Effect.withConfigProvider(environment(env))
+        Effect.provideService(Console.Console, console),
+        Effect.provideService(ConfigProvider.ConfigProvider, environment(env))
       ))
     return Effect.map(
       Effect.promise((signal) => Effect.runPromiseExit(ran, { signal })),

@@ -8,8 +8,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as Schedule from "effect/Schedule"
 import * as Lock from "../../src/Lock.js"
 import * as LockOptions from "../../src/Options.js"
@@ -103,11 +102,14 @@ const program = Effect.gen(function*() {
   // The store's build waits out only its call timeout (1 s here); a process started on a busy machine tries again for
   // up to 30 s: what the test measures is the failover mid-run, not how fast a process first connects.
   Effect.provide(
-    Redis.layerCluster({ nodes: config.nodes, timeout: config.timeoutMs }).pipe(
-      Layer.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo("30 seconds")))
+    Layer.effect(
+      Redis.RedisService,
+      Redis.makeCluster({ nodes: config.nodes, timeout: config.timeoutMs }).pipe(
+        Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" })))
+      )
     )
   ),
-  Logger.withMinimumLogLevel(LogLevel.Error)
+  Effect.provideService(References.MinimumLogLevel, "Error")
 )
 
 Effect.runPromise(program).then(

@@ -55,7 +55,7 @@ export const holdRunLocks = (
   definition: LockOptions.Definition,
   holds: number,
   release: Deferred.Deferred<void>
-): Effect.Effect<ReadonlyArray<Fiber.RuntimeFiber<void, LockConflict | LockLost | Redis.RedisError>>, never, Redis.RedisService> =>
+): Effect.Effect<ReadonlyArray<Fiber.Fiber<void, LockConflict | LockLost | Redis.RedisError>>, never, Redis.RedisService> =>
   Effect.gen(function*() {
     const started = yield* Ref.make(0)
     const allStarted = yield* Deferred.make<void>()

@@ -7,16 +7,15 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
 import * as fc from "fast-check"
 import * as Fiber from "effect/Fiber"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
-import * as Runtime from "effect/Runtime"
+import * as References from "effect/References"
 import type * as Job from "../../src/Job.js"
 import { JobQueue, QueueError } from "../../src/JobQueue.js"
 import * as Lock from "../../src/Lock.js"
@@ -56,7 +55,7 @@ const LEASE_GUARD_MS = 30
 const RENEW_EVERY_MS = 100
 
 /** Lets forked fibers (renewals, keepers woken by TestClock) run to their next wait. */
-const yieldMany = Effect.repeatN(Effect.yieldNow(), 20)
+const yieldMany = Effect.repeat(Effect.yieldNow, { times: 20 })
 const MAX_RETRIES = 1
 const DIGESTS = 2
 
@@ -128,7 +127,7 @@ interface Worker {
 
 interface Running {
   readonly job: Job.Job
-  readonly fiber: Fiber.RuntimeFiber<Strategy.ServerOutcome<void>, unknown>
+  readonly fiber: Fiber.Fiber<Strategy.ServerOutcome<void>, unknown>
   readonly finish: Deferred.Deferred<void, string>
   readonly worker: Worker
   /** The fencing token its perform was handed; undefined for types without a run lock. */
@@ -189,7 +188,7 @@ export class System {
   private readonly digests = new Map<number, string>()
   readonly unique: UniqueJob.UniqueJob
 
-  readonly store: Redis.RedisService["Type"]
+  readonly store: Redis.RedisService["Service"]
 
   /**
    * `realTime`: the store runs on real time (Redis); its watch says afterwards whether real time kept within what the
@@ -197,8 +196,8 @@ export class System {
    */
   constructor(
     readonly config: Config,
-    store: Redis.RedisService["Type"],
-    readonly runtime: Runtime.Runtime<never>,
+    store: Redis.RedisService["Service"],
+    readonly services: Context.Context<never>,
     readonly advanceTime: (ms: number) => Effect.Effect<void>,
     prefix: string,
     readonly realTime?: RealTime | undefined
@@ -239,7 +238,7 @@ export class System {
 
   // -- the queue port, hand-driven --------------------------------------------------------------------------------
 
-  private readonly queue: JobQueue["Type"] = {
+  private readonly queue: JobQueue["Service"] = {
     push: (job) =>
       Effect.suspend(() => {
         if (!this.failNextPush) return Effect.sync(() => void this.waiting.push({ job, fresh: true }))
@@ -278,17 +277,17 @@ export class System {
 
   private provide<A, E>(
     effect: Effect.Effect<A, E, Redis.RedisService | JobQueue>,
-    store: Redis.RedisService["Type"] = this.store
+    store: Redis.RedisService["Service"] = this.store
   ): Effect.Effect<A, E> {
     return effect.pipe(
       Effect.provideService(Redis.RedisService, store),
       Effect.provideService(JobQueue, this.queue),
-      Logger.withMinimumLogLevel(LogLevel.None)
+      Effect.provideService(References.MinimumLogLevel, "None")
     )
   }
 
   exec<A, E>(effect: Effect.Effect<A, E>): Promise<A> {
-    return Runtime.runPromise(this.runtime)(effect)
+    return Effect.runPromiseWith(this.services)(effect)
   }
 
   private async lockKey(digest: number, phase: LockType.Phase): Promise<Redis.LockKey> {
@@ -377,7 +376,7 @@ export class System {
   /** Hands a job to a worker: it runs until a command finishes it, or its server wrapper ends at once. */
   private async deliver(job: Job.Job, fresh: boolean): Promise<
     | { readonly _tag: "running"; readonly entry: Running }
-    | { readonly _tag: "ended"; readonly fiber: Fiber.RuntimeFiber<Strategy.ServerOutcome<void>, unknown> }
+    | { readonly _tag: "ended"; readonly fiber: Fiber.Fiber<Strategy.ServerOutcome<void>, unknown> }
   > {
     this.starts.set(job.jid, (this.starts.get(job.jid) ?? 0) + 1)
     const worker: Worker = { jid: job.jid, crashed: false, stalled: false, partitioned: false, confirmedAt: undefined }
@@ -385,7 +384,7 @@ export class System {
     const queueKey = await this.lockKey(digest, "queue")
     let fence: number | undefined
     this.startingFresh = fresh
-    const result = await this.exec(Effect.gen(this, function*() {
+    const result = await this.exec(Effect.gen({ self: this }, function*() {
       const started = yield* Deferred.make<void>()
       const finish = yield* Deferred.make<void, string>()
       const perform = (running: Lock.Running) =>
@@ -575,7 +574,7 @@ export class System {
     // A stalled process runs no timers: it finds out when it wakes (stall's own rules).
     for (const r of this.running.filter((r) => r.worker.partitioned && !r.worker.stalled)) {
       const deadline = r.worker.confirmedAt! + LEASE_MS - LEASE_GUARD_MS
-      const ended = r.fiber.unsafePoll() !== null
+      const ended = r.fiber.pollUnsafe() !== undefined
       if (this.clockMs >= deadline && !ended) {
         throw new Error(`${r.job.jid}, cut off from Redis, still performs at ${this.clockMs} (its deadline: ${deadline})`)
       }
@@ -620,7 +619,7 @@ export class System {
 
   private async checkRevoked(): Promise<void> {
     for (const r of this.running.filter((r) => r.revokedAt !== undefined)) {
-      const ended = r.fiber.unsafePoll() !== null
+      const ended = r.fiber.pollUnsafe() !== undefined
       if (!ended && this.clockMs - r.revokedAt! >= RENEW_EVERY_MS) {
         throw new Error(`${r.job.jid} still performs ${this.clockMs - r.revokedAt!} ms after its hold was taken away`)
       }
@@ -657,7 +656,7 @@ export class System {
       : this.store.lock(key, request)
     const result = await this.exec(Effect.result(attempt))
     const shown = `${call}(${digest} ${field}=${value} by ${holder === undefined ? "a stranger" : "a holder"})`
-    if (Either.isRight(result)) throw new Error(`the store accepted ${shown}: ${JSON.stringify(result.right)}`)
+    if (Result.isSuccess(result)) throw new Error(`the store accepted ${shown}: ${JSON.stringify(result.success)}`)
     const after = await this.holders()
     for (const { digest: d, entries, phase } of after) {
       const was = before.find((h) => h.digest === d && h.phase === phase)!.entries
@@ -682,7 +681,7 @@ export class System {
     const jids = after
       .filter((h) => h.digest === digest)
       .map((h) => `${h.phase} [${h.entries.map((e) => e.jid).sort()}]`)
-    this.trace.push(`refuse ${shown} -> ${result.left._tag}: ${result.left.reason}; ${jids.join(" ")}`)
+    this.trace.push(`refuse ${shown} -> ${result.failure._tag}: ${result.failure.reason}; ${jids.join(" ")}`)
   }
 
   /** The job dies for good; the queue tells the middleware, which lets its queue lock go (until_expired's lasts its TTL). */
@@ -738,7 +737,7 @@ export class System {
   /** The outcome of a server wrapper that ended: what becomes of the job, as the queue would do it. */
   private async settle(
     job: Job.Job,
-    fiber: Fiber.RuntimeFiber<Strategy.ServerOutcome<void>, unknown>,
+    fiber: Fiber.Fiber<Strategy.ServerOutcome<void>, unknown>,
     step: string
   ): Promise<string> {
     const exit = await this.exec(Fiber.await(fiber))
@@ -884,12 +883,12 @@ const serverOutcome: Record<Strategy.ServerName, string> = {
 }
 
 const failureTag = (cause: Cause.Cause<unknown>): string => {
-  const failure = Cause.failureOption(cause)
+  const failure = Cause.findErrorOption(cause)
   if (failure._tag === "Some") {
     const error = failure.value
     return typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : String(error)
   }
-  return Cause.isInterruptedOnly(cause) ? "Interrupted" : "Defect"
+  return Cause.hasInterruptsOnly(cause) ? "Interrupted" : "Defect"
 }
 
 /**
@@ -897,10 +896,10 @@ const failureTag = (cause: Cause.Cause<unknown>): string => {
  * time, its run lock's acquisition, renewals and release are reported to the watch when they answer.
  */
 const workerStore = (
-  store: Redis.RedisService["Type"],
+  store: Redis.RedisService["Service"],
   worker: Worker,
   realTime: RealTime | undefined
-): Redis.RedisService["Type"] => {
+): Redis.RedisService["Service"] => {
   const guard = <A>(operation: string, call: () => Effect.Effect<A, Redis.RedisError>) =>
     Effect.suspend(() =>
       worker.crashed ? Effect.fail(new Redis.RedisError({ operation, reason: "the worker crashed" })) : call()
@@ -908,9 +907,10 @@ const workerStore = (
   /** On TestClock: when the worker's last confirmed acquisition or renewal of its run lock was sent. */
   const confirming = <A>(call: Effect.Effect<A, Redis.RedisError>, confirmed: (a: A) => boolean) =>
     realTime !== undefined ? call : Effect.flatMap(Clock.currentTimeMillis, (sent) =>
-      Effect.tap(call, (a) => {
-        if (confirmed(a)) worker.confirmedAt = sent
-      }))
+      Effect.tap(call, (a) =>
+        Effect.sync(() => {
+          if (confirmed(a)) worker.confirmedAt = sent
+        })))
   /** A run lock's acquisition (the request has a lease): the worker holds it from the moment the call was sent. */
   const acquiring = <A extends Redis.LockResult>(
     request: Redis.HolderRequest,
@@ -918,11 +918,12 @@ const workerStore = (
   ) =>
     realTime === undefined || request.leaseMs === 0 ? call : Effect.suspend(() => {
       const sent = performance.now()
-      return Effect.tap(call, (result) => {
-        if (result._tag === "Acquired") realTime.holding(worker, result.fence, sent)
-      })
+      return Effect.tap(call, (result) =>
+        Effect.sync(() => {
+          if (result._tag === "Acquired") realTime.holding(worker, result.fence, sent)
+        }))
     })
-  const fake: Redis.RedisService["Type"] = {
+  const fake: Redis.RedisService["Service"] = {
     lock: (lock, request) =>
       guard("lock", () =>
         confirming(acquiring(request, store.lock(lock, request)), (r) => request.fenced && r._tag === "Acquired")),
@@ -939,7 +940,10 @@ const workerStore = (
         if (worker.partitioned) return Effect.fail(new Redis.RedisError({ operation: "renew", reason: "partitioned" }))
         const sent = performance.now()
         return confirming(
-          Effect.tap(store.renew(lock, jid, leaseMs, fence), (renewed) => realTime?.renewed(worker, sent, renewed)),
+          Effect.tap(
+            store.renew(lock, jid, leaseMs, fence),
+            (renewed) => Effect.sync(() => realTime?.renewed(worker, sent, renewed))
+          ),
           (renewed) => renewed
         )
       }),
@@ -1006,16 +1010,17 @@ export class RealTime {
   }
 
   /** The store, with the send time of every write that sets a TTL recorded. */
-  watch(store: Redis.RedisService["Type"]): Redis.RedisService["Type"] {
+  watch(store: Redis.RedisService["Service"]): Redis.RedisService["Service"] {
     const timed = <A extends Redis.LockResult>(
       request: Redis.HolderRequest,
       call: Effect.Effect<A, Redis.RedisError>
     ) =>
       request.ttlMs === 0 ? call : Effect.suspend(() => {
         const sent = performance.now()
-        return Effect.tap(call, (result) => {
-          if (result._tag === "Acquired") this.firstTtlWrite = Math.min(this.firstTtlWrite ?? Infinity, sent)
-        })
+        return Effect.tap(call, (result) =>
+          Effect.sync(() => {
+            if (result._tag === "Acquired") this.firstTtlWrite = Math.min(this.firstTtlWrite ?? Infinity, sent)
+          }))
       })
     return {
       ...store,

@@ -3,6 +3,7 @@
  * worker (another connection, another keeper) retries the same job every 50 ms, and an operator acts on its lock.
  * It records the order of events (each copy's start and end, the operator's action), never how long anything took.
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -73,12 +74,13 @@ export const probe = <A, E>(
     return { events, firstExit, most, answer, prefix }
   }).pipe(
     // Real time whatever the suite's services: the leases and the 50 ms retries run on Redis' clock.
-    Effect.withClock(Clock.make())
+    Effect.provideService(Clock.Clock, Clock.Clock.defaultValue())
   )
 
 /** Whether the run ended with a `LockLost` failure. */
 export const isLockLost = (exit: Exit.Exit<unknown, unknown>): boolean =>
-  Exit.isFailure(exit) && exit.cause._tag === "Fail" && (exit.cause.error as { _tag?: string })._tag === "LockLost"
+  Exit.isFailure(exit) && exit.cause.reasons.length === 1 && Cause.isFailReason(exit.cause.reasons[0]!) &&
+  (exit.cause.reasons[0].error as { _tag?: string })._tag === "LockLost"
 
 /** The events of a run with no overlap: the first copy ends before the second starts. */
 export const inTurn = ["first started", "operator", "first ended", "second started", "second ended"]

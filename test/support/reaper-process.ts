@@ -6,8 +6,7 @@
  */
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as Reaper from "../../src/Reaper.js"
 import * as Redis from "../../src/Redis.js"
 
@@ -20,7 +19,7 @@ Effect.gen(function*() {
   yield* Console.log(`DONE ${JSON.stringify(pass)}`)
 }).pipe(
   Effect.provide("nodes" in where ? Redis.layerCluster(where) : Redis.layer(where)),
-  Logger.withMinimumLogLevel(LogLevel.None),
+  Effect.provideService(References.MinimumLogLevel, "None"),
   Effect.runPromise
 ).then(() => process.exit(0), (error: unknown) => {
   process.stderr.write(`${String(error)}\n`)

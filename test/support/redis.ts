@@ -23,7 +23,7 @@ export const layout: Layout.Layout = clusterMode ? Layout.cluster() : Layout.sta
 /** The Redis keys of a lock, as the store under test names them. */
 export const keysOf = (prefix: string, name: string): Layout.Keys => layout.keysOf({ prefix, name })
 
-export class TestRedis extends Context.Tag("test/TestRedis")<TestRedis, {
+export class TestRedis extends Context.Service<TestRedis, {
   readonly source: RedisServer.Source
   /** A separate connection for inspecting keys (an ioredis `Cluster` in cluster mode: single-key commands only). */
   readonly raw: IORedis
@@ -33,7 +33,7 @@ export class TestRedis extends Context.Tag("test/TestRedis")<TestRedis, {
   readonly cluster: RedisCluster.Cluster | undefined
   /** Every key matching `pattern`, from every master. */
   readonly keys: (pattern: string) => Promise<Array<string>>
-}>() {}
+}>()("test/TestRedis") {}
 
 let counter = 0
 /** A key prefix no other test in this process uses. */
@@ -86,7 +86,7 @@ export const layerServer: Layer.Layer<TestRedis, RedisServer.RedisServerError> =
 
 /** RedisService on the test server, plus TestRedis. */
 export const layer = (options: Omit<Redis.Options, "url"> = {}): Layer.Layer<Redis.RedisService | TestRedis, unknown> =>
-  Layer.unwrapEffect(
+  Layer.unwrap(
     Effect.map(TestRedis, ({ options: where, source }) =>
       "nodes" in where
         ? Redis.layerCluster({

@@ -4,7 +4,7 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import * as Redis from "../../src/Redis.js"
 import * as RedisTest from "./redis.js"
 

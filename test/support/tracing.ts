@@ -21,7 +21,7 @@ let made = 0
 export const recording = () => {
   const spans: Array<Recorded> = []
   const tracer = Tracer.make({
-    span: (name, parent, context, links, startTime, kind) => {
+    span: ({ annotations, kind, links, name, parent, startTime }) => {
       const attributes = new Map<string, unknown>()
       const kept: Array<Tracer.SpanLink> = [...links]
       const traceId = Option.isSome(parent) ? parent.value.traceId : (++made).toString(16).padStart(32, "0")
@@ -33,7 +33,7 @@ export const recording = () => {
         spanId,
         traceId,
         parent,
-        context,
+        annotations,
         status: { _tag: "Started", startTime },
         attributes,
         links: kept,
@@ -49,8 +49,7 @@ export const recording = () => {
         }
       }
       return span
-    },
-    context: (f) => f()
+    }
   })
   return { spans, tracer }
 }

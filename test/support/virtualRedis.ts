@@ -98,7 +98,7 @@ return {out, real.call('GET', KEYS[#KEYS]) or false}
 
 export interface VirtualRedis {
   /** A store over the shimmed scripts; it never reads Redis' own clock. */
-  readonly store: Effect.Effect<Redis.RedisService["Type"], Redis.RedisError>
+  readonly store: Effect.Effect<Redis.RedisService["Service"], Redis.RedisError>
   readonly setTime: (ms: number) => Promise<void>
   /** Each lock's state and its fencing counter (in the order given), on the virtual clock. */
   readonly inspect: (

@@ -3,11 +3,13 @@
  * each test seeds under its own prefix, and the UI served three ways (`Web.serve`, an Effect `HttpRouter` mount, the
  * Express example in a child process).
  */
-import * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as HttpEffect from "effect/http/HttpEffect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import type * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import { spawn } from "node:child_process"
 import { createServer } from "node:http"
@@ -29,10 +31,10 @@ export interface Harness {
 
 export const start = async (): Promise<Harness> => {
   const scope = Effect.runSync(Scope.make())
-  const source = await Effect.runPromise(Scope.extend(RedisServer.acquire, scope))
-  const store = await Effect.runPromise(Scope.extend(Redis.make({ url: source.url }), scope))
+  const source = await Effect.runPromise(Scope.provide(RedisServer.acquire, scope))
+  const store = await Effect.runPromise(Scope.provide(Redis.make({ url: source.url }), scope))
   const run = <A, E>(effect: Effect.Effect<A, E, Redis.RedisService | Scope.Scope>) =>
-    Effect.runPromise(Scope.extend(Effect.provideService(effect, Redis.RedisService, store), scope))
+    Effect.runPromise(Scope.provide(Effect.provideService(effect, Redis.RedisService, store), scope))
   return { url: source.url, store, run, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
 }
 
@@ -108,13 +110,16 @@ const listen = (handler: Parameters<typeof createServer>[1]) =>
 /** The UI as an Effect `HttpRouter` mounted under `/admin/locks` of an app, on Node's http: its base URL. */
 export const mountedInRouter = (options: Web.Options) =>
   Effect.gen(function*() {
-    const admin = yield* Web.router(options)
-    const app = HttpRouter.empty.pipe(
-      HttpRouter.get("/", Effect.succeed(HttpServerResponse.text("the user's own app"))),
-      HttpRouter.mount("/admin/locks", admin)
-    )
-    const runtime = yield* Effect.runtime<Redis.RedisService>()
-    const server = yield* listen(toNode(HttpApp.toWebHandlerRuntime(runtime)(app)))
+    const app = yield* HttpRouter.toHttpEffect(Layer.mergeAll(
+      HttpRouter.add("GET", "/", HttpServerResponse.text("the user's own app")),
+      HttpRouter.addAll(Web.router(options), { prefix: "/admin/locks" })
+    ))
+    const services = yield* Effect.context<Redis.RedisService>()
+    const handler = HttpEffect.toWebHandlerWith<
+      Redis.RedisService,
+      Redis.RedisService | HttpServerRequest.HttpServerRequest | Scope.Scope
+    >(services)(app)
+    const server = yield* listen(toNode(handler))
     return `http://127.0.0.1:${server.port}/admin/locks`
   })
 

@@ -16,8 +16,7 @@
  */
 import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
 import * as MemoryQueue from "../../src/adapters/MemoryQueue.js"
 import type * as Job from "../../src/Job.js"
 import { JobQueue } from "../../src/JobQueue.js"
@@ -201,13 +200,13 @@ const program = (id: string, config: Config, queue: MemoryQueue.MemoryQueue, don
       const start = yield* stamp(key)
       const r = random()
       if (r < 0.1) yield* Effect.sleep(1)
-      else if (r < 0.5) yield* Effect.yieldNow()
+      else if (r < 0.5) yield* Effect.yieldNow
       const end = yield* stamp(key)
       return [start, end] as const
     })
 
   // After a conflict: try again at once or a moment later, so the spinning leaves the CPU to the lock holders.
-  const backoff = Effect.suspend(() => (random() < 0.5 ? Effect.yieldNow() : Effect.sleep(1)))
+  const backoff = Effect.suspend(() => (random() < 0.5 ? Effect.yieldNow : Effect.sleep(1)))
 
   const result = (): Result => ({
     pid: process.pid,
@@ -335,7 +334,7 @@ const start = (id: string, config: Config) => {
     Effect.flatMap((queue) => program(id, config, queue, progress)),
     Effect.scoped,
     Effect.provide(Redis.layer({ url: config.url, timeout: config.timeout })),
-    Logger.withMinimumLogLevel(LogLevel.Error)
+    Effect.provideService(References.MinimumLogLevel, "Error")
   )
   Effect.runPromiseExit(main).then((exit) => {
     clearInterval(watchdog)

@@ -153,10 +153,10 @@ export const prepare = (proc: Process, config: Config) =>
  * A few worker processes shared by the tests of a file. `run` gives each process one config, lets them all go at
  * once and collects the results; a run that fails or times out kills every process (the next run starts new ones).
  */
-export class Pool extends Context.Tag("test/Workers/Pool")<Pool, {
+export class Pool extends Context.Service<Pool, {
   readonly size: number
   readonly run: (configs: ReadonlyArray<Config>, timeoutMs: number) => Effect.Effect<ReadonlyArray<Result>, Error>
-}>() {}
+}>()("test/Workers/Pool") {}
 
 export const layerPool = (size: number): Layer.Layer<Pool> =>
   Layer.effect(
@@ -171,7 +171,7 @@ export const layerPool = (size: number): Layer.Layer<Pool> =>
             yield* Effect.forEach(procs, (p) => p.kill("SIGKILL"), { discard: true })
             procs = yield* Effect.forEach(Array.from({ length: size }), () => spawnProcess, {
               concurrency: "unbounded"
-            }).pipe(Scope.extend(scope))
+            }).pipe(Scope.provide(scope))
             return procs
           })
       )
@@ -184,9 +184,9 @@ export const layerPool = (size: number): Layer.Layer<Pool> =>
           yield* Effect.forEach(prepared, (p) => p.go, { discard: true })
           return yield* Effect.forEach(prepared, (p) => p.result, { concurrency: "unbounded" })
         }).pipe(
-          Effect.timeoutFail({
+          Effect.timeoutOrElse({
             duration: timeoutMs,
-            onTimeout: () => new Error(`the workers did not finish within ${timeoutMs} ms`)
+            orElse: () => Effect.fail(new Error(`the workers did not finish within ${timeoutMs} ms`))
           }),
           Effect.tapError(() => Effect.forEach(procs, (p) => p.kill("SIGKILL"), { discard: true }))
         )

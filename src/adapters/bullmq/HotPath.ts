@@ -6,14 +6,14 @@
  *
  * @internal
  */
-import type * as Clock from "effect/Clock"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
-import type * as MetricLabel from "effect/MetricLabel"
+import * as References from "effect/References"
+import * as Tracer from "effect/Tracer"
 import { Defaults, resolve } from "../../Defaults.js"
 import type { Job } from "../../Job.js"
 import type { JobQueue } from "../../JobQueue.js"
@@ -31,9 +31,9 @@ import * as Tracing from "../../observability/Tracing.js"
 
 /**
  * A definition resolved once for a runtime, with what its fast phases read: the store and its promise calls, the
- * runtime's metric labels, and whether a conflict's debug line would be written. Made only where the phases would
- * take the same steps as `client` and `server` on that runtime: locks enabled, no tracer recording spans, and a store
- * with promise calls (internal/direct).
+ * runtime's context (its metric attributes), and whether a conflict's debug line would be written. Made only where the
+ * phases would take the same steps as `client` and `server` on that runtime: locks enabled, no tracer recording spans,
+ * and a store with promise calls (internal/direct).
  *
  * @internal
  */
@@ -42,7 +42,8 @@ export interface Fast {
   readonly clock: Clock.Clock
   readonly redis: Store
   readonly direct: Direct.Direct
-  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
+  /** The runtime's context, which metric updates read their attributes from. */
+  readonly context: Context.Context<never>
   readonly logsConflicts: boolean
 }
 
@@ -56,23 +57,23 @@ export type Run<R> = <A, E>(effect: Effect.Effect<A, E, R>) => Promise<A>
 
 /** `definition` as a `Fast` on the current runtime, or undefined where its phases must run as effects. @internal */
 export const fast = (definition: Definition): Effect.Effect<Fast | undefined, never, RedisService> =>
-  Effect.clockWith((clock) => Effect.withFiberRuntime((fiber) => {
-    const context = fiber.currentContext as Context.Context<RedisService>
+  Effect.withFiber((fiber) => {
+    const context = fiber.context as Context.Context<RedisService>
     const settings = Context.get(context, Defaults)
     const redis = Context.get(context, RedisService)
     const direct = Direct.directOf(redis)
-    if (!settings.enabled || direct === undefined || fiber.currentTracer !== Tracing.builtInTracer) {
+    if (!settings.enabled || direct === undefined || fiber.getRef(Tracer.Tracer) !== Tracing.builtInTracer) {
       return Effect.succeed(undefined)
     }
     return Effect.succeed({
       definition: resolve(definition, settings),
-      clock,
+      clock: fiber.getRef(Clock.Clock),
       redis,
       direct,
-      labels: fiber.getFiberRef(FiberRef.currentMetricLabels),
-      logsConflicts: LogLevel.lessThanEqual(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Debug)
+      context: fiber.context,
+      logsConflicts: !LogLevel.isGreaterThan(fiber.getRef(References.MinimumLogLevel), "Debug")
     })
-  }))
+  })
 
 /**
  * `client` as a promise, for an enqueue of `job` now (no `at`) under a lock type that locks at enqueue: the lock call
@@ -100,7 +101,7 @@ export const clientFast = <A, E, R>(
   const request = Lock.requestOf(definition, target, "queue")
   return fast.direct.lock(Lock.keyOf(definition, digest, "queue"), request).then((result) => {
     if (result._tag === "Conflict") {
-      Metrics.conflicts.of(definition.lock, "queue").unsafeUpdate(1, fast.labels)
+      Metrics.conflicts.of(definition.lock, "queue").updateUnsafe(1, fast.context)
       // `log` writes a debug line and answers Skipped: with the line below the runtime's level, that is all (and
       // the conflict, an error class, is not even made).
       if (definition.onConflict.client === "log" && !fast.logsConflicts) {
@@ -115,7 +116,7 @@ export const clientFast = <A, E, R>(
       })
       return run(clientConflict(redis, definition, stamped, target, enqueue)(conflict))
     }
-    Metrics.acquired.of(definition.lock, "queue").unsafeUpdate(1, fast.labels)
+    Metrics.acquired.of(definition.lock, "queue").updateUnsafe(1, fast.context)
     // The lock is kept when the job is stored; a failed enqueue lets it go as `client` does (after the queue's
     // answer, when the add may still land).
     return enqueueNow(stamped).then(
@@ -254,7 +255,7 @@ const holdFast = <A>(
 ): void => {
   const { definition, redis } = fast
   const key = Lock.keyOf(definition, target.digest, "run")
-  const start = fast.clock.unsafeCurrentTimeMillis()
+  const start = fast.clock.currentTimeMillisUnsafe()
 
   const held = (lease: Keeper.Lease, fence: number) => {
     let unlocked: Promise<boolean | undefined> | undefined
@@ -266,7 +267,7 @@ const holdFast = <A>(
       Keeper.letGo(redis, lease)
       return unlocked = fast.direct.unlock(key, target.jid, fence, definition.lockEvents).then(
         (live): boolean | Promise<boolean> => {
-          Metrics.holdTime.unsafeUpdate(fast.clock.unsafeCurrentTimeMillis() - start, fast.labels)
+          Metrics.holdTime.updateUnsafe(fast.clock.currentTimeMillisUnsafe() - start, fast.context)
           return live && released(fast, target, "run", run)
         },
         (error: RedisError) => run(Lock.releaseHeldAgain(redis, definition, { ...target, fence }, error))
@@ -306,7 +307,7 @@ const holdFast = <A>(
       }, (error: unknown) => lostWhileRunning === undefined ? stop(error) : undefined)
     }
     // Lost between the acquisition and now, or answered too late to count as held: the perform never starts.
-    if (Keeper.checkNow(lease, fast.clock.unsafeCurrentTimeMillis())) return void go()
+    if (Keeper.checkNow(lease, fast.clock.currentTimeMillisUnsafe())) return void go()
     run(Keeper.check(lease)).then((lost) => (lost !== undefined ? stop(lost) : over ? undefined : go()), stop)
   }
 
@@ -318,7 +319,7 @@ const holdFast = <A>(
   fast.direct.lock(key, Lock.requestOf(definition, target, "run")).then((result) => {
     if (result._tag === "Conflict") {
       return admitted(() => {
-        Metrics.conflicts.of(definition.lock, "run").unsafeUpdate(1, fast.labels)
+        Metrics.conflicts.of(definition.lock, "run").updateUnsafe(1, fast.context)
         if (ending.interrupted !== undefined) return ending.reject(ending.interrupted.error)
         const conflict = Lock.conflictOf({
           digest: target.digest,
@@ -330,7 +331,7 @@ const holdFast = <A>(
         run(afterConflict(definition, job, conflict, false)).then(ending.resolve, ending.reject)
       })
     }
-    Metrics.acquired.of(definition.lock, "run").unsafeUpdate(1, fast.labels)
+    Metrics.acquired.of(definition.lock, "run").updateUnsafe(1, fast.context)
     const leaseMs = Duration.toMillis(definition.lockLease)
     const renewal = {
       lock: key,
@@ -376,6 +377,6 @@ const released = (
   run: Run<RedisService | JobQueue>
 ): boolean | Promise<boolean> => {
   if (fast.definition.afterUnlock !== undefined) return run(Lock.afterRelease(fast.definition, target, phase))
-  Metrics.released.of(fast.definition.lock, phase).unsafeUpdate(1, fast.labels)
+  Metrics.released.of(fast.definition.lock, phase).updateUnsafe(1, fast.context)
   return true
 }
