@@ -30,7 +30,8 @@ const step = (label) => process.stdout.write(`docs: ${label}\n`)
 // 1. @since on every export of a public module (an overload's signatures count once: the first carries the doc).
 const publicModules = [
   ...readdirSync(join(root, "src")).filter((f) => f.endsWith(".ts")).map((f) => `src/${f}`),
-  ...readdirSync(join(root, "src/adapters")).filter((f) => f.endsWith(".ts")).map((f) => `src/adapters/${f}`)
+  ...readdirSync(join(root, "src/adapters")).filter((f) => f.endsWith(".ts")).map((f) => `src/adapters/${f}`),
+  ...readdirSync(join(root, "src/testing")).filter((f) => f.endsWith(".ts")).map((f) => `src/testing/${f}`)
 ]
 const undated = []
 let exported = 0

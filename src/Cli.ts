@@ -1112,7 +1112,7 @@ const presenter: CliOutput.Presenter = {
   })
 }
 
-const runCommand = Command.runWith(command, { version: "1.0.0" })
+const runCommand = Command.runWith(command, { version: "2.0.0" })
 
 // The command tree as the mistakes check reads it: each command's flags and arguments from effect/cli, with the
 // ranges of its whole-number options.

@@ -1055,7 +1055,7 @@ export const openApiOf = (table: ReadonlyArray<Route>) => {
   }
   return {
     openapi: "3.1.0",
-    info: { title: "effect-unique-jobs admin API", version: "1.0.0" },
+    info: { title: "effect-unique-jobs admin API", version: "2.0.0" },
     components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
     paths
   }
