@@ -469,6 +469,8 @@ describe("lockTimeout: Redis down, store closed", () => {
         worker: "DownJob",
         lock: "while_executing",
         lockTimeout: "1500 millis",
+        // Far longer than the test's timeout: the holder's release on interruption must not wait its lease out.
+        lockLease: "2 minutes",
         lockPrefix: RedisTest.uniquePrefix("down")
       })
       const run = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.provideService(self, Redis.RedisService, store)
