@@ -215,7 +215,7 @@ export const requestOf = (definition: Definition, target: Target, phase: Phase):
 
 const counter = (family: Metrics.Family, lockType: string, phase: Phase) => family.of(lockType, phase)
 
-// A lock step's span, made only under a tracer that records it (internal/tracing): the step's one Redis call.
+// A lock step's span, made only under a tracer that records it (observability/Tracing): the step's one Redis call.
 const attributesOf = (script: string, definition: Definition, target: Target, phase: Phase) => () => ({
   ...Tracing.redisAttributes(script),
   "unique_jobs.digest": target.digest,
@@ -1099,7 +1099,7 @@ const recordWait = <H>(
 
 /**
  * `take` once more each time the lock is released, for at most `wait.timeoutMs` after its first conflict
- * (`lockTimeout`). The job lines up among this process' waiters for the lock (internal/releaseWaits): a release
+ * (`lockTimeout`). The job lines up among this process' waiters for the lock (store/ReleaseWaits): a release
  * signal wakes the first in line, which tries once; a lost try goes back to the front. Without a signal (a holder
  * that crashed publishes none) it tries when the earliest holder's lease or expiry ends, as one read of the holders
  * tells (after each conflict: the subscription is made before it, so a release after it is heard). The last conflict

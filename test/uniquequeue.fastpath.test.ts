@@ -1,6 +1,6 @@
 /**
  * The Promise face's hot path (issue 20): `UniqueQueue.add` and `unique.processor` answer without a fiber where they
- * can (internal/hotPath: clientFast, serverFast). A differential property runs the same steps through a UniqueQueue and
+ * can (adapters/bullmq/HotPath: clientFast, serverFast). A differential property runs the same steps through a UniqueQueue and
  * through the Effect API (`Middleware.client`, `BullMQ.processor`) on twin queues of one name, and checks every answer,
  * every holder and every lock left are the same; examples pin what the hot path must keep: no fiber for a duplicate,
  * the metrics, a refused or failed add's lock, a sync throw or a plain value from a processor, close's timeout.

@@ -223,7 +223,7 @@ describe("UniqueQueue: ids the caller supplies", () => {
       }), 60_000)
 
     // The test above times out the first add, which builds the runtime and so takes the Effect path; once it is
-    // built an add takes the hot path (internal/hotPath), whose failed BullMQ add must keep its lock the same way.
+    // built an add takes the hot path (adapters/bullmq/HotPath), whose failed BullMQ add must keep its lock the same way.
     it.effect("a hot-path add that times out on a stalled queue Redis keeps its lock until BullMQ stores the job: one copy", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
@@ -460,7 +460,7 @@ const orAfter = <A>(work: Promise<A>, ms: number, instead: string): Promise<A | 
   return Promise.race([work, bound]).finally(() => clearTimeout(timer))
 }
 
-// A processor's fn of one parameter (no signal) runs on the hot path (internal/hotPath) once the runtime is built; one
+// A processor's fn of one parameter (no signal) runs on the hot path (adapters/bullmq/HotPath) once the runtime is built; one
 // of three on the Effect path. What BullMQ and Redis end up with must not depend on which.
 describe("UniqueQueue.processor: what BullMQ and Redis see of its jobs", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {

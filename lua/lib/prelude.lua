@@ -1,4 +1,4 @@
--- The scripts' shared prelude. src/internal/scripts.ts puts in front of each script of lua/ (lock, unlock, renew,
+-- The scripts' shared prelude. src/store/Scripts.ts puts in front of each script of lua/ (lock, unlock, renew,
 -- renew_all, handoff, fetch, reap, remove, claim, tally, journal) the functions of lua/lib/ it calls, and those they
 -- call, so each stays one self-contained EVAL, and maps the line of a script's error back to the file and line it
 -- comes from. Each function a script holds is a closure made again on every run (about 700 Redis instructions), so

@@ -399,7 +399,7 @@ export const make = (
     // Every call to a queue is bounded: one whose Redis does not answer fails; it does not wait for its reconnect.
     // An add that times out has been handed to the connection, which sends it when its Redis answers: given
     // `stored`, the error carries the call's eventual answer (`landing`), so that the job's lock is kept until then.
-    // One deadline queue for every call (internal/deadlines): a timer and a racing fiber per call (Effect.timeout)
+    // One deadline queue for every call (store/Deadlines): a timer and a racing fiber per call (Effect.timeout)
     // cost more Node CPU than BullMQ's own add. `done` or `failed` is called once, never after the deadline.
     const deadlines = makeDeadlines(settings.timeoutMs)
     const send = <A>(

@@ -515,7 +515,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
     })
   const run = <A, E>(effect: Effect.Effect<A, E, Services>) =>
     runExit(effect).then(settle)
-  // A hot-path call (internal/hotPath): waited for by close as a fiber is, until it settles and then what it still
+  // A hot-path call (adapters/bullmq/HotPath): waited for by close as a fiber is, until it settles and then what it still
   // has answering (`after`: a job's release sent with its outcome). `cancel` is how close's timeout ends it (the job
   // then settles as cancelled); a release still answering after its job settled is no longer waited for then (the
   // job has performed; a lock whose release goes unanswered ends by its TTL or the reaper). An add has no `cancel`:
@@ -721,7 +721,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
           : (job, _, token) => untilReturned(() => untilDone(job, token), false, timedOut)
       )
       // A job for a fn that takes no signal, of any lock type but until_and_while_executing: run with no fiber
-      // (internal/hotPath). Cancelled by close's timeout as its fiber would be: its run lock released, it fails as
+      // (adapters/bullmq/HotPath). Cancelled by close's timeout as its fiber would be: its run lock released, it fails as
       // cancelled, and what its fn does after that changes no lock. Conflicts run as the processor runs them: on the
       // job's own fiber, which `schedule` and `kill` act on (BullMQ.performing).
       const performFast = (

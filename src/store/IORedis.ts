@@ -600,7 +600,7 @@ export const makeFromClient = (
           step
         )
       )
-    // `script` as a promise, rejected with its RedisError: the store's promise calls (internal/direct).
+    // `script` as a promise, rejected with its RedisError: the store's promise calls (store/Direct).
     const sendPromise = <A>(
       operation: string,
       script: Scripts.Script,

@@ -679,6 +679,6 @@ export const close = (store: Store): Effect.Effect<void> =>
     )
   })
 
-/** Ties the store's keeper, and its lockTimeout waits (internal/releaseWaits), to the scope of the layer that built the store. @internal */
+/** Ties the store's keeper, and its lockTimeout waits (store/ReleaseWaits), to the scope of the layer that built the store. @internal */
 export const scoped = (store: Store): Effect.Effect<Store, never, Scope.Scope> =>
   Effect.as(Effect.addFinalizer(() => Effect.andThen(Waits.close(store), close(store))), store)

@@ -31,7 +31,7 @@ const whole = (min: number, max: number, what: string) =>
     `expected ${what} (a whole number from ${min} to ${max}), got ${Options.describeValue(n)}`
   )
 
-// lockTimeout's caps on the jobs of this process that wait (internal/releaseWaits).
+// lockTimeout's caps on the jobs of this process that wait (store/ReleaseWaits).
 const waiterCaps = {
   maxLockWaiters: Schema.optional(whole(1, maxWaitersBound, "a number of waiting jobs per lock")),
   maxProcessWaiters: Schema.optional(whole(1, maxWaitersBound, "a number of waiting jobs per process"))

@@ -1,6 +1,6 @@
 /**
  * The Promise face's hot path: `Middleware.client` and `Middleware.server` as promises, for `UniqueQueue`. A call that
- * runs no fiber pays for none: the lock calls go out through the store's promise calls (internal/direct), and only
+ * runs no fiber pays for none: the lock calls go out through the store's promise calls (store/Direct), and only
  * what is rare runs on a fiber of the caller's runtime, through the same Effect code as `client` and `server`.
  * `test/uniquequeue.fastpath.test.ts` holds both faces to the same answers.
  *
@@ -33,7 +33,7 @@ import * as Tracing from "../../observability/Tracing.js"
  * A definition resolved once for a runtime, with what its fast phases read: the store and its promise calls, the
  * runtime's context (its metric attributes), and whether a conflict's debug line would be written. Made only where the
  * phases would take the same steps as `client` and `server` on that runtime: locks enabled, no tracer recording spans,
- * and a store with promise calls (internal/direct).
+ * and a store with promise calls (store/Direct).
  *
  * @internal
  */
