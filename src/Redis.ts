@@ -11,10 +11,12 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as PersistenceRedis from "effect/persistence/Redis"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
 import type * as Scope from "effect/Scope"
 import type { LayoutMismatch } from "./Errors.js"
+import * as EffectRedisStore from "./store/EffectRedis.js"
 import * as IORedisStore from "./store/IORedis.js"
 import * as Keeper from "./store/LeaseKeeper.js"
 import * as Memory from "./store/Memory.js"
@@ -282,3 +284,138 @@ export const layerMemory: Layer.Layer<RedisService> = Layer.effect(
   RedisService,
   Effect.flatMap(Effect.sync(() => Memory.make()), Keeper.scoped)
 )
+
+/**
+ * The ioredis client `layerEffectRedis` takes: a `Redis` or a `Cluster` (the one the lock store runs on, typically).
+ *
+ * @since 2.0.0
+ * @category models
+ */
+export type EffectRedisClient = EffectRedisStore.Client
+
+/**
+ * What Effect's `Redis` service over an ioredis client takes: the `timeout` of each command (default 5 seconds, as the
+ * lock store's calls; a blocking command such as `BLPOP key 10` gets its own block time on top, and `BLPOP key 0` none)
+ * and the `pool` of connections behind `reserve` (Effect's `PoolOptions`: at most 10 by default).
+ *
+ * @since 2.0.0
+ * @category models
+ */
+export interface EffectRedisOptions {
+  readonly timeout?: Duration.Input | undefined
+  readonly pool?: PersistenceRedis.PoolOptions | undefined
+}
+
+const decodeTimeout = (timeout: Duration.Input | undefined): Effect.Effect<void, RedisError> =>
+  Effect.mapError(
+    Effect.fromResult(RedisOptions.decodeFromClient(timeout === undefined ? {} : { timeout })),
+    optionsError
+  )
+
+/**
+ * Effect's `Redis` service (`effect/persistence/Redis`: `send`, `subscribe`, `eval`, `reserve`) over an ioredis client
+ * the caller owns: it is not closed with the scope; the connections opened for `subscribe` (one per subscription) and
+ * for `reserve` (pooled, from `client.duplicate()`) are.
+ *
+ * **Details**
+ *
+ * `send` is `client.call(command, ...args)`: Redis' error answer, a closed connection or no answer within `timeout`
+ * fails with Effect's `RedisError`, whose `cause` is this package's `RedisError` (its `operation` the command, its
+ * `reason` Redis' words). Scripts go through Effect's cache: SCRIPT LOAD once, then EVALSHA, loaded again on
+ * NOSCRIPT. On a `Cluster`, SCRIPT LOAD reaches every master, so EVALSHA (routed by its first key) finds the script
+ * wherever its keys live; a command's or a script's keys must share one hash slot: give the stores a prefix with a
+ * hash tag (`PersistedQueue.layerStoreRedis({ prefix: "{jobs}:" })`).
+ *
+ * @since 2.0.0
+ * @category constructors
+ */
+export const makeEffectRedis = (
+  client: EffectRedisClient,
+  options?: EffectRedisOptions
+): Effect.Effect<PersistenceRedis.Redis["Service"], RedisError, Scope.Scope> =>
+  Effect.andThen(decodeTimeout(options?.timeout), EffectRedisStore.make(client, options))
+
+/**
+ * Provides Effect's `Redis` service (`effect/persistence/Redis`) over an ioredis `Redis` or `Cluster` the caller owns
+ * (and closes): `PersistedQueue.layerStoreRedis` and `RateLimiter.layerStoreRedis` then run on the client the locks
+ * use (`layerFromClient`), with no second Redis client library. See `makeEffectRedis`.
+ *
+ * **Example** (The locks and a `PersistedQueue` on one ioredis client)
+ *
+ * ```ts
+ * import { Layer } from "effect"
+ * import { PersistedQueue } from "effect/persistence"
+ * import { Redis as IORedis } from "ioredis"
+ * import { Redis } from "effect-unique-jobs"
+ *
+ * const client = new IORedis("redis://127.0.0.1:6379")
+ * const layer = Layer.mergeAll(
+ *   Redis.layerFromClient(client),
+ *   PersistedQueue.layer.pipe(
+ *     Layer.provide(PersistedQueue.layerStoreRedis()),
+ *     Layer.provide(Redis.layerEffectRedis(client))
+ *   )
+ * )
+ * ```
+ *
+ * @since 2.0.0
+ * @category layers
+ */
+export const layerEffectRedis = (
+  client: EffectRedisClient,
+  options?: EffectRedisOptions
+): Layer.Layer<PersistenceRedis.Redis, RedisError> =>
+  Layer.effect(PersistenceRedis.Redis, makeEffectRedis(client, options))
+
+/**
+ * The lock store and Effect's `Redis` service (`effect/persistence/Redis`) on ONE ioredis connection, built from
+ * `Redis.Options` (as `layer`'s) and closed with the layer: one client for the locks, `PersistedQueue`'s and
+ * `RateLimiter`'s Redis stores. `effectRedis` sets Effect's side (`timeout` defaults to the options' own).
+ *
+ * @since 2.0.0
+ * @category layers
+ */
+export const layerWithEffectRedis = (
+  options: Options = {},
+  effectRedis?: EffectRedisOptions
+): Layer.Layer<RedisService | PersistenceRedis.Redis, RedisError> =>
+  Layer.effectContext(
+    Effect.gen(function*() {
+      const decoded = yield* decodeOptions(options)
+      const { client, store } = yield* IORedisStore.makeWithClient(decoded)
+      return yield* both(client, store, decoded.timeout, effectRedis)
+    })
+  )
+
+/**
+ * `layerWithEffectRedis` on Redis Cluster: the lock store (as `layerCluster`'s) and Effect's `Redis` service on one
+ * ioredis `Cluster`. Effect's stores need their keys in one hash slot per command or script: give them a prefix with
+ * a hash tag (`PersistedQueue.layerStoreRedis({ prefix: "{jobs}:" })`, `RateLimiter.layerStoreRedis({ prefix:
+ * "{limits}:" })`).
+ *
+ * @since 2.0.0
+ * @category layers
+ */
+export const layerClusterWithEffectRedis = (
+  options: ClusterOptions,
+  effectRedis?: EffectRedisOptions
+): Layer.Layer<RedisService | PersistenceRedis.Redis, RedisError> =>
+  Layer.effectContext(
+    Effect.gen(function*() {
+      const decoded = yield* Effect.mapError(Effect.fromResult(RedisOptions.decodeCluster(options)), optionsError)
+      const { client, store } = yield* IORedisStore.makeClusterWithClient(decoded)
+      return yield* both(client, store, decoded.timeout, effectRedis)
+    })
+  )
+
+// Effect's service beside the lock store, on the store's own client (closed after both, with the scope).
+const both = (
+  client: EffectRedisClient,
+  store: Store,
+  timeout: Duration.Input | undefined,
+  effectRedis: EffectRedisOptions | undefined
+): Effect.Effect<Context.Context<RedisService | PersistenceRedis.Redis>, RedisError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const service = yield* makeEffectRedis(client, { ...effectRedis, timeout: effectRedis?.timeout ?? timeout })
+    return Context.make(RedisService, store).pipe(Context.add(PersistenceRedis.Redis, service))
+  })

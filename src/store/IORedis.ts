@@ -1521,6 +1521,18 @@ export interface Own {
  * @category constructors
  */
 export const make = (options: Options = {}, tool?: Own): Effect.Effect<Store, RedisError, Scope.Scope> =>
+  Effect.map(makeWithClient(options, tool), ({ store }) => store)
+
+/**
+ * `make`, answering its ioredis client too: for what shares the store's one connection (Effect's `Redis` service,
+ * `Redis.layerWithEffectRedis`). The client is the store's: closed with its scope.
+ *
+ * @internal
+ */
+export const makeWithClient = (
+  options: Options = {},
+  tool?: Own
+): Effect.Effect<{ readonly store: Store; readonly client: Redis }, RedisError, Scope.Scope> =>
   Effect.gen(function*() {
     const timeout = Duration.fromInputUnsafe(options.timeout ?? defaultTimeout)
     const clientOptions: IORedisOptions = {
@@ -1558,7 +1570,7 @@ export const make = (options: Options = {}, tool?: Own): Effect.Effect<Store, Re
       layout: tool?.layout
     })
     // Its finalizer runs before the client's: the lease keeper stops before the connection closes.
-    return yield* Keeper.scoped(store)
+    return { store: yield* Keeper.scoped(store), client }
   })
 
 // How long ioredis waits before it tries a call again while a cluster fails over (its default).
@@ -1575,6 +1587,17 @@ const downRetryMs = 300
  * @category constructors
  */
 export const makeCluster = (options: ClusterOptions, tool?: Own): Effect.Effect<Store, RedisError, Scope.Scope> =>
+  Effect.map(makeClusterWithClient(options, tool), ({ store }) => store)
+
+/**
+ * `makeCluster`, answering its ioredis `Cluster` too (as `makeWithClient`).
+ *
+ * @internal
+ */
+export const makeClusterWithClient = (
+  options: ClusterOptions,
+  tool?: Own
+): Effect.Effect<{ readonly store: Store; readonly client: Cluster }, RedisError, Scope.Scope> =>
   Effect.gen(function*() {
     const timeout = Duration.fromInputUnsafe(options.timeout ?? defaultTimeout)
     const timeoutMs = Duration.toMillis(timeout)
@@ -1632,7 +1655,7 @@ export const makeCluster = (options: ClusterOptions, tool?: Own): Effect.Effect<
       maxProcessWaiters: options.maxProcessWaiters,
       layout: tool?.layout
     })
-    return yield* Keeper.scoped(store)
+    return { store: yield* Keeper.scoped(store), client }
   })
 
 // Redis refused the client itself (credentials, ACL): trying again gives the same answer. Other reply errors during the
