@@ -20,6 +20,7 @@ export const tiers = {
     "test/lease.test.ts",
     "test/lifecycle.properties.test.ts",
     "test/multiprocess.test.ts",
+    "test/persistedqueue.race.test.ts",
     "test/properties.redis.test.ts",
     "test/reaper.properties.test.ts",
     "test/release.faults.test.ts",

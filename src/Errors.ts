@@ -156,3 +156,26 @@ export class LayoutMismatch extends Schema.TaggedError<LayoutMismatch>("effect-u
         `the same shards), or stop them all and move the prefix first (unique-jobs layout reset, once it holds no lock)`
   }
 }
+
+/**
+ * A worker's options ask a queue adapter for something its queue cannot do: refused where the worker meets the
+ * adapter (its processor is built), before any job runs, instead of failing or misbehaving job by job. `strategy`
+ * names what was asked (`server: reschedule`, `client: replace`, `debounce`), `reason` why the queue cannot do it.
+ *
+ * @since 2.0.0
+ * @category errors
+ */
+export class UnsupportedStrategy extends Schema.TaggedError<UnsupportedStrategy>("effect-unique-jobs/UnsupportedStrategy")(
+  "UnsupportedStrategy",
+  {
+    adapter: Schema.String,
+    worker: Schema.optional(Schema.String),
+    strategy: Schema.String,
+    reason: Schema.String
+  }
+) {
+  override get message(): string {
+    return `${this.adapter} cannot run ${this.worker === undefined ? "this worker" : `worker ${this.worker}`} with ` +
+      `${this.strategy}: ${this.reason}`
+  }
+}

@@ -3,6 +3,7 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -202,3 +203,13 @@ export const presenceOf = (
   queue: Context.Service.Shape<typeof JobQueue>,
   job: JobRef
 ): Effect.Effect<Presence, QueueError> => Effect.map(queue.exists([job]), (answers) => answers[0] ?? "unknown")
+
+/**
+ * The reason a job's failure is recorded with (a dead letter, a failed event): the error's name and message.
+ *
+ * @internal
+ */
+export const reasonOf = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.squash(cause)
+  return failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure)
+}

@@ -103,6 +103,28 @@ interface ServerOutcomeDefinition extends Data.TaggedEnum.WithGenerics<1> {
  */
 export const ServerOutcome = Data.taggedEnum<ServerOutcomeDefinition>()
 
+/**
+ * How a queue counts a handler's run: a server outcome other than `Performed` did not do the work, and is counted as
+ * what it was; any other value (a plain handler's) is a success.
+ *
+ * @internal
+ */
+export const endingOf = (value: unknown): "succeeded" | "skipped" | "rescheduled" | "rejected" => {
+  if (typeof value !== "object" || value === null || typeof (value as { digest?: unknown }).digest !== "string") {
+    return "succeeded"
+  }
+  switch ((value as { _tag?: unknown })._tag) {
+    case "Skipped":
+      return "skipped"
+    case "Rescheduled":
+      return "rescheduled"
+    case "Rejected":
+      return "rejected"
+    default:
+      return "succeeded"
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Strategies
 // ---------------------------------------------------------------------------------------------------------------

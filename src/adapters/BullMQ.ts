@@ -30,6 +30,7 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { InvalidJobArgs, type LayoutMismatch } from "../Errors.js"
 import { makeDeadlines } from "../store/Deadlines.js"
@@ -42,6 +43,7 @@ import { passes } from "../store/Store.js"
 import * as Middleware from "../Middleware.js"
 import { Defaults, resolve } from "../Defaults.js"
 import { type Definition, InvalidLockOptions } from "../Options.js"
+import { adapterTimeoutMs } from "../options/Decoding.js"
 import { checkLayout, type RedisError, RedisService } from "../Redis.js"
 import * as Strategy from "../Strategy.js"
 
@@ -330,23 +332,8 @@ const settingsOf = (
     }
     names.add(queue.name)
   }
-  const input: unknown = options.timeout ?? defaultTimeout
-  const decoded = typeof input === "number" && !Number.isFinite(input)
-    ? Option.none()
-    : Duration.fromInput(input as Duration.Input)
-  const ms = Option.isSome(decoded) && !(typeof input === "number" && input < 0)
-    ? Duration.toMillis(decoded.value)
-    : Number.NaN
-  if (!Number.isInteger(ms) || ms < 1 || ms > 3_600_000) {
-    return Effect.fail(
-      refuseOption(
-        "timeout",
-        `expected a duration from 1 ms to 1 hour, such as "5 seconds" (a number is milliseconds); got ${
-          typeof input === "string" ? JSON.stringify(input) : String(input)
-        }`
-      )
-    )
-  }
+  const timeout = adapterTimeoutMs(options.timeout ?? defaultTimeout)
+  if (Result.isFailure(timeout)) return Effect.fail(refuseOption("timeout", timeout.failure))
   // Job options every add would carry, checked here once: under deduplication, say, no add would store its job.
   const jobIssues = BullOptions.issues(options.jobOptions, "jobOptions", "defaults")
   if (options.deadLetter !== undefined && typeof (options.deadLetter as Partial<Queue> | null)?.add !== "function") {
@@ -355,7 +342,7 @@ const settingsOf = (
   if (jobIssues.length > 0) {
     return Effect.fail(new InvalidLockOptions({ field: jobIssues[0]!.field, reason: jobIssues[0]!.reason, issues: jobIssues }))
   }
-  return Effect.succeed({ queues: list, timeoutMs: ms })
+  return Effect.succeed({ queues: list, timeoutMs: timeout.success })
 }
 
 /**

@@ -18,7 +18,8 @@ import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type { Job } from "../Job.js"
-import { type JobDetails, JobQueue, type Presence, previewBytes, QueueError } from "../JobQueue.js"
+import { type JobDetails, JobQueue, type Presence, previewBytes, QueueError, reasonOf } from "../JobQueue.js"
+import { endingOf } from "../Strategy.js"
 
 /**
  * Something that happened to a job, with the Clock's time. A handler that returns the server middleware's
@@ -115,29 +116,7 @@ export const MemoryQueue: Context.Service<MemoryQueue, MemoryQueue> = Context.Se
   "effect-unique-jobs/MemoryQueue"
 )
 
-type Ending = "succeeded" | "skipped" | "rescheduled" | "rejected"
 
-// A run that returned a server outcome other than Performed did not do the work: count it as what it was.
-const endingOf = (value: unknown): Ending => {
-  if (typeof value !== "object" || value === null || typeof (value as { digest?: unknown }).digest !== "string") {
-    return "succeeded"
-  }
-  switch ((value as { _tag?: unknown })._tag) {
-    case "Skipped":
-      return "skipped"
-    case "Rescheduled":
-      return "rescheduled"
-    case "Rejected":
-      return "rejected"
-    default:
-      return "succeeded"
-  }
-}
-
-const describe = (cause: Cause.Cause<unknown>): string => {
-  const failure = Cause.squash(cause)
-  return failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure)
-}
 
 /**
  * @since 0.1.0
@@ -153,7 +132,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
     const running = new Map<string, Job>()
     const dead: Array<{ job: Job; reason: string; at: number }> = []
     const events: Array<Event> = []
-    const endings: Record<Ending, number> = { succeeded: 0, skipped: 0, rescheduled: 0, rejected: 0 }
+    const endings: Record<ReturnType<typeof endingOf>, number> = { succeeded: 0, skipped: 0, rescheduled: 0, rejected: 0 }
     let idleWaiters: Array<Deferred.Deferred<void>> = []
     const signal = yield* Queue.unbounded<string>()
     const timers = yield* FiberSet.make<void>()
@@ -243,7 +222,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
       onDeath: ((job: Job, reason: string) => Effect.Effect<unknown, unknown, R2>) | undefined
     ) =>
       Effect.gen(function*() {
-        const reason = describe(cause)
+        const reason = reasonOf(cause)
         yield* record("failed", job, reason)
         const retryCount = (job.retryCount ?? 0) + 1
         if (retryCount <= maxRetries) {

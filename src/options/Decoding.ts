@@ -173,6 +173,28 @@ export const decodeDuration = (
   return whole < minMs ? fail(`expected ${expected}, got ${whole} ms`) : Result.succeed(Duration.millis(whole))
 }
 
+/**
+ * A queue adapter's call timeout (`BullMQ`'s and `PersistedQueue`'s `timeout`): whole milliseconds from 1 ms to 1
+ * hour, or the reason it is refused, naming what was written.
+ *
+ * @internal
+ */
+export const adapterTimeoutMs = (input: unknown): Result.Result<number, string> => {
+  const decoded = typeof input === "number" && !Number.isFinite(input)
+    ? Option.none()
+    : Duration.fromInput(input as Duration.Input)
+  const ms = Option.isSome(decoded) && !(typeof input === "number" && input < 0)
+    ? Duration.toMillis(decoded.value)
+    : Number.NaN
+  return Number.isInteger(ms) && ms >= 1 && ms <= 3_600_000
+    ? Result.succeed(ms)
+    : Result.fail(
+      `expected a duration from 1 ms to 1 hour, such as "5 seconds" (a number is milliseconds); got ${
+        typeof input === "string" ? JSON.stringify(input) : String(input)
+      }`
+    )
+}
+
 // Every duration reaches a script as whole milliseconds within range (PEXPIRE refuses a fraction after the
 // script's first write), so it decodes to exactly that or fails here.
 /** A duration schema: whole milliseconds from `minMs` to `maxMs`, refused naming what was written otherwise. @internal */
