@@ -17,6 +17,9 @@
  *                                                     (lockEvents) off and on, in one run: results/lock-events.md
  *   --keeper-burst [--locks=N] [--lease=ms]           N run locks taken in one burst (10,000), lease ms (1,000), each
  *                                                     held three leases: outcomes, loop delay: results/keeper-burst.md
+ *   --persisted-queue [--rounds=N]                    offers through UniquePersistedQueue (until_executed) against a
+ *                                                     bare PersistedQueue.offer with deduplicate "untilExecuted", Redis
+ *                                                     store, N alternating rounds (25): results/persisted-queue.md
  *   --worker [--rounds=N] [--jobs=N]                  a BullMQ Worker through unique.processor (until_executed,
  *                                                     while_executing) against the bare Worker, N no-op jobs per round
  *                                                     (3,000), N alternating rounds (7): results/worker.md
@@ -56,6 +59,7 @@ import * as Reaper from "./reaper.js"
 import * as ReaperBullMQ from "./reaperBullmq.js"
 import { Probe, round } from "./harness.js"
 import * as Memory from "./memory.js"
+import * as PersistedQueueBench from "./persistedQueue.js"
 import * as Profile from "./profile.js"
 import * as Report from "./report.js"
 import * as RoundTrips from "./roundtrips.js"
@@ -177,6 +181,10 @@ const main = async () => {
   if (args.includes("--bullmq")) {
     const rounds = args.find((a) => a.startsWith("--rounds="))
     return BullMQ.main(log, rounds === undefined ? 25 : Number(rounds.slice(9)))
+  }
+  if (args.includes("--persisted-queue")) {
+    const rounds = args.find((a) => a.startsWith("--rounds="))
+    return PersistedQueueBench.main(log, rounds === undefined ? 25 : Number(rounds.slice(9)))
   }
   if (args.includes("--worker")) {
     const rounds = args.find((a) => a.startsWith("--rounds="))

@@ -1,6 +1,7 @@
 /**
  * The middleware end to end on the `PersistedQueue` adapter, on Effect's memory store (locks on the library's memory
- * store) and on its Redis store (locks on the same private redis-server): duplicates refused at enqueue for every type
+ * store), on its Redis store (locks on the same private redis-server) and on its SQL store (a PostgreSQL database of
+ * this file's own; locks on the memory store): duplicates refused at enqueue for every type
  * that locks there, with `log`, `raise` and `reject`; a run lock held while performing (two takers never run one
  * digest at once); locks released after; a job that fails every attempt lets its `until_executed` lock go through
  * `onDeath`; a taker interrupted mid-job releases nothing wrongly and the job runs later; the reaper frees the lock of
@@ -37,7 +38,9 @@ const variants = [
     name: "Redis store",
     store: PQ.redis,
     services: Layer.merge(RedisTest.layer(), PQ.layerEffectRedis.pipe(Layer.provide(RedisTest.layerServer)))
-  }
+  },
+  // PostgreSQL keeps the jobs (a database of this file's own), the library's memory store the locks.
+  { name: "SQL store", store: PQ.sql, services: Layer.merge(Redis.layerMemory, PQ.layerPg("lifecycle")) }
 ] as const
 
 type Interval = { readonly jid: string; readonly start: number; readonly end: number }
