@@ -477,6 +477,36 @@ export const server: {
   return rest.length === 0 ? wrapped : wrapped(rest[0], rest[1])
 }
 
+const awaiting = {
+  reschedule: new WeakMap<Definition, Definition>(),
+  raise: new WeakMap<Definition, Definition>()
+}
+
+/**
+ * `definition`, its server strategy turned for a copy the queue redelivered while its first copy still holds the run
+ * lock (a run lock held only by the job's own jid: a worker stalled, cut off or killed). Whatever the strategy says of
+ * duplicates, the copy is not one: dropping it (`log`) or killing it (`reject`) would lose the job if the first copy is
+ * dead. It is answered with `itself` instead: `reschedule` (BullMQ: moved to delayed under its id) or `raise` (a queue
+ * that retries a failure by its own schedule). One wrapped definition per definition.
+ *
+ * @internal
+ */
+export const awaitingItself = (definition: Definition, itself: "reschedule" | "raise"): Definition => {
+  let wrapped = awaiting[itself].get(definition)
+  if (wrapped === undefined) {
+    const configured = Strategy.serverStrategy(definition.onConflict.server)
+    const onItself = Strategy.serverStrategy(itself)
+    const server = Strategy.makeServer(
+      { keepsQueueLock: Strategy.keepsQueueLock(configured) },
+      (conflict) =>
+        conflict.conflict.holders.every((holder) => holder === conflict.job.jid) ? onItself(conflict) : configured(conflict)
+    )
+    wrapped = { ...definition, onConflict: { ...definition.onConflict, server } }
+    awaiting[itself].set(definition, wrapped)
+  }
+  return wrapped
+}
+
 /**
  * For the queue adapter to call when a job has died for good (retries exhausted, killed): releases the queue
  * lock it still holds where its lock type's record says so (`until_executed`, and `until_and_while_executing` while

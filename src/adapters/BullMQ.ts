@@ -693,30 +693,6 @@ const endedAs = <A, E, R>(active: Active, effect: Effect.Effect<A, E, R>): Effec
     (exit): Effect.Effect<A, E | DelayedError> => (active.moved ? Effect.fail(new DelayedError()) : exit)
   )
 
-const awaiting = new WeakMap<Definition, Definition>()
-
-// A run lock held only by this job's own jid is its first copy: BullMQ redelivered the job after a stall (a worker
-// blocked, cut off or killed). Whatever the strategy says about duplicates, the copy is not one: dropping it
-// (log) or killing it (reject) would lose the job if the first copy is dead. It waits instead, moved to delayed
-// under its id, until the first copy's lease has ended or its run has finished.
-/** @internal */
-export const awaitingItself = (definition: Definition): Definition => {
-  let wrapped = awaiting.get(definition)
-  if (wrapped === undefined) {
-    const configured = Strategy.serverStrategy(definition.onConflict.server)
-    const server = Strategy.makeServer(
-      { keepsQueueLock: Strategy.keepsQueueLock(configured) },
-      (conflict) =>
-        conflict.conflict.holders.every((holder) => holder === conflict.job.jid)
-          ? Strategy.serverStrategy("reschedule")(conflict)
-          : configured(conflict)
-    )
-    wrapped = { ...definition, onConflict: { ...definition.onConflict, server } }
-    awaiting.set(definition, wrapped)
-  }
-  return wrapped
-}
-
 /**
  * One BullMQ job through the server middleware, ended as BullMQ must see it: `Performed` completes with the
  * perform's value; `Skipped` and `Rejected` complete with `undefined` (a rejected job is in the dead-letter queue);
@@ -750,7 +726,7 @@ const handleAs = <A, E, R, Args extends ReadonlyArray<unknown>, ArgsError>(
     ? Effect.succeed(ours.args as unknown as Args)
     : unique.decode(ours)
   const run = Effect.flatMap(Defaults, (settings) =>
-    Middleware.server(awaitingItself(resolve(unique.definition, settings)))(
+    Middleware.server(Middleware.awaitingItself(resolve(unique.definition, settings), "reschedule"))(
       ours,
       unique.decode === undefined
         ? (running) => {

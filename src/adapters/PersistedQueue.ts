@@ -693,29 +693,6 @@ export const check = (unique: { readonly definition: Definition; readonly worker
     return refused === undefined ? Effect.void : Effect.fail(refused)
   })
 
-const awaiting = new WeakMap<Definition, Definition>()
-
-// A run lock held only by the job's own jid is its first copy: the store redelivered the element after its lock
-// lapsed (a taker stalled or killed). Whatever the strategy says of duplicates, the copy is not one: dropping it
-// (log) or killing it (reject) would lose the job if the first copy is dead. It fails instead (ExecutionConflict),
-// and the queue retries it by its schedule, as `raise` would.
-const awaitingItself = (definition: Definition): Definition => {
-  let wrapped = awaiting.get(definition)
-  if (wrapped === undefined) {
-    const configured = Strategy.serverStrategy(definition.onConflict.server)
-    const server = Strategy.makeServer(
-      { keepsQueueLock: Strategy.keepsQueueLock(configured) },
-      (conflict) =>
-        conflict.conflict.holders.every((holder) => holder === conflict.job.jid)
-          ? Strategy.server.raise(conflict)
-          : configured(conflict)
-    )
-    wrapped = { ...definition, onConflict: { ...definition.onConflict, server } }
-    awaiting.set(definition, wrapped)
-  }
-  return wrapped
-}
-
 /**
  * A perform for this adapter: the job's arguments (decoded by the worker's `args` schema when it has one), the lock
  * it runs under, and the job.
@@ -747,7 +724,7 @@ export const processor = <A, E, R, Args extends ReadonlyArray<unknown> = Readonl
 > =>
   Effect.as(check(unique), (job: Job) =>
     Effect.flatMap(Defaults, (settings) =>
-      Middleware.server(awaitingItself(resolve(unique.definition, settings)))(
+      Middleware.server(Middleware.awaitingItself(resolve(unique.definition, settings), "raise"))(
         job,
         (running: Lock.Running) =>
           unique.decode === undefined

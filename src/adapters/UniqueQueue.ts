@@ -549,7 +549,7 @@ export const make = <DataType = unknown>(queue: Queue, options: Options<DataType
       const addNow = BullMQ.addNow(Context.get(services!, BullMQ.BullMQ))
       found = made === undefined || addNow === undefined
         ? null
-        : { ...made, addNow, processing: { ...made, definition: BullMQ.awaitingItself(made.definition) } }
+        : { ...made, addNow, processing: { ...made, definition: Middleware.awaitingItself(made.definition, "reschedule") } }
       fastByName.set(name, found)
     }
     return found ?? undefined
