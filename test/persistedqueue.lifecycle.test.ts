@@ -3,7 +3,8 @@
  * store), on its Redis store (locks on the same private redis-server) and on its SQL store (a PostgreSQL database of
  * this file's own; locks on the memory store): duplicates refused at enqueue for every type
  * that locks there, with `log`, `raise` and `reject`; a run lock held while performing (two takers never run one
- * digest at once); locks released after; a job that fails every attempt lets its `until_executed` lock go through
+ * digest at once, and no more than `lockLimit`); locks released after; a job that fails every attempt lets its
+ * `until_executed` lock go through
  * `onDeath`; a taker interrupted mid-job releases nothing wrongly and the job runs later; the reaper frees the lock of
  * a job the queue says is gone and keeps one whose job it still has. And what the adapter refuses at build
  * (`UnsupportedStrategy`): the server's `reschedule`, the client's `replace`, `debounce`. Real time.
@@ -168,6 +169,31 @@ for (const variant of variants) {
             }
             assert.deepStrictEqual(yield* holdersOf(job, a.digest, "run"), [])
           }
+        }))
+
+      it.effect("lockLimit 2: a third enqueue of until_executed is Skipped; while_executing runs at most two at once on three takers", () =>
+        Effect.gen(function*() {
+          const q = yield* setup()
+          const queued = q.define({ lock: "until_executed", onConflict: "log", lockLimit: 2 })
+          const answers = yield* Effect.forEach([1, 2, 3], () => q.provided(queued.enqueue([9])))
+          assert.deepStrictEqual(answers.map((o) => o._tag), ["Enqueued", "Enqueued", "Skipped"])
+          // The run lock's limit on a queue of its own (a worker takes every job of its queue).
+          const h = yield* setup({ maxAttempts: 20 })
+          const running = h.define({ lock: "while_executing", onConflict: "raise", lockLimit: 2 })
+          const jobs = yield* Effect.forEach([1, 2, 3, 4, 5, 6], () => h.provided(running.enqueue([10])))
+          yield* h.provided(
+            UniquePersistedQueue.worker(running, (_, lock) => h.timed(lock.jid, Effect.sleep(150)), { concurrency: 3 })
+          )
+          for (const o of jobs) assert.isTrue(yield* h.gone(o.job.jid))
+          const intervals = yield* Ref.get(h.intervals)
+          assert.strictEqual(intervals.length, 6, "every job ran once")
+          const events = intervals.flatMap((x) => [{ at: x.start, d: 1 }, { at: x.end, d: -1 }])
+            .sort((a, b) => a.at - b.at || a.d - b.d)
+          let now = 0
+          let most = 0
+          for (const e of events) most = Math.max(most, now += e.d)
+          assert.isAtMost(most, 2, "never more than the limit at once")
+          assert.deepStrictEqual(yield* holdersOf(running, jobs[0]!.digest, "run"), [])
         }))
 
       it.effect("until_executed: a job that fails every attempt keeps its lock until its last, then lets it go (onDeath)", () =>
