@@ -4,9 +4,8 @@
  * this file's own; locks on the memory store): duplicates refused at enqueue for every type
  * that locks there, with `log`, `raise` and `reject`; a run lock held while performing (two takers never run one
  * digest at once, and no more than `lockLimit`); locks released after; a job that fails every attempt lets its
- * `until_executed` lock go through
- * `onDeath`; a taker interrupted mid-job releases nothing wrongly and the job runs later; the reaper frees the lock of
- * a job the queue says is gone and keeps one whose job it still has. And what the adapter refuses at build
+ * `until_executed` lock go through `onDeath`; a taker interrupted mid-job releases nothing wrongly and the job runs
+ * later; the reaper frees the lock of a job the queue says is gone and keeps one whose job it still has. And what the adapter refuses at build
  * (`UnsupportedStrategy`): the server's `reschedule`, the client's `replace`, `debounce`. Real time.
  */
 import { assert, describe, layer } from "@effect/vitest"
