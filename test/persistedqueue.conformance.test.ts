@@ -16,6 +16,8 @@ import * as Ref from "effect/Ref"
 import * as UniquePersistedQueue from "../src/adapters/PersistedQueue.js"
 import * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
+import * as Redis from "../src/Redis.js"
+import * as UniqueJob from "../src/UniqueJob.js"
 import { until } from "./support/bullmq.js"
 import { contract, type Harness } from "./support/jobQueueContract.js"
 import * as PQ from "./support/persistedQueue.js"
@@ -41,7 +43,7 @@ const harnessOn = <R>(store: PQ.Store<R>) =>
     return {
       queueName,
       port,
-      work: (handler) => adapter.work((job) => Effect.provideService(handler(job), JobQueue, port), { concurrency: 2 }),
+      work: (handler) => Effect.orDie(adapter.work((job) => Effect.provideService(handler(job), JobQueue, port), { concurrency: 2 })),
       dead: Effect.andThen(until(Effect.map(Ref.get(dead), (ds) => ds.length >= kills)), Ref.get(dead))
     } satisfies Harness
   })
@@ -72,6 +74,58 @@ describe("PersistedQueue adapter: options and bounds", () => {
       assert.deepStrictEqual(error.issues.map((issue) => issue.field), ["name", "queues", "presence", "maxAttempts", "timeout"])
     }))
 
+  it.effect("options from JavaScript: none at all, a null presence, a presence without its key, a string maxAttempts", () =>
+    Effect.gen(function*() {
+      const made = (options: unknown) =>
+        Effect.flip(
+          UniquePersistedQueue.make(options as UniquePersistedQueue.Options<typeof UniquePersistedQueue.presenceMemory>).pipe(
+            Effect.provide(PersistedQueue.layer.pipe(Layer.provide(PersistedQueue.layerStoreMemory)))
+          )
+        )
+      const none = yield* made(undefined)
+      assert.deepStrictEqual(none.issues.map((issue) => issue.field), ["options"])
+      const nullPresence = yield* made({ name: "q", presence: null })
+      assert.deepStrictEqual(nullPresence.issues.map((issue) => issue.field), ["presence"])
+      assert.include(nullPresence.reason, "got null")
+      const noPrefix = yield* made({ name: "q", presence: { _tag: "Redis" } })
+      assert.include(noPrefix.reason, "presenceRedis needs the store's prefix")
+      const noTable = yield* made({ name: "q", presence: { _tag: "Sql" } })
+      assert.include(noTable.reason, "presenceSql needs the store's table name")
+      const text = yield* made({ name: "q", presence: UniquePersistedQueue.presenceMemory, maxAttempts: "3" })
+      assert.include(text.reason, `got the string "3"`)
+      const emptyName = yield* made({ name: "", presence: UniquePersistedQueue.presenceMemory })
+      assert.deepStrictEqual(emptyName.issues.map((issue) => issue.field), ["name"], "the queues it was not given are not blamed")
+    }))
+
+  it.effect("work: a concurrency that is not a whole number from 1 to 10,000 is refused, naming it", () =>
+    Effect.gen(function*() {
+      const { adapter } = yield* PQ.adapterOn(PQ.memory)
+      for (const concurrency of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 10_001]) {
+        const error = yield* Effect.flip(Effect.scoped(adapter.work(() => Effect.void, { concurrency })))
+        assert.strictEqual(error.field, "concurrency", String(concurrency))
+      }
+    }))
+
+  it.effect("a jid still to run is refused at push and schedule: nothing is offered, and the enqueue's lock is let go", () =>
+    Effect.gen(function*() {
+      const { adapter } = yield* PQ.adapterOn(PQ.memory)
+      const first = Job.make({ worker: "W", queue: adapter.name, args: ["a"], jid: "same-jid" })
+      const second = Job.make({ worker: "W", queue: adapter.name, args: ["b"], jid: "same-jid" })
+      yield* adapter.push(first)
+      const pushed = yield* Effect.flip(adapter.push(second))
+      assert.include(pushed.reason, "already has job same-jid still to run")
+      const scheduled = yield* Effect.flip(adapter.schedule(second, Date.now() + 1000))
+      assert.strictEqual(scheduled.operation, "schedule")
+      // Through the middleware: the refused enqueue holds no lock.
+      const uj = UniqueJob.unsafeMake({ worker: "W", queue: adapter.name, lock: "until_executed" })
+      yield* Effect.gen(function*() {
+        const error = yield* Effect.flip(uj.enqueue(["b"], { jid: "same-jid" }))
+        assert.strictEqual(error._tag, "QueueError")
+        const again = yield* uj.enqueue(["b"])
+        assert.strictEqual(again._tag, "Enqueued", "the refused enqueue's lock was let go")
+      }).pipe(Effect.provideService(JobQueue, adapter), Effect.provide(Redis.layerMemory))
+    }))
+
   it.effect("a job of another queue is refused at push and schedule; its jid is unknown to exists", () =>
     Effect.gen(function*() {
       const { adapter } = yield* PQ.adapterOn(PQ.memory, { name: "emails", queues: ["emails", "reports"] })
@@ -96,7 +150,8 @@ describe("PersistedQueue adapter: options and bounds", () => {
 
   it.live("every call is bounded: a store that does not answer fails with a QueueError; an offer carries its landing", () =>
     Effect.gen(function*() {
-      // A store whose offers answer after 400 ms, and whose presence never answers: a stalled Redis, in process.
+      // A store whose offers answer after 400 ms, and whose presence answers once (the push's check that its jid is
+      // new) and then never: a stalled Redis, in process.
       const store = yield* Effect.provide(
         Effect.gen(function*() {
           return yield* PersistedQueue.PersistedQueueStore
@@ -107,13 +162,16 @@ describe("PersistedQueue adapter: options and bounds", () => {
         ...store,
         offer: (options) => Effect.andThen(Effect.sleep(400), store.offer(options))
       })
+      let answered = 0
       const adapter = yield* UniquePersistedQueue.make({
         name: "slow",
         presence: UniquePersistedQueue.presenceRedis(),
         timeout: 100
       }).pipe(
         Effect.provide(PersistedQueue.layer.pipe(Layer.provide(slow))),
-        Effect.provideService(EffectRedis.Redis, { send: () => Effect.never } as unknown as EffectRedis.Redis["Service"])
+        Effect.provideService(EffectRedis.Redis, {
+          send: () => (answered++ === 0 ? Effect.succeed([null]) : Effect.never)
+        } as unknown as EffectRedis.Redis["Service"])
       )
       const job = Job.make({ worker: "W", queue: "slow", args: [1] })
       const pushed = yield* Effect.flip(adapter.push(job))

@@ -277,8 +277,8 @@ for (const variant of variants) {
           for (const [options, strategy] of cases) {
             const error = yield* Effect.flip(h.provided(UniquePersistedQueue.worker(h.define(options), () => Effect.void)))
             assert.strictEqual(error._tag, "UnsupportedStrategy")
-            assert.strictEqual(error.strategy, strategy)
-            assert.strictEqual(error.adapter, "PersistedQueue")
+            assert.strictEqual(error._tag === "UnsupportedStrategy" && error.strategy, strategy)
+            assert.strictEqual(error._tag === "UnsupportedStrategy" && error.adapter, "PersistedQueue")
             assert.include(error.message, "PersistedQueue cannot")
           }
           // A strategy the worker left out comes from the Defaults where the worker is built.

@@ -54,7 +54,7 @@ import { JobQueue, type Presence as PresenceAnswer, QueueError, reasonOf } from 
 import type * as Lock from "../Lock.js"
 import * as Middleware from "../Middleware.js"
 import { type Definition, type InvalidLockOptions, invalidOptions } from "../Options.js"
-import { adapterTimeoutMs } from "../options/Decoding.js"
+import { adapterTimeoutMs, describeValue, isRecord } from "../options/Decoding.js"
 import type { RedisError, RedisService } from "../Redis.js"
 import * as Strategy from "../Strategy.js"
 
@@ -284,6 +284,7 @@ export interface UniquePersistedQueue extends Context.Service.Shape<typeof JobQu
    * Forks `concurrency` takers (default 1) that run `handler` on each job inside `take`, until the scope closes. A
    * failure is retried by the queue (same jid); on the last attempt `onDeath` is called first: wire
    * `Middleware.died` (`UniqueJob.died`) there. A taker interrupted mid-job gives the job back (no attempt spent).
+   * A `concurrency` that is not a whole number from 1 to 10,000 is refused with `InvalidLockOptions`.
    */
   readonly work: <E, R, R2 = never>(
     handler: (job: Job) => Effect.Effect<unknown, E, R>,
@@ -291,7 +292,7 @@ export interface UniquePersistedQueue extends Context.Service.Shape<typeof JobQu
       readonly concurrency?: number | undefined
       readonly onDeath?: ((job: Job, reason: string) => Effect.Effect<unknown, unknown, R2>) | undefined
     } | undefined
-  ) => Effect.Effect<void, never, R | R2 | Scope.Scope>
+  ) => Effect.Effect<void, InvalidLockOptions, R | R2 | Scope.Scope>
   readonly stats: Effect.Effect<Stats>
 }
 
@@ -319,6 +320,9 @@ export const defaultTimeout: Duration.Input = "5 seconds"
  */
 export const defaultMaxAttempts = 10
 
+// The most takers one `work` forks: each is a fiber polling the store.
+const maxTakers = 10_000
+
 // The job being taken by this fiber: `schedule` and `kill` of that jid act on it.
 interface Active {
   readonly jid: string
@@ -329,35 +333,59 @@ const currentActive = Context.Reference<Active | undefined>("effect-unique-jobs/
 })
 
 
-const settingsOf = (options: Options): Effect.Effect<{
+const settingsOf = (options: Options | undefined): Effect.Effect<{
   readonly served: ReadonlySet<string>
   readonly timeoutMs: number
   readonly maxAttempts: number
 }, InvalidLockOptions> => {
+  if (!isRecord(options)) {
+    return Effect.fail(invalidOptions([{
+      field: "options",
+      reason: `expected { name, presence, … }; got ${describeValue(options)}`
+    }]))
+  }
   const issues: Array<{ field: string; reason: string }> = []
   if (typeof options.name !== "string" || options.name.length === 0) {
-    issues.push({ field: "name", reason: `expected a non-empty queue name; got ${String(options.name)}` })
+    issues.push({ field: "name", reason: `expected a non-empty queue name; got ${describeValue(options.name)}` })
   }
-  const queues = options.queues ?? [options.name]
-  if (!Array.isArray(queues) || queues.length === 0 || queues.some((q) => typeof q !== "string" || q.length === 0)) {
-    issues.push({ field: "queues", reason: "expected a non-empty array of queue names" })
+  // Without `queues`, the adapter serves `name` alone: a bad name is said once, as `name`.
+  const queues = options.queues ?? (typeof options.name === "string" && options.name.length > 0 ? [options.name] : [])
+  if (
+    options.queues !== undefined &&
+    (!Array.isArray(queues) || queues.length === 0 || queues.some((q) => typeof q !== "string" || q.length === 0))
+  ) {
+    issues.push({ field: "queues", reason: `expected a non-empty array of queue names; got ${describeValue(options.queues)}` })
   }
-  const presence = options.presence as Presence | undefined
-  if (presence === undefined || !["Memory", "Redis", "Sql"].includes(presence._tag)) {
+  const presence: unknown = options.presence
+  const presenceProblem = !isRecord(presence)
+    ? `got ${describeValue(presence)}`
+    : presence._tag === "Memory"
+    ? undefined
+    : presence._tag === "Redis"
+    ? (typeof presence.prefix === "string" ? undefined : `presenceRedis needs the store's prefix; got ${describeValue(presence.prefix)}`)
+    : presence._tag === "Sql"
+    ? (typeof presence.tableName === "string" && presence.tableName.length > 0
+      ? undefined
+      : `presenceSql needs the store's table name; got ${describeValue(presence.tableName)}`)
+    : `got ${describeValue(presence._tag)} as its kind`
+  if (presenceProblem !== undefined) {
     issues.push({
       field: "presence",
-      reason: "expected presenceMemory, presenceRedis({ prefix }) or presenceSql({ tableName }), as the store is"
+      reason: `expected presenceMemory, presenceRedis({ prefix }) or presenceSql({ tableName }), as the store is: ${presenceProblem}`
     })
   }
-  const maxAttempts = options.maxAttempts ?? defaultMaxAttempts
-  if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 2147483647) {
-    issues.push({ field: "maxAttempts", reason: `expected a whole number of attempts, at least 1; got ${maxAttempts}` })
+  const maxAttempts: unknown = options.maxAttempts ?? defaultMaxAttempts
+  if (typeof maxAttempts !== "number" || !Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 2147483647) {
+    issues.push({
+      field: "maxAttempts",
+      reason: `expected a whole number of attempts, at least 1; got ${describeValue(maxAttempts)}`
+    })
   }
   const timeout = adapterTimeoutMs(options.timeout ?? defaultTimeout)
   if (Result.isFailure(timeout)) issues.push({ field: "timeout", reason: timeout.failure })
   return issues.length > 0 || Result.isFailure(timeout)
     ? Effect.fail(invalidOptions(issues))
-    : Effect.succeed({ served: new Set(queues), timeoutMs: timeout.success, maxAttempts })
+    : Effect.succeed({ served: new Set(queues as ReadonlyArray<string>), timeoutMs: timeout.success, maxAttempts: maxAttempts as number })
 }
 
 /**
@@ -467,9 +495,24 @@ export const make = <P extends Presence>(
           : { id: job.jid, deduplicate: "untilExecuted" }
       )
 
+    // A jid still to run is one job: the store would ignore the offer (one element per id) and the enqueue would
+    // answer Enqueued for a job that never runs. Read first, and refuse it instead.
+    const refuseTaken = (operation: string, job: Job) =>
+      Effect.flatMap(bounded(operation, job.jid, read([job.jid])), ([presence]) =>
+        presence === "exists"
+          ? Effect.fail(
+            new QueueError({
+              operation,
+              jid: job.jid,
+              reason: `queue "${options.name}" already has job ${job.jid} still to run: nothing was offered (a jid ` +
+                "names one job; give each job its own, as Job.make does)"
+            })
+          )
+          : Effect.void)
+
     const offer = (operation: string, job: Job, delayMs: number) =>
       Effect.andThen(
-        refuseOther(operation, job),
+        Effect.andThen(refuseOther(operation, job), refuseTaken(operation, job)),
         offering(
           operation,
           job,
@@ -599,11 +642,14 @@ export const make = <P extends Presence>(
           ),
           Effect.forever
         )
-        return Effect.forEach(
-          Array.from({ length: Math.max(1, workOptions?.concurrency ?? 1) }),
-          () => Effect.forkScoped(taker),
-          { discard: true }
-        )
+        const concurrency: unknown = workOptions?.concurrency ?? 1
+        if (typeof concurrency !== "number" || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > maxTakers) {
+          return Effect.fail(invalidOptions([{
+            field: "concurrency",
+            reason: `expected a whole number of takers from 1 to ${maxTakers}; got ${describeValue(concurrency)}`
+          }]))
+        }
+        return Effect.forEach(Array.from({ length: concurrency }), () => Effect.forkScoped(taker), { discard: true })
       },
       stats: Effect.sync(() => ({ ...counts }))
     }
@@ -660,7 +706,8 @@ export const unsupported = (definition: Definition, worker?: string | undefined)
   if (Option.isSome(definition.debounce)) {
     return refuse(
       "debounce",
-      "a debounce replaces the waiting job at each trigger, and PersistedQueue cannot remove a waiting element"
+      "a debounce replaces the waiting job at each trigger, and PersistedQueue cannot remove a waiting element; " +
+        "drop debounce and use until_executed with log (the first trigger runs, the rest are skipped) or BullMQ's debounce"
     )
   }
   if (definition.onConflict.server === "reschedule") {
@@ -743,7 +790,11 @@ export const worker = <A, E, R, Args extends ReadonlyArray<unknown> = ReadonlyAr
   unique: Defined<Args, ArgsError>,
   perform: Perform<A, E, R, Args>,
   options?: { readonly concurrency?: number | undefined } | undefined
-): Effect.Effect<void, UnsupportedStrategy, R | RedisService | JobQueue | UniquePersistedQueue | Scope.Scope> =>
+): Effect.Effect<
+  void,
+  UnsupportedStrategy | InvalidLockOptions,
+  R | RedisService | JobQueue | UniquePersistedQueue | Scope.Scope
+> =>
   Effect.gen(function*() {
     const handle = yield* processor(unique, perform)
     const adapter = yield* UniquePersistedQueue
