@@ -5,17 +5,22 @@
  * after every step, and the admin's rules hold on both: a run-lock holder whose lease was live is never removed by an
  * admin call, only revoked (so no second copy can start while it runs), a revoked hold is never renewed, what the
  * admin targeted holds no unrevoked holder afterwards, and keys that are not this library's are never touched.
- * Beside them: `unique-jobs locks del` run in-process over any number of locks deletes every one, over every page.
+ * Beside them: `unique-jobs locks del` run in-process over any number of locks deletes every one, over every page; a
+ * page of a lock's holders (`Store.fetch` with a count) reads about that many, never the whole hash, and cuts each
+ * entry longer than its `bytes`, telling its whole length, on both stores; a page of `Locks.list` is read in scans of
+ * at most 200; `Locks.stats` over shards, any of them down, counts those that answer and names the others.
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/admin.properties.test.ts
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Console from "effect/Console"
+import * as Exit from "effect/Exit"
 import * as fc from "fast-check"
 import * as Result from "effect/Result"
 import * as Cli from "../src/Cli.js"
 import * as Locks from "../src/Locks.js"
 import * as Redis from "../src/Redis.js"
+import * as Layout from "../src/store/Layout.js"
 import * as Memory from "../src/store/Memory.js"
 import { capturedConsole } from "./support/cli.js"
 import * as RedisTest from "./support/redis.js"
@@ -341,6 +346,177 @@ describe("the admin surface (properties)", () => {
         )
         yield* Effect.promise(() => fc.assert(property, { numRuns: Math.max(8, Math.round(runs / 2)) }))
       }), { timeout: 300_000 })
+
+    it.effect("a page of a lock's holders reads about `count` of them, never the whole hash, each entry over `bytes` cut; the pages walk every holder", () =>
+      Effect.gen(function*() {
+        const redis = yield* Redis.RedisService
+        const { raw } = yield* RedisTest.TestRedis
+        const listpack = yield* Effect.promise(() => raw.config("GET", "hash-max-listpack-entries") as Promise<Array<string>>)
+        const listpackEntries = Number(listpack[1] ?? 128)
+        const property = fc.asyncProperty(
+          fc.integer({ min: 1, max: 300 }),
+          fc.integer({ min: 1, max: 60 }),
+          // Entries over 64 bytes make Redis keep the hash as a table; short ones, up to hash-max-listpack-entries of
+          // them (512 by default), a listpack. Long ones vary in length, some over `bytes`.
+          fc.boolean(),
+          fc.constantFrom(0, 100, 200),
+          (size, count, long, bytes) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const prefix = RedisTest.uniquePrefix("admin-page")
+              const lock = keyOf(prefix, 0, "queue")
+              const infoOf = (i: number) =>
+                long ? JSON.stringify({ worker: "PageWorker", queue: "default", args: ["x".repeat((i * 37) % 250)] }) : ""
+              const jids = Array.from({ length: size }, (_, i) => `j${i}`)
+              // Each entry's length in bytes, as Redis holds it: the memory store writes the same entry (its times
+              // have as many digits), and must cut it where fetch.lua does.
+              let entries: Record<string, string> = {}
+              for (const store of [redis, Memory.make()]) {
+                yield* Effect.forEach(
+                  jids,
+                  (jid, i) => store.lock(lock, { jid, limit: 300, ttlMs: 60_000, leaseMs: 0, info: infoOf(i), fenced: false }),
+                  { concurrency: 16, discard: true }
+                )
+                const whole = new Map((yield* Effect.orDie(store.fetch(lock))).holders.map((h) => [h.jid, h]))
+                if (store === redis) entries = yield* Effect.promise(() => raw.hgetall(RedisTest.keysOf(prefix, lock.name).locked))
+                // HSCAN's COUNT is a hint (a few more may come, more while Redis rehashes the table); a listpack comes
+                // whole. The memory store answers exactly `count`.
+                const most = store === redis ? Math.max(4 * count + 16, !long && size <= listpackEntries ? size : 0) : count
+                const seen = new Set<string>()
+                let cursor = "0"
+                let pages = 0
+                do {
+                  const page = yield* Effect.orDie(store.fetch(lock, { cursor, count, bytes }))
+                  assert.strictEqual(page.size, size)
+                  assert.isAtMost(page.holders.length, most, `a page of ${count} of ${size} holders (long: ${long})`)
+                  for (const holder of page.holders) {
+                    seen.add(holder.jid)
+                    const length = Buffer.byteLength(entries[holder.jid]!)
+                    const side = store === redis ? "redis" : "memory"
+                    if (holder.truncated === undefined) {
+                      // Read whole: as a whole read gives it, and within bytes.
+                      assert.deepStrictEqual(holder, whole.get(holder.jid))
+                      if (bytes > 0) assert.isAtMost(length, bytes, `${side}: ${holder.jid} not cut`)
+                    } else {
+                      // Cut: its whole length told, over bytes.
+                      assert.isAbove(bytes, 0)
+                      assert.strictEqual(holder.truncated, length, `${side}: ${holder.jid}`)
+                      assert.isAbove(holder.truncated, bytes)
+                      assert.strictEqual(holder.lockedAt, whole.get(holder.jid)!.lockedAt)
+                    }
+                  }
+                  cursor = page.cursor
+                  pages++
+                } while (cursor !== "0" && pages < 1000)
+                assert.strictEqual(cursor, "0")
+                assert.strictEqual(seen.size, size)
+              }
+            }))
+        )
+        yield* Effect.promise(() =>
+          fc.assert(property, {
+            numRuns: Math.max(6, Math.round(runs / 4)),
+            examples: [[300, 50, true, 0], [200, 1, false, 100], [40, 10, true, 200]]
+          })
+        )
+      }), { timeout: 300_000 })
+
+    // Locks.stats over a sharded index with any shards down (issue 47): a stand-in store, the memory store's locks
+    // with its index read through a scan of `shards` shards, those in `down` failing as a closed connection does.
+    it.effect("stats over any shards, any of them down: the counts of those that answer, partial naming the others; none answering fails", () =>
+      Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(
+            fc.integer({ min: 1, max: 6 }).chain((shards) =>
+              fc.record({
+                shards: fc.constant(shards),
+                down: fc.uniqueArray(fc.integer({ min: 0, max: shards - 1 }), { maxLength: shards }),
+                locks: fc.array(fc.integer({ min: 0, max: shards - 1 }), { maxLength: 12 })
+              })
+            ),
+            ({ down, locks, shards }) =>
+              Effect.runPromise(Effect.gen(function*() {
+                const prefix = RedisTest.uniquePrefix("stats")
+                const names = locks.map((_, i) => `${prefix}:d${i}`)
+                const memory = Memory.make()
+                yield* Effect.forEach(names, (name) =>
+                  memory.lock({ prefix, name }, { jid: `j-${name}`, limit: 1, ttlMs: 600_000, leaseMs: 0, info: "", fenced: false }))
+                const store: Redis.Store = {
+                  ...memory,
+                  layout: () => Effect.succeed({ cluster: true, shards, recorded: true }),
+                  scan: (_prefix, cursor) => {
+                    const at = Layout.scanCursor.decode({ shards }, cursor)
+                    if (down.includes(at.shard)) {
+                      return Effect.fail(new Redis.RedisError({ operation: "scan", reason: `Connection is closed (shard ${at.shard})` }))
+                    }
+                    return Effect.succeed({
+                      cursor: at.shard + 1 < shards ? Layout.scanCursor.encode({ shards }, at.shard + 1, "0") : "0",
+                      members: names.filter((_, i) => locks[i] === at.shard).map((name, i) => ({ name, score: 1000 + i }))
+                    })
+                  }
+                }
+                const stats = yield* Effect.exit(
+                  Effect.provideService(Effect.flatMap(Locks.make({ prefix }), (l) => l.stats), Redis.RedisService, store)
+                )
+                const trace = JSON.stringify({ shards, down, locks })
+                if (down.length === shards) {
+                  assert.isTrue(Exit.isFailure(stats), `no shard answered, yet an answer: ${trace}`)
+                  return
+                }
+                assert.isTrue(Exit.isSuccess(stats), `${trace}: ${String(stats)}`)
+                if (!Exit.isSuccess(stats)) return
+                const answered = locks.filter((shard) => !down.includes(shard)).length
+                assert.strictEqual(stats.value.indexSize, answered, trace)
+                assert.deepStrictEqual(stats.value.byPhase, { queue: answered, run: 0 }, trace)
+                if (down.length === 0) {
+                  assert.notProperty(stats.value, "partial", trace)
+                  assert.notProperty(stats.value, "unanswered", trace)
+                } else {
+                  assert.strictEqual(stats.value.partial, true, trace)
+                  assert.deepStrictEqual(stats.value.unanswered?.map((u) => u.shard), [...down].sort((a, b) => a - b), trace)
+                }
+              }))
+          ),
+          { numRuns: runs * 2 }
+        )
+      ))
+
+    // Locks.list reads a page of the index in ZSCAN calls of at most 200 members, whatever the page's size: no single
+    // call is a large page's worth of Redis's time. The calls a store is asked for, counted (the memory store's index).
+    it.effect("a page of the list of any size is read in index scans of at most 200 members, and the pages walk every lock", () =>
+      Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.integer({ min: 0, max: 1_200 }), fc.integer({ min: 1, max: 1_000 }), (size, count) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const prefix = RedisTest.uniquePrefix("list")
+              const memory = Memory.make()
+              const names = Array.from({ length: size }, (_, i) => `${prefix}:d${i}`)
+              yield* Effect.forEach(names, (name) =>
+                memory.lock({ prefix, name }, { jid: "j", limit: 1, ttlMs: 600_000, leaseMs: 0, info: "", fenced: false }), { discard: true })
+              const asked: Array<number> = []
+              const store: Redis.Store = {
+                ...memory,
+                scan: (p, cursor, pattern, n) => Effect.suspend(() => {
+                  asked.push(n)
+                  return memory.scan(p, cursor, pattern, n)
+                })
+              }
+              const locks = yield* Effect.provideService(Locks.make({ prefix }), Redis.RedisService, store)
+              const seen = new Set<string>()
+              let cursor = "0"
+              let pages = 0
+              do {
+                const page = yield* Effect.orDie(Effect.provideService(locks.list({ cursor, count }), Redis.RedisService, store))
+                for (const item of page.items) seen.add(item.name)
+                cursor = page.cursor
+                pages++
+              } while (cursor !== "0" && pages < 2_000)
+              const trace = JSON.stringify({ size, count, most: Math.max(0, ...asked) })
+              assert.isAtMost(Math.max(0, ...asked), 200, trace)
+              assert.deepStrictEqual([...seen].sort(), [...names].sort(), trace)
+            }))),
+          { numRuns: Math.max(10, Math.round(runs / 2)), examples: [[1_200, 1_000], [300, 250]] }
+        )
+      ))
 
     it.effect("unique-jobs locks del (in-process) deletes every matching lock, over every page, and no other", () =>
       Effect.gen(function*() {

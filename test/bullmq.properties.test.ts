@@ -4,7 +4,7 @@
  * job's token), removals and kills, on a real BullMQ over a private redis-server. After every step, `exists` of every
  * jid seen, and the answer of the step itself, must be the model's: waiting, delayed and active jobs exist;
  * completed, failed, removed and never-seen ones do not; only a waiting or delayed job can be removed; a job being
- * performed that `schedule` receives comes back delayed under its id.
+ * performed that `schedule` receives comes back delayed under its id; `describe` of every jid tells the model's state.
  * Also: Workers of real queues under until_executed, a delivery meeting its own run lock, and run locks lost while
  * the processor's job runs (the perform stops, the attempt fails LockLost).
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=200 npx vitest run test/bullmq.properties.test.ts
@@ -275,6 +275,15 @@ describe("BullMQ adapter: model property", () => {
               for (const jid of dead) {
                 assert.deepStrictEqual(await run(port.exists([{ jid, queue: name }])), ["gone"], "a killed job the queue never saw")
               }
+              // describe tells every job's state as the model holds it, all in one call: an active job (its worker
+              // holds its lock) apart from a waiting one; a removed, killed or never-seen job is gone.
+              const asked = [...model.keys(), ...dead, "never-seen"]
+              const described = await run(port.describe!(asked.map((jid) => ({ jid, queue: name }))))
+              assert.deepStrictEqual(
+                described.map((details) => details?.state),
+                asked.map((jid) => model.get(jid) ?? "gone"),
+                `describe after ${JSON.stringify(c)}`
+              )
             }
             if (dead.length > 0) {
               const letters = await port.deadLetter.getJobs(["waiting"])
@@ -446,6 +455,9 @@ describe("BullMQ adapter: model property", () => {
   // A processor runs each job on a fiber of its own and holds the run lock on it (no fork per perform): however the
   // lock is lost, and whenever, the perform stops (its signal aborts), the attempt fails with LockLost, a retry runs
   // as a new holder, and nothing is left held.
+  // The fn ends on its abort (the keeper found the lock gone and interrupted the perform), or returns as soon as the
+  // lock is gone, before the keeper's next renewal: then its release finds the lock gone, and the attempt fails with
+  // LockLost all the same (a perform that started is never put back for free).
   it.live("a run lock lost while the processor's job runs: the perform stops, the attempt fails LockLost, none left", () =>
     Effect.promise(() =>
       fc.assert(
@@ -454,7 +466,8 @@ describe("BullMQ adapter: model property", () => {
           fc.constantFrom("deleted" as const, "its entry removed" as const),
           fc.integer({ min: 0, max: 600 }),
           fc.integer({ min: 1, max: 2 }),
-          async (lock, how, afterMs, attempts) => {
+          fc.constantFrom("on its abort" as const, "once the lock is gone" as const),
+          async (lock, how, afterMs, attempts, ends) => {
             const name = uniqueName("lost")
             const lockPrefix = `${name}-locks`
             const queue = new Queue(name, { connection })
@@ -468,14 +481,20 @@ describe("BullMQ adapter: model property", () => {
             const events: Array<string> = []
             let started: () => void = () => undefined
             const running = new Promise<void>((resolve) => (started = resolve))
+            let lockGone: () => void = () => undefined
+            const gone = new Promise<void>((resolve) => (lockGone = resolve))
             const worker = new Worker<{ readonly n: number }>(
               name,
               unique.processor(async (job, _token, signal) => {
                 events.push(`start ${job.attemptsMade}`)
                 if (job.attemptsMade > 0) return "done"
                 started()
-                await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))
-                events.push("aborted")
+                await Promise.race([
+                  new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true })),
+                  ...(ends === "once the lock is gone" ? [gone] : [])
+                ])
+                // Returning once the lock is gone, the keeper may still have told it first: either way it ended.
+                events.push(ends === "on its abort" ? "aborted" : "ended")
                 return "late"
               }),
               { connection, concurrency: 2 }
@@ -489,6 +508,7 @@ describe("BullMQ adapter: model property", () => {
               const key = `${added.digest}:RUN:LOCKED`
               if (how === "deleted") await raw.del(key)
               else await raw.hdel(key, added.job.jid)
+              lockGone()
               const ended = async () => {
                 const state = await queue.getJobState(added.job.jid)
                 return state === "completed" || state === "failed"
@@ -497,15 +517,16 @@ describe("BullMQ adapter: model property", () => {
               while (!(await ended()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
               const job = await queue.getJob(added.job.jid)
               const state = await queue.getJobState(added.job.jid)
-              const run = JSON.stringify({ lock, how, afterMs, attempts, events, state })
+              const run = JSON.stringify({ lock, how, afterMs, attempts, ends, events, state })
+              const end = ends === "on its abort" ? "aborted" : "ended"
               if (attempts === 1) {
                 assert.strictEqual(state, "failed", run)
                 assert.include(job?.failedReason ?? "", "lost its lock", run)
-                assert.deepStrictEqual(events, ["start 0", "aborted"], run)
+                assert.deepStrictEqual(events, ["start 0", end], run)
               } else {
                 assert.strictEqual(state, "completed", run)
                 assert.strictEqual(job?.returnvalue, "done", run)
-                assert.deepStrictEqual(events, ["start 0", "aborted", "start 1"], run)
+                assert.deepStrictEqual(events, ["start 0", end, "start 1"], run)
               }
               const keys = (await raw.keys(`${lockPrefix}:*`)).filter((k) => k.endsWith(":LOCKED"))
               assert.deepStrictEqual(keys, [], run)
@@ -519,8 +540,9 @@ describe("BullMQ adapter: model property", () => {
         {
           numRuns: Math.max(6, Math.round(runs / 8)),
           examples: [
-            ["while_executing", "deleted", 0, 1],
-            ["until_and_while_executing", "its entry removed", 400, 2]
+            ["while_executing", "deleted", 0, 1, "on its abort"],
+            ["until_and_while_executing", "its entry removed", 400, 2, "on its abort"],
+            ["while_executing", "its entry removed", 0, 1, "once the lock is gone"]
           ]
         }
       )

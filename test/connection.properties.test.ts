@@ -3,19 +3,24 @@
  * connects once Redis is up again, whenever that is within the connect timeout, and takes a lock; one whose Redis
  * never comes back fails with a `RedisError` naming the timeout, not earlier on the first refusal. Real redis-server
  * processes, killed and restarted. The client's options: a client that reads integers as text (ioredis'
- * `stringNumbers`) answers any sequence of lock calls as the default client does.
+ * `stringNumbers`) answers any sequence of lock calls as the default client does. The layout: stores of any layouts
+ * on one prefix, one after the other: a lock is taken exactly by those configured as the first was, and the CLI reads
+ * the layout recorded.
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=40 npx vitest run test/connection.properties.test.ts
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as fc from "fast-check"
+import { Redis as IORedis } from "ioredis"
 import * as Fiber from "effect/Fiber"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
+import { LayoutMismatch } from "../src/Errors.js"
 import * as RedisServer from "../src/testing/RedisServer.js"
 import * as Model from "./support/model.js"
+import { runCli } from "./support/layout.js"
 import * as RedisTest from "./support/redis.js"
 
 describe("connect properties", () => {
@@ -103,6 +108,72 @@ describe("connect properties", () => {
             numRuns: Model.runs(40),
             examples: [[1, [{ unlock: false, run: false, jid: "-1" }, { unlock: false, run: false, jid: "2" }]]]
           }
+        )
+      )
+    })), 120_000)
+
+  // A prefix's layout (issue 35): the first store to lock under a prefix records its layout; every store checks it
+  // before its first call there. Processes one after the other, each on one Redis or configured for a cluster (one
+  // Redis whose client says it is a Cluster: the keys a cluster layout names, which one Redis serves as any keys),
+  // each taking a lock of its own: exactly those configured as the first was lock; each other is refused with
+  // LayoutMismatch naming both layouts, and takes nothing.
+  it.live("stores of any layouts on one prefix: a lock is taken exactly by those of the layout the first recorded", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const server = yield* RedisServer.start
+      const raw = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const c = new IORedis(server.url, { lazyConnect: true })
+          await c.connect()
+          return c
+        }),
+        (c) => Effect.promise(() => c.quit().catch(() => undefined))
+      )
+      const asCluster = new Proxy(raw, {
+        get: (target, key) => {
+          if (key === "isCluster") return true
+          if (key === "nodes") return () => [target]
+          const value: unknown = Reflect.get(target, key, target)
+          return typeof value === "function" ? (value as (...args: Array<unknown>) => unknown).bind(target) : value
+        }
+      }) as unknown as Redis.Client
+      const describeLayout = (shards: number | undefined) =>
+        shards === undefined ? "one Redis (standalone)" : `Redis Cluster with ${shards} shards`
+      let n = 0
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.array(fc.constantFrom<number | undefined>(undefined, 2, 4, 24), { minLength: 2, maxLength: 5 }), (layouts) =>
+            Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+              const prefix = RedisTest.uniquePrefix(`layout${++n}`)
+              for (const [i, shards] of layouts.entries()) {
+                // A process of its own: a store that has read no layout yet.
+                const store = yield* (shards === undefined ? Redis.makeFromClient(raw) : Redis.makeFromClient(asCluster, { shards }))
+                const lock = { prefix, name: `${prefix}:p${i}` }
+                const taken = yield* Effect.result(
+                  store.lock(lock, { jid: `j${i}`, limit: 1, ttlMs: 60_000, leaseMs: 0, info: "", fenced: false })
+                )
+                const trace = `process ${i} of ${JSON.stringify(layouts)}`
+                if (shards === layouts[0]) {
+                  assert.isTrue(Result.isSuccess(taken), `${trace}: ${JSON.stringify(taken)}`)
+                  continue
+                }
+                assert.isTrue(Result.isFailure(taken), `${trace} locked beside the first's layout`)
+                if (Result.isSuccess(taken)) continue
+                assert.strictEqual(taken.failure.operation, "layout", trace)
+                assert.instanceOf(taken.failure.cause, LayoutMismatch, trace)
+                const mismatch = taken.failure.cause as LayoutMismatch
+                assert.deepStrictEqual([mismatch.recorded, mismatch.configured], [describeLayout(layouts[0]), describeLayout(shards)], trace)
+                // Nothing taken: no key of the lock's, in either layout (`<prefix>:p<i>:…`, `<prefix>:{<tag>}:p<i>:…`).
+                const keys = yield* Effect.promise(() => raw.keys(`${prefix}:*`))
+                assert.deepStrictEqual(keys.filter((key) => key.endsWith(`:p${i}:LOCKED`)), [], trace)
+              }
+              // The CLI, with no layout flag, reads the layout Redis records: its stats count every lock taken.
+              const stats = yield* runCli(["stats", "--redis-url", server.url, "--prefix", prefix, "--json"])
+              const taken = layouts.filter((shards) => shards === layouts[0]).length
+              assert.isTrue(stats.exit._tag === "Success", `${JSON.stringify(layouts)}: ${String(stats.exit)}`)
+              assert.strictEqual((JSON.parse(stats.stdout) as { indexSize: number }).indexSize, taken, JSON.stringify(layouts))
+            })))
+          ),
+          { numRuns: Model.runs(20), examples: [[[24, 4]], [[undefined, 24]], [[24, undefined]]] }
         )
       )
     })), 120_000)

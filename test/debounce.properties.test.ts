@@ -1,7 +1,8 @@
 /**
  * Issue 40, must show 1, on MemoryQueue and TestClock against Redis: under any interleaving of triggers and runs,
  * debounce runs exactly once per window, never later than maxWait after its first trigger, with the last trigger's
- * arguments; "latest after the active one" never loses the last trigger and never runs two at once.
+ * arguments; "latest after the active one" never loses the last trigger and never runs two at once; a trigger after
+ * a waiting job removed by hand, once that job was due, opens a window of its own.
  * Issue 47, must show 3, on real BullMQ in real time: the same promise with 1 to 4 producers (UniqueQueue instances of
  * their own) adding one digest at once: one window at a time whichever producer adds, one job of the digest that runs
  * at any time, each run due within maxWait of its window's first trigger, the last trigger's data.
@@ -9,6 +10,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as fc from "fast-check"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/testing/TestClock"
@@ -70,6 +72,63 @@ describe("debounce properties", () => {
           { numRuns: 100 }
         )
       )), { timeout: 120_000 })
+  })
+
+  // A waiting job removed by hand (an operator, not another producer's swap): once it would have been due, the next
+  // trigger, however long after, opens a window of its own (delay after itself), not the gone job's (at once). The
+  // trigger first waits a moment for a swap that may be under way (10 ms doubling): the clock is driven meanwhile.
+  layer(RedisTest.layer())((it) => {
+    it.effect("property: after a waiting job removed by hand and its due time, the next trigger opens a window of its own", () =>
+      Effect.flatMap(Effect.context<Redis.RedisService | RedisTest.TestRedis>(), (context) =>
+        Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom<DebouncedLock>("until_executing", "until_executed", "until_and_while_executing"),
+              fc.integer({ min: 100, max: 2_000 }),
+              fc.option(fc.integer({ min: 0, max: 4_000 }), { nil: undefined }),
+              fc.array(fc.integer({ min: 0, max: 1_500 }), { minLength: 1, maxLength: 3 }),
+              fc.integer({ min: 0, max: 3_000 }),
+              (lock, delay, extra, gaps, after) =>
+                Effect.runPromise(
+                  Effect.gen(function*() {
+                    const maxWait = extra === undefined ? undefined : delay + extra
+                    const { queue, runs, start, trigger } = yield* debouncedWorker(lock, delay, maxWait)
+                    let last: { readonly jid: string; readonly at: number } | undefined
+                    for (const [n, gap] of gaps.entries()) {
+                      yield* TestClock.adjust(gap)
+                      yield* settle(queue)
+                      const outcome = yield* trigger(n)
+                      last = { jid: outcome.job.jid, at: outcome.job.at! }
+                    }
+                    assert.isTrue(yield* queue.remove(last!.jid), "the waiting job is removed by hand")
+                    // On to its due time, or after.
+                    const now = yield* Clock.currentTimeMillis
+                    yield* TestClock.adjust(Math.max(0, last!.at - now) + after)
+                    yield* settle(queue)
+                    const triggeredAt = yield* Clock.currentTimeMillis
+                    const pending = yield* Effect.forkChild(trigger(gaps.length))
+                    for (let waited = 0; (yield* Effect.sync(() => pending.pollUnsafe())) === undefined && waited < 5_000; waited += 10) {
+                      yield* tick
+                      yield* TestClock.adjust(10)
+                    }
+                    const next = yield* Fiber.join(pending)
+                    const answeredAt = yield* Clock.currentTimeMillis
+                    const trace = JSON.stringify({ lock, delay, maxWait, gaps, after, removedDue: last!.at - start, triggeredAt: triggeredAt - start })
+                    assert.include(["Enqueued", "Replaced"], next._tag, trace)
+                    assert.isAtLeast(next.job.at!, triggeredAt + delay, `delay after itself, not the gone job's window: ${trace}`)
+                    assert.isAtMost(next.job.at!, answeredAt + delay, trace)
+                    yield* TestClock.adjust(delay + (maxWait ?? delay))
+                    yield* settle(queue)
+                    const ran = yield* Ref.get(runs)
+                    // The removed job never runs; the new window runs once, when due, with its trigger's arguments.
+                    assert.deepStrictEqual(ran.filter((r) => r.args[0] === gaps.length - 1), [], `the removed job ran: ${trace}`)
+                    assert.deepStrictEqual(ran[ran.length - 1], { at: next.job.at! - start, args: [gaps.length] }, trace)
+                  }).pipe(Effect.scoped, Effect.provide(context), Effect.provide(TestClock.layer()))
+                )
+            ),
+            { numRuns: 25 }
+          )
+        )), { timeout: 120_000 })
   })
 
   // "Latest after the active one" (BullMQ's keepLastIfActive): until_and_while_executing with replace on the client

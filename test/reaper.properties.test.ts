@@ -3,8 +3,9 @@
  * locks — orphans whose job is gone, jobs that still exist, jobs of a queue the adapter does not serve, entries that
  * name no queue, locks taken within the grace, run locks and TTL locks ending within 2 ms either side of the pass —
  * walked in random batch sizes. After one pass exactly the model's locks are left: nothing live removed, nothing
- * removable skipped (a pass steps back over the members its orphans took with them), and the pass's counts are the
- * model's. A second property: every Reaper option value is accepted exactly when the model says it is valid.
+ * removable skipped (a pass steps back over the members its orphans took with them), the pass's counts are the
+ * model's, and the orphans it hands `onStep` are exactly the model's. A second property: every Reaper option value
+ * is accepted exactly when the model says it is valid.
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -89,14 +90,25 @@ const run = (
       if (k._tag === "young") yield* store.lock(lockOf(i), request(`j${i}`, k))
     }
     yield* setTime(t0 + span)
-    const pass = yield* Reaper.runOnce({ prefix, grace, batch: input.batch }).pipe(
-      Effect.provideService(JobQueue, queue),
-      Effect.provideService(Redis.RedisService, store)
-    )
+    // The orphans each step freed, as the pass hands them to onStep (what `reap --dry-run` lists).
+    const freed: Array<string> = []
+    const pass = yield* Effect.flatMap(Reaper.make({ prefix, grace, batch: input.batch }), (runner) =>
+      Effect.ensuring(
+        runner.pass((_sofar, orphans) => Effect.sync(() => freed.push(...orphans.map((o) => `${o.lock} ${o.jid}`)))),
+        runner.release
+      )).pipe(
+        Effect.provideService(JobQueue, queue),
+        Effect.provideService(Redis.RedisService, store)
+      )
     const left = yield* Effect.map(store.scan(prefix, "0", "*", 1000), (page) => page.members.map((m) => m.name).sort())
     const expected = input.kinds.flatMap((k, i) => (kept(k) ? [lockOf(i).name] : [])).sort()
     assert.deepStrictEqual(left, expected, JSON.stringify(input))
     assert.strictEqual(pass.orphans, input.kinds.filter((k) => k._tag === "gone").length, "orphans")
+    assert.deepStrictEqual(
+      freed.sort(),
+      input.kinds.flatMap((k, i) => (k._tag === "gone" ? [`${lockOf(i).name} j${i}`] : [])).sort(),
+      `the orphans handed to onStep: ${JSON.stringify(input)}`
+    )
     for (const [i, k] of input.kinds.entries()) {
       if (!kept(k)) continue
       const holders = (yield* store.fetch(lockOf(i))).holders.map((h) => h.jid)

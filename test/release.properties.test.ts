@@ -12,10 +12,12 @@
  *
  * On Redis: `Lock.renew` by hand answers the truth about the hold; a run lock lost while its perform runs (deleted, its
  * entry removed, revoked, at any point) interrupts the perform and ends LockLost; an enqueue that timed out but may
- * still land keeps its queue lock until the queue answers, and lets it go exactly when the job was not stored.
+ * still land keeps its queue lock until the queue answers, and lets it go exactly when the job was not stored; a
+ * release whose answer is lost with its connection is tried again, and no run lock outlives its job; a handoff lost
+ * so puts its job back only after its undo, and the job then runs once.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
-import type { JobsOptions, Queue } from "bullmq"
+import type { Job as BullJob, JobsOptions, Queue } from "bullmq"
 import * as Deferred from "effect/Deferred"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -24,6 +26,8 @@ import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
+import * as References from "effect/References"
+import * as Schedule from "effect/Schedule"
 import * as TestClock from "effect/testing/TestClock"
 import * as BullMQ from "../src/adapters/BullMQ.js"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
@@ -39,9 +43,11 @@ import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import * as Bull from "./support/bullmq.js"
 import * as Model from "./support/model.js"
+import * as Proxy from "./support/proxy.js"
 import * as RedisTest from "./support/redis.js"
 import * as Stores from "./support/stores.js"
 import { uniquePrefix } from "./support/redis.js"
+import { type Data, lockProxiedUniqueQueue, sleep } from "./support/uniquequeue.js"
 
 const side = fc.record({ prefix: fc.constantFrom("a", "b"), acrossQueues: fc.boolean() })
 
@@ -621,5 +627,125 @@ describe("release properties: run locks one after another, on Redis", () => {
           { numRuns: Model.runs(15) }
         )
       )), 120_000)
+  })
+})
+
+// Issue 47, observation 2, as a property on the Effect face: jobs of one digest one after another, the release of any
+// one of them lost with its connection (its request never reaching Redis, or its reply lost after it ran; a TCP proxy
+// in front of the lock Redis). Each release is tried again until Redis answers, before the job's outcome: every job is
+// Performed once, its run lock is gone once it is, and the next job of the digest runs. Counts and keys only.
+describe("release properties: a release whose answer is lost, on Redis", () => {
+  layer(RedisTest.layer(), { excludeTestServices: true })((it) => {
+    it.effect("whichever job's release is lost, request or reply, it is tried again: each job Performed, its run lock gone", () =>
+      Effect.gen(function*() {
+        const { raw, source } = yield* RedisTest.TestRedis
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom("while_executing" as const, "until_and_while_executing" as const),
+              fc.constantFrom("request" as const, "reply" as const),
+              fc.integer({ min: 1, max: 3 }).chain((jobs) => fc.tuple(fc.constant(jobs), fc.integer({ min: 0, max: jobs - 1 }))),
+              (lock, lost, [jobs, losing]) =>
+                Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+                  const proxy = yield* Proxy.start(source.url)
+                  const context = yield* Layer.build(
+                    Layer.merge(Redis.layer({ url: proxy.url, timeout: "2 seconds" }), MemoryQueue.layer())
+                  )
+                  const prefix = uniquePrefix(`lost-${lost}`)
+                  const definition = LockOptions.unsafeMake({ lock, lockLease: "30 seconds", lockPrefix: prefix })
+                  const run = JSON.stringify({ lock, lost, jobs, losing })
+                  let ran = 0
+                  for (let i = 0; i < jobs; i++) {
+                    const job: Job.Job = { worker: "LostRelease", queue: "q", args: [1], jid: `j${i}` }
+                    // The store may still reconnect after the lost call: an enqueue is tried again meanwhile.
+                    const enqueued = yield* Middleware.client(definition, job, Effect.succeed).pipe(
+                      Effect.provide(context),
+                      Effect.retry({ times: 100, schedule: Schedule.spaced("50 millis") })
+                    )
+                    assert.strictEqual(enqueued._tag, "Enqueued", `job ${i}: ${run}`)
+                    // The perform's last act, for the one chosen: the next call the store sends (the release) is lost.
+                    const outcome = yield* Middleware.server(
+                      definition,
+                      enqueued.job,
+                      Effect.andThen(i === losing ? proxy.lose(lost) : Effect.void, Effect.sync(() => ++ran))
+                    ).pipe(Effect.provide(context))
+                    assert.strictEqual(outcome._tag, "Performed", `job ${i}: ${run}`)
+                    const key = RedisTest.keysOf(prefix, Lock.keyOf(definition, enqueued.digest, "run").name).locked
+                    assert.strictEqual(yield* Effect.promise(() => raw.exists(key)), 0, `job ${i}'s run lock outlived it: ${run}`)
+                  }
+                  assert.strictEqual(ran, jobs, run)
+                }).pipe(Effect.provideService(References.MinimumLogLevel, "None"))))
+            ),
+            { numRuns: Model.runs(6), examples: [["while_executing", "request", [2, 0]], ["until_and_while_executing", "reply", [2, 0]]] }
+          )
+        )
+      }), 120_000)
+
+    // A handoff lost the same way (UniqueQueue, until_and_while_executing, BullMQ's manual fetch): the job is put back
+    // only once the store's undo of that handoff has landed, so it runs once, never completed unrun, and its run, however
+    // long, is never ended by a late undo (it would be LockLost after it performed).
+    it.effect("a handoff whose answer is lost puts the job back after its undo: it runs once, for any time, never LockLost", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom("request" as const, "reply" as const),
+              fc.integer({ min: 1_000, max: 1_600 }),
+              (lost, runMs) =>
+                Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+                  const { proxy, name, queue, unique, lockPrefix } = yield* lockProxiedUniqueQueue(`handoff-${lost}`, "2 seconds", {
+                    lock: "until_and_while_executing",
+                    lockLease: "30 seconds",
+                    history: false
+                  })
+                  const worker = yield* Bull.manualWorker(name)
+                  const ran: Array<string> = []
+                  const processor = unique.processor(async (job: BullJob<Data>) => {
+                    ran.push(job.id!)
+                    await sleep(runMs)
+                    return "ran"
+                  })
+                  let tokens = 0
+                  // The next waiting job (promoting delayed ones) through the processor: its answer or its failure's name.
+                  const next = Effect.promise(async () => {
+                    for (let attempt = 0; attempt < 200; attempt++) {
+                      await queue.promoteJobs()
+                      const token = `t${++tokens}`
+                      const job = await worker.getNextJob(token, { block: false })
+                      if (job === undefined) {
+                        await sleep(50)
+                        continue
+                      }
+                      return await processor(job as BullJob<Data>, token).then(
+                        async (value) => {
+                          await job.moveToCompleted(value, token, false)
+                          return value === undefined ? "completed unrun" : String(value)
+                        },
+                        (error: Error) => error.name
+                      )
+                    }
+                    return "nothing to take"
+                  })
+                  const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+                  yield* proxy.lose(lost)
+                  const answers = [yield* next]
+                  const run = JSON.stringify({ lost, runMs, answers })
+                  assert.strictEqual(answers[0], "DelayedError", `put back, not completed: ${run}`)
+                  // Taken again until it runs (a copy that meets its own late hold is put back again).
+                  while (answers.at(-1) === "DelayedError" && answers.length < 40) answers.push(yield* next)
+                  assert.strictEqual(answers.at(-1), "ran", JSON.stringify({ lost, runMs, answers }))
+                  assert.deepStrictEqual(ran, [added.job.jid], run)
+                  const key = RedisTest.keysOf(lockPrefix, `${added.digest}:RUN`).locked
+                  assert.strictEqual(yield* Effect.promise(() => testRedis.raw.exists(key)), 0, run)
+                }).pipe(
+                  Effect.provideService(RedisTest.TestRedis, testRedis),
+                  Effect.provideService(References.MinimumLogLevel, "None")
+                )))
+            ),
+            { numRuns: Model.runs(4), examples: [["request", 1_500], ["reply", 1_500]] }
+          )
+        )
+      }), 120_000)
   })
 })

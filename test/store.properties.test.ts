@@ -258,12 +258,17 @@ const callArbitrary = (lock: LockType.LockType, limit: number): fc.Arbitrary<Cal
 /**
  * A scripted run per lock type, before the random ones: under lockLimit 2 one holder lapses while the other keeps the
  * key alive, then the lapsed one renews and releases (both must say the hold was lost), and a third takes its place.
+ * On digest 0 the calls log events (the release reads Redis time for its log); on another digest the release reads
+ * the time only because the entry has a horizon, and must still judge the lapsed hold by it.
  */
-const lapsedExample = (lock: LockType.LockType): { readonly limit: number; readonly calls: ReadonlyArray<Call> } => {
+const lapsedExample = (
+  lock: LockType.LockType,
+  digest = 0
+): { readonly limit: number; readonly calls: ReadonlyArray<Call> } => {
   const phase: Phase = LockType.phases(lock).run ? "run" : "queue"
   const hold = (jid: string, short: boolean): Call => ({
     _tag: "lock",
-    digest: 0,
+    digest,
     phase,
     jid,
     limit: 2,
@@ -277,9 +282,29 @@ const lapsedExample = (lock: LockType.LockType): { readonly limit: number; reado
       hold("j0", true),
       hold("j1", false),
       { _tag: "advance", ms: 150 },
-      { _tag: "renew", digest: 0, phase, jid: "j0", lease: 400, token: "latest" },
-      { _tag: "unlock", digest: 0, phase, jid: "j0", token: "latest" },
+      { _tag: "renew", digest, phase, jid: "j0", lease: 400, token: "latest" },
+      { _tag: "unlock", digest, phase, jid: "j0", token: "latest" },
       hold("j2", true)
+    ]
+  }
+}
+
+/**
+ * A scripted run per lock type and digest, before the random ones: a release with a made-up token frees nothing (no
+ * copy's release frees another copy's hold), then the holder's own release does. On digest 0 the release logs an
+ * event; on another it takes the script's other branch, which must check the token all the same.
+ */
+const tokenExample = (
+  lock: LockType.LockType,
+  digest: number
+): { readonly limit: number; readonly calls: ReadonlyArray<Call> } => {
+  const phase: Phase = LockType.phases(lock).run ? "run" : "queue"
+  return {
+    limit: 1,
+    calls: [
+      { _tag: "lock", digest, phase, jid: "j0", limit: 1, ttl: 0, lease: phase === "run" ? 400 : 0, info: false },
+      { _tag: "unlock", digest, phase, jid: "j0", token: "bogus" },
+      { _tag: "unlock", digest, phase, jid: "j0", token: "latest" }
     ]
   }
 }
@@ -1028,6 +1053,9 @@ describe("store properties: the scripts on Redis against the memory store, on a 
             numRuns: Model.runs(200),
             examples: [
               [lapsedExample(lock)],
+              [lapsedExample(lock, 1)],
+              [tokenExample(lock, 0)],
+              [tokenExample(lock, 1)],
               [batchExample(lock)],
               ...(LockType.phases(lock).queue && LockType.phases(lock).run ? [[handoffExample()] as const, [foreignHandoffExample()] as const] : [])
             ]

@@ -2,8 +2,9 @@
  * UniqueQueue properties on real BullMQ queues over a private redis-server: the lock's TTL under any delay; adds
  * under ids from a small pool against a model of what BullMQ keeps; add options that cannot work with the locks;
  * `make` options of the wrong kind in any combination; bad UNIQUE_JOBS_* values in any combination; shutdown in
- * either order with jobs of any lock type running. Each checks what a user can see: answers, errors, and what Redis
- * holds afterwards.
+ * either order with jobs of any lock type running; remove of waiting, running and missing jobs; drain of any number
+ * of jobs; adds under a tracer of their own; a revoked holder's fn on the Effect path running on for any time while
+ * the next copy waits. Each checks what a user can see: answers, errors, and what Redis holds afterwards.
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/uniquequeue.properties.test.ts
  */
 import { assert, describe, it, layer } from "@effect/vitest"
@@ -12,12 +13,17 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as UniqueQueue from "../src/adapters/UniqueQueue.js"
 import * as Defaults from "../src/Defaults.js"
+import * as Locks from "../src/Locks.js"
+import * as Metrics from "../src/Metrics.js"
+import * as Redis from "../src/Redis.js"
 import type * as LockType from "../src/LockType.js"
 import * as LockOptions from "../src/Options.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
+import { recording } from "./support/tracing.js"
 import { lockKeys, lockProxiedUniqueQueue, runNext, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
@@ -274,6 +280,243 @@ describe("UniqueQueue properties", () => {
               (lock, uniqueFirst, runMs, extra, busy) => Effect.runPromise(check(lock, uniqueFirst, runMs, extra, busy))
             ),
             { numRuns: runs(8) }
+          )
+        )
+      }), 120_000)
+
+    // unique_jobs_lock_hold_time_ms: each run lock held and let go is one sample, on the hot path (a fn that takes no
+    // signal) as on the Effect path (one that takes it).
+    it.effect("property: every run of either path records its run lock's hold time once", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const check = (takesSignal: boolean, jobs: number) =>
+          Effect.gen(function*() {
+            const { name, unique } = yield* uniqueQueue({ lock: "while_executing", history: false })
+            const fn = async (job: BullJob<{ readonly n: number }>) => `ran ${job.data.n}`
+            const processor = takesSignal
+              ? unique.processor(async (job, _token, _signal) => fn(job))
+              : unique.processor(async (job) => fn(job))
+            for (let i = 0; i < jobs; i++) yield* Effect.promise(() => unique.add("Work", { n: i }))
+            const worker = yield* Bull.manualWorker(name)
+            const before = (yield* Metric.value(Metrics.holdTime)).count
+            for (let i = 0; i < jobs; i++) assert.isDefined(yield* runNext(worker, processor, `t${i}`))
+            const recorded = (yield* Metric.value(Metrics.holdTime)).count - before
+            assert.strictEqual(recorded, jobs, JSON.stringify({ takesSignal, jobs }))
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.boolean(), fc.integer({ min: 1, max: 4 }), (takesSignal, jobs) =>
+              Effect.runPromise(check(takesSignal, jobs))),
+            { numRuns: runs(8), examples: [[false, 2], [true, 2]] }
+          )
+        )
+      }), 120_000)
+
+    it.effect("property: remove lets a job's lock go exactly when BullMQ removed the job: a running job, or none, keeps every lock", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const check = (lock: LockType.LockType, jobs: number, taken: number, asked: ReadonlyArray<number>) =>
+          Effect.gen(function*() {
+            const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock })
+            const added = yield* Effect.forEach(Array.from({ length: jobs }, (_, i) => i), (i) =>
+              Effect.promise(() => unique.add("Work", { n: i })))
+            assert.deepStrictEqual(added.filter((a) => a._tag !== "Enqueued"), [])
+            // The first `taken` are running: a worker took them (BullMQ's manual fetch) and holds them.
+            const taker = yield* Bull.manualWorker(name)
+            for (let i = 0; i < taken; i++) assert.isDefined(yield* Effect.promise(() => taker.getNextJob(`t${i}`, { block: false })))
+            const removedIds = new Set<string>()
+            const trace = JSON.stringify({ lock, jobs, taken, asked })
+            for (const i of asked) {
+              // An index past the jobs names an id BullMQ never had.
+              const id = i < jobs ? added[i]!.job.jid : `missing-${i}`
+              const answer = yield* Effect.promise(() => unique.remove(id))
+              const waiting = i < jobs && i >= taken && !removedIds.has(id)
+              assert.strictEqual(answer, waiting ? 1 : 0, `remove of ${id}: ${trace}`)
+              if (waiting) removedIds.add(id)
+            }
+            // Locks left: every job's but those removed (run locks come only with a perform, and none ran here).
+            const kept = added.filter((a) => !removedIds.has(a.job.jid)).map((a) => `${a.digest}:LOCKED`).sort()
+            assert.deepStrictEqual(yield* lockKeys(lockPrefix), kept, trace)
+            assert.strictEqual(yield* Effect.promise(() => queue.getJobCountByTypes("active")), taken, trace)
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom<LockType.LockType>("until_executed", "until_executing", "until_and_while_executing"),
+              fc.integer({ min: 1, max: 5 }).chain((jobs) =>
+                fc.tuple(fc.constant(jobs), fc.integer({ min: 0, max: jobs }), fc.array(fc.integer({ min: 0, max: jobs }), { maxLength: 6 }))
+              ),
+              (lock, [jobs, taken, asked]) => Effect.runPromise(check(lock, jobs, taken, asked))
+            ),
+            { numRuns: runs(10), examples: [["until_executed", [2, 1, [0, 1]]]] }
+          )
+        )
+      }), 120_000)
+
+    it.effect("property: drain removes every waiting job of any number, over every page it reads, and lets each one's lock go", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const check = (lock: LockType.LockType, n: number, delayed: number, withDelayed: boolean) =>
+          Effect.gen(function*() {
+            const { queue, unique, lockPrefix } = yield* uniqueQueue({ lock })
+            // Waiting jobs, and a few delayed ones: drain(true) takes them too, drain() leaves them and their locks.
+            const answers = yield* Effect.forEach(
+              Array.from({ length: n + delayed }, (_, i) => i),
+              (i) => Effect.promise(() => unique.add("Work", { n: i }, i < n ? {} : { delay: 3_600_000 })),
+              { concurrency: 16 }
+            )
+            assert.deepStrictEqual(answers.filter((a) => a._tag !== "Enqueued"), [])
+            const removed = yield* Effect.promise(() => unique.drain(withDelayed))
+            const left = withDelayed ? 0 : delayed
+            const trace = JSON.stringify({ lock, n, delayed, withDelayed, removed })
+            assert.strictEqual(yield* Effect.promise(() => queue.getJobCountByTypes("waiting", "prioritized")), 0, trace)
+            assert.strictEqual(yield* Effect.promise(() => queue.getJobCountByTypes("delayed")), left, trace)
+            assert.strictEqual(removed, n + delayed - left, trace)
+            // No lock left of any drained job; a job left keeps its own.
+            const kept = answers.slice(n + delayed - left).map((a) => `${a.digest}:LOCKED`).sort()
+            assert.deepStrictEqual(yield* lockKeys(lockPrefix), kept, trace)
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom<LockType.LockType>("until_executed", "until_executing", "until_and_while_executing"),
+              // drain reads 100 jobs a page: none, within one page, and over two or three.
+              fc.oneof(fc.integer({ min: 0, max: 120 }), fc.integer({ min: 190, max: 260 })),
+              fc.integer({ min: 0, max: 3 }),
+              fc.boolean(),
+              (lock, n, delayed, withDelayed) => Effect.runPromise(check(lock, n, delayed, withDelayed))
+            ),
+            { numRuns: runs(4), examples: [["until_executed", 250, 0, false]] }
+          )
+        )
+      }), 120_000)
+
+    it.effect("property: the tracer option reaches the queue's runtime: each add's lock span is its, a duplicate's links to its holder's", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const check = (adds: ReadonlyArray<number>) =>
+          Effect.gen(function*() {
+            const queue = yield* Bull.queue(Bull.uniqueName("traced"))
+            const recorded = recording()
+            const unique = yield* Effect.acquireRelease(
+              Effect.sync(() =>
+                UniqueQueue.make<{ readonly n: number }>(queue, {
+                  lock: "until_executed",
+                  lockPrefix: RedisTest.uniquePrefix("traced"),
+                  redis: { url: testRedis.source.url },
+                  defaults: {},
+                  history: false,
+                  tracer: recorded.tracer
+                })
+              ),
+              (u) => Effect.promise(() => u.close())
+            )
+            // The model: the span of the add that holds each digest (no worker runs: a queue lock stays).
+            const holders = new Map<number, string>()
+            for (const n of adds) {
+              const at = recorded.spans.length
+              const outcome = yield* Effect.promise(() => unique.add("Work", { n }))
+              const locks = recorded.spans.slice(at).filter((span) => span.name === "UniqueJobs.lock")
+              const trace = `add of ${n} in ${JSON.stringify(adds)}: ${outcome._tag}`
+              assert.strictEqual(locks.length, 1, `one lock span in the queue's tracer, ${trace}`)
+              const held = holders.get(n)
+              assert.strictEqual(outcome._tag, held === undefined ? "Enqueued" : "Skipped", trace)
+              assert.deepStrictEqual(locks[0]!.links.map((link) => link.span.spanId), held === undefined ? [] : [held], trace)
+              if (held === undefined) holders.set(n, locks[0]!.spanId)
+            }
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 1, maxLength: 8 }), (adds) =>
+              Effect.runPromise(check(adds))),
+            { numRuns: runs(15) }
+          )
+        )
+      }), 120_000)
+
+    // Issue 47, observation 5, on the Effect path (a fn that takes a signal, lockTimeout, until_and_while_executing):
+    // a fn whose run lock an operator revoked runs on, and the next copy of its digest waits until it has returned,
+    // however long it runs on once its loss is told. What is checked is what ran: the bodies never overlap.
+    it.effect("property: a revoked holder on the Effect path keeps its place until its fn returns, however long it runs on", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const configs: ReadonlyArray<{ readonly options: LockOptions.Options; readonly takesSignal: boolean }> = [
+          { options: { lock: "while_executing", onConflict: { server: "reschedule" }, rescheduleDelay: 100 }, takesSignal: true },
+          {
+            options: { lock: "while_executing", lockTimeout: "20 seconds", onConflict: { server: "reschedule" }, rescheduleDelay: 100 },
+            takesSignal: false
+          },
+          {
+            options: { lock: "until_and_while_executing", onConflict: { server: "reschedule" }, rescheduleDelay: 100 },
+            takesSignal: false
+          }
+        ]
+        const check = (config: (typeof configs)[number], runsOnMs: number) =>
+          Effect.gen(function*() {
+            const { source } = yield* RedisTest.TestRedis
+            const { name: queueName, unique, lockPrefix } = yield* uniqueQueue({ ...config.options, lockLease: 1000 })
+            const lost = Metrics.lost.of(config.options.lock, "run")
+            const before = (yield* Metric.value(lost)).count
+            const told = () => Effect.runSync(Metric.value(lost)).count > before
+            let firstId: string | undefined
+            const running = new Set<string>()
+            const overlaps: Array<string> = []
+            const ended: Array<string> = []
+            const body = async (id: string) => {
+              const n = id === firstId ? "1" : "2"
+              running.add(n)
+              if (running.size > 1) overlaps.push(`fn bodies running now: ${[...running].sort().join(",")}`)
+              try {
+                if (n !== "1") return `done ${n}`
+                // Until its loss is told, then on for runsOnMs, or until a second copy starts.
+                while (!told()) await sleep(10)
+                const until = Date.now() + runsOnMs
+                while (Date.now() < until && running.size === 1) await sleep(10)
+                return "done 1"
+              } finally {
+                running.delete(n)
+                ended.push(n)
+              }
+            }
+            const processor = config.takesSignal
+              ? unique.processor(async (job, _token, _signal) => body(job.id!))
+              : unique.processor(async (job) => body(job.id!))
+            const failures: Array<string> = []
+            const worker = yield* Bull.worker(queueName, processor, { concurrency: 2 })
+            worker.on("failed", (job, error) =>
+              failures.push(`${job?.id === firstId ? 1 : 2} ${(error as { _tag?: string })._tag ?? error.message}`))
+            const first = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+            if (first._tag !== "Enqueued") return assert.fail(`the first add was ${first._tag}`)
+            firstId = first.value.id
+            assert.isTrue(yield* Bull.until(Effect.sync(() => running.has("1"))), "the first fn started")
+            const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+            if (added._tag !== "Enqueued") return assert.fail(`the second add was ${added._tag}`)
+            const second = added.value
+            assert.isTrue(
+              yield* Bull.until(Effect.promise(async () => {
+                const state = await second.getState()
+                return state === "delayed" || state === "active"
+              })),
+              "the second job met the run lock"
+            )
+            const removal = yield* Effect.flatMap(Locks.make({ prefix: lockPrefix }), (locks) =>
+              locks.deleteByPattern(`${lockPrefix}:*`)).pipe(Effect.provide(Redis.layer({ url: source.url })))
+            assert.strictEqual(removal.revoked.length, 1, "the running holder was revoked, not removed")
+            assert.isTrue(
+              yield* Bull.until(Effect.promise(async () => (await second.getState()) === "completed"), 60_000),
+              "the second copy ran once the first had returned"
+            )
+            const trace = JSON.stringify({ options: config.options, takesSignal: config.takesSignal, runsOnMs })
+            assert.deepStrictEqual(overlaps, [], trace)
+            assert.deepStrictEqual(ended, ["1", "2"], trace)
+            assert.deepStrictEqual(failures, ["1 LockLost"], trace)
+            assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [], trace)
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.constantFrom(...configs), fc.integer({ min: 300, max: 800 }), (config, runsOnMs) =>
+              Effect.runPromise(check(config, runsOnMs))),
+            { numRuns: runs(3) }
           )
         )
       }), 120_000)

@@ -10,13 +10,20 @@
  * preview listed and revokes exactly the running holders it named. More cases:
  * UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/web.properties.test.ts
  */
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as fc from "fast-check"
 import * as Redacted from "effect/Redacted"
 import { request as httpRequest } from "node:http"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import * as History from "../src/History.js"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import * as Web from "../src/Web.js"
+import * as Gate from "../src/web/Gate.js"
+import { maxBulkDigests, maxNameLength } from "../src/web/Routes.js"
 import * as RedisTest from "./support/redis.js"
 import * as Harness from "./support/web.js"
 
@@ -94,6 +101,23 @@ const arbitraryCase: fc.Arbitrary<Case> = fc.record({
   forwarded: fc.boolean()
 })
 
+// A cookie planted by another site or service and the same value as the token, every other guard passing: the
+// one request only the server's MAC of the cookie refuses. Tried every run, with a token cookie and without a token.
+const plantedExamples: Array<[Case]> = [false, true].flatMap((token) =>
+  (["form", "header"] as const).map((csrfIn): [Case] => [{
+    server: { token, readOnly: false },
+    bearer: "none",
+    tokenCookie: "right",
+    csrfCookie: "planted",
+    csrf: "right",
+    csrfIn,
+    origin: "same",
+    site: "same-origin",
+    host: "loopback",
+    forwarded: false
+  }])
+)
+
 describe("the admin UI's guards, by property", () => {
   it("a change request changes Redis exactly when the rules allow it, and its status says which rule refused", async () => {
     const prefix = RedisTest.uniquePrefix("web-prop")
@@ -146,7 +170,7 @@ describe("the admin UI's guards, by property", () => {
         assert.strictEqual(answer.status, want, `${JSON.stringify(c)}: ${answer.body}`)
         assert.strictEqual(held, want === 200 ? 0 : 1, JSON.stringify(c))
       }),
-      { numRuns: runs * 10 }
+      { numRuns: runs * 10, examples: plantedExamples }
     )
   })
 
@@ -198,11 +222,19 @@ describe("the admin UI's guards, by property", () => {
     const served = await harness.run(Web.serve({ prefix }))
     let n = 0
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.record({ ended: fc.boolean(), holders: fc.integer({ min: 1, max: 2 }) }), { minLength: 1, maxLength: 8 }), async (locks) => {
+      // A wide lock: 30 holders that have ended and one that has not, their entries long enough that Redis keeps the
+      // hash as a table, which a row reads a page of: a lock read in part is never called stale.
+      fc.asyncProperty(fc.array(fc.record({ ended: fc.boolean(), holders: fc.integer({ min: 1, max: 2 }), wide: fc.boolean() }), { minLength: 1, maxLength: 8 }), async (locks) => {
         const run = `${prefix}:r${++n}`
+        const info = JSON.stringify({ type: "until_expired", worker: "Wide", queue: "q", args: ["x".repeat(60)] })
         for (const [i, lock] of locks.entries()) {
           const definition = LockOptions.unsafeMake({ lock: "until_expired", lockPrefix: prefix, lockTtl: lock.ended ? 20 : 3_600_000, lockLimit: 2 })
           for (let h = 0; h < lock.holders; h++) await harness.run(Lock.lock(definition, { digest: `${run}:l${i}`, jid: `h${h}` }))
+          if (lock.wide) {
+            const key = { prefix, name: `${run}:w${i}` }
+            await Promise.all(Array.from({ length: 31 }, (_, h) =>
+              harness.run(harness.store.lock(key, { jid: `w${h}`, limit: 40, ttlMs: h === 17 ? 3_600_000 : 20, leaseMs: 0, info, fenced: false }))))
+          }
         }
         await new Promise((resolve) => setTimeout(resolve, 50))
         // Every page, to the end of the index.
@@ -218,8 +250,9 @@ describe("the admin UI's guards, by property", () => {
           return names.sort()
         }
         const names = locks.map((_, i) => `${run}:l${i}`)
+        const wide = locks.flatMap((lock, i) => (lock.wide ? [`${run}:w${i}`] : []))
         assert.deepStrictEqual(await list("&stale=1"), names.filter((_, i) => locks[i]!.ended).sort())
-        assert.deepStrictEqual(await list(""), [...names].sort())
+        assert.deepStrictEqual(await list(""), [...names, ...wide].sort())
       }),
       { numRuns: Math.max(5, Math.round(runs / 2)) }
     )
@@ -328,7 +361,7 @@ describe("the admin UI's guards, by property", () => {
     const unescape = (text: string) => text.replace(/&amp;/g, "&").replace(/&quot;/g, "\"")
     let n = 0
     await fc.assert(
-      fc.asyncProperty(fc.array(spec, { minLength: 1, maxLength: 8 }), filter, fc.boolean(), async (specs, f, late) => {
+      fc.asyncProperty(fc.array(spec, { minLength: 1, maxLength: 8 }), filter, fc.boolean(), fc.boolean(), async (specs, f, late, newcomer) => {
         const prefix = RedisTest.uniquePrefix(`bulk${++n}`)
         const served = await harness.run(Web.serve({ prefix }))
         const options = (lock: LockOptions.Options["lock"], more: Partial<LockOptions.Options> = {}) =>
@@ -394,32 +427,445 @@ describe("the admin UI's guards, by property", () => {
         if (late) {
           await harness.run(Lock.lock(options("until_executed"), { digest: later, jid: "late", info: { worker: "Alpha", queue: "mail", args: [] } }))
         }
+        // A holder another job took after the preview on a digest it listed (one the operator never saw): that digest
+        // is left whole. Redis time moves on first, so the holder's time is after the preview's reads.
+        const joined = newcomer
+          ? specs.map((s, i) => ({ s, i, digest: `${prefix}:${s.name}${i}` }))
+            .find(({ digest, s }) => listed.includes(digest) && (s.kind === "run" || s.kind === "multi"))
+          : undefined
+        if (joined !== undefined) {
+          await new Promise((resolve) => setTimeout(resolve, 2))
+          const definition = joined.s.kind === "multi" ? options("until_executing", { lockLimit: 3 }) : options("until_executed")
+          const info = { worker: joined.s.worker, queue: joined.s.queue, args: [joined.i] }
+          await harness.run(Lock.lock(definition, { digest: joined.digest, jid: `n${joined.i}`, info }))
+        }
+        const posted = await holders()
         const session = await send(`${served.url}/api/session`, "GET", {})
         const csrf = (JSON.parse(session.body) as { csrf: string }).csrf
-        const answer = await send(`${served.url}${action}`, "POST", { cookie: session.cookie!, "content-type": "application/x-www-form-urlencoded" }, new URLSearchParams({ _csrf: csrf, digests: field("digests"), at: field("at"), next: field("next"), confirm: field("confirm") }).toString())
+        const next = field("next")
+        const answer = await send(`${served.url}${action}`, "POST", { cookie: session.cookie!, "content-type": "application/x-www-form-urlencoded" }, new URLSearchParams({ _csrf: csrf, digests: field("digests"), at: field("at"), next, confirm: field("confirm") }).toString())
         assert.strictEqual(answer.status, 303, answer.body)
+        // A page with more of the index after it goes on to the preview of the next page, from its cursor; the last, to
+        // the list.
+        const goesTo = new URL(answer.location!, served.url)
+        assert.strictEqual(goesTo.pathname, next === "0" ? "/locks" : "/locks/bulk/confirm", answer.location)
+        assert.strictEqual(goesTo.searchParams.get("cursor"), next === "0" ? null : next, answer.location)
         const after = await holders()
+        const deleted = listed.filter((digest) => digest !== joined?.digest)
         for (const name of names) {
           const digest = name.replace(/:RUN$/, "")
-          const want = listed.includes(digest)
+          const want = deleted.includes(digest)
             // Listed: what stays is exactly the holders it named as revoked, each revoked.
             ? named.filter((h) => h.lock === name && h.fate === "revoked").map((h) => `${h.jid} revoked`).sort().join(",")
+            : digest === joined?.digest
+            ? posted.get(name)
             : before.get(name)
-          assert.strictEqual(after.get(name), want, `${name} (${listed.includes(digest) ? "listed" : "not listed"})`)
-          if (listed.includes(digest) && want === "") {
+          assert.strictEqual(after.get(name), want, `${name} (${listed.includes(digest) ? "listed" : "not listed"}, newcomer on ${joined?.digest})`)
+          if (deleted.includes(digest) && want === "") {
             assert.isUndefined((await harness.run(harness.store.fetch({ prefix, name }))).indexScore, `${name} left in the index`)
           }
         }
         if (late) assert.strictEqual((await harness.run(harness.store.fetch({ prefix, name: later }))).holders.length, 1)
-        // The result says the same: what it removed and what it revoked.
+        // The result says the same: what it removed and what it revoked, and the digest it left alone.
         const result = await send(`${served.url}${answer.location!}`, "GET", {})
         const message = /<div class="message" role="status">([\s\S]*?)<\/div>/.exec(result.body)![1]!
-        const revoked = named.filter((h) => h.fate === "revoked").length
-        assert.include(message, `Deleted ${listed.length} digest(s)`)
-        assert.include(message, named.length === 0 ? "nothing was held" : `removed ${named.length - revoked} holder(s)`)
+        const acted = named.filter((h) => deleted.includes(h.lock.replace(/:RUN$/, "")))
+        const revoked = acted.filter((h) => h.fate === "revoked").length
+        assert.include(message, `Deleted ${deleted.length} digest(s)`)
+        assert.include(message, acted.length === 0 ? "nothing was held" : `removed ${acted.length - revoked} holder(s)`)
         if (revoked > 0) assert.include(message, `revoked ${revoked} running holder(s)`)
         else assert.notInclude(message, "revoked")
+        if (joined !== undefined) assert.include(message, "left 1 digest(s) alone: their holders changed")
       }),
+      { numRuns: runs * 2 }
+    )
+  })
+
+  it("a page's delete, and a running holder's unlock, act only with the confirmation of the holders they named (logged as who did it); else they ask again and change nothing", async () => {
+    type Confirm = "none" | "garbage" | "other" | "stale" | "right"
+    const prefix = RedisTest.uniquePrefix("web-confirm")
+    const served = await harness.run(Web.serve({ prefix }))
+    const queued = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix, lockLimit: 3, lockEvents: true })
+    const running = LockOptions.unsafeMake({ lock: "while_executing", lockPrefix: prefix, lockLimit: 3, lockLease: 600_000, lockEvents: true })
+    const field = (body: string, name: string) => new RegExp(`name="${name}" value="([^"]*)"`).exec(body)?.[1]
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(
+        fc.subarray(["a", "b"]),
+        fc.subarray(["r", "s"]),
+        // delete, or unlock of a queue holder, a running one, or a jid that holds nothing
+        fc.constantFrom("delete", "a", "r", "x"),
+        fc.constantFrom<Confirm>("none", "garbage", "other", "stale", "right"),
+        async (queue, run, action, confirm) => {
+          const digest = `${prefix}:c${++n}`
+          for (const jid of queue) await harness.run(Lock.lock(queued, { digest, jid }))
+          for (const jid of run) await harness.run(Lock.lock(running, { digest, jid, phase: "run" }))
+          const holders = async () =>
+            Promise.all([digest, `${digest}:RUN`].map(async (name) =>
+              (await harness.run(harness.store.fetch({ prefix, name }))).holders
+                .map((h) => `${h.jid}${h.revokedAt === undefined ? "" : " revoked"}`).sort().join(",")))
+          const jid = action === "delete" ? undefined : action
+          const confirmPage = (target: string | undefined) =>
+            send(`${served.url}/lock/${jid === undefined ? "delete" : "unlock"}/confirm?digest=${encodeURIComponent(digest)}${
+              target === undefined ? "" : `&jid=${target}`}`, "GET", {})
+          let value: string | undefined
+          if (confirm === "garbage") value = "0".repeat(64)
+          if (confirm === "right" || confirm === "stale") value = field((await confirmPage(jid)).body, "confirm")
+          if (confirm === "other") {
+            // A confirmation for something else: another digest's delete, another jid's unlock.
+            if (jid === undefined) {
+              const other = `${digest}-other`
+              await harness.run(Lock.lock(queued, { digest: other, jid: "o" }))
+              value = field((await send(`${served.url}/lock/delete/confirm?digest=${encodeURIComponent(other)}`, "GET", {})).body, "confirm")
+            } else value = field((await confirmPage(jid === "a" ? "r" : "a")).body, "confirm")
+          }
+          // Stale: the holders changed after the confirmation page was read (the jid's own, for an unlock: the running
+          // jid took the queue lock too).
+          if (confirm === "stale") {
+            if (jid === undefined) await harness.run(Lock.lock(queued, { digest, jid: "late" }))
+            else if (run.includes(jid)) await harness.run(Lock.lock(queued, { digest, jid }))
+          }
+          const before = await holders()
+          const session = await send(`${served.url}/api/session`, "GET", {})
+          const fields: Record<string, string> = { _csrf: (JSON.parse(session.body) as { csrf: string }).csrf, digest }
+          if (jid !== undefined) fields.jid = jid
+          if (value !== undefined) fields.confirm = value
+          const answer = await send(
+            `${served.url}/lock/${jid === undefined ? "delete" : "unlock"}`,
+            "POST",
+            { cookie: session.cookie!, "content-type": "application/x-www-form-urlencoded" },
+            new URLSearchParams(fields).toString()
+          )
+          assert.strictEqual(answer.status, 303, answer.body)
+          const after = await holders()
+          // A stale delete's page was read before "late" came: the digest is held by then.
+          const late = confirm === "stale" && jid === undefined
+          const held = queue.length + run.length > 0 || late ? jid === undefined || queue.includes(jid) || run.includes(jid) : false
+          // What asks for a confirmation: a delete of anything held, an unlock of a running holder.
+          const asks = held && (jid === undefined || run.includes(jid))
+          const acts = held && (!asks || confirm === "right")
+          const trace = `${JSON.stringify({ queue, run, action, confirm })}: ${answer.location}`
+          if (!acts) {
+            assert.deepStrictEqual(after, before, trace)
+            if (asks) assert.include(answer.location, "/confirm?", trace)
+            if (!held) {
+              // Nothing held by what it names (a second submit): it says so plainly.
+              const result = await send(`${served.url}${answer.location!}`, "GET", {})
+              assert.include(result.body, "found nothing", trace)
+            }
+            return
+          }
+          assert.notInclude(answer.location, "/confirm?", trace)
+          const kept = (list: ReadonlyArray<string>) => list.filter((h) => jid !== undefined && h !== jid)
+          // A queue holder goes; a running one is revoked, keeping its place until it stops.
+          assert.deepStrictEqual(after, [
+            kept(queue).sort().join(","),
+            run.map((h) => (jid === undefined || h === jid ? `${h} revoked` : h)).sort().join(",")
+          ], trace)
+          // Recent events name who did it: with no authorize, the web UI and the client's address, never unknown.
+          const page = await send(`${served.url}/lock?digest=${encodeURIComponent(digest)}`, "GET", {})
+          const events = page.body.slice(page.body.indexOf("<h2>Recent events</h2>"))
+          const by = [...events.matchAll(/<tr><td>.*?<\/tr>/g)]
+            .map((row) => [...row[0].matchAll(/<td[^>]*>(.*?)<\/td>/g)].map((cell) => cell[1]).pop())
+            .filter((cell) => cell !== "")
+          assert.isAbove(by.length, 0, `${trace}: ${events.slice(0, 500)}`)
+          for (const who of by) assert.strictEqual(who, "web UI (127.0.0.1)", trace)
+        }
+      ),
+      { numRuns: runs * 2 }
+    )
+  })
+
+  it("a bulk delete's POST is refused for its length exactly when it lists more digests than one preview can", async () => {
+    // A short prefix: 2,000 digests and more fit the body a change may send.
+    const served = await harness.run(Web.serve({ prefix: "ov" }))
+    const session = await send(`${served.url}/api/session`, "GET", {})
+    const csrf = (JSON.parse(session.body) as { csrf: string }).csrf
+    const around = (bound: number) => fc.integer({ min: bound - 2, max: bound + 2 })
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(around(1000), around(maxBulkDigests), fc.integer({ min: 1, max: maxBulkDigests + 100 })), async (count) => {
+        const digests = Array.from({ length: count }, (_, i) => `ov:${i}`).join("\n")
+        // No confirmation: a list it takes is asked again (303 to the preview), changing nothing; one too long, a 400.
+        const answer = await send(
+          `${served.url}/locks/bulk/delete`,
+          "POST",
+          { cookie: session.cookie!, "content-type": "application/x-www-form-urlencoded" },
+          new URLSearchParams({ _csrf: csrf, digests, at: "1", next: "0" }).toString()
+        )
+        assert.strictEqual(answer.status, count > maxBulkDigests ? 400 : 303, `${count} digests: ${answer.body.slice(0, 300)}`)
+      }),
+      { numRuns: runs, examples: [[1001], [maxBulkDigests], [maxBulkDigests + 1]] }
+    )
+  })
+
+  it("the metrics summary, after any activity of any lock types: each number sits under a header aligned as its cells", async () => {
+    const types = ["until_executed", "until_executing", "while_executing", "until_and_while_executing", "until_expired"] as const
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.record({ lock: fc.constantFrom(...types), duplicate: fc.boolean() }), { minLength: 1, maxLength: 5 }),
+        async (steps) => {
+          const prefix = RedisTest.uniquePrefix(`totals${++n}`)
+          const served = await harness.run(Web.serve({ prefix }))
+          await harness.run(History.flush(prefix))
+          for (const [i, step] of steps.entries()) {
+            const definition = LockOptions.unsafeMake({
+              lock: step.lock,
+              lockPrefix: prefix,
+              ...(step.lock === "until_expired" ? { lockTtl: 60_000 } : {})
+            })
+            const target = { digest: `${prefix}:t${i}`, jid: `t${i}` }
+            // A hold taken and let go, and with it, maybe a duplicate refused.
+            await harness.run(Effect.scoped(Effect.andThen(
+              Lock.acquire(definition, target),
+              step.duplicate ? Effect.ignore(Lock.acquire(definition, { ...target, jid: `d${i}` })) : Effect.void
+            )))
+          }
+          await harness.run(History.flush(prefix))
+          const body = (await send(`${served.url}/metrics`, "GET", {})).body
+          const start = body.indexOf("<table class=\"totals\">")
+          const table = body.slice(start, body.indexOf("</table>", start))
+          const classesOf = (row: string) => [...row.matchAll(/<t[hd](?=[\s>])(?: class="([^"]*)")?[^>]*>/g)].map((m) => m[1] ?? "")
+          const head = classesOf(/<thead>.*?<\/thead>/s.exec(table)![0])
+          const rows = [...table.matchAll(/<tr><td>.*?<\/tr>/gs)].map((m) => classesOf(m[0]))
+          assert.isAtLeast(rows.length, 1, JSON.stringify(steps))
+          assert.strictEqual(head.length, History.events.length + 1)
+          for (const row of rows) assert.deepStrictEqual(row, head, JSON.stringify(steps))
+        }
+      ),
+      { numRuns: Math.max(8, Math.round(runs / 4)) }
+    )
+  })
+
+  it("a bulk delete acts only on the form its preview signed: another time, cursor or list of digests is asked again, nothing deleted", async () => {
+    type Tamper = "none" | "a later time" | "an earlier time" | "another cursor" | "a digest dropped"
+    const unescape = (text: string) => text.replace(/&amp;/g, "&").replace(/&quot;/g, "\"")
+    const field = (body: string, name: string) => unescape(new RegExp(`name="${name}" value="([^"]*)"`).exec(body)![1]!)
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 4 }),
+        fc.constantFrom<Tamper>("none", "a later time", "an earlier time", "another cursor", "a digest dropped"),
+        fc.integer({ min: 1, max: 100_000 }),
+        async (count, tamper, by) => {
+          const prefix = RedisTest.uniquePrefix(`signed${++n}`)
+          const served = await harness.run(Web.serve({ prefix }))
+          const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+          const digests = Array.from({ length: count }, (_, i) => `${prefix}:d${i}`)
+          for (const digest of digests) await harness.run(Lock.lock(definition, { digest, jid: "j" }))
+          const preview = await send(`${served.url}/locks/bulk/confirm?${new URLSearchParams({ pattern: `${prefix}:*` })}`, "GET", {})
+          const action = unescape(/<form method="post" action="([^"]+)"/.exec(preview.body)![1]!)
+          const fields = { digests: field(preview.body, "digests"), at: field(preview.body, "at"), next: field(preview.body, "next") }
+          if (tamper === "a later time") fields.at = String(Number(fields.at) + by)
+          if (tamper === "an earlier time") fields.at = String(Math.max(0, Number(fields.at) - by))
+          if (tamper === "another cursor") fields.next = String(by)
+          if (tamper === "a digest dropped") fields.digests = fields.digests.split("\n").slice(1).join("\n") || `${prefix}:other`
+          const session = await send(`${served.url}/api/session`, "GET", {})
+          const answer = await send(
+            `${served.url}${action}`,
+            "POST",
+            { cookie: session.cookie!, "content-type": "application/x-www-form-urlencoded" },
+            new URLSearchParams({ _csrf: (JSON.parse(session.body) as { csrf: string }).csrf, ...fields, confirm: field(preview.body, "confirm") }).toString()
+          )
+          const trace = `${JSON.stringify({ count, tamper, by })}: ${answer.location}`
+          assert.strictEqual(answer.status, 303, trace)
+          const left = await Promise.all(digests.map(async (name) => (await harness.run(harness.store.fetch({ prefix, name }))).holders.length))
+          if (tamper === "none") {
+            assert.deepStrictEqual(left, digests.map(() => 0), trace)
+            return
+          }
+          assert.deepStrictEqual(left, digests.map(() => 1), trace)
+          const goesTo = new URL(answer.location!, served.url)
+          assert.deepStrictEqual([goesTo.pathname, goesTo.searchParams.get("changed")], ["/locks/bulk/confirm", "1"], trace)
+        }
+      ),
+      { numRuns: runs }
+    )
+  })
+
+  it("a bulk delete walks a filter of any size once: each confirmed page goes on to the preview of the page after it", async () => {
+    const unescape = (text: string) => text.replace(/&amp;/g, "&").replace(/&quot;/g, "\"")
+    const field = (body: string, name: string) => unescape(new RegExp(`name="${name}" value="([^"]*)"`).exec(body)![1]!)
+    let n = 0
+    await fc.assert(
+      // Over 128 members the index is a skiplist, which ZSCAN answers a page at a time (a smaller one comes whole): a
+      // count below the size makes several pages.
+      fc.asyncProperty(fc.integer({ min: 130, max: 300 }), fc.integer({ min: 20, max: 100 }), async (size, count) => {
+        const prefix = RedisTest.uniquePrefix(`walk${++n}`)
+        const served = await harness.run(Web.serve({ prefix }))
+        await harness.run(Harness.seedMany(prefix, size))
+        const session = await send(`${served.url}/api/session`, "GET", {})
+        const csrf = (JSON.parse(session.body) as { csrf: string }).csrf
+        let preview = await send(`${served.url}/locks/bulk/confirm?${new URLSearchParams({ pattern: `${prefix}:*`, count: String(count) })}`, "GET", {})
+        let pages = 0
+        const deleted = new Set<string>()
+        for (;;) {
+          assert.strictEqual(preview.status, 200, preview.body.slice(0, 300))
+          const form = /<form method="post" action="([^"]+)"/.exec(preview.body)
+          // A preview that read on to the end of the index and found nothing left: the walk is done.
+          if (form === null) break
+          const action = unescape(form[1]!)
+          const next = field(preview.body, "next")
+          const digests = field(preview.body, "digests")
+          for (const digest of digests.split("\n")) deleted.add(digest)
+          const answer = await send(
+            `${served.url}${action}`,
+            "POST",
+            { cookie: session.cookie!, "content-type": "application/x-www-form-urlencoded" },
+            new URLSearchParams({ _csrf: csrf, digests, at: field(preview.body, "at"), next, confirm: field(preview.body, "confirm") }).toString()
+          )
+          assert.strictEqual(answer.status, 303, answer.body)
+          pages++
+          const goesTo = new URL(answer.location!, served.url)
+          // The walk resumes at the page's cursor; the last page goes to the list.
+          assert.strictEqual(goesTo.pathname, next === "0" ? "/locks" : "/locks/bulk/confirm", `page ${pages}: ${answer.location}`)
+          assert.strictEqual(goesTo.searchParams.get("cursor"), next === "0" ? null : next, `page ${pages}: ${answer.location}`)
+          if (next === "0") break
+          assert.isBelow(pages, size, "the walk does not end")
+          preview = await send(`${served.url}${answer.location!}`, "GET", {})
+        }
+        // Every lock went.
+        assert.strictEqual(deleted.size, size)
+        const query = new URLSearchParams({ pattern: `${prefix}:*`, count: "1000" })
+        const left = JSON.parse((await send(`${served.url}/api/locks?${query}`, "GET", {})).body) as {
+          items: Array<unknown>
+          next: string
+        }
+        assert.deepStrictEqual([left.items.length, left.next], [0, "0"])
+      }),
+      { numRuns: Math.max(4, Math.round(runs / 8)) }
+    )
+  })
+
+  it("a reaper pass from the page runs for real only with its confirmation; a dry run, or an unconfirmed one, reaps nothing", async () => {
+    type Confirm = "none" | "garbage" | "other" | "right"
+    const field = (body: string, name: string) => new RegExp(`name="${name}" value="([^"]*)"`).exec(body)?.[1]
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom<string | undefined>("0", "false", "1", undefined),
+        fc.constantFrom<Confirm>("none", "garbage", "other", "right"),
+        async (dryRun, confirm) => {
+          const prefix = RedisTest.uniquePrefix(`reap${++n}`)
+          const served = await harness.run(Web.serve({ prefix }))
+          // Locks whose TTL passed: index members a pass for real removes, and a dry run only counts.
+          const expired = LockOptions.unsafeMake({ lock: "until_expired", lockPrefix: prefix, lockTtl: 20 })
+          const digests = [0, 1].map((i) => `${prefix}:e${i}`)
+          for (const digest of digests) await harness.run(Lock.lock(expired, { digest, jid: "e" }))
+          const live = `${prefix}:live`
+          await harness.run(Lock.lock(LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix }), { digest: live, jid: "l" }))
+          await new Promise((resolve) => setTimeout(resolve, 40))
+          const indexed = async () =>
+            Promise.all([...digests, live].map(async (name) => (await harness.run(harness.store.fetch({ prefix, name }))).indexScore !== undefined))
+          const before = await indexed()
+          let value: string | undefined
+          if (confirm === "garbage") value = "0".repeat(43)
+          // A confirmation of this server, but for another change: a delete of the live lock.
+          if (confirm === "other") value = field((await send(`${served.url}/lock/delete/confirm?digest=${encodeURIComponent(live)}`, "GET", {})).body, "confirm")
+          if (confirm === "right") value = field((await send(`${served.url}/reaper/confirm`, "GET", {})).body, "confirm")
+          const session = await send(`${served.url}/api/session`, "GET", {})
+          const fields: Record<string, string> = { _csrf: (JSON.parse(session.body) as { csrf: string }).csrf }
+          if (dryRun !== undefined) fields.dryRun = dryRun
+          if (value !== undefined) fields.confirm = value
+          const answer = await send(
+            `${served.url}/reaper`,
+            "POST",
+            { cookie: session.cookie!, "content-type": "application/x-www-form-urlencoded" },
+            new URLSearchParams(fields).toString()
+          )
+          assert.strictEqual(answer.status, 303, answer.body)
+          const forReal = dryRun === "0" || dryRun === "false"
+          const trace = `${JSON.stringify({ dryRun, confirm })}: ${answer.location}`
+          const goesTo = new URL(answer.location!, served.url).pathname
+          assert.strictEqual(goesTo, forReal && confirm !== "right" ? "/reaper/confirm" : "/reaper", trace)
+          // The expired locks' members go exactly with a pass for real; the live lock stays whatever happens.
+          assert.deepStrictEqual(before, [true, true, true], trace)
+          assert.deepStrictEqual(await indexed(), forReal && confirm === "right" ? [false, false, true] : [true, true, true], trace)
+        }
+      ),
+      { numRuns: Math.max(8, Math.round(runs / 2)) }
+    )
+  })
+
+  it("the list shows every lock whose name an address can carry, and counts the others without listing them", async () => {
+    const prefix = RedisTest.uniquePrefix("web-long")
+    const served = await harness.run(Web.serve({ prefix }))
+    // A name's length in its URL encoding, around the bound: a few characters that encode long ("é" to 6, " " to 3),
+    // then "a"s to the length wanted.
+    const name = fc.record({
+      lead: fc.array(fc.constantFrom("a", "\u00e9", " ", "/"), { maxLength: 6 }),
+      encoded: fc.oneof(fc.integer({ min: maxNameLength - 3, max: maxNameLength + 3 }), fc.integer({ min: 100, max: maxNameLength + 200 }))
+    })
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(fc.array(name, { minLength: 1, maxLength: 6 }), async (specs) => {
+        const run = `${prefix}:r${++n}`
+        const names = specs.map((spec, i) => {
+          const head = `${run}:${i}${spec.lead.join("")}`
+          return head + "a".repeat(Math.max(0, spec.encoded - encodeURIComponent(head).length))
+        })
+        for (const [i, lockName] of names.entries()) {
+          await harness.run(harness.store.lock({ prefix, name: lockName }, { jid: `j${i}`, limit: 1, ttlMs: 3_600_000, leaseMs: 0, info: "", fenced: false }))
+        }
+        const listed: Array<string> = []
+        let omitted = 0
+        let cursor = "0"
+        do {
+          const answer = await send(`${served.url}/api/locks?pattern=${encodeURIComponent(`${run}:*`)}&count=1000&cursor=${cursor}`, "GET", {})
+          assert.strictEqual(answer.status, 200, answer.body.slice(0, 300))
+          const page = JSON.parse(answer.body) as { next: string; omitted: number; items: Array<{ name: string }> }
+          listed.push(...page.items.map((item) => item.name))
+          omitted += page.omitted
+          cursor = page.next
+        } while (cursor !== "0")
+        const fits = names.filter((lockName) => encodeURIComponent(lockName).length <= maxNameLength)
+        assert.deepStrictEqual(listed.sort(), fits.sort())
+        assert.strictEqual(omitted, names.length - fits.length)
+      }),
+      { numRuns: runs }
+    )
+  })
+})
+
+describe("the admin UI's gate, by property", () => {
+  type Fate = "succeed" | "fail" | "die" | "drop"
+  it("whatever its requests do (served, failed, died, dropped waiting or running), each gives its place back", async () => {
+    const settle = async (done: () => boolean) => {
+      for (let i = 0; i < 2000 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 1))
+    }
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 0, max: 3 }),
+        fc.array(fc.constantFrom<Fate>("succeed", "fail", "die", "drop"), { minLength: 1, maxLength: 8 }),
+        async (concurrency, queue, fates) => {
+          const gate = Gate.make(concurrency, queue)
+          const open = Effect.runSync(Deferred.make<void>())
+          const ending = (fate: Fate, i: number) =>
+            fate === "fail" ? Effect.fail(`failed ${i}`) : fate === "die" ? Effect.die(`died ${i}`) : Effect.succeed(i)
+          const fibers = fates.map((fate, i) => Effect.runFork(gate.run(Effect.andThen(Deferred.await(open), ending(fate, i)))))
+          const room = Math.min(fates.length, concurrency + queue)
+          await settle(() => gate.admitted() === room)
+          assert.strictEqual(gate.admitted(), room)
+          // Dropped (the client went): those running and those waiting for a turn alike.
+          for (const [i, fate] of fates.entries()) if (fate === "drop") await Effect.runPromise(Fiber.interrupt(fibers[i]!))
+          Effect.runSync(Deferred.succeed(open, undefined))
+          const exits = await Promise.all(fibers.map((fiber) => Effect.runPromise(Fiber.await(fiber))))
+          for (const [i, exit] of exits.entries()) {
+            if (i >= room) {
+              const busy = Exit.isFailure(exit) && exit.cause.reasons.some((r) => r._tag === "Fail" && r.error instanceof Gate.Busy)
+              assert.isTrue(busy, `request ${i} beyond the room`)
+            } else if (fates[i] === "succeed") assert.deepStrictEqual(exit, Exit.succeed(i))
+            else assert.isTrue(Exit.isFailure(exit), `request ${i} (${fates[i]})`)
+          }
+          // Every place is back: a burst as large as the gate is served whole.
+          assert.strictEqual(gate.admitted(), 0)
+          const burst = await Promise.all(
+            Array.from({ length: concurrency + queue }, (_, i) => Effect.runPromise(gate.run(Effect.succeed(i))))
+          )
+          assert.strictEqual(burst.length, concurrency + queue)
+        }
+      ),
       { numRuns: runs * 2 }
     )
   })
