@@ -8,7 +8,9 @@
  * Beside them: `unique-jobs locks del` run in-process over any number of locks deletes every one, over every page; a
  * page of a lock's holders (`Store.fetch` with a count) reads about that many, never the whole hash, and cuts each
  * entry longer than its `bytes`, telling its whole length, on both stores; a page of `Locks.list` is read in scans of
- * at most 200; `Locks.stats` over shards, any of them down, counts those that answer and names the others.
+ * at most 200, and a row keeps at most `holders` of its holders; `deleteByPattern` removes in scripts of at most 50
+ * locks; `Locks.stats` over shards, any of them down, counts those that answer and names the others; after a layout
+ * reset, a process that read the old layout is refused every lock.
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/admin.properties.test.ts
  */
 import { assert, describe, layer } from "@effect/vitest"
@@ -18,6 +20,7 @@ import * as Exit from "effect/Exit"
 import * as fc from "fast-check"
 import * as Result from "effect/Result"
 import * as Cli from "../src/Cli.js"
+import { LayoutMismatch } from "../src/Errors.js"
 import * as Locks from "../src/Locks.js"
 import * as Redis from "../src/Redis.js"
 import * as Layout from "../src/store/Layout.js"
@@ -517,6 +520,193 @@ describe("the admin surface (properties)", () => {
           { numRuns: Math.max(10, Math.round(runs / 2)), examples: [[1_200, 1_000], [300, 250]] }
         )
       ))
+
+    it.effect("deleteByPattern over any number of matches and any page size removes in scripts of at most 50 locks, and every match goes", () =>
+      Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.integer({ min: 0, max: 400 }), fc.integer({ min: 1, max: 1_000 }), (size, count) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const prefix = RedisTest.uniquePrefix("delpages")
+              const memory = Memory.make()
+              const names = Array.from({ length: size }, (_, i) => `${prefix}:m${i}`)
+              yield* Effect.forEach([...names, `${prefix}:keep`], (name) =>
+                memory.lock({ prefix, name }, { jid: "j", limit: 1, ttlMs: 600_000, leaseMs: 0, info: "", fenced: false }), { discard: true })
+              const removals: Array<number> = []
+              const store: Redis.Store = {
+                ...memory,
+                remove: (locks, options) => Effect.suspend(() => {
+                  removals.push(locks.length)
+                  return memory.remove(locks, options)
+                })
+              }
+              const locks = yield* Effect.provideService(Locks.make({ prefix }), Redis.RedisService, store)
+              let cursor = "0"
+              let deleted = 0
+              let pages = 0
+              do {
+                const page = yield* Effect.orDie(
+                  Effect.provideService(locks.deleteByPattern(`${prefix}:m*`, { cursor, count }), Redis.RedisService, store)
+                )
+                deleted += page.deleted
+                cursor = page.cursor
+                pages++
+              } while (cursor !== "0" && pages < 2_000)
+              const trace = JSON.stringify({ size, count, most: Math.max(0, ...removals) })
+              assert.isAtMost(Math.max(0, ...removals), 50, trace)
+              assert.strictEqual(deleted, size, trace)
+              const left = yield* Effect.orDie(Effect.provideService(locks.list({ count: 1_000 }), Redis.RedisService, store))
+              assert.deepStrictEqual(left.items.map((item) => item.name), [`${prefix}:keep`], trace)
+            }))),
+          { numRuns: Math.max(10, Math.round(runs / 2)), examples: [[400, 1_000], [51, 60], [50, 1_000]] }
+        )
+      ))
+
+    it.effect("a list row keeps at most `holders` of its lock's holders, however many a read answers, and counts them all", () =>
+      Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(
+            fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 4 }),
+            fc.option(fc.integer({ min: 1, max: 100 }), { nil: undefined }),
+            (sizes, holders) =>
+              Effect.runPromise(Effect.gen(function*() {
+                const prefix = RedisTest.uniquePrefix("rowcap")
+                const memory = Memory.make()
+                for (const [d, n] of sizes.entries()) {
+                  for (let i = 0; i < n; i++) {
+                    yield* memory.lock(
+                      { prefix, name: `${prefix}:d${d}` },
+                      { jid: `j${i}`, limit: n, ttlMs: 600_000, leaseMs: 0, info: "", fenced: false }
+                    )
+                  }
+                }
+                // A read may answer more than its count (Redis' HSCAN answers a small hash whole): here, always all.
+                const store: Redis.Store = {
+                  ...memory,
+                  fetch: (lock, page) => memory.fetch(lock, page === undefined ? page : { ...page, count: 1_000 })
+                }
+                const rows = yield* Effect.orDie(Effect.provideService(
+                  Effect.flatMap(Locks.make({ prefix }), (locks) =>
+                    Effect.flatMap(locks.list({ count: 1_000 }), (page) => locks.rows(page.items, { holders }))),
+                  Redis.RedisService,
+                  store
+                ))
+                const trace = JSON.stringify({ sizes, holders })
+                assert.strictEqual(rows.length, sizes.length, trace)
+                for (const row of rows) {
+                  const n = sizes[Number(row.entry.name.slice(`${prefix}:d`.length))]!
+                  assert.strictEqual(row.lock.size, n, trace)
+                  assert.strictEqual(row.lock.holders.length, Math.min(n, holders ?? 10), trace)
+                }
+              }))
+          ),
+          { numRuns: Math.max(10, Math.round(runs / 2)), examples: [[[30], undefined], [[40, 3], 4]] }
+        )
+      ))
+
+    it.effect("after a layout reset, every lock of a process that read the old layout is refused, typed; only the new one's holders stand", () =>
+      Effect.gen(function*() {
+        const old = yield* Redis.RedisService
+        const { options } = yield* RedisTest.TestRedis
+        const hexes = ["a1", "b2", "c3", "d4"]
+        const lockOf = (prefix: string, hex: string, run: boolean) => ({ prefix, name: `${prefix}:${hex}${run ? ":RUN" : ""}` })
+        const request = (jid: string, run: boolean, limit: number) =>
+          run
+            ? { jid, limit, ttlMs: 0, leaseMs: 30_000, info: "", fenced: true }
+            : { jid, limit, ttlMs: 60_000, leaseMs: 0, info: "", fenced: false }
+        const attempt = fc.record({ hex: fc.constantFrom(...hexes), run: fc.boolean(), limit: fc.integer({ min: 1, max: 3 }) })
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.array(attempt, { minLength: 1, maxLength: 3 }),
+              fc.subarray(hexes),
+              fc.array(attempt, { minLength: 1, maxLength: 4 }),
+              (before, taken, after) =>
+                Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+                  const prefix = RedisTest.uniquePrefix("reset")
+                  // The old process locks (its layout read and recorded), then lets go: drained, the reset passes.
+                  for (const [i, a] of before.entries()) {
+                    const lock = lockOf(prefix, a.hex, a.run)
+                    const got = yield* old.lock(lock, request(`o${i}`, a.run, a.limit))
+                    if (got._tag === "Acquired") yield* old.unlock(lock, `o${i}`, got.fence)
+                  }
+                  const fresh = yield* ("nodes" in options ? Redis.makeCluster(options) : Redis.make(options))
+                  assert.isTrue(yield* Effect.provideService(Redis.resetLayout(prefix), Redis.RedisService, fresh))
+                  // A process started after the reset locks under the new record.
+                  for (const hex of taken) {
+                    assert.strictEqual((yield* fresh.lock(lockOf(prefix, hex, true), request("n", true, 1)))._tag, "Acquired")
+                  }
+                  for (const [i, a] of after.entries()) {
+                    const refused = yield* Effect.flip(old.lock(lockOf(prefix, a.hex, a.run), request(`s${i}`, a.run, a.limit)))
+                    assert.instanceOf(refused.cause, LayoutMismatch, refused.message)
+                    assert.isTrue((refused.cause as LayoutMismatch).reset)
+                  }
+                  for (const hex of hexes) {
+                    for (const run of [false, true]) {
+                      const holders = (yield* fresh.holders(lockOf(prefix, hex, run))).map((h) => h.jid)
+                      assert.deepStrictEqual(holders, run && taken.includes(hex) ? ["n"] : [], `${hex}${run ? ":RUN" : ""}`)
+                    }
+                  }
+                })))
+            ),
+            { numRuns: Math.max(5, Math.round(runs / 4)) }
+          )
+        )
+      }))
+
+    it.effect("a layout reset goes through exactly when the prefix holds no lock, at its scan or taken after it; refused, nothing is retired", () =>
+      Effect.gen(function*() {
+        const old = yield* Redis.RedisService
+        const { options, raw } = yield* RedisTest.TestRedis
+        const names = ["a1", "b2", "c3"].flatMap((hex) => [hex, `${hex}:RUN`])
+        const request = (jid: string, run: boolean) =>
+          run
+            ? { jid, limit: 1, ttlMs: 0, leaseMs: 30_000, info: "", fenced: true }
+            : { jid, limit: 1, ttlMs: 60_000, leaseMs: 0, info: "", fenced: false }
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.subarray(names), fc.constantFrom("before", "afterScan"), (held, when) =>
+              Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+                const prefix = RedisTest.uniquePrefix("drained")
+                const lockOf = (name: string) => ({ prefix, name: `${prefix}:${name}` })
+                const take = Effect.forEach(held, (name) =>
+                  Effect.flatMap(old.lock(lockOf(name), request("h", name.endsWith(":RUN"))), (got) =>
+                    Effect.sync(() => assert.strictEqual(got._tag, "Acquired", name))), { discard: true })
+                // The process's layout read and recorded by a lock it let go.
+                const first = yield* old.lock(lockOf("z9"), request("z", false))
+                if (first._tag === "Acquired") yield* old.unlock(lockOf("z9"), "z", first.fence)
+                const record = yield* Effect.promise(() => raw.get(`${prefix}:layout`))
+                assert.isNotNull(record)
+                if (when === "before") yield* take
+                const fresh = yield* ("nodes" in options ? Redis.makeCluster(options) : Redis.make(options))
+                // After the reset's scan found the prefix empty, the locks come (once): its script meets them.
+                let scanned = false
+                const operator: Redis.Store = {
+                  ...fresh,
+                  scan: (p, cursor, pattern, count) =>
+                    Effect.tap(fresh.scan(p, cursor, pattern, count), () =>
+                      when === "afterScan" && !scanned ? Effect.andThen(Effect.sync(() => (scanned = true)), take) : Effect.void)
+                }
+                const reset = yield* Effect.result(Effect.provideService(Redis.resetLayout(prefix), Redis.RedisService, operator))
+                const trace = JSON.stringify({ held, when, reset })
+                if (held.length === 0) {
+                  assert.isTrue(Result.isSuccess(reset) && reset.success, trace)
+                  return
+                }
+                assert.isTrue(Result.isFailure(reset), trace)
+                if (Result.isFailure(reset)) {
+                  // Held at the scan: refused by name before anything is asked of the shards ("drain it first").
+                  assert.include(reset.failure.message, when === "before" ? "drain it first" : "still runs", trace)
+                }
+                assert.strictEqual(yield* Effect.promise(() => raw.get(`${prefix}:layout`)), record, trace)
+                // Nothing retired: the process goes on locking under its layout.
+                const again = yield* old.lock(lockOf("y8"), request("y", false))
+                assert.strictEqual(again._tag, "Acquired", trace)
+              })))
+            ),
+            { numRuns: Math.max(6, Math.round(runs / 4)), examples: [[["a1"], "afterScan"], [["b2:RUN"], "before"], [[], "afterScan"]] }
+          )
+        )
+      }))
 
     it.effect("unique-jobs locks del (in-process) deletes every matching lock, over every page, and no other", () =>
       Effect.gen(function*() {

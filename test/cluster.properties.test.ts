@@ -2,28 +2,35 @@
  * Properties on a real local Redis Cluster (3 masters): whatever locks it holds, spread by the layout's shards, a scan
  * pages through every shard and answers each lock once, whatever the page size; a reaper pass removes exactly the
  * locks whose holders have ended, on every shard; and every master holds some of them (the shards spread over the
- * masters). The examples are in cluster.admin.test.ts and cluster.failover.test.ts.
+ * masters). `unique-jobs stats` with any shards unanswered prints the others' counts, names those shards and fails;
+ * a lock call during an outage of its shard (CLUSTERDOWN) shorter than its timeout rides it out. The examples are in
+ * cluster.admin.test.ts, cluster.failover.test.ts, cluster.stats.test.ts and cluster.handoff.test.ts.
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=30 npx vitest run test/cluster.properties.test.ts
  */
+import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as fc from "fast-check"
 import * as Scope from "effect/Scope"
 import { Cluster as IOCluster } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import * as Cli from "../src/Cli.js"
 import * as Reaper from "../src/Reaper.js"
 import * as Redis from "../src/Redis.js"
+import * as Layout from "../src/store/Layout.js"
 import * as RedisCluster from "../src/testing/RedisCluster.js"
+import { capturedConsole } from "./support/cli.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
 
 let scope: Scope.Closeable
 let store: Redis.Store
 let raw: IOCluster
+let nodes: ReadonlyArray<string>
 beforeAll(async () => {
   scope = Effect.runSync(Scope.make())
   const cluster = await Effect.runPromise(Scope.provide(RedisCluster.start(), scope))
-  const nodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`)
+  nodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`)
   store = await Effect.runPromise(Scope.provide(Redis.makeCluster({ nodes }), scope))
   raw = new IOCluster(cluster.startupNodes.map((node) => ({ host: node.host, port: node.port })))
   await new Promise<void>((resolve, reject) => {
@@ -102,5 +109,107 @@ describe("cluster properties", () => {
       ),
       { numRuns: runs(6) }
     )
+  }, 300_000)
+  // A shard whose walk fails (here its index made unreadable: a wrong type, which every call on it meets, as a master
+  // down fails every call of its shards) leaves a partial answer: `unique-jobs stats` prints the other shards' counts,
+  // names those that did not answer, and exits non-zero, so that no script takes it for the whole index.
+  it("property: stats with any shards unanswered prints the others' counts, names those shards, and fails; none: the whole, and succeeds", async () => {
+    const layout = Layout.cluster()
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 10, max: 80 }),
+        fc.uniqueArray(fc.integer({ min: 0, max: Layout.defaultShards - 1 }), { maxLength: 4 }),
+        async (count, unanswered) => {
+          const prefix = `cs${process.pid}x${++seeded}`
+          const names = Array.from({ length: count }, (_, i) => `${prefix}:d${i}`)
+          await run(Effect.flatMap(Redis.RedisService, (redis) =>
+            Effect.forEach(names, (name) =>
+              redis.lock({ prefix, name }, { jid: "j", limit: 1, ttlMs: 600_000, leaseMs: 0, info: "", fenced: false }), {
+              concurrency: 32,
+              discard: true
+            })))
+          for (const shard of unanswered) {
+            const index = layout.index(prefix, shard)
+            await raw.del(index)
+            await raw.set(index, "not an index", "PX", 600_000)
+          }
+          const ran = await Effect.runPromise(Effect.gen(function*() {
+            const { capture, lines } = yield* capturedConsole
+            const exit = yield* Cli.run(["node", "unique-jobs", "stats", "--prefix", prefix, "--cluster", nodes.join(","), "--json"])
+              .pipe(Effect.provideService(Console.Console, capture), Effect.provide(Cli.platform), Effect.exit)
+            return { exit, lines }
+          }))
+          const trace = JSON.stringify({ count, unanswered, exit: ran.exit._tag })
+          const answer = JSON.parse(ran.lines.join("\n")) as {
+            indexSize: number
+            partial?: boolean
+            unanswered?: Array<{ shard: number; reason: string }>
+          }
+          const counted = names.filter((name) => !unanswered.includes(layout.shardOf({ prefix, name })))
+          assert.strictEqual(answer.indexSize, counted.length, trace)
+          assert.strictEqual(Exit.isFailure(ran.exit), unanswered.length > 0, trace)
+          if (unanswered.length === 0) assert.notProperty(answer, "partial", trace)
+          else {
+            assert.strictEqual(answer.partial, true, trace)
+            assert.deepStrictEqual(answer.unanswered?.map((u) => u.shard), [...unanswered].sort((a, b) => a - b), trace)
+          }
+          // Clean up for the next run.
+          for (const shard of unanswered) await raw.del(layout.index(prefix, shard))
+          await run(Effect.flatMap(Redis.RedisService, (redis) =>
+            Effect.forEach(counted, (name) => redis.unlock({ prefix, name }, "j"), { concurrency: 32, discard: true })))
+        }
+      ),
+      { numRuns: runs(6), examples: [[20, []], [40, [0, 23]]] }
+    )
+  }, 300_000)
+  // A master whose slot is taken from it (CLUSTER DELSLOTS) reports the cluster down (CLUSTERDOWN) until the slot is
+  // given back: an outage of one shard, as a failover makes it, with no failover. ioredis tries a call again every
+  // 100 ms, each try a redirection; its default 16 gave up after about 1.6 s. A store's call rides out any such
+  // outage shorter than its timeout, and answers once the slot is served again.
+  it("property: a lock call during an outage of its shard shorter than the timeout rides it out and locks", async () => {
+    const layout = Layout.cluster()
+    const timeoutMs = 8000
+    const outages = Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const own = yield* Redis.makeCluster({ nodes, timeout: timeoutMs })
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.integer({ min: 0, max: Layout.defaultShards - 1 }), fc.integer({ min: 2000, max: 4000 }), async (shard, outageMs) => {
+            const prefix = `cr${process.pid}x${++seeded}`
+            // A lock of the shard: its layout read and its scripts loaded before the outage.
+            const first = Array.from({ length: 500 }, (_, i) => ({ prefix, name: `${prefix}:d${i}` }))
+              .filter((lock) => layout.shardOf(lock) === shard)
+            const [before, during] = first
+            assert.isDefined(during, `two names of shard ${shard}`)
+            const request = (jid: string) => ({ jid, limit: 1, ttlMs: 600_000, leaseMs: 0, info: "", fenced: false })
+            assert.strictEqual((await Effect.runPromise(own.lock(before!, request("a"))))._tag, "Acquired")
+            const slot = Layout.slotOf(layout.keysOf(during!).locked)
+            const owner = raw.nodes("master").find((node) => `${node.options.host}:${node.options.port}` === raw.slots[slot]?.[0])
+            assert.isDefined(owner, `the master of slot ${slot}`)
+            await owner!.call("CLUSTER", "DELSLOTS", String(slot))
+            const started = Date.now()
+            let given = 0
+            const giveBack = new Promise<void>((resolve) =>
+              setTimeout(() => {
+                given = Date.now()
+                owner!.call("CLUSTER", "ADDSLOTS", String(slot)).then(() => resolve(), () => resolve())
+              }, outageMs)
+            )
+            try {
+              const taken = await Effect.runPromise(Effect.result(own.lock(during!, request("b"))))
+              const trace = JSON.stringify({ shard, slot, outageMs, after: Date.now() - started })
+              assert.isTrue(taken._tag === "Success" && taken.success._tag === "Acquired", `${trace} ${JSON.stringify(taken)}`)
+              // Answered once the slot was served again, not before: the outage was met, and ridden out.
+              assert.isAbove(given, 0, trace)
+            } finally {
+              await giveBack
+            }
+            await Effect.runPromise(own.unlock(before!, "a"))
+            await Effect.runPromise(own.unlock(during!, "b"))
+          }),
+          { numRuns: runs(3), examples: [[0, 3000]] }
+        )
+      )
+    })))
+    await outages
   }, 300_000)
 })

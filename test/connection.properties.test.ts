@@ -5,7 +5,8 @@
  * processes, killed and restarted. The client's options: a client that reads integers as text (ioredis'
  * `stringNumbers`) answers any sequence of lock calls as the default client does. The layout: stores of any layouts
  * on one prefix, one after the other: a lock is taken exactly by those configured as the first was, and the CLI reads
- * the layout recorded.
+ * the layout recorded. The release signals: releases published while their connection was away are made up for once
+ * it is back, and every job waiting on them runs.
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=40 npx vitest run test/connection.properties.test.ts
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -14,14 +15,29 @@ import * as Result from "effect/Result"
 import * as fc from "fast-check"
 import { Redis as IORedis } from "ioredis"
 import * as Fiber from "effect/Fiber"
+import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import * as Redis from "../src/Redis.js"
 import { LayoutMismatch } from "../src/Errors.js"
+import * as Layout from "../src/store/Layout.js"
+import * as Waits from "../src/store/ReleaseWaits.js"
 import * as RedisServer from "../src/testing/RedisServer.js"
+import * as UniqueJob from "../src/UniqueJob.js"
+import { gated } from "./support/gated.js"
 import * as Model from "./support/model.js"
 import { runCli } from "./support/layout.js"
 import * as RedisTest from "./support/redis.js"
+
+/** Real-time polling of the test's own view, bounded. */
+const until = (check: () => boolean | Promise<boolean>, what: string) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 20_000
+    while (!(yield* Effect.promise(async () => await check()))) {
+      if (Date.now() > deadline) assert.fail(`never: ${what}`)
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+    }
+  })
 
 describe("connect properties", () => {
   it.live("down for any time within the timeout: connected and locked once Redis is back; never back: the timeout", () =>
@@ -177,4 +193,171 @@ describe("connect properties", () => {
         )
       )
     })), 120_000)
+})
+
+describe("release signals properties", () => {
+  // The release signals' connection (the store client's duplicate) is wrapped: while "away" it drops what Redis
+  // publishes, as a connection that is down hears nothing; "back" is its ready event again (a reconnect). Jobs wait
+  // on 1 to 3 locks; the holders of some end while it is away, the others after it is back. Every waiting job runs:
+  // one whose release was missed by the signal made up on reconnect, long before its lockTimeout.
+  it.live("releases published while the release connection was away are made up for once back: every waiting job runs", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const server = yield* RedisServer.start
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.array(fc.boolean(), { minLength: 1, maxLength: 3 }), (whileAway) =>
+            Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+              const client = yield* Effect.acquireRelease(
+                Effect.sync(() => new IORedis(server.url)),
+                (c) => Effect.promise(() => c.quit().catch(() => undefined))
+              )
+              const line = { away: false, dropped: 0, readies: [] as Array<() => void>, subscribers: [] as Array<IORedis> }
+              yield* Effect.addFinalizer(() => Effect.sync(() => line.subscribers.forEach((s) => s.disconnect())))
+              const wrap = (real: IORedis) => {
+                line.subscribers.push(real)
+                const subscriber = {
+                  subscribe: (...channels: Array<string>) => real.subscribe(...channels),
+                  unsubscribe: (channel: string) => real.unsubscribe(channel),
+                  on: (event: string, listener: (...args: Array<any>) => void) => {
+                    if (event === "message") {
+                      real.on("message", (channel: string, message: string) => {
+                        if (line.away) line.dropped++
+                        else listener(channel, message)
+                      })
+                    } else {
+                      if (event === "ready") line.readies.push(listener)
+                      real.on(event, listener)
+                    }
+                    return subscriber
+                  },
+                  get status() {
+                    return real.status
+                  },
+                  disconnect: () => real.disconnect()
+                }
+                return subscriber
+              }
+              const proxied = new Proxy(client, {
+                get: (target, key) => {
+                  if (key === "duplicate") return (options: object) => wrap(target.duplicate(options))
+                  const value: unknown = Reflect.get(target, key, target)
+                  return typeof value === "function" ? (value as (...args: Array<unknown>) => unknown).bind(target) : value
+                }
+              }) as unknown as Redis.Client
+              const store = yield* Redis.makeFromClient(proxied)
+              const prefix = RedisTest.uniquePrefix("away")
+              const jobs = yield* Effect.provideService(Effect.forEach(whileAway, (away, i) =>
+                Effect.gen(function*() {
+                  const uj = yield* UniqueJob.make({
+                    worker: `Away${i}`,
+                    lock: "while_executing",
+                    // Far beyond what the test takes unbroken: a missed release shows as a wait that runs out.
+                    lockTimeout: "4 seconds",
+                    lockLease: "60 seconds",
+                    lockPrefix: prefix
+                  })
+                  const key = Lock.keyOf(uj.definition, yield* uj.digest([i]), "run")
+                  const holder = yield* gated(uj.server, uj.job([i]))
+                  const waiter = yield* Effect.forkChild(uj.server(uj.job([i]), Effect.succeed("ran")))
+                  yield* until(() => Waits.waiting(store, key) === 1, "the job waits")
+                  const channel = store.releases!.channelOf(key)
+                  yield* until(async () => (await client.pubsub("NUMSUB", channel))[1] === 1, "its channel is subscribed")
+                  return { away, holder, waiter }
+                })), Redis.RedisService, store)
+              line.away = true
+              const missed = jobs.filter((job) => job.away)
+              for (const job of missed) assert.strictEqual((yield* job.holder.finish)._tag, "Performed")
+              yield* until(() => line.dropped === missed.length, "the releases were published, and dropped")
+              line.away = false
+              for (const ready of line.readies) ready()
+              for (const job of jobs) if (!job.away) assert.strictEqual((yield* job.holder.finish)._tag, "Performed")
+              const outcomes = yield* Effect.forEach(jobs, (job) => Fiber.join(job.waiter))
+              assert.deepStrictEqual(outcomes.map((o) => o._tag), jobs.map(() => "Performed"), JSON.stringify(whileAway))
+            }).pipe(Effect.provide(MemoryQueue.layer()))))
+          ),
+          { numRuns: Model.runs(5), examples: [[[true]], [[true, false, true]]] }
+        )
+      )
+    })), 120_000)
+})
+
+describe("release signals properties: the release's own signal", () => {
+  // lockTimeout's waiters hear of a release from the release itself (one PUBLISH in its script call): a release asked
+  // to signal publishes on its lock's channel exactly when it ended a live hold; one not asked, or ending nothing, is
+  // silent. Counted by a subscriber of its own, up to a marker published after the last step.
+  it.live("a release publishes on its lock's channel exactly when asked to and it released a live hold", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const server = yield* RedisServer.start
+      const store = yield* Redis.make({ url: server.url })
+      const connect = Effect.acquireRelease(
+        Effect.sync(() => new IORedis(server.url)),
+        (c) => Effect.sync(() => c.disconnect())
+      )
+      const subscriber = yield* connect
+      const publisher = yield* connect
+      const step = fc.record({
+        unlock: fc.boolean(),
+        lock: fc.integer({ min: 0, max: 1 }),
+        jid: fc.constantFrom("a", "b"),
+        signal: fc.boolean()
+      })
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), async (steps) => {
+            const prefix = RedisTest.uniquePrefix("signal")
+            const locks = [0, 1].map((i) => ({ prefix, name: `${prefix}:d${i}:RUN` }))
+            const channels = locks.map((lock) => store.releases!.channelOf(lock))
+            const heard = channels.map(() => 0)
+            const expected = channels.map(() => 0)
+            let markers = 0
+            const listener = (channel: string, message: string) => {
+              if (message === "marker") markers++
+              else heard[channels.indexOf(channel)]!++
+            }
+            subscriber.on("message", listener)
+            await subscriber.subscribe(...channels)
+            try {
+              for (const s of steps) {
+                const lock = locks[s.lock]!
+                if (!s.unlock) {
+                  await Effect.runPromise(store.lock(lock, { jid: s.jid, limit: 2, ttlMs: 0, leaseMs: 30_000, info: "", fenced: true }))
+                  continue
+                }
+                const released = await Effect.runPromise(store.unlock(lock, s.jid, 0, false, s.signal))
+                if (released && s.signal) expected[s.lock]!++
+              }
+              for (const channel of channels) await publisher.publish(channel, "marker")
+              for (let i = 0; i < 2000 && markers < channels.length; i++) await new Promise((resolve) => setTimeout(resolve, 5))
+              assert.strictEqual(markers, channels.length, "the markers came back")
+              assert.deepStrictEqual(heard, expected, JSON.stringify(steps))
+            } finally {
+              subscriber.off("message", listener)
+              await subscriber.unsubscribe(...channels)
+            }
+          }),
+          { numRuns: Model.runs(20), examples: [[[{ unlock: false, lock: 0, jid: "a", signal: false }, { unlock: true, lock: 0, jid: "a", signal: true }]]] }
+        )
+      )
+    })), 120_000)
+})
+
+describe("layout record properties", () => {
+  // What a store writes is what every store reads back: a cluster of any shard count a store can be configured with
+  // (1 to 1024, one shard included) is a layout, never a foreign record; any other count is foreign.
+  it("a recorded cluster of n shards reads back exactly when n is a whole number from 1 to 1024", () =>
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.integer({ min: 1, max: 1024 }), fc.integer({ min: -5, max: 2000 }), fc.double(), fc.constantFrom(0, 1, 1024, 1025)),
+        fc.stringMatching(/^[0-9a-f]{0,8}$/),
+        (shards, epoch) => {
+          const read = Layout.decodeRecord(JSON.stringify({ layout: "cluster", shards, epoch }))
+          const configurable = Number.isSafeInteger(shards) && shards >= 1 && shards <= 1024
+          assert.strictEqual(read !== undefined, configurable, `${shards} shards`)
+          if (read === undefined) return
+          assert.deepStrictEqual([read.layout.cluster, read.layout.shards, read.epoch], [true, shards, epoch])
+          assert.isTrue(Layout.same(Layout.decode(Layout.encode(read.layout, epoch))!, read.layout), "encode reads back")
+        }
+      ),
+      { numRuns: 200, examples: [[1, ""], [1024, "ab"], [0, ""], [1025, ""]] }
+    ))
 })

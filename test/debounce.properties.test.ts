@@ -7,7 +7,7 @@
  * their own) adding one digest at once: one window at a time whichever producer adds, one job of the digest that runs
  * at any time, each run due within maxWait of its window's first trigger, the last trigger's data.
  */
-import { assert, describe, layer } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -16,6 +16,7 @@ import * as Ref from "effect/Ref"
 import * as TestClock from "effect/testing/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
+import * as Lock from "../src/Lock.js"
 import type * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as Bull from "./support/bullmq.js"
@@ -263,4 +264,35 @@ describe("debounce properties", () => {
           )
         )), { timeout: 600_000 })
   })
+})
+
+describe("debounce properties: the window an enqueue keeps", () => {
+  // However many holders of the digest carry windows, in whatever order Redis lists them, the one the replacing
+  // enqueue keeps is the earliest of those it keeps: the window's first trigger bounds maxWait, never a later one.
+  it("property: the window kept is the earliest among the holders kept, whatever their order; none when none keeps one", () =>
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            window: fc.option(fc.integer({ min: 0, max: 10_000_000 }), { nil: undefined }),
+            due: fc.option(fc.integer({ min: 0, max: 10_000_000 }), { nil: undefined }),
+            kept: fc.boolean()
+          }),
+          { maxLength: 6 }
+        ),
+        (specs) => {
+          const holders: Array<Lock.WindowHolder> = specs.map((spec, i) => ({
+            jid: `j${i}`,
+            lockedAt: i,
+            window: spec.window,
+            due: spec.due
+          }))
+          const keep = new Set(specs.flatMap((spec, i) => spec.kept ? [`j${i}`] : []))
+          const windows = specs.flatMap((spec) => spec.kept && spec.window !== undefined ? [spec.window] : [])
+          const expected = windows.length === 0 ? undefined : Math.min(...windows)
+          assert.strictEqual(Lock.windowOf(holders, (holder) => keep.has(holder.jid)), expected, JSON.stringify(specs))
+        }
+      ),
+      { numRuns: 200, examples: [[[{ window: 5, due: 9, kept: true }, { window: 1, due: 9, kept: true }]]] }
+    ))
 })

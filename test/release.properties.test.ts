@@ -8,7 +8,8 @@
  * And of run locks (items 11, 12): after any mix of run-lock jobs has ended, no lease keeper loop is left (it ends at the
  * last release, within its linger, not at its next round), and locks taken one after another share one loop, which
  * lingers holding no process open; a run lock answered at any point around its lease deadline (TestClock, to the
- * millisecond) performs exactly when the answer came before it, and is otherwise LockLost naming the late answer.
+ * millisecond) performs exactly when the answer came before it, and is otherwise LockLost naming the late answer; a
+ * run lock's release Redis did not answer, on a fiber being interrupted (a shutdown), is not tried again.
  *
  * On Redis: `Lock.renew` by hand answers the truth about the hold; a run lock lost while its perform runs (deleted, its
  * entry removed, revoked, at any point) interrupts the perform and ends LockLost; an enqueue that timed out but may
@@ -306,6 +307,47 @@ describe("release properties: run locks and the lease keeper", () => {
             ))
         ),
         { numRuns: Model.runs(30), examples: [[300, 50, false], [300, 0, true], [100, 299, false]] }
+      )
+    ), 120_000)
+
+  it.effect("a run lock's release Redis did not answer, on a fiber being interrupted, is sent once: its lease frees it", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 1, max: 3 }),
+          fc.integer({ min: 1, max: 120 }),
+          fc.boolean(),
+          (unanswered, leaseS, handoff) =>
+            Effect.runPromise(Effect.gen(function*() {
+              const redis = yield* Redis.RedisService
+              // The first `unanswered` releases get no answer; a retry would then find the hold live and end it.
+              const lossy = Stores.losingUnlocks(redis, Array.from({ length: unanswered }, () => "refused" as const))
+              let sent = 0
+              const counted: Redis.RedisService["Service"] = {
+                ...lossy,
+                unlock: (...args) => Effect.suspend(() => (sent++, lossy.unlock(...args)))
+              }
+              const { definition, enqueued } = yield* enqueuedRunLockJob(handoff, leaseS * 1000, "shutdown")
+              const started = yield* Deferred.make<void>()
+              const fiber = yield* Effect.forkChild(
+                Middleware.server(definition, enqueued.job, Effect.andThen(Deferred.succeed(started, undefined), Effect.never)).pipe(
+                  Effect.provideService(Redis.RedisService, counted)
+                )
+              )
+              yield* Deferred.await(started)
+              // A shutdown: the interrupt is forked, and the clock goes past the lease, so a retry (the rule broken)
+              // meets no sleep it cannot get out of and is counted instead.
+              const interrupt = yield* Effect.forkChild(Fiber.interrupt(fiber))
+              yield* TestClock.adjust(leaseS * 1000)
+              yield* Fiber.join(interrupt)
+              assert.strictEqual(sent, 1, `releases sent (lease ${leaseS} s, ${unanswered} unanswered)`)
+            }).pipe(
+              Effect.provide(MemoryQueue.layer()),
+              Effect.provide(Redis.layerMemory),
+              Effect.provide(TestClock.layer())
+            ))
+        ),
+        { numRuns: Model.runs(20), examples: [[1, 1, false], [1, 60, true]] }
       )
     ), 120_000)
 })
@@ -744,6 +786,46 @@ describe("release properties: a release whose answer is lost, on Redis", () => {
                 )))
             ),
             { numRuns: Model.runs(4), examples: [["request", 1_500], ["reply", 1_500]] }
+          )
+        )
+      }), 120_000)
+
+    // The same on the Promise face's hot path (UniqueQueue's processor, issue 47, observation 2): the fn's last act
+    // loses the next call, the run lock's release; it is tried again before the job's outcome settles.
+    it.effect("on the hot path too, a run lock's release whose answer is lost is tried again before the job settles: none left", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom("while_executing" as const, "until_and_while_executing" as const),
+              fc.constantFrom("request" as const, "reply" as const),
+              (lock, lost) =>
+                Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+                  const { proxy, name, unique, lockPrefix } = yield* lockProxiedUniqueQueue(`hot-${lost}`, "2 seconds", {
+                    lock,
+                    lockLease: "30 seconds",
+                    history: false
+                  })
+                  const worker = yield* Bull.manualWorker(name)
+                  const processor = unique.processor(async (_job: BullJob<Data>) => {
+                    await Effect.runPromise(proxy.lose(lost))
+                    return "ran"
+                  })
+                  const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+                  assert.strictEqual(added._tag, "Enqueued")
+                  const job = (yield* Effect.promise(() => worker.getNextJob("t", { block: false }))) as BullJob<Data>
+                  const answer = yield* Effect.promise(() => processor(job, "t").then(String, (error: Error) => error.name))
+                  const run = JSON.stringify({ lock, lost, answer })
+                  assert.strictEqual(answer, "ran", run)
+                  const key = RedisTest.keysOf(lockPrefix, `${added.digest}:RUN`).locked
+                  assert.strictEqual(yield* Effect.promise(() => testRedis.raw.exists(key)), 0, `the run lock outlived its job: ${run}`)
+                }).pipe(
+                  Effect.provideService(RedisTest.TestRedis, testRedis),
+                  Effect.provideService(References.MinimumLogLevel, "None")
+                )))
+            ),
+            { numRuns: Model.runs(3), examples: [["while_executing", "request"], ["until_and_while_executing", "reply"]] }
           )
         )
       }), 120_000)

@@ -11,7 +11,7 @@
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=500 npx vitest run test/store.properties.test.ts
  */
 import { Redis as IORedis } from "ioredis"
-import { afterAll, beforeAll, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -1063,4 +1063,57 @@ describe("store properties: the scripts on Redis against the memory store, on a 
         )
       ), 120_000)
   }
+})
+
+describe("store properties: the activity log's life", () => {
+  let store: Redis.Store
+  let raw: IORedis
+  let close: () => Promise<void>
+  beforeAll(async () => {
+    const scope = Effect.runSync(Scope.make())
+    const context = await Effect.runPromise(Scope.provide(Layer.build(RedisTest.layer()), scope))
+    store = Context.get(context, Redis.RedisService)
+    raw = Context.get(context, RedisTest.TestRedis).raw
+    close = () => Effect.runPromise(Scope.close(scope, Exit.void))
+  })
+  afterAll(() => close())
+
+  // Whatever the digest's locks went through, its log (events on) lives 24 hours after its last event while a lock of
+  // the digest is held, and 1 hour once none is: a look back, not a day's keep of a digest that is gone.
+  it.live("after any takes and releases with events, the log is kept 24 hours while a lock of its digest is held, 1 hour once none is", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.record({ release: fc.boolean(), run: fc.boolean(), jid: fc.constantFrom("a", "b") }), { minLength: 1, maxLength: 10 }),
+          async (steps) => {
+            const prefix = uniquePrefix("logttl")
+            const lockOf = (run: boolean) => ({ prefix, name: `${prefix}:d${run ? ":RUN" : ""}` })
+            const [queue, run] = [false, true].map((r) => RedisTest.layout.keysOf(lockOf(r)))
+            for (const [i, s] of steps.entries()) {
+              const lock = lockOf(s.run)
+              if (s.release) await Effect.runPromise(store.unlock(lock, s.jid, 0, true))
+              else {
+                await Effect.runPromise(store.lock(lock, {
+                  jid: s.jid,
+                  limit: 1,
+                  ttlMs: 0,
+                  leaseMs: s.run ? 600_000 : 0,
+                  info: "",
+                  fenced: s.run,
+                  events: true
+                }))
+              }
+              const ttl = await raw.pttl(queue!.events)
+              if (ttl === -2) continue // nothing logged yet
+              const held = (await raw.exists(queue!.locked)) + (await raw.exists(run!.locked)) > 0
+              const trace = JSON.stringify({ steps: steps.slice(0, i + 1), ttl, held })
+              if (held) assert.isAbove(ttl, Redis.eventLog.goneTtlMs, trace)
+              else assert.isAtMost(ttl, Redis.eventLog.goneTtlMs, trace)
+              assert.isAtMost(ttl, Redis.eventLog.ttlMs, trace)
+            }
+          }
+        ),
+        { numRuns: Model.runs(30), examples: [[[{ release: false, run: false, jid: "a" }, { release: true, run: false, jid: "a" }]]] }
+      )
+    ), 120_000)
 })

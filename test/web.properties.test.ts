@@ -23,6 +23,7 @@ import * as Lock from "../src/Lock.js"
 import * as LockOptions from "../src/Options.js"
 import * as Web from "../src/Web.js"
 import * as Gate from "../src/web/Gate.js"
+import * as Security from "../src/web/Security.js"
 import { maxBulkDigests, maxNameLength } from "../src/web/Routes.js"
 import * as RedisTest from "./support/redis.js"
 import * as Harness from "./support/web.js"
@@ -255,6 +256,36 @@ describe("the admin UI's guards, by property", () => {
         assert.deepStrictEqual(await list(""), [...names, ...wide].sort())
       }),
       { numRuns: Math.max(5, Math.round(runs / 2)) }
+    )
+  })
+
+  it("the list says first in each row's lock cell which of its digest's locks the row is, queue or run, whatever its name's length", async () => {
+    const prefix = RedisTest.uniquePrefix("kind")
+    const served = await harness.run(Web.serve({ prefix }))
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.record({ queue: fc.boolean(), run: fc.boolean(), long: fc.boolean() }), { minLength: 1, maxLength: 6 }), async (digests) => {
+        const run = `${prefix}:k${++n}`
+        const expected = new Map<string, "queue" | "run">()
+        for (const [i, d] of digests.entries()) {
+          const digest = `${run}:${d.long ? "x".repeat(120) : ""}d${i}`
+          if (d.queue) {
+            await harness.run(harness.store.lock({ prefix, name: digest }, { jid: "q", limit: 1, ttlMs: 3_600_000, leaseMs: 0, info: "", fenced: false }))
+            expected.set(digest, "queue")
+          }
+          if (d.run) {
+            await harness.run(harness.store.lock({ prefix, name: `${digest}:RUN` }, { jid: "r", limit: 1, ttlMs: 0, leaseMs: 600_000, info: "", fenced: true }))
+            expected.set(`${digest}:RUN`, "run")
+          }
+        }
+        const page = await send(`${served.url}/locks?pattern=${encodeURIComponent(`${run}:*`)}&count=1000`, "GET", {})
+        const cells = new Map([...page.body.matchAll(/<tr data-name="([^"]+)">\s*<td class="digest"[^>]*>([\s\S]*?)<\/td>/g)].map((m) => [m[1]!, m[2]!]))
+        assert.deepStrictEqual([...cells.keys()].sort(), [...expected.keys()].sort())
+        for (const [name, phase] of expected) {
+          assert.isTrue(cells.get(name)!.startsWith(`<span class="kind kind-${phase}">${phase}</span> `), `${name}: ${cells.get(name)}`)
+        }
+      }),
+      { numRuns: Math.max(5, Math.round(runs / 4)) }
     )
   })
 
@@ -867,6 +898,91 @@ describe("the admin UI's gate, by property", () => {
         }
       ),
       { numRuns: runs * 2 }
+    )
+  })
+})
+
+describe("the admin UI's gate, by property: its turns", () => {
+  it("at most `concurrency` requests run at once; the `queue` more it admits wait for a turn, and each gets one", async () => {
+    const settle = async (done: () => boolean) => {
+      for (let i = 0; i < 2000 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 1))
+    }
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 3 }), fc.integer({ min: 1, max: 8 }), async (concurrency, queue, n) => {
+        const gate = Gate.make(concurrency, queue)
+        const open = Effect.runSync(Deferred.make<void>())
+        let running = 0
+        let most = 0
+        const request = (i: number) =>
+          Effect.acquireUseRelease(
+            Effect.sync(() => {
+              running++
+              most = Math.max(most, running)
+            }),
+            () => Effect.as(Deferred.await(open), i),
+            () => Effect.sync(() => running--)
+          )
+        const fibers = Array.from({ length: n }, (_, i) => Effect.runFork(gate.run(request(i))))
+        const admitted = Math.min(n, concurrency + queue)
+        await settle(() => gate.admitted() === admitted && running === Math.min(n, concurrency))
+        const trace = JSON.stringify({ concurrency, queue, n, running, most })
+        assert.strictEqual(running, Math.min(n, concurrency), trace)
+        Effect.runSync(Deferred.succeed(open, undefined))
+        const exits = await Promise.all(fibers.map((fiber) => Effect.runPromise(Fiber.await(fiber))))
+        assert.strictEqual(exits.filter((exit) => Exit.isSuccess(exit)).length, admitted, trace)
+        assert.isAtMost(most, concurrency, trace)
+      }),
+      { numRuns: runs * 2, examples: [[1, 1, 2]] }
+    )
+  })
+})
+
+describe("the admin UI's signed results, by property", () => {
+  // A change's result rides in the address after its redirect: shown only when this server signed it for that page.
+  // Anything else (another server's secret, another page, a body or a MAC altered, no MAC) shows nothing.
+  it("a result unseals exactly on the page and server that sealed it, unaltered; anything else is nothing", () => {
+    const bytes = fc.uint8Array({ minLength: 32, maxLength: 32 })
+    const payload = fc.record({
+      action: fc.constantFrom("delete", "unlock", "bulk-delete", "reap"),
+      at: fc.nat(),
+      removed: fc.nat({ max: 10_000 }),
+      note: fc.string({ maxLength: 40 })
+    })
+    fc.assert(
+      fc.property(bytes, bytes, fc.string({ maxLength: 60 }), fc.string({ maxLength: 60 }), payload, fc.nat(), (secret, other, bind, otherBind, value, at) => {
+        const sealed = Security.seal(secret, bind, value)
+        assert.deepStrictEqual(Security.unseal(secret, bind, sealed), value)
+        if (Buffer.compare(Buffer.from(secret), Buffer.from(other)) !== 0) {
+          assert.isUndefined(Security.unseal(other, bind, sealed), "another server's secret")
+        }
+        if (otherBind !== bind) assert.isUndefined(Security.unseal(secret, otherBind, sealed), "another page")
+        const dot = sealed.lastIndexOf(".")
+        const body = sealed.slice(0, dot)
+        const mac = sealed.slice(dot + 1)
+        // The body made up (a payload of one's own choosing) under the MAC of another.
+        const forged = Buffer.from(JSON.stringify({ ...value, removed: value.removed + 1 })).toString("base64url")
+        assert.isUndefined(Security.unseal(secret, bind, `${forged}.${mac}`), "a body altered")
+        const flipped = mac.slice(0, at % mac.length) + (mac[at % mac.length] === "A" ? "B" : "A") + mac.slice(at % mac.length + 1)
+        assert.isUndefined(Security.unseal(secret, bind, `${body}.${flipped}`), "a MAC altered")
+        assert.isUndefined(Security.unseal(secret, bind, `${body}.`), "no MAC")
+        assert.isUndefined(Security.unseal(secret, bind, body), "no dot")
+      }),
+      { numRuns: runs * 5 }
+    )
+  })
+  // A CSRF token is minted for one browser and one principal: another principal (another user behind the same
+  // browser's cookie, or none) or another browser's cookie never has the same token.
+  it("a CSRF token is one browser's and one principal's: any other browser or principal has another", () => {
+    const bytes = fc.uint8Array({ minLength: 32, maxLength: 32 })
+    const who = fc.option(fc.string({ minLength: 1, maxLength: 20 }), { nil: undefined })
+    fc.assert(
+      fc.property(bytes, fc.string({ maxLength: 40 }), fc.string({ maxLength: 40 }), who, who, (secret, browser, otherBrowser, a, b) => {
+        const token = Security.csrfToken(secret, browser, a)
+        assert.strictEqual(Security.csrfToken(secret, browser, a), token)
+        if (a !== b) assert.notStrictEqual(Security.csrfToken(secret, browser, b), token, `principals ${a} and ${b}`)
+        if (otherBrowser !== browser) assert.notStrictEqual(Security.csrfToken(secret, otherBrowser, a), token, "another browser")
+      }),
+      { numRuns: runs * 5, examples: [[new Uint8Array(32), "cookie", "other", "alice", "bob"], [new Uint8Array(32), "cookie", "x", "alice", undefined]] }
     )
   })
 })
