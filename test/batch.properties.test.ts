@@ -125,3 +125,64 @@ describe("batched lock steps: a property", () => {
       yield* Effect.promise(() => fc.assert(property, { numRuns: 200 }))
     }), 120_000)
 })
+
+// A step whose deadline passed while it waited for its batch is never sent, however many waited so and however the
+// batch they were in filled (to exactly flushAt before the turn's end, or past it): sent, it would run after its own
+// undo, a lock held by a caller told it failed. The loop is held past the deadlines by a busy callback (real time).
+describe("batched lock steps: a step timed out while it waited", () => {
+  it.live("is never sent: every one fails and holds nothing, the fillers after it are answered", () =>
+    Effect.gen(function*() {
+      const { probe, store } = yield* privateStore({ timeout: "500 millis" })
+      const direct = Direct.directOf(store)!
+      let n = 0
+      const block = (ms: number) => {
+        const end = Date.now() + ms
+        while (Date.now() < end) {
+          // busy: a long synchronous callback holds every timer
+        }
+      }
+      const property = fc.asyncProperty(
+        fc.array(fc.boolean(), { minLength: 1, maxLength: 5 }),
+        fc.nat(3),
+        async (waiting, extra) => {
+          const prefix = `late${++n}`
+          const name = (s: string) => ({ prefix, name: `${prefix}:${s}` })
+          await direct.lock(name("warm"), requestOf(0, 1, false))
+          const answers = new Map<string, string>()
+          const ask = (s: string, run: boolean) =>
+            direct.lock(name(run ? `${s}:RUN` : s), { ...requestOf(0, 1, run), jid: s, ttlMs: 0 }).then(
+              (result) => void answers.set(s, result._tag),
+              (error: Redis.RedisError) => void answers.set(s, `failed: ${error.reason}`)
+            )
+          const asked: Array<Promise<void>> = []
+          // Redis holds every script call until the fillers are asked: "first" stays in flight, the rest wait.
+          await probe.call("CLIENT", "PAUSE", "60000", "WRITE")
+          try {
+            await new Promise<void>((resolve) => {
+              setImmediate(() => {
+                asked.push(ask("first", false))
+                waiting.forEach((run, i) => asked.push(ask(`waiting-${i}`, run)))
+                setTimeout(() => {
+                  for (let i = 0; i < flushAt - waiting.length + extra; i++) asked.push(ask(`filler-${i}`, false))
+                  probe.call("CLIENT", "UNPAUSE").then(() => resolve(), () => resolve())
+                }, 550)
+                block(700)
+              })
+            })
+          } finally {
+            await probe.call("CLIENT", "UNPAUSE").catch(() => undefined)
+          }
+          await Promise.all(asked)
+          const run = JSON.stringify({ waiting, extra, answers: [...answers] })
+          waiting.forEach((_, i) => assert.match(answers.get(`waiting-${i}`)!, /^failed: .*(no answer within|timed out)/, run))
+          assert.strictEqual(answers.get("filler-0"), "Acquired", run)
+          for (const [i, isRun] of waiting.entries()) {
+            const key = Layout.standalone.keysOf(name(isRun ? `waiting-${i}:RUN` : `waiting-${i}`)).locked
+            assert.deepStrictEqual(await probe.hkeys(key), [], `waiting-${i} held: ${run}`)
+          }
+          assert.deepStrictEqual(await probe.hkeys(Layout.standalone.keysOf(name("first")).locked), [], run)
+        }
+      )
+      yield* Effect.promise(() => fc.assert(property, { numRuns: 4, examples: [[[false], 0]] }))
+    }), 120_000)
+})

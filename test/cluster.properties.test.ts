@@ -13,13 +13,14 @@ import * as Exit from "effect/Exit"
 import * as fc from "fast-check"
 import * as Scope from "effect/Scope"
 import { Cluster as IOCluster } from "ioredis"
+import { execFileSync } from "node:child_process"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import * as Cli from "../src/Cli.js"
 import * as Reaper from "../src/Reaper.js"
 import * as Redis from "../src/Redis.js"
 import * as Layout from "../src/store/Layout.js"
 import * as RedisCluster from "../src/testing/RedisCluster.js"
-import { capturedConsole } from "./support/cli.js"
+import { capturedConsole, cli } from "./support/cli.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
 
@@ -211,5 +212,90 @@ describe("cluster properties", () => {
       )
     })))
     await outages
+  }, 300_000)
+})
+
+// `unique-jobs stats --cluster` with any one master down (no replica: the cluster stays down, each phase reached for
+// sure however busy the machine): while the others still serve their slots the CLI's store builds (the scripts load on
+// the masters that answer; the calls reload them on NOSCRIPT) and answers from the shards that reply, naming the down
+// master; once the cluster reports itself down, the connect error says so, not that no node answered. The master is
+// restarted after each run. The example is cluster.stats.test.ts.
+describe("cluster properties: a master down", () => {
+  let downScope: Scope.Closeable
+  let cluster: RedisCluster.Cluster
+  let downNodes: ReadonlyArray<string>
+  beforeAll(async () => {
+    downScope = Effect.runSync(Scope.make())
+    // A node timeout of 4 s: a master killed is not marked failed before the partial stats has connected.
+    cluster = await Effect.runPromise(Scope.provide(RedisCluster.start({ replicas: 0, nodeTimeoutMs: 4000 }), downScope))
+    downNodes = cluster.startupNodes.map((node) => `${node.host}:${node.port}`)
+  }, 120_000)
+  afterAll(() => Effect.runPromise(Scope.close(downScope, Exit.void)))
+
+  const redisCli = (port: number, ...args: Array<string>) =>
+    execFileSync(process.env.REDIS_CLI_BIN ?? "redis-cli", ["-p", String(port), ...args]).toString()
+  // The port of the master serving `slot`, read from CLUSTER NODES on `port`.
+  const ownerOf = (port: number, slot: number): number => {
+    for (const line of redisCli(port, "cluster", "nodes").split("\n")) {
+      const [, address, flags, , , , , , ...ranges] = line.split(" ")
+      if (flags === undefined || !flags.includes("master")) continue
+      for (const range of ranges) {
+        const [from, to] = range.split("-").map(Number)
+        if (from !== undefined && slot >= from && slot <= (to ?? from)) return Number(address!.split("@")[0]!.split(":")[1])
+      }
+    }
+    throw new Error(`no master serves slot ${slot}`)
+  }
+  const stats = (prefix: string) => Effect.runPromise(cli("stats", "--prefix", prefix, "--cluster", downNodes.join(","), "--json"))
+
+  it("property: whichever master is down, stats answers from the others naming it; once the cluster fails, it says the cluster reported itself down", async () => {
+    const layout = Layout.cluster()
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 10, max: 60 }), fc.nat(1), async (count, pick) => {
+        const prefix = `md${process.pid}x${++seeded}`
+        const names = Array.from({ length: count }, (_, i) => `${prefix}:d${i}`)
+        await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+          const own = yield* Redis.makeCluster({ nodes: downNodes })
+          yield* Effect.forEach(names, (name) =>
+            own.lock({ prefix, name }, { jid: `j-${name}`, limit: 1, ttlMs: 600_000, leaseMs: 0, info: "", fenced: false }), {
+            concurrency: 16,
+            discard: true
+          })
+        })))
+        // The victim: either master that does not hold the prefix's layout record (without it no shard count is known).
+        const masters = await Effect.runPromise(cluster.masters)
+        const recordOwner = ownerOf(masters[0]!, Layout.slotOf(Layout.recordKey(prefix)))
+        const victimPort = masters.filter((port) => port !== recordOwner)[pick]!
+        const downShards = Layout.tagsOf(Layout.defaultShards).flatMap((tag, shard) =>
+          ownerOf(masters[0]!, Layout.slotOf(`{${tag}}`)) === victimPort ? [shard] : [])
+        const downLocks = names.filter((name) => downShards.includes(layout.shardOf({ prefix, name }))).length
+        const victim = cluster.nodes.find((node) => node.port === victimPort)!
+        await Effect.runPromise(victim.kill)
+        try {
+          const partial = await stats(prefix)
+          const trace = JSON.stringify({ count, victimPort, downShards, code: partial.code, stderr: partial.stderr })
+          assert.strictEqual(partial.code, 1, trace)
+          assert.include(partial.stderr, "partial answer", trace)
+          assert.include(partial.stderr, `127.0.0.1:${victimPort}`, trace)
+          const answer = JSON.parse(partial.stdout) as { indexSize: number; unanswered?: Array<{ shard: number }> }
+          assert.deepStrictEqual(answer.unanswered?.map((u) => u.shard), downShards, trace)
+          assert.strictEqual(answer.indexSize, count - downLocks, trace)
+
+          const survivor = masters.find((port) => port !== victimPort)!
+          for (let i = 0; i < 300 && !redisCli(survivor, "cluster", "info").includes("cluster_state:fail"); i++) {
+            await new Promise((resolve) => setTimeout(resolve, 100))
+          }
+          const down = await stats(prefix)
+          const downTrace = JSON.stringify({ count, victimPort, code: down.code, stderr: down.stderr })
+          assert.strictEqual(down.code, 1, downTrace)
+          assert.include(down.stderr, "reported itself down", downTrace)
+          assert.notInclude(down.stderr, "none answered", downTrace)
+        } finally {
+          await Effect.runPromise(victim.restart)
+          await Effect.runPromise(cluster.ready)
+        }
+      }),
+      { numRuns: runs(2) }
+    )
   }, 300_000)
 })

@@ -17,7 +17,7 @@ import * as TestClock from "effect/testing/TestClock"
 import * as MemoryQueue from "../src/adapters/MemoryQueue.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
-import type * as Redis from "../src/Redis.js"
+import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as Bull from "./support/bullmq.js"
 import { type DebouncedLock, debouncedWorker, settle, stream, tick, uniqueProducers, violations } from "./support/debounce.js"
@@ -295,4 +295,43 @@ describe("debounce properties: the window an enqueue keeps", () => {
       ),
       { numRuns: 200, examples: [[[{ window: 5, due: 9, kept: true }, { window: 1, due: 9, kept: true }]]] }
     ))
+})
+
+// Issue 47: a debounced enqueue takes a holder's place (the store's swap) only as it read it. An entry written again
+// since (its producer confirmed its job in the queue: a swap of itself, which moves its t on) or read wrong refuses
+// the swap, and nothing is written: the job is not taken for gone. On Redis (lock.lua's swap).
+describe("debounce properties: the swap takes a place only as it was read", () => {
+  layer(RedisTest.layer())((it) => {
+    it.effect("property: a swap is taken exactly when it names the holder's entry as it is now; else Conflict naming it, the holder kept", () =>
+      Effect.gen(function*() {
+        const redis = yield* Redis.RedisService
+        const request = { limit: 1, ttlMs: 0, leaseMs: 0, info: "", fenced: false }
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.nat(3), fc.constantFrom(0, 0, -1, 1, 1000), async (rewrites, off) => {
+              const prefix = RedisTest.uniquePrefix("swapread")
+              const key = { prefix, name: `${prefix}:d` }
+              const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+              assert.strictEqual((await run(redis.lock(key, { ...request, jid: "a" })))._tag, "Acquired")
+              const [read] = await run(redis.holders(key))
+              // Written again since it was read: each a swap of itself, its t moved on.
+              for (let i = 0; i < rewrites; i++) {
+                assert.strictEqual((await run(redis.lock(key, { ...request, jid: "a", swap: [{ jid: "a" }] })))._tag, "Acquired")
+              }
+              // Each rewrite moves the entry's t on (by 1 ms at least): the swap names what it read, off by `off`.
+              const [current] = await run(redis.holders(key))
+              const named = read!.lockedAt + off
+              const answer = await run(redis.lock(key, { ...request, jid: "b", swap: [{ jid: "a", lockedAt: named }] }))
+              const trace = JSON.stringify({ rewrites, off, read: read!.lockedAt, current: current!.lockedAt, answer })
+              if (rewrites > 0) assert.isAbove(current!.lockedAt, read!.lockedAt, trace)
+              const asRead = named === current!.lockedAt
+              if (asRead) assert.strictEqual(answer._tag, "Acquired", trace)
+              else assert.deepStrictEqual(answer, { _tag: "Conflict", holders: ["a"] }, trace)
+              assert.deepStrictEqual((await run(redis.holders(key))).map((h) => h.jid), [asRead ? "b" : "a"], trace)
+            }),
+            { numRuns: 40, examples: [[1, 0], [0, 0], [0, 1]] }
+          )
+        )
+      }))
+  })
 })

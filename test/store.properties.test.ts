@@ -1116,4 +1116,39 @@ describe("store properties: the activity log's life", () => {
         { numRuns: Model.runs(30), examples: [[[{ release: false, run: false, jid: "a" }, { release: true, run: false, jid: "a" }]]] }
       )
     ), 120_000)
+  // A jid, holder or who of any length and characters is logged whole up to 128 bytes, else cut to its longest run of
+  // whole characters within 128 bytes, ending with an ellipsis: an entry's size does not grow with what it names.
+  it.live("the log keeps a jid, holder or who whole up to 128 bytes, else its first whole characters within 128 bytes and an ellipsis", () => {
+    const cut = (text: string) => {
+      if (Buffer.byteLength(text) <= 128) return text
+      let kept = ""
+      for (const char of text) {
+        if (Buffer.byteLength(kept + char) > 128) break
+        kept += char
+      }
+      return `${kept}…`
+    }
+    const text = fc.string({ unit: fc.constantFrom("x", "é", "€", "😀", "-", "0"), minLength: 1, maxLength: 400 })
+    return Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(text, text, text, async (holder, jid, who) => {
+          const prefix = uniquePrefix("logcut")
+          const lock = { prefix, name: `${prefix}:d` }
+          const request = (j: string) => ({ jid: j, limit: 1, ttlMs: 600_000, leaseMs: 0, info: "", fenced: false, events: true })
+          await Effect.runPromise(store.lock(lock, request(holder)))
+          await Effect.runPromise(store.lock(lock, request(holder === jid ? `${jid}-other` : jid)))
+          await Effect.runPromise(store.remove([lock], { who }))
+          const log = await Effect.runPromise(store.events(lock, 10))
+          const trace = JSON.stringify({ holder: holder.length, jid: jid.length, who: who.length })
+          assert.deepStrictEqual(log.map((e) => e.event), ["removed", "refused", "taken"], trace)
+          assert.strictEqual(log[2]!.jid, cut(holder), trace)
+          assert.strictEqual(log[1]!.jid, cut(holder === jid ? `${jid}-other` : jid), trace)
+          assert.strictEqual(log[1]!.holder, cut(holder), trace)
+          assert.strictEqual(log[0]!.who, cut(who), trace)
+          for (const e of log) assert.isAtMost(Buffer.byteLength(JSON.stringify(e)), 500, trace)
+        }),
+        { numRuns: Model.runs(30), examples: [["h" + "é".repeat(200), "j" + "x".repeat(20_000).slice(0, 400), "w".repeat(300)]] }
+      )
+    )
+  }, 120_000)
 })

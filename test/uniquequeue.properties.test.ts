@@ -24,7 +24,7 @@ import * as LockOptions from "../src/Options.js"
 import * as Bull from "./support/bullmq.js"
 import * as RedisTest from "./support/redis.js"
 import { recording } from "./support/tracing.js"
-import { lockKeys, lockProxiedUniqueQueue, runNext, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
+import { type Data, lockKeys, lockProxiedUniqueQueue, proxiedUniqueQueue, runNext, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
 
@@ -349,6 +349,181 @@ describe("UniqueQueue properties", () => {
               (lock, [jobs, taken, asked]) => Effect.runPromise(check(lock, jobs, taken, asked))
             ),
             { numRuns: runs(10), examples: [["until_executed", [2, 1, [0, 1]]]] }
+          )
+        )
+      }), 120_000)
+
+    // As BullMQ's obliterate: without force it refuses while a job runs, removing nothing (no job, no lock); with
+    // force, or with none running, it removes every waiting job and lets each one's lock go.
+    it.effect("property: obliterate without force refuses exactly while a job runs, removing nothing; else it removes every waiting job and its lock", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const check = (lock: LockType.LockType, jobs: number, taken: number, force: boolean) =>
+          Effect.gen(function*() {
+            const { name, queue, unique, lockPrefix } = yield* uniqueQueue({ lock })
+            const added = yield* Effect.forEach(Array.from({ length: jobs }, (_, i) => i), (i) =>
+              Effect.promise(() => unique.add("Work", { n: i })))
+            assert.deepStrictEqual(added.filter((a) => a._tag !== "Enqueued"), [])
+            const taker = yield* Bull.manualWorker(name)
+            for (let i = 0; i < taken; i++) assert.isDefined(yield* Effect.promise(() => taker.getNextJob(`t${i}`, { block: false })))
+            const locksBefore = yield* lockKeys(lockPrefix)
+            const answer = yield* Effect.promise(() =>
+              unique.obliterate({ force }).then((removed) => ({ removed }), (error: Error) => ({ refused: error.message }))
+            )
+            const trace = JSON.stringify({ lock, jobs, taken, force, answer })
+            if (!force && taken > 0) {
+              assert.include("refused" in answer ? answer.refused : "", "running", trace)
+              assert.deepStrictEqual(yield* lockKeys(lockPrefix), locksBefore, trace)
+              assert.strictEqual(yield* Effect.promise(() => queue.getJobCountByTypes("waiting")), jobs - taken, trace)
+              assert.strictEqual(yield* Effect.promise(() => queue.getJobCountByTypes("active")), taken, trace)
+            } else {
+              assert.deepStrictEqual(answer, { removed: jobs - taken }, trace)
+              // The waiting jobs' locks are gone; a running job's stays with it.
+              const running = new Set(added.slice(0, taken).map((a) => `${a.digest}:LOCKED`))
+              assert.deepStrictEqual((yield* lockKeys(lockPrefix)).filter((key) => !running.has(key)), [], trace)
+            }
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom<LockType.LockType>("until_executed", "until_executing", "until_and_while_executing"),
+              fc.integer({ min: 1, max: 4 }).chain((jobs) => fc.tuple(fc.constant(jobs), fc.integer({ min: 0, max: jobs }))),
+              fc.boolean(),
+              (lock, [jobs, taken], force) => Effect.runPromise(check(lock, jobs, taken, force))
+            ),
+            { numRuns: runs(8), examples: [["until_executed", [2, 1], false], ["until_executed", [2, 1], true]] }
+          )
+        )
+      }), 120_000)
+
+    // Adds made while a new UniqueQueue's runtime builds reach BullMQ in call order: of a burst of any length, with
+    // duplicates among it, the first call of each data is the one Enqueued, and BullMQ's waiting jobs are in call order.
+    it.effect("property: the first burst on a new UniqueQueue, duplicates among it, reaches BullMQ in call order; the first of each data wins", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const check = (lock: LockType.LockType, values: ReadonlyArray<number>) =>
+          Effect.gen(function*() {
+            const { queue, unique } = yield* uniqueQueue({ lock, history: false })
+            // All in one go, before the runtime is built.
+            const answers = yield* Effect.promise(() => Promise.all(values.map((n) => unique.add("Work", { n }))))
+            const firsts = values.map((n, i) => values.indexOf(n) === i)
+            const trace = JSON.stringify({ lock, values, answers: answers.map((a) => a._tag) })
+            assert.deepStrictEqual(answers.map((a) => a._tag === "Enqueued"), firsts, trace)
+            const waiting = (yield* Effect.promise(() => queue.getJobs(["waiting"], 0, -1, true))).map((job) => job.data.n as number)
+            assert.deepStrictEqual(waiting, values.filter((_, i) => firsts[i]), trace)
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom<LockType.LockType>("until_executed", "until_executing", "until_and_while_executing"),
+              fc.array(fc.nat(5), { minLength: 2, maxLength: 12 }),
+              (lock, values) => Effect.runPromise(check(lock, values))
+            ),
+            { numRuns: runs(6), examples: [["until_executed", [1, 2, 1, 3]]] }
+          )
+        )
+      }), 120_000)
+
+    // A replace that meets a holder caught starting (taken by a worker, its type letting the queue lock go as it
+    // starts, its processor not yet run) waits for it to let go, instead of losing the trigger as Skipped: whenever
+    // the holder starts within the wait, the trigger is Enqueued, its job waiting and its lock held.
+    it.effect("property: a replace meeting a holder caught starting waits for it to let go and is Enqueued, never Skipped", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const check = (lock: "until_executing" | "until_and_while_executing", startsAfter: number) =>
+          Effect.gen(function*() {
+            const { name, queue, unique, lockPrefix } = yield* uniqueQueue({
+              lock,
+              lockArgs: () => ["account-1"],
+              onConflict: { client: "replace" },
+              history: false
+            })
+            const manual = yield* Bull.manualWorker(name)
+            const processor = unique.processor(async () => "ran")
+            const first = yield* Effect.promise(() => unique.add("Sync", { n: 0 }))
+            assert.strictEqual(first._tag, "Enqueued")
+            const starting = (yield* Effect.promise(() => manual.getNextJob("t0", { block: false })))!
+            const trigger = unique.add("Sync", { n: 1 })
+            yield* Effect.promise(() => sleep(startsAfter))
+            yield* Effect.promise(() => processor(starting as never, "t0").then((value) => starting.moveToCompleted(value, "t0", false)))
+            const next = yield* Effect.promise(() => trigger)
+            const trace = JSON.stringify({ lock, startsAfter, next: next._tag })
+            assert.strictEqual(next._tag, "Enqueued", trace)
+            const waiting = yield* Effect.promise(() => queue.getJobs(["waiting"], 0, -1, true))
+            assert.deepStrictEqual(waiting.map((job) => job.data), [{ n: 1 }], trace)
+            assert.deepStrictEqual(yield* lockKeys(lockPrefix), [`${next.digest}:LOCKED`], trace)
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom("until_executing" as const, "until_and_while_executing" as const),
+              // Well within the replace's waits for a starting holder (630 ms in all).
+              fc.integer({ min: 0, max: 120 }),
+              (lock, startsAfter) => Effect.runPromise(check(lock, startsAfter))
+            ),
+            { numRuns: runs(6), examples: [["until_and_while_executing", 20], ["until_executing", 20]] }
+          )
+        )
+      }), 120_000)
+
+    // A hot-path job (a fn without a signal) cancelled by close's timeout changes no lock when its fn ends later, as a
+    // cancelled fiber does not: each until_executed job cancelled so keeps its queue lock for its retry, however many
+    // run, whatever the timeout. Their fns end while close still runs, the lock connection open (close waits for an
+    // add on its way to a stalled queue Redis, holding its lock): a release then would reach Redis.
+    it.effect("property: jobs cancelled by close's timeout on the hot path, their fns ending while close runs, keep their locks for their retries", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const check = (jobs: number, timeoutMs: number) =>
+          Effect.gen(function*() {
+            const { lockPrefix, name, proxy, unique } = yield* proxiedUniqueQueue("uqpcancel")
+            const gates: Array<() => void> = []
+            let ended = 0
+            yield* Effect.addFinalizer(() =>
+              Effect.promise(async () => {
+                for (const open of gates) open()
+                await Effect.runPromise(proxy.resume)
+                await unique.close({ timeout: 1000 }).catch(() => undefined)
+              })
+            )
+            const processor = unique.processor(async (_job: BullJob<Data>) => {
+              await new Promise<void>((resolve) => gates.push(resolve))
+              ended++
+              return "late"
+            })
+            // The first add builds the runtime: its job and the others run on the hot path.
+            const added = []
+            for (let n = 1; n <= jobs; n++) added.push(yield* Effect.promise(() => unique.add("Work", { n })))
+            assert.deepStrictEqual(added.map((a) => a._tag), added.map(() => "Enqueued"))
+            const worker = yield* Bull.manualWorker(name)
+            const cancelled: Array<Promise<string>> = []
+            for (let i = 0; i < jobs; i++) {
+              const job = (yield* Effect.promise(() => worker.getNextJob(`t${i}`, { block: false }))) as BullJob<Data>
+              cancelled.push(processor(job, `t${i}`).then(() => "completed", (error: Error) => error.message.endsWith("was cancelled") ? "cancelled" : error.message))
+            }
+            assert.isTrue(yield* Bull.until(Effect.sync(() => gates.length === jobs)), "every fn started")
+            // An add (with a delay: the Effect path) stuck on the stalled queue Redis, holding its lock: close waits.
+            yield* proxy.stall
+            const adding = unique.add("Work", { n: 0 }, { delay: 60_000 }).then(() => undefined, () => undefined)
+            assert.isTrue(yield* Bull.until(Effect.map(lockKeys(lockPrefix), (keys) => keys.length === jobs + 1)), "the add took its lock")
+            const closing = unique.close({ timeout: timeoutMs })
+            const trace = JSON.stringify({ jobs, timeoutMs })
+            assert.deepStrictEqual(yield* Effect.promise(() => Promise.all(cancelled)), added.map(() => "cancelled"), trace)
+            // The fns end while close waits for the add.
+            for (const open of gates) open()
+            assert.isTrue(yield* Bull.until(Effect.sync(() => ended === jobs)), "every fn ended")
+            yield* Effect.promise(() => sleep(50))
+            yield* proxy.resume
+            yield* Effect.promise(() => Promise.all([closing.catch(() => undefined), adding]))
+            for (const a of added) {
+              if (a._tag !== "Enqueued") continue
+              assert.deepStrictEqual(yield* Effect.promise(() => testRedis.raw.hkeys(`${a.digest}:LOCKED`)), [a.job.jid], trace)
+            }
+          }).pipe(Effect.scoped, Effect.provideService(RedisTest.TestRedis, testRedis))
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 20, max: 200 }), (jobs, timeoutMs) =>
+              Effect.runPromise(check(jobs, timeoutMs))),
+            { numRuns: runs(4), examples: [[1, 100]] }
           )
         )
       }), 120_000)

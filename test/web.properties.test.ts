@@ -858,6 +858,122 @@ describe("the admin UI's guards, by property", () => {
   })
 })
 
+// The stylesheet's rules at a wide viewport (the @media blocks, for narrow ones, left out): selector → declarations.
+const wideRules = (css: string): Array<{ readonly selector: string; readonly declarations: Map<string, string> }> =>
+  css.replace(/@media[^{]*\{(?:[^{}]*\{[^{}]*\})*[^{}]*\}/g, "").split("}").flatMap((rule) => {
+    const [selectors, body] = rule.split("{")
+    if (body === undefined) return []
+    const declarations = new Map(body.split(";").filter((d) => d.includes(":")).map((d) => {
+      const at = d.indexOf(":")
+      return [d.slice(0, at).trim(), d.slice(at + 1).trim()] as const
+    }))
+    return selectors!.split(",").map((selector) => ({ selector: selector.trim(), declarations }))
+  })
+
+/** An element as a selector meets it: its tag and classes. */
+interface Element {
+  readonly tag: string
+  readonly classes: ReadonlyArray<string>
+}
+const compoundMatches = (compound: string, element: Element) => {
+  const [tag, ...classes] = compound.split(".")
+  return (tag === "" || tag === element.tag) && classes.every((c) => element.classes.includes(c))
+}
+// Descendant selectors only (all the stylesheet uses): the last compound is the element, the others its ancestors.
+const selectorMatches = (selector: string, element: Element, ancestors: ReadonlyArray<Element>) => {
+  const compounds = selector.split(/\s+/)
+  if (compounds.some((c) => !/^[a-z0-9]*(\.[a-z0-9-]+)*$/.test(c)) || !compoundMatches(compounds.at(-1)!, element)) return false
+  let at = 0
+  for (const compound of compounds.slice(0, -1)) {
+    while (at < ancestors.length && !compoundMatches(compound, ancestors[at]!)) at++
+    if (at++ >= ancestors.length) return false
+  }
+  return true
+}
+/** The declarations applying to an element at a wide viewport, later rules winning (no selector here outranks another). */
+const declared = (css: string, element: Element, ancestors: ReadonlyArray<Element>) => {
+  const out = new Map<string, string>()
+  for (const rule of wideRules(css)) {
+    if (selectorMatches(rule.selector, element, ancestors)) for (const [k, v] of rule.declarations) out.set(k, v)
+  }
+  return out
+}
+const classesOf = (tag: string) => /class="([^"]*)"/.exec(tag)?.[1]?.split(/\s+/) ?? []
+
+describe("the admin UI's layout, by property", () => {
+  // At 1280 px the Unlock button stays within its table's box whatever a jid's length: the jid's cell lets its text
+  // break anywhere (a jid without a break adds no width beyond the cell's minimum), and the actions cell sticks to the
+  // right edge of the table's scroll box. Stated over the lock page's HTML and the stylesheet it links (a browser
+  // tier test measures the boxes themselves).
+  const layoutProperty = (label: string, check: (cells: Cells, run: string) => void) =>
+    async () => {
+      const prefix = RedisTest.uniquePrefix(`web-layout-${label}`)
+      const served = await harness.run(Web.serve({ prefix }))
+      const css = (await send(`${served.url}/assets/style.css`, "GET", {})).body
+      const definition = LockOptions.unsafeMake({ lock: "until_executed", lockPrefix: prefix })
+      let n = 0
+      await fc.assert(
+        fc.asyncProperty(fc.stringMatching(/^[a-z0-9:_-]{1,40}$/), fc.integer({ min: 1, max: 200 }), async (unit, times) => {
+          const jid = unit.repeat(times).slice(0, 2_000)
+          const digest = `${prefix}:l${++n}`
+          await harness.run(Lock.lock(definition, { digest, jid }))
+          const page = (await send(`${served.url}/lock?digest=${encodeURIComponent(digest)}`, "GET", {})).body
+          const run = JSON.stringify({ length: jid.length })
+          // The page's one stylesheet is the one read above (CSP: no inline style).
+          assert.match(page, /<link rel="stylesheet" href="[^"]*\/assets\/style\.css">/, run)
+          assert.notInclude(page, "style=", run)
+          check(holderCells(css, page, run), run)
+        }),
+        { numRuns: Math.min(runs, 15) }
+      )
+    }
+
+  it("any jid, of any length, is in a cell that breaks it anywhere: its length adds no width to the table", layoutProperty("jid", (cells, run) => {
+    assert.include(["anywhere", "break-word"], cells.jid.get("overflow-wrap") ?? cells.jid.get("word-break"), `${run}: ${JSON.stringify([...cells.jid])}`)
+    assert.notInclude(["nowrap", "pre"], cells.jid.get("white-space") ?? "normal", run)
+  }))
+
+  it("whatever the jid, its Unlock button's cell sticks, opaque, to the right edge of the table's scroll box", layoutProperty("actions", (cells, run) => {
+    assert.strictEqual(cells.scroll.get("overflow-x"), "auto", run)
+    assert.strictEqual(cells.actions.get("position"), "sticky", `${run}: ${JSON.stringify([...cells.actions])}`)
+    assert.strictEqual(cells.actions.get("right"), "0", run)
+    // Opaque, so the cells scrolled under it do not show through its button.
+    assert.isDefined(cells.actions.get("background") ?? cells.actions.get("background-color"), run)
+  }))
+})
+
+/** The declarations applying to a holder row's jid cell, its Unlock button's cell, and the table's scroll box. */
+interface Cells {
+  readonly jid: Map<string, string>
+  readonly actions: Map<string, string>
+  readonly scroll: Map<string, string>
+}
+const holderCells = (css: string, page: string, run: string): Cells => {
+  const table = /<div class="scroll">\s*(<table[^>]*>)[\s\S]*?<\/table>\s*<\/div>/.exec(page)
+  assert.isNotNull(table, run)
+  const row = /<tr data-jid="[^"]*">([\s\S]*?)<\/tr>/.exec(table![0])
+  assert.isNotNull(row, run)
+  const cells = Array.from(row![1]!.matchAll(/(<td[^>]*>)([\s\S]*?)<\/td>/g))
+  const jidCell = cells.find(([, tag]) => classesOf(tag!).includes("jid"))
+  const unlockCell = cells.find(([, , content]) => content!.includes(">Unlock</button>"))
+  assert.isDefined(jidCell, run)
+  assert.isDefined(unlockCell, run)
+  const ancestors: Array<Element> = [
+    { tag: "tr", classes: [] },
+    { tag: "tbody", classes: [] },
+    { tag: "table", classes: classesOf(table![1]!) },
+    { tag: "div", classes: ["scroll"] },
+    { tag: "main", classes: [] },
+    { tag: "body", classes: [] },
+    { tag: "html", classes: [] }
+  ]
+  return {
+    jid: declared(css, { tag: "td", classes: classesOf(jidCell![1]!) }, ancestors),
+    actions: declared(css, { tag: "td", classes: classesOf(unlockCell![1]!) }, ancestors),
+    scroll: declared(css, ancestors[3]!, ancestors.slice(4))
+  }
+}
+
 describe("the admin UI's gate, by property", () => {
   type Fate = "succeed" | "fail" | "die" | "drop"
   it("whatever its requests do (served, failed, died, dropped waiting or running), each gives its place back", async () => {
