@@ -163,6 +163,7 @@ describe("unique-jobs (the command)", () => {
         // An empty queue name, or none, is refused by name (the reap would ask about no queue).
         assert.strictEqual(said(yield* cli("reap", ...url, ...p, "--bullmq-queue", "")), "unique-jobs: --bullmq-queue \"\" is not a queue name")
         assert.strictEqual(said(yield* cli("reap", ...url, ...p, "--bullmq-queue", "q", "--bullmq-queue", "")), "unique-jobs: --bullmq-queue \"\" is not a queue name")
+        assert.strictEqual(said(yield* cli("reap", ...url, ...p, "--bullmq-queue", " \t")), "unique-jobs: --bullmq-queue \" \\t\" is not a queue name")
         assert.strictEqual(said(yield* cli("reap", ...url, ...p, "--bullmq-queue")), "unique-jobs: --bullmq-queue needs a value: a queue name")
         // A jid that holds nothing, and a name that is not a lock of ours.
         assert.strictEqual(said(yield* cli("locks", "unlock", `${prefix}:abc123`, "j2", ...url, ...p)), `unique-jobs: j2 held no live lock on ${prefix}:abc123`)

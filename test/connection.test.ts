@@ -218,7 +218,8 @@ describe("an outage", () => {
         Lock.lock(definition, { digest, jid: "j1" }).pipe(Effect.provideService(Redis.RedisService, redis))
       )
       assert.isTrue(Result.isFailure(result))
-      if (Result.isFailure(result)) assert.include(result.failure.message, "no answer within")
+      // Our deadline and ioredis' commandTimeout are both the timeout: whichever fires first says so.
+      if (Result.isFailure(result)) assert.match(result.failure.message, /no answer within|Command timed out/)
     }), 60_000)
 })
 

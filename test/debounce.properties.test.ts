@@ -9,6 +9,8 @@
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as fc from "fast-check"
@@ -73,6 +75,70 @@ describe("debounce properties", () => {
           { numRuns: 100 }
         )
       )), { timeout: 120_000 })
+  })
+
+  // Issue 47, observation 1, stated generally: a trigger whose job is still on its way to the queue when later triggers
+  // take its place removes its job once it lands. Whatever the delay, maxWait and the later triggers' timing: one job
+  // of the digest waits (the last trigger's), it runs once, and the job that was on its way never runs.
+  layer(RedisTest.layer())((it) => {
+    it.effect("property: a job still on its way when later triggers take its place is removed once it lands; one job waits", () =>
+      Effect.flatMap(Effect.context<Redis.RedisService | RedisTest.TestRedis>(), (context) =>
+        Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(
+              fc.constantFrom<DebouncedLock>("until_executing", "until_executed", "until_and_while_executing"),
+              fc.integer({ min: 200, max: 1_000 }),
+              fc.integer({ min: 0, max: 1_000 }),
+              fc.array(fc.integer({ min: 1, max: 150 }), { minLength: 1, maxLength: 3 }),
+              (lock, delay, extra, gaps) =>
+                Effect.runPromise(
+                  Effect.gen(function*() {
+                    const maxWait = delay + extra
+                    const { queue, runs, trigger } = yield* debouncedWorker(lock, delay, maxWait)
+                    // A first window, run: its lock is gone, so the enqueue on its way takes the place anew.
+                    const digest = (yield* trigger(0)).digest
+                    yield* TestClock.adjust(delay + maxWait)
+                    yield* settle(queue)
+                    const landing = yield* Deferred.make<void>()
+                    const slow: Context.Service.Shape<typeof JobQueue> = {
+                      ...queue,
+                      push: (job) => Effect.andThen(Deferred.await(landing), queue.push(job)),
+                      schedule: (job, at) => Effect.andThen(Deferred.await(landing), queue.schedule(job, at))
+                    }
+                    const worker = UniqueJob.unsafeMake({
+                      worker: "Report",
+                      lock,
+                      lockPrefix: digest.slice(0, digest.lastIndexOf(":")),
+                      lockArgs: () => ["one"],
+                      debounce: { delay, maxWait }
+                    })
+                    const redis = yield* Redis.RedisService
+                    const held = redis.holders(Lock.keyOf(worker.definition, digest, "queue"))
+                    const onItsWay = yield* Effect.forkChild(Effect.provideService(worker.enqueue([1]), JobQueue, slow))
+                    for (let i = 0; i < 500 && (yield* held).length === 0; i++) yield* tick
+                    const trace = JSON.stringify({ lock, delay, maxWait, gaps })
+                    for (const [k, gap] of gaps.entries()) {
+                      yield* TestClock.adjust(gap)
+                      const later = yield* trigger(2 + k)
+                      assert.include(["Replaced", "Enqueued"], later._tag, trace)
+                    }
+                    yield* Deferred.succeed(landing, undefined)
+                    const first = yield* Fiber.join(onItsWay)
+                    assert.strictEqual(first._tag, "Enqueued", trace)
+                    const last = 1 + gaps.length
+                    const snapshot = yield* queue.snapshot
+                    const waiting = [...snapshot.ready, ...snapshot.scheduled.map((s) => s.job)].map((job) => job.args)
+                    assert.deepStrictEqual(waiting, [[last]], `one job waits, the last trigger's: ${trace}`)
+                    yield* TestClock.adjust(delay + maxWait)
+                    yield* settle(queue)
+                    const ran = (yield* Ref.get(runs)).slice(1).map((r) => r.args)
+                    assert.deepStrictEqual(ran, [[last]], `it runs once; the job on its way never: ${trace}`)
+                  }).pipe(Effect.scoped, Effect.provide(context), Effect.provide(TestClock.layer()))
+                )
+            ),
+            { numRuns: 15 }
+          )
+        )), { timeout: 120_000 })
   })
 
   // A waiting job removed by hand (an operator, not another producer's swap): once it would have been due, the next

@@ -8,7 +8,7 @@
  * More cases: UNIQUE_JOBS_PROPERTY_RUNS=100 npx vitest run test/uniquequeue.properties.test.ts
  */
 import { assert, describe, it, layer } from "@effect/vitest"
-import { type Job as BullJob, Worker } from "bullmq"
+import { type ConnectionOptions, type Job as BullJob, Worker } from "bullmq"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as fc from "fast-check"
@@ -27,6 +27,32 @@ import { recording } from "./support/tracing.js"
 import { type Data, lockKeys, lockProxiedUniqueQueue, proxiedUniqueQueue, runNext, sleep, thrown, uniqueQueue } from "./support/uniquequeue.js"
 
 const runs = (ci: number): number => Number(process.env.UNIQUE_JOBS_PROPERTY_RUNS ?? ci)
+
+
+// Jobs of `n` added through `unique`, each taken by a manual BullMQ worker (its lock held, its processor not yet run):
+// what the close properties start from.
+const addedAndTaken = (
+  unique: UniqueQueue.UniqueQueue<Data>,
+  name: string,
+  ns: ReadonlyArray<number>,
+  connection: ConnectionOptions
+) =>
+  Effect.gen(function*() {
+    const added = []
+    for (const n of ns) added.push(yield* Effect.promise(() => unique.add("Work", { n })))
+    const jids = added.flatMap((a) => (a._tag === "Enqueued" ? [a.job.jid] : []))
+    assert.strictEqual(jids.length, new Set(ns).size, "one job per distinct argument")
+    const worker = yield* Effect.acquireRelease(
+      Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
+      (w) => Effect.promise(() => w.close())
+    )
+    const processor = unique.processor(async (job) => job.data.n)
+    const jobs: Array<BullJob | undefined> = []
+    for (let i = 0; i < jids.length; i++) {
+      jobs.push(yield* Effect.promise(() => worker.getNextJob(`t${i}`, { block: false })))
+    }
+    return { jids, processor, jobs }
+  })
 
 describe("UniqueQueue properties", () => {
   layer(RedisTest.layerServer, { excludeTestServices: true })((it) => {
@@ -716,19 +742,7 @@ describe("UniqueQueue properties", () => {
                     "uqpafter",
                     timedOut ? "1 second" : "5 minutes"
                   )
-                  const added = []
-                  for (const n of ns) added.push(yield* Effect.promise(() => unique.add("Work", { n })))
-                  const jids = added.flatMap((a) => (a._tag === "Enqueued" ? [a.job.jid] : []))
-                  assert.strictEqual(jids.length, new Set(ns).size, "one job per distinct argument")
-                  const worker = yield* Effect.acquireRelease(
-                    Effect.sync(() => new Worker(name, null, { connection, autorun: false })),
-                    (w) => Effect.promise(() => w.close())
-                  )
-                  const processor = unique.processor(async (job) => job.data.n)
-                  const jobs: Array<BullJob | undefined> = []
-                  for (let i = 0; i < jids.length; i++) {
-                    jobs.push(yield* Effect.promise(() => worker.getNextJob(`t${i}`, { block: false })))
-                  }
+                  const { jids, processor, jobs } = yield* addedAndTaken(unique, name, ns, connection)
                   yield* proxy.stall
                   const answers = yield* Effect.promise(() =>
                     Promise.all(jobs.map((job, i) => processor(job as never, `t${i}`)))
@@ -763,6 +777,32 @@ describe("UniqueQueue properties", () => {
           )
         )
       }), 240_000)
+
+    // One job's release lost on its way (its request dropped, the connection closed), the others' sent after it: close
+    // waits until every release has answered, the lost one's retry included; none is cut off by the runtime's disposal.
+    it.effect("property: until_executed jobs, the first release's request lost: close ends only once every release has answered", () =>
+      Effect.gen(function*() {
+        const testRedis = yield* RedisTest.TestRedis
+        const { raw } = testRedis
+        const connection = yield* Bull.connection
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(fc.uniqueArray(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 4 }), (ns) =>
+              Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+                const { lockPrefix, name, proxy, unique, unlocked } = yield* lockProxiedUniqueQueue("uqplost", "1 second")
+                const { jids, processor, jobs } = yield* addedAndTaken(unique, name, ns, connection)
+                yield* proxy.lose("request")
+                const answers = yield* Effect.promise(() => Promise.all(jobs.map((job, i) => processor(job as never, `t${i}`))))
+                assert.deepStrictEqual(answers, jobs.map((job) => job?.data.n))
+                yield* Effect.promise(() => unique.close())
+                assert.deepStrictEqual([...unlocked].sort(), [...jids].sort(), "each release answered before close ended")
+                assert.deepStrictEqual(yield* Effect.promise(() => raw.keys(`${lockPrefix}:*:LOCKED`)), [])
+              })).pipe(Effect.provideService(RedisTest.TestRedis, testRedis)))
+            ),
+            { numRuns: runs(6) }
+          )
+        )
+      }), 120_000)
 
     it.effect("property: a signal exactly for a fn of three parameters; a cancelled job fails or is retried, and no lock is left", () =>
       Effect.gen(function*() {

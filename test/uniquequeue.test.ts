@@ -892,6 +892,25 @@ describe("UniqueQueue.close: shutdown in either order with a job running", () =>
         assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [])
       }), 60_000)
 
+    // The release's request lost on its way, the connection then closed: the release is tried again once Redis answers,
+    // and close waits for that answer. Without the wait, close disposed of the runtime under the retry: the lock stayed.
+    it.effect("close waits for an until_executed job's release whose request was lost: it is tried again and answers first", () =>
+      Effect.gen(function*() {
+        const { raw } = yield* RedisTest.TestRedis
+        const { lockPrefix, name, proxy, unique, unlocked } = yield* lockProxiedUniqueQueue("uqlostrel", "1 second")
+        const added = yield* Effect.promise(() => unique.add("Work", { n: 1 }))
+        assert.strictEqual(added._tag, "Enqueued")
+        const processor = unique.processor(async () => "done")
+        const worker = yield* Bull.manualWorker(name)
+        const job = (yield* Effect.promise(() => worker.getNextJob("t", { block: false }))) as BullJob<Data>
+        yield* proxy.lose("request")
+        assert.strictEqual(yield* Effect.promise(() => processor(job, "t")), "done")
+        yield* Effect.promise(() => unique.close())
+        assert.deepStrictEqual(unlocked, [added.job.jid], "the release answered before close ended")
+        assert.strictEqual(yield* Effect.promise(() => raw.exists(`${added.digest}:LOCKED`)), 0, "no lock left")
+        assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(lockPrefix), [])
+      }), 60_000)
+
     it.effect("close({ timeout }) stops waiting for a release still unanswered (the lock Redis stalled): the job has performed", () =>
       Effect.gen(function*() {
         const { raw } = yield* RedisTest.TestRedis
