@@ -89,7 +89,9 @@ describe("debounce properties", () => {
               fc.constantFrom<DebouncedLock>("until_executing", "until_executed", "until_and_while_executing"),
               fc.integer({ min: 200, max: 1_000 }),
               fc.integer({ min: 0, max: 1_000 }),
-              fc.array(fc.integer({ min: 1, max: 150 }), { minLength: 1, maxLength: 3 }),
+              // The later triggers come within the window (at most 150 ms in all, the delay at least 200): a job held
+              // on its way across its whole maxWait is another case (see issue 48's note).
+              fc.array(fc.integer({ min: 1, max: 50 }), { minLength: 1, maxLength: 3 }),
               (lock, delay, extra, gaps) =>
                 Effect.runPromise(
                   Effect.gen(function*() {
