@@ -81,26 +81,38 @@ const reasonOf = (cause: unknown): string => cause instanceof Error ? cause.mess
  */
 const sendOn = (connection: Connection, timeout: Duration.Duration) =>
 <A = unknown>(command: string, ...args: ReadonlyArray<string>): Effect.Effect<A, PersistenceRedis.RedisError> => {
-  const call = Effect.tryPromise({
-    try: () => connection.call(command, ...args) as Promise<A>,
-    catch: (cause) =>
-      new PersistenceRedis.RedisError({
-        cause: new RedisError({ operation: command, reason: reasonOf(cause), cause })
-      })
-  })
   const blocked = blockedMs(command, args)
-  if (blocked === Infinity) return call
-  const limit = blocked === undefined ? timeout : Duration.sum(timeout, Duration.millis(blocked))
-  return Effect.timeoutOrElse(call, {
+  return bounded(
+    command,
+    blocked === Infinity ? undefined : blocked === undefined ? timeout : Duration.sum(timeout, Duration.millis(blocked)),
+    () => connection.call(command, ...args) as Promise<A>
+  )
+}
+
+/** Effect's `RedisError`, its cause this package's, naming the operation. */
+const failure = (operation: string, reason: string, cause?: unknown) =>
+  new PersistenceRedis.RedisError({ cause: new RedisError({ operation, reason, cause }) })
+
+/**
+ * A promise of ioredis, bounded by `limit` (none: unbounded): its rejection, or no answer within `limit`, fails with
+ * Effect's `RedisError` naming `operation` (`what`, when given, says which connection).
+ */
+const bounded = <A>(
+  operation: string,
+  limit: Duration.Duration | undefined,
+  call: () => Promise<A>,
+  what?: string
+): Effect.Effect<A, PersistenceRedis.RedisError> => {
+  const named = (reason: string) => (what === undefined ? reason : `${what}: ${reason}`)
+  const sent = Effect.tryPromise({ try: call, catch: (cause) => failure(operation, named(reasonOf(cause)), cause) })
+  return limit === undefined ? sent : Effect.timeoutOrElse(sent, {
     duration: limit,
     orElse: () =>
       Effect.fail(
-        new PersistenceRedis.RedisError({
-          cause: new RedisError({
-            operation: command,
-            reason: `no answer within ${Duration.format(limit)} (the timeout option)`
-          })
-        })
+        failure(
+          operation,
+          named(`no ${what === undefined ? "answer" : "connection"} within ${Duration.format(limit)} (the timeout option)`)
+        )
       )
   })
 }
@@ -125,25 +137,7 @@ const openDuplicate = (client: Client, timeout: Duration.Duration, what: string)
     const connection = duplicateOf(client)
     // Its errors show as failed commands; without a listener ioredis would print them.
     connection.on("error", () => undefined)
-    return Effect.tryPromise({
-      try: () => connection.connect(),
-      catch: (cause) =>
-        new PersistenceRedis.RedisError({
-          cause: new RedisError({ operation: "connect", reason: `${what}: ${reasonOf(cause)}`, cause })
-        })
-    }).pipe(
-      Effect.timeoutOrElse({
-        duration: timeout,
-        orElse: () =>
-          Effect.fail(
-            new PersistenceRedis.RedisError({
-              cause: new RedisError({
-                operation: "connect",
-                reason: `${what}: no connection within ${Duration.format(timeout)} (the timeout option)`
-              })
-            })
-          )
-      }),
+    return bounded("connect", timeout, () => connection.connect(), what).pipe(
       Effect.onExit((exit) => exit._tag === "Success" ? Effect.void : Effect.sync(() => connection.disconnect())),
       Effect.as(connection)
     )
@@ -246,36 +240,10 @@ export const make = (
           })
           // ioredis subscribes again by itself after a reconnect (autoResubscribe); the subscription ends when the
           // connection ends for good.
-          yield* Effect.tryPromise({
-            try: () => subscriber.subscribe(channel),
-            catch: (cause) =>
-              new PersistenceRedis.RedisError({
-                cause: new RedisError({ operation: "SUBSCRIBE", reason: reasonOf(cause), cause })
-              })
-          }).pipe(
-            Effect.timeoutOrElse({
-              duration: timeout,
-              orElse: () =>
-                Effect.fail(
-                  new PersistenceRedis.RedisError({
-                    cause: new RedisError({
-                      operation: "SUBSCRIBE",
-                      reason: `no answer within ${Duration.format(timeout)} (the timeout option)`
-                    })
-                  })
-                )
-            })
-          )
+          yield* bounded("SUBSCRIBE", timeout, () => subscriber.subscribe(channel))
           return Effect.callback<void, PersistenceRedis.RedisError>((resume) => {
             const ended = () =>
-              resume(Effect.fail(
-                new PersistenceRedis.RedisError({
-                  cause: new RedisError({
-                    operation: "SUBSCRIBE",
-                    reason: `the subscriber of ${channel} lost its connection for good`
-                  })
-                })
-              ))
+              resume(Effect.fail(failure("SUBSCRIBE", `the subscriber of ${channel} lost its connection for good`)))
             subscriber.once("end", ended)
             return Effect.sync(() => subscriber.off("end", ended))
           })
