@@ -27,7 +27,20 @@ import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import * as UniqueQueue from "../dist/adapters/UniqueQueue.js"
 import * as RedisServer from "../dist/testing/RedisServer.js"
-import { delta, interleave, median, Probe, quantile, round, spyCommands, split, withCpu } from "./harness.js"
+import {
+  delta,
+  interleave,
+  median,
+  Probe,
+  quantile,
+  type ReportData,
+  reportData,
+  round,
+  shuffledWorkload,
+  split,
+  spyCommands,
+  withCpu
+} from "./harness.js"
 
 const adds = 2_000
 const distinct = 200
@@ -38,31 +51,12 @@ const jobName = "rebuild"
 /** The commands a client sends; every other command in a delta ran inside a script. */
 const topLevel = new Set(["evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"])
 
-interface Data {
-  readonly account: number
-  readonly report: string
-  readonly period: string
-}
+type Data = ReportData
 
-const dataFor = (k: number): Data => ({ account: 1000 + k, report: "daily-summary", period: "2026-11" })
+const dataFor = reportData
 
-/** 2,000 adds: argument list i % 200, in an order shuffled once (seeded: the same every run). */
-const workload = (): ReadonlyArray<Data> => {
-  const order = Array.from({ length: adds }, (_, i) => i % distinct)
-  let seed = 12
-  const random = () => {
-    // mulberry32
-    seed = (seed + 0x6d2b79f5) | 0
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  for (let i = order.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1))
-    ;[order[i], order[j]] = [order[j]!, order[i]!]
-  }
-  return order.map(dataFor)
-}
+/** The adds: argument list i % distinct, in an order shuffled once (seeded: the same every run). */
+const workload = () => shuffledWorkload(adds, distinct, 12)
 
 /** One contender's round, set up (untimed): `add` is the timed call, `tally` what its answers said. */
 interface Prepared {

@@ -261,3 +261,30 @@ export const recorder = (log: (line: string) => void) => {
   }
   return { lines, out }
 }
+
+/** The argument list of the enqueue benches (BullMQ, PersistedQueue): a report of an account. */
+export interface ReportData {
+  readonly account: number
+  readonly report: string
+  readonly period: string
+}
+
+/** Argument list `k`: the same for every contender of a run. */
+export const reportData = (k: number): ReportData => ({ account: 1000 + k, report: "daily-summary", period: "2026-11" })
+
+/** `count` argument lists, list i % `distinct`, in an order shuffled once by `seed` (mulberry32: the same every run). */
+export const shuffledWorkload = (count: number, distinct: number, seed: number): ReadonlyArray<ReportData> => {
+  const order = Array.from({ length: count }, (_, i) => i % distinct)
+  let state = seed
+  const random = () => {
+    state = (state + 0x6d2b79f5) | 0
+    let t = Math.imul(state ^ (state >>> 15), 1 | state)
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1))
+    ;[order[i], order[j]] = [order[j]!, order[i]!]
+  }
+  return order.map(reportData)
+}

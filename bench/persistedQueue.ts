@@ -34,7 +34,18 @@ import { JobQueue } from "../dist/JobQueue.js"
 import * as Redis from "../dist/Redis.js"
 import * as RedisServer from "../dist/testing/RedisServer.js"
 import * as UniqueJob from "../dist/UniqueJob.js"
-import { delta, interleave, median, Probe, quantile, round, split, withCpu } from "./harness.js"
+import {
+  delta,
+  interleave,
+  median,
+  Probe,
+  quantile,
+  reportData,
+  round,
+  shuffledWorkload,
+  split,
+  withCpu
+} from "./harness.js"
 
 const offers = 2_000
 const distinct = 200
@@ -45,25 +56,10 @@ const topLevel = new Set(["evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "
 const Data = Schema.Struct({ account: Schema.Number, report: Schema.String, period: Schema.String })
 type Data = typeof Data.Type
 
-const dataFor = (k: number): Data => ({ account: 1000 + k, report: "daily-summary", period: "2026-11" })
+const dataFor = reportData
 
-/** 2,000 offers: argument list i % 200, in an order shuffled once (seeded: the same every run). */
-const workload = (): ReadonlyArray<Data> => {
-  const order = Array.from({ length: offers }, (_, i) => i % distinct)
-  let seed = 49
-  const random = () => {
-    // mulberry32
-    seed = (seed + 0x6d2b79f5) | 0
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  for (let i = order.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1))
-    ;[order[i], order[j]] = [order[j]!, order[i]!]
-  }
-  return order.map(dataFor)
-}
+/** The offers: argument list i % distinct, in an order shuffled once (seeded: the same every run). */
+const workload = () => shuffledWorkload(offers, distinct, 49)
 
 type Base = Redis.RedisService | EffectRedis.Redis
 
