@@ -194,24 +194,28 @@ export const windowOf = (
 
 // The queue lock lives for lockTtl (plus the delay); the run lock lives by its renewed lease.
 /** @internal */
-export const requestOf = (definition: Definition, target: Target, phase: Phase): HolderRequest => ({
-  jid: target.jid,
-  limit: definition.lockLimit,
-  ttlMs: phase === "queue"
-    ? Option.match(definition.lockTtl, {
-      onNone: () => 0,
-      onSome: (ttl) => Duration.toMillis(ttl) + (target.delay === undefined ? 0 : Duration.toMillis(target.delay))
-    })
-    : 0,
-  leaseMs: phase === "run" ? Duration.toMillis(definition.lockLease) : 0,
-  info: infoOf(definition, target),
+export const requestOf = (definition: Definition, target: Target, phase: Phase): HolderRequest => {
+  // Built in place: every lock step makes one, and optional fields spread in would make an object each.
+  const request: { -readonly [K in keyof HolderRequest]: HolderRequest[K] } = {
+    jid: target.jid,
+    limit: definition.lockLimit,
+    ttlMs: phase === "queue"
+      ? Option.match(definition.lockTtl, {
+        onNone: () => 0,
+        onSome: (ttl) => Duration.toMillis(ttl) + (target.delay === undefined ? 0 : Duration.toMillis(target.delay))
+      })
+      : 0,
+    leaseMs: phase === "run" ? Duration.toMillis(definition.lockLease) : 0,
+    info: infoOf(definition, target),
+    fenced: phase === "run"
+  }
   // The reaper asks this queue about a queue lock's job; a run lock ends by its lease.
-  ...(phase === "queue" && target.info?.queue !== undefined ? { queue: target.info.queue } : {}),
-  fenced: phase === "run",
+  if (phase === "queue" && target.info?.queue !== undefined) request.queue = target.info.queue
   // Only when on: a request without it is the one every earlier version sent.
-  ...(definition.lockEvents ? { events: true } : {}),
-  ...(target.swap === undefined || target.swap.length === 0 ? {} : { swap: target.swap })
-})
+  if (definition.lockEvents) request.events = true
+  if (target.swap !== undefined && target.swap.length > 0) request.swap = target.swap
+  return request
+}
 
 const counter = (family: Metrics.Family, lockType: string, phase: Phase) => family.of(lockType, phase)
 

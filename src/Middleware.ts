@@ -199,10 +199,10 @@ const startRetryMs = 10
 // call (`Lock.Target.swap`): the place goes from holder to holder, its window with it, and no other producer can take
 // it, or open a window of its own, in between. A conflict reads the holders' entries, then asks the queue: a job still
 // waiting is removed; one the queue no longer has was removed by a concurrent enqueue, is still on its way to the
-// queue (its producer will find its place taken and remove it, `Lock.confirmQueueLock`), or ran or was removed long
-// ago. Its window is kept while its job is not yet due (the first three), else a new window opens. The swap holds only
-// if every entry is as read: a refused swap reads again (`swapRetries`). A job caught starting is waited for
-// (`startRetries`), then a new window opens.
+// queue (its producer will find its place taken and remove it, `Lock.confirmQueueLock`; one that landed already due
+// and started first is skipped by `server`), or ran or was removed long ago. Its window is kept while its job is not
+// yet due (the first three), else a new window opens. The swap holds only if every entry is as read: a refused swap
+// reads again (`swapRetries`). A job caught starting is waited for (`startRetries`), then a new window opens.
 const debounced = <A, E, R>(
   redis: Store,
   definition: Definition,
@@ -384,59 +384,104 @@ const serverPhase = <A, E, R>(
     E | ServerError,
     R | RedisService | JobQueue
   > => {
-    const bare = (digest: string) =>
-      Effect.isEffect(perform) ? perform : Effect.suspend(() => perform({ digest, jid: job.jid, fence: undefined }))
-    if (!enabled) return Effect.map(bare(""), (value) => Strategy.ServerOutcome.Performed({ digest: "", job, value }))
+    if (!enabled) return Effect.map(bare(perform, job, ""), (value) => Strategy.ServerOutcome.Performed({ digest: "", job, value }))
     const digest = job.lockDigest ?? Lock.digestNow(definition, job)
     if (typeof digest !== "string") return Effect.fail(digest)
-    {
-      const performed = (value: A) => Strategy.ServerOutcome.Performed({ digest, job, value })
-      const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
-      const record = LockType.records[definition.lock]
-      // A retry of a type that releases before its perform released on its first attempt: a miss is expected.
-      const release = (expectGone = false) => Lock.releaseQueueLockWith(redis, definition, target, expectGone)
-      // lockTimeout: a held run lock is waited for, and taken once released, before the strategy has the conflict.
-      const held = (
-        take: Effect.Effect<Lock.Held, LockConflict | RedisError>,
-        keptQueueLock: boolean,
-        wait: Lock.Wait | undefined
-      ) =>
-        Lock.holdWhile(
-          take,
-          Effect.isEffect(perform)
-            ? Effect.map(perform, performed)
-            : (running: Lock.Running) => Effect.map(perform(running), performed),
-          (conflict) => afterConflict(definition, job, conflict, keptQueueLock),
-          wait
-        )
-      switch (record.beforePerform) {
-        case "releaseQueueLock":
-          return Effect.andThen(release((job.retryCount ?? 0) > 0), Effect.map(bare(digest), performed))
-        case "none":
-          return record.afterPerform === "releaseQueueLockOnSuccess"
-            ? Effect.flatMap(bare(digest), (value) => Effect.as(release(), performed(value)))
-            : Effect.map(bare(digest), performed)
-        case "takeRunLock":
-          return held(
-            Lock.takeRunLock(redis, definition, { ...target, phase: "run" }),
-            false,
-            Lock.waitOf(redis, definition, digest)
-          )
-        case "handoff": {
-          const wait = Lock.waitOf(redis, definition, digest)
-          // A job that waits keeps its queue lock while it waits (each try is a handoff); the strategy's word is
-          // kept when the wait ends without the run lock (afterConflict releases the queue lock of a dropped job).
-          const keepQueueLock = wait !== undefined || Strategy.keepsQueueLock(definition.onConflict.server)
-          return held(
-            Effect.tap(Lock.takeHandoff(redis, definition, target, { keepQueueLock }), (taken) =>
-              taken.queueLockHeld || (job.retryCount ?? 0) > 0 ? Effect.void : lapsed(definition, digest, job)),
-            keepQueueLock,
-            wait
-          )
-        }
-      }
+    // Every job pays what is made here: only what its lock type's phase uses is made (no closure for the others).
+    const performed = (value: A) => Strategy.ServerOutcome.Performed({ digest, job, value })
+    // A run lock's entry keeps the job's info only under lockInfo (a queue lock's release reads none).
+    const target: Lock.Target = definition.lockInfo ? { digest, jid: job.jid, info: infoOf(job) } : { digest, jid: job.jid }
+    // A debounced job whose place a later trigger took while it was on its way to the queue, landed already due and
+    // started before its producer could remove it (Lock.confirmQueueLock): superseded, it never runs. A retry is its
+    // window's run, begun; a lock with no holder left runs as it would.
+    if (Option.isNone(definition.debounce) || (job.retryCount ?? 0) > 0) {
+      return phases(redis, definition, job, perform, digest, target, performed)
     }
+    return Effect.flatMap(Lock.windowHolders(redis, definition, digest), (entries) => {
+      const holders = entries.map((entry) => entry.jid)
+      return holders.length === 0 || holders.includes(job.jid)
+        ? phases(redis, definition, job, perform, digest, target, performed)
+        : Effect.succeed(Strategy.ServerOutcome.Skipped({ digest, job, holders }))
+    })
   })
+
+// The steps of the job's lock type around its perform.
+const phases = <A, E, R>(
+  redis: Store,
+  definition: Definition,
+  job: Job,
+  perform: Perform<A, E, R>,
+  digest: string,
+  target: Lock.Target,
+  performed: (value: A) => Strategy.ServerOutcome<A>
+): Effect.Effect<Strategy.ServerOutcome<A>, E | ServerError, R | RedisService | JobQueue> => {
+  const record = LockType.records[definition.lock]
+  switch (record.beforePerform) {
+    case "releaseQueueLock":
+      // A retry of a type that releases before its perform released on its first attempt: a miss is expected.
+      return Effect.andThen(
+        Lock.releaseQueueLockWith(redis, definition, target, (job.retryCount ?? 0) > 0),
+        Effect.map(bare(perform, job, digest), performed)
+      )
+    case "none":
+      return record.afterPerform === "releaseQueueLockOnSuccess"
+        ? Effect.flatMap(
+          bare(perform, job, digest),
+          (value) => Effect.as(Lock.releaseQueueLockWith(redis, definition, target), performed(value))
+        )
+        : Effect.map(bare(perform, job, digest), performed)
+    case "takeRunLock":
+      return heldWhile(
+        definition,
+        job,
+        perform,
+        performed,
+        Lock.takeRunLock(redis, definition, { ...target, phase: "run" }),
+        false,
+        Lock.waitOf(redis, definition, digest)
+      )
+    case "handoff": {
+      const wait = Lock.waitOf(redis, definition, digest)
+      // A job that waits keeps its queue lock while it waits (each try is a handoff); the strategy's word is
+      // kept when the wait ends without the run lock (afterConflict releases the queue lock of a dropped job).
+      const keepQueueLock = wait !== undefined || Strategy.keepsQueueLock(definition.onConflict.server)
+      return heldWhile(
+        definition,
+        job,
+        perform,
+        performed,
+        Effect.tap(Lock.takeHandoff(redis, definition, target, { keepQueueLock }), (taken) =>
+          taken.queueLockHeld || (job.retryCount ?? 0) > 0 ? Effect.void : lapsed(definition, digest, job)),
+        keepQueueLock,
+        wait
+      )
+    }
+  }
+}
+
+// The perform with no lock around it.
+const bare = <A, E, R>(perform: Perform<A, E, R>, job: Job, digest: string): Effect.Effect<A, E, R> =>
+  Effect.isEffect(perform) ? perform : Effect.suspend(() => perform({ digest, jid: job.jid, fence: undefined }))
+
+// The perform under the run lock `take` takes. lockTimeout (`wait`): a held run lock is waited for, and taken once
+// released, before the strategy has the conflict.
+const heldWhile = <A, E, R>(
+  definition: Definition,
+  job: Job,
+  perform: Perform<A, E, R>,
+  performed: (value: A) => Strategy.ServerOutcome<A>,
+  take: Effect.Effect<Lock.Held, LockConflict | RedisError>,
+  keptQueueLock: boolean,
+  wait: Lock.Wait | undefined
+) =>
+  Lock.holdWhile(
+    take,
+    Effect.isEffect(perform)
+      ? Effect.map(perform, performed)
+      : (running: Lock.Running) => Effect.map(perform(running), performed),
+    (conflict) => afterConflict(definition, job, conflict, keptQueueLock),
+    wait
+  )
 
 const lapsed = (definition: Definition, digest: string, job: Job) =>
   Effect.andThen(

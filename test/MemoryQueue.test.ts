@@ -2,6 +2,7 @@
  * The in-process queue on TestClock: delayed jobs, retries with the same jid, the dead set, removal.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Latch from "effect/Latch"
 import * as Layer from "effect/Layer"
@@ -70,6 +71,33 @@ describe("MemoryQueue", () => {
       yield* TestClock.adjust(1000)
       yield* queue.awaitIdle
       assert.strictEqual(yield* Ref.get(ran), 0)
+    }))
+
+  it.effect("a job scheduled at or before now is ready, not left scheduled: remove and exists tell what is there", () =>
+    Effect.gen(function*() {
+      const queue = yield* MemoryQueue.make()
+      const gate = yield* Latch.make()
+      const started = yield* Ref.make<Array<string>>([])
+      yield* queue.work((j) => Effect.andThen(Ref.update(started, (r) => [...r, j.jid]), gate.await))
+      const now = yield* Clock.currentTimeMillis
+      // One due now, one overdue: each starts in turn (one at a time), and is never listed as scheduled meanwhile.
+      const due = job([5])
+      const past = job([6])
+      yield* queue.schedule(due, now)
+      yield* Effect.yieldNow
+      assert.deepStrictEqual((yield* queue.snapshot).scheduled, [])
+      assert.deepStrictEqual(yield* Ref.get(started), [due.jid])
+      // Running (held at the gate): not removed, and a remove that took nothing says so.
+      assert.isFalse(yield* queue.remove(due.jid))
+      assert.deepStrictEqual(yield* queue.exists([due]), ["exists"])
+      yield* queue.schedule(past, now - 1_000)
+      yield* Effect.yieldNow
+      assert.deepStrictEqual((yield* queue.snapshot).scheduled, [])
+      yield* gate.open
+      yield* queue.awaitIdle
+      assert.deepStrictEqual(yield* Ref.get(started), [due.jid, past.jid])
+      assert.deepStrictEqual(yield* queue.exists([due, past]), ["gone", "gone"])
+      assert.isFalse(yield* queue.remove(past.jid))
     }))
 
   it.effect("the snapshot counts Skipped, Rescheduled and Rejected apart from the runs that did the work", () =>

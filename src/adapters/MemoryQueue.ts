@@ -128,7 +128,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
     const backoff = options.backoff ?? ((n: number) => Duration.millis(100 * 2 ** (n - 1)))
     const eventLimit = options.eventLimit ?? 10_000
     const ready = new Map<string, Job>()
-    const scheduled = new Map<string, { job: Job; at: number; fiber: Fiber.Fiber<void> }>()
+    const scheduled = new Map<string, { job: Job; at: number; fiber: Fiber.Fiber<void> | undefined }>()
     const running = new Map<string, Job>()
     const dead: Array<{ job: Job; reason: string; at: number }> = []
     const events: Array<Event> = []
@@ -175,19 +175,23 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
       Effect.gen(function*() {
         yield* refuseOther("schedule", job)
         const existing = scheduled.get(job.jid)
-        if (existing !== undefined) yield* Fiber.interrupt(existing.fiber)
+        if (existing?.fiber !== undefined) yield* Fiber.interrupt(existing.fiber)
         const now = yield* Clock.currentTimeMillis
-        const fiber = yield* FiberSet.run(
+        // Listed before its timer starts: a timer already due runs as it is forked, and must find (and take out) its
+        // own entry, not leave a running job listed as scheduled (remove would answer true for it).
+        const entry: { job: Job; at: number; fiber: Fiber.Fiber<void> | undefined } = { job, at, fiber: undefined }
+        scheduled.set(job.jid, entry)
+        yield* record("scheduled", job, new Date(at).toISOString())
+        entry.fiber = yield* FiberSet.run(
           timers,
           Effect.sleep(Math.max(0, at - now)).pipe(
             Effect.andThen(Effect.suspend(() => {
+              if (scheduled.get(job.jid) !== entry) return Effect.void
               scheduled.delete(job.jid)
               return makeReady(job)
             }))
           )
         )
-        scheduled.set(job.jid, { job, at, fiber })
-        yield* record("scheduled", job, new Date(at).toISOString())
       })
 
     const remove = (jid: string) =>
@@ -202,7 +206,7 @@ export const make = (options: Options = {}): Effect.Effect<MemoryQueue, never, S
         const timer = scheduled.get(jid)
         if (timer !== undefined) {
           scheduled.delete(jid)
-          yield* Fiber.interrupt(timer.fiber)
+          if (timer.fiber !== undefined) yield* Fiber.interrupt(timer.fiber)
           yield* record("removed", timer.job)
           yield* checkIdle
           return true

@@ -294,16 +294,20 @@ const sizeOf = (args: ReadonlyArray<string | number>): number => {
 }
 
 // batch.lua's arguments for `steps`: every step's keys, then per step its kind, key count, argument count, arguments.
+// One array, filled in place (no copies: every batch pays this).
 const batchArgs = (steps: ReadonlyArray<Queued>): [number, ...Array<string | number>] => {
-  const keys: Array<string | number> = []
-  const argv: Array<string | number> = []
+  const args: [number, ...Array<string | number>] = [0]
   for (const step of steps) {
     const count = step.args[0] as number
-    for (let i = 1; i <= count; i++) keys.push(step.args[i]!)
-    argv.push(step.kind, count, step.args.length - 1 - count)
-    for (let i = 1 + count; i < step.args.length; i++) argv.push(step.args[i]!)
+    for (let i = 1; i <= count; i++) args.push(step.args[i]!)
+    args[0] += count
   }
-  return [keys.length, ...keys, ...argv]
+  for (const step of steps) {
+    const count = step.args[0] as number
+    args.push(step.kind, count, step.args.length - 1 - count)
+    for (let i = 1 + count; i < step.args.length; i++) args.push(step.args[i]!)
+  }
+  return args
 }
 
 // A lock refused because a reset retired the layout epoch it sent (lock_step's layout_current).

@@ -169,7 +169,8 @@ export const serverFast = <A>(
 ): FastJob<A> | undefined => {
   const { definition } = fast
   const record = LockType.records[definition.lock]
-  if (record.beforePerform === "handoff") return undefined
+  // A debounced job reads its window's holders before it runs (a superseded one is skipped): `server`'s step.
+  if (record.beforePerform === "handoff" || Option.isSome(definition.debounce)) return undefined
   // A run lock met held waits for its release (lockTimeout): that wait is `server`'s.
   if (record.beforePerform === "takeRunLock" && Duration.toMillis(definition.lockTimeout) > 0) return undefined
   const digest = job.lockDigest ?? Lock.digestNow(definition, job)
@@ -204,7 +205,8 @@ export const serverFast = <A>(
       return Promise.reject(cause)
     }
   }
-  const target: Lock.Target = { digest, jid: job.jid, info: infoOf(job) }
+  // A run lock's entry keeps the job's info only under lockInfo (a queue lock's release reads none).
+  const target: Lock.Target = definition.lockInfo ? { digest, jid: job.jid, info: infoOf(job) } : { digest, jid: job.jid }
   switch (record.beforePerform) {
     case "releaseQueueLock":
       releaseFast(fast, target, run, (job.retryCount ?? 0) > 0).then(() => {
