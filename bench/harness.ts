@@ -239,10 +239,16 @@ export const spyCommands = (client: IORedis): Map<string, number> => {
   return counts
 }
 
-/** The code measured: HEAD, and whether src/ or lua/ had uncommitted changes (the bench runs the working tree). */
-export const revision = (): string => {
+/**
+ * The code measured: HEAD, and whether src/ or lua/ had uncommitted changes (the bench runs the working tree); of
+ * the checkout at `dir` when given (a `--root`), else of the current directory's.
+ */
+export const revision = (dir?: string): string => {
   const git = (...args: Array<string>) =>
-    execFileSync("git", args, { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim()
+    execFileSync("git", dir === undefined ? args : ["-C", dir, ...args], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"]
+    }).trim()
   try {
     const changed = git("status", "--porcelain", "--", "src", "lua").split("\n").filter((line) => line !== "").length
     const head = git("rev-parse", "--short", "HEAD")

@@ -20,9 +20,14 @@
  *   --persisted-queue [--rounds=N]                    offers through UniquePersistedQueue (until_executed) against a
  *                                                     bare PersistedQueue.offer with deduplicate "untilExecuted", Redis
  *                                                     store, N alternating rounds (25): results/persisted-queue.md
- *   --worker [--rounds=N] [--jobs=N]                  a BullMQ Worker through unique.processor (until_executed,
+ *   --worker [--rounds=N] [--jobs=N]                  a BullMQ Worker through our processor on both faces
+ *                                                     (unique.processor, BullMQ.processor; until_executed,
  *                                                     while_executing) against the bare Worker, N no-op jobs per round
- *                                                     (3,000), N alternating rounds (7): results/worker.md
+ *                                                     (3,000), N alternating rounds (5): results/worker.md
+ *   --alloc [--root=<dir>] [--out=<file>] [--jobs=N]  what the Worker's per-job path allocates at c=32 (bare, both
+ *                                                     faces, until_executed and while_executing): bytes by where,
+ *                                                     the top functions, promises and Effect fibers per job, Node CPU,
+ *                                                     on a checkout's dist/ (default this one): results/alloc.md
  *   --profile [--root=<dir>] [--out=<file>]           CPU profiles of UniqueQueue.add and the Worker through
  *                                                     unique.processor, grouped by where the time goes, on a checkout's
  *                                                     dist/ (default this one): results/profile.md
@@ -34,7 +39,7 @@
  *   --web-load [--locks=N] [--holders=N] [--out=name] one page and ten at once over N locks (100) of N holders (2,000)
  *                                                     each, beside a worker's 50 run locks on a 1 s lease: Redis time
  *                                                     (SLOWLOG), longest call, statuses, PING wait: results/web-load.md
- *   --targets                                         every target of issue 20 in one run (fixed work: 2.5 min on an
+ *   --targets                                         every target of issues 20 and 50 in one run (fixed work: 2.5 min on an
  *                                                     EPYC VM, 4-5 on a slower Xeon one), each with
  *                                                     our figure, the peer's, the ratio and a verdict: results/targets.md
  *   --scripts [--root=<dir>] [--gem=<dir>] [--calls=N] Redis instructions per script call (callgrind: the same count on
@@ -51,6 +56,7 @@ import * as Scope from "effect/Scope"
 import * as RedisServer from "../dist/testing/RedisServer.js"
 import * as BullMQ from "./bullmq.js"
 import * as Cluster from "./cluster.js"
+import * as Alloc from "./alloc.js"
 import * as Foundation from "./foundation.js"
 import * as Growth from "./growth.js"
 import * as KeeperBurst from "./keeperBurst.js"
@@ -191,7 +197,7 @@ const main = async () => {
     const jobs = args.find((a) => a.startsWith("--jobs="))
     return Worker.main(
       log,
-      rounds === undefined ? 7 : Number(rounds.slice(9)),
+      rounds === undefined ? 5 : Number(rounds.slice(9)),
       jobs === undefined ? 3_000 : Number(jobs.slice(7))
     )
   }
@@ -206,6 +212,17 @@ const main = async () => {
       calls === undefined ? 3_000 : Number(calls.slice(8)),
       new URL(gem === undefined ? "./results/scripts.md" : "./results/scripts-gem.md", import.meta.url).pathname,
       gem?.slice(6)
+    )
+  }
+  if (args.includes("--alloc")) {
+    const root = args.find((a) => a.startsWith("--root="))
+    const out = args.find((a) => a.startsWith("--out="))
+    const jobs = args.find((a) => a.startsWith("--jobs="))
+    return Alloc.main(
+      log,
+      root === undefined ? new URL("..", import.meta.url).pathname : root.slice(7),
+      out === undefined ? new URL("./results/alloc.md", import.meta.url).pathname : out.slice(6),
+      jobs === undefined ? 6_000 : Number(jobs.slice(7))
     )
   }
   if (args.includes("--profile")) {

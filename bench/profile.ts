@@ -36,8 +36,11 @@ interface Profile {
   readonly timeDeltas: ReadonlyArray<number>
 }
 
-/** The groups of `results/foundation-profile.md`, by where a function runs. */
-const groupOf = (node: ProfileNode): string => {
+/**
+ * The groups of `results/foundation-profile.md`, by where a function runs (CPU self time here, allocations in
+ * `alloc.ts`).
+ */
+export const groupOf = (node: { readonly callFrame: ProfileNode["callFrame"] }): string => {
   const { functionName, url } = node.callFrame
   if (functionName === "(garbage collector)") return "garbage collection"
   if (functionName === "(idle)") return "idle (waiting for Redis)"

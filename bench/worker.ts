@@ -1,40 +1,57 @@
 /**
- * BullMQ `Worker` throughput through `unique.processor` against the same Worker without it (issue 20), same run, as
- * a ratio. Each round: a fresh queue holding N waiting jobs (distinct data, added beforehand, untimed), then one
- * `Worker` at concurrency 1 or 32 with a no-op job; timed from `worker.run()` until the Nth `completed` event.
- * Contenders alternate round by round, the starting one rotated:
+ * BullMQ `Worker` throughput through our processor against the same Worker without it (issues 20 and 50), same run,
+ * as a ratio, on both faces. Each round: a fresh queue holding N waiting jobs (distinct data, added beforehand,
+ * untimed), then one `Worker` at concurrency 1 or 32 with a no-op job; timed from `worker.run()` until the Nth
+ * `completed` event. Contenders alternate round by round, the starting one rotated:
  *
- *   bare               `new Worker(name, async () => undefined, …)`
- *   until-executed     `UniqueQueue.make(queue, { lock: "until_executed" })`, the worker's processor
- *                      `unique.processor(async () => undefined)`: each job holds its queue lock, released after it ran
- *   while-executing    the same with `lock: "while_executing"`: a run lock around each perform (leased, renewed by the
- *                      store's lease keeper), no queue lock; `onConflict: { server: "reschedule" }`, as the library's
- *                      warning advises for this type (no job conflicts here, so it changes nothing measured)
+ *   bare                      `new Worker(name, async () => undefined, …)`
+ *   until-executed            the Promise face: `UniqueQueue.make(queue, { lock: "until_executed" })`, the worker's
+ *                             processor `unique.processor(async () => undefined)`: each job holds its queue lock,
+ *                             released after it ran
+ *   while-executing           the same with `lock: "while_executing"`: a run lock around each perform (leased, renewed
+ *                             by the store's lease keeper), no queue lock; `onConflict: { server: "reschedule" }`, as
+ *                             the library's warning advises for this type (no job conflicts here: it changes nothing)
+ *   effect-until-executed     the Effect face: the worker's processor `BullMQ.processor({ definition }, perform)` with
+ *                             `perform = () => Effect.sync(() => performed++)`, run on a `ManagedRuntime` of
+ *                             `Redis.layer({ url })` (the bench's private Redis) and `BullMQ.layer(queue)`
+ *   effect-while-executing    the same with `while_executing`, `onConflict: { server: "reschedule" }`
  *
  * Every contender's jobs are added the same way: `queue.add(name, data, { jobId })` with a 24-hex id from 32 async
  * loops; for ours through `unique.add`, which makes exactly that call after its lock step (so the until_executed
- * jobs hold their locks), for the bare worker directly. The queue has `removeOnComplete: true`, as production
- * setups usually do (BullMQ keeps every completed job otherwise); the same for all contenders.
+ * jobs hold their locks), for the bare worker directly. The Effect face's jobs are added by a `UniqueQueue` of the
+ * same options and lock prefix (`history: false`; it only adds): the digests and locks are the ones the Effect face's
+ * client would take, and the adds stay out of the timed window for every contender alike. The queue has
+ * `removeOnComplete: true`, as production setups usually do (BullMQ keeps every completed job otherwise).
  *
  * Every round is checked: N `completed` events and N performs, none failed, no job left in any state, and for ours
  * no key left under the round's own `lockPrefix` (SCAN; but `<prefix>:fence`, the prefix's fencing-token counter, and
  * `<prefix>:layout`, its recorded layout, which outlive every lock by design). A failed check is printed and the run
  * exits non-zero.
- * Costs per job from the same rounds: Node CPU (`process.cpuUsage`), EVALSHA calls and their Redis time, Redis CPU.
+ * Costs per job from the same rounds (INFO commandstats and cpu around the timed window): Node CPU
+ * (`process.cpuUsage`); script calls (EVALSHA `calls`, BullMQ's and ours) and their Redis time; Redis commands (the
+ * `calls` of every other command but the probe's own INFO, SCAN and FLUSHDB: the commands run inside the scripts,
+ * BullMQ's and ours, and the few sent alone, such as the Worker's blocking wait); Redis CPU.
  *
- *   npm run bench -- --worker [--rounds=7] [--jobs=3000]     writes bench/results/worker.md
+ *   npm run bench -- --worker [--rounds=5] [--jobs=3000]     writes bench/results/worker.md
  */
 import { randomBytes } from "node:crypto"
 import { writeFileSync } from "node:fs"
 import * as os from "node:os"
-import { Queue, Worker } from "bullmq"
+import * as path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { type Processor, Queue, Worker } from "bullmq"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Scope from "effect/Scope"
-import * as UniqueQueue from "../dist/adapters/UniqueQueue.js"
+import type * as BullMQModule from "../dist/adapters/BullMQ.js"
+import type * as UniqueQueueModule from "../dist/adapters/UniqueQueue.js"
+import type * as OptionsModule from "../dist/Options.js"
+import type * as RedisModule from "../dist/Redis.js"
 import * as RedisServer from "../dist/testing/RedisServer.js"
 import { bullmqVersion } from "./bullmq.js"
-import { delta, interleave, median, Probe, quantile, revision, round, withCpu } from "./harness.js"
+import { type Delta, delta, interleave, median, Probe, quantile, revision, round, withCpu } from "./harness.js"
 
 const jobName = "rebuild"
 const addConcurrency = 32
@@ -49,25 +66,198 @@ interface Data {
 
 const dataFor = (k: number): Data => ({ account: 1000 + k, report: "daily-summary", period: "2026-11" })
 
+/** The library's modules a round uses, from the `dist/` of this checkout or of another one (a "before"). */
+export interface Library {
+  readonly root: string
+  readonly UniqueQueue: typeof UniqueQueueModule
+  readonly BullMQ: typeof BullMQModule
+  readonly Options: typeof OptionsModule
+  readonly Redis: typeof RedisModule
+}
+
+/** This checkout: the directory above bench/. */
+export const thisCheckout = fileURLToPath(new URL("..", import.meta.url))
+
+/** The built library of the checkout at `root` (its `dist/`, built there). */
+export const load = async (root: string = thisCheckout): Promise<Library> => {
+  const from = <M>(file: string): Promise<M> => import(pathToFileURL(path.resolve(root, "dist", file)).href) as Promise<M>
+  const [UniqueQueue, BullMQ, Options, Redis] = await Promise.all([
+    from<typeof UniqueQueueModule>("adapters/UniqueQueue.js"),
+    from<typeof BullMQModule>("adapters/BullMQ.js"),
+    from<typeof OptionsModule>("Options.js"),
+    from<typeof RedisModule>("Redis.js")
+  ])
+  return { root: path.resolve(root), UniqueQueue, BullMQ, Options, Redis }
+}
+
 export interface Contender {
   readonly id: string
   readonly label: string
+  /** Which face runs the processor; undefined for the bare Worker. */
+  readonly face: "promise" | "effect" | undefined
   readonly lock: "until_executed" | "while_executing" | undefined
 }
 
 export const contenders: ReadonlyArray<Contender> = [
-  { id: "bare", label: "BullMQ `Worker`, processor `async () => undefined`", lock: undefined },
+  { id: "bare", label: "BullMQ `Worker`, processor `async () => undefined`", face: undefined, lock: undefined },
   {
     id: "until-executed",
     label: "the same Worker, processor `unique.processor(async () => undefined)`, `until_executed`",
+    face: "promise",
     lock: "until_executed"
   },
   {
     id: "while-executing",
     label: "the same Worker, processor `unique.processor(async () => undefined)`, `while_executing`",
+    face: "promise",
+    lock: "while_executing"
+  },
+  {
+    id: "effect-until-executed",
+    label: "the same Worker, processor `BullMQ.processor(…, () => Effect.sync(…))`, `until_executed`",
+    face: "effect",
+    lock: "until_executed"
+  },
+  {
+    id: "effect-while-executing",
+    label: "the same Worker, processor `BullMQ.processor(…, () => Effect.sync(…))`, `while_executing`",
+    face: "effect",
     lock: "while_executing"
   }
 ]
+
+/** What the round's setup shares: the library, the server, a probe of its counters, and where checks go. */
+export interface Env {
+  readonly lib: Library
+  readonly url: string
+  readonly port: number
+  readonly probe: Probe
+  readonly log: (line: string) => void
+  /** A failed check of the round `where`. */
+  readonly fail: (where: string, reason: string) => void
+}
+
+let queues = 0
+
+/**
+ * One round: a fresh queue with `jobs` waiting jobs added as the contender's are, a `Worker` on it, and `window`
+ * given the timed part to run (from `worker.run()` to the last `completed` event) and to wrap with its measurements;
+ * then the round's checks (each failure to `env.fail`), and everything closed and flushed.
+ */
+export const runRound = async <A>(
+  env: Env,
+  contender: Contender,
+  concurrency: number,
+  jobs: number,
+  where: string,
+  window: (timed: () => Promise<void>) => Promise<A>
+): Promise<A> => {
+  const { lib, log } = env
+  const fail = (reason: string) => env.fail(where, reason)
+  const n = ++queues
+  const connection = { host: "127.0.0.1", port: env.port }
+  const queue = new Queue(`w20-${n}-${contender.id}`, { connection, defaultJobOptions: { removeOnComplete: true } })
+  await queue.waitUntilReady()
+  const lockPrefix = `w20r${n}`
+  const options = contender.lock === undefined ? undefined : {
+    lock: contender.lock,
+    lockPrefix,
+    ...(contender.lock === "while_executing" ? { onConflict: { server: "reschedule" as const } } : {})
+  }
+  const unique = options === undefined
+    ? undefined
+    : lib.UniqueQueue.make<Data>(queue, contender.face === "effect" ? { ...options, history: false } : options)
+  let enqueued = 0
+  let next = 0
+  await Promise.all(Array.from({ length: addConcurrency }, async () => {
+    while (next < jobs) {
+      const i = next++
+      if (unique === undefined) {
+        await queue.add(jobName, dataFor(i), { jobId: randomBytes(12).toString("hex") })
+        enqueued++
+      } else if ((await unique.add(jobName, dataFor(i)))._tag === "Enqueued") enqueued++
+    }
+  }))
+  if (enqueued !== jobs) fail(`${enqueued} of ${jobs} adds enqueued`)
+
+  let performed = 0
+  const noop = async () => {
+    performed++
+    return undefined
+  }
+  // The Effect face: its own runtime over the lock store and the queue port, as an Effect application builds it.
+  const runtime = contender.face === "effect"
+    ? ManagedRuntime.make(Layer.merge(lib.Redis.layer({ url: env.url }), lib.BullMQ.layer(queue)))
+    : undefined
+  const processor: Processor = runtime !== undefined && options !== undefined
+    ? await runtime.runPromise(
+      lib.BullMQ.processor({ definition: lib.Options.unsafeMake(options) }, () => Effect.sync(() => performed++))
+    )
+    : unique === undefined
+    ? noop
+    : unique.processor(noop)
+  const worker = new Worker(queue.name, processor, { connection, concurrency, autorun: false })
+  let completed = 0
+  let failed = 0
+  const done = new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), roundTimeoutMs)
+    const settled = () => {
+      if (completed + failed === jobs) {
+        clearTimeout(timer)
+        resolve(true)
+      }
+    }
+    worker.on("completed", () => {
+      completed++
+      settled()
+    })
+    worker.on("failed", () => {
+      failed++
+      settled()
+    })
+  })
+  worker.on("error", (error) => log(`  worker error (${where}): ${error.message}`))
+  await worker.waitUntilReady()
+  await new Promise((resolve) => setTimeout(resolve, 20))
+
+  const measured = await window(async () => {
+    worker.run().catch((error: unknown) => log(`  worker run failed (${where}): ${String(error)}`))
+    if (!(await done)) fail(`not finished within ${roundTimeoutMs / 1000} s`)
+  })
+  await worker.close()
+
+  if (completed !== jobs || failed !== 0 || performed !== jobs) {
+    fail(`${completed} completed, ${failed} failed, ${performed} performed (expected ${jobs}, 0, ${jobs})`)
+  }
+  const counts = await queue.getJobCounts()
+  const left = Object.entries(counts).filter(([, count]) => count > 0)
+  if (left.length > 0) fail(`jobs left: ${left.map(([state, count]) => `${count} ${state}`).join(", ")}`)
+  const probe = env.probe.client
+  if (unique !== undefined) {
+    let cursor = "0"
+    const keys: Array<string> = []
+    do {
+      const [following, found] = await probe.scan(cursor, "MATCH", `${lockPrefix}:*`, "COUNT", 1000)
+      cursor = following
+      // `<prefix>:fence` keeps the last fencing token handed out under the prefix, and `<prefix>:layout` the
+      // prefix's recorded key layout, by design: no lock.
+      keys.push(...found.filter((key) => key !== `${lockPrefix}:fence` && key !== `${lockPrefix}:layout`))
+    } while (cursor !== "0")
+    if (keys.length > 0) {
+      const shown = await Promise.all(keys.slice(0, 3).map(async (key) => {
+        const [type, ttl] = await Promise.all([probe.type(key), probe.pttl(key)])
+        return `${key} (${type}, pttl ${ttl})`
+      }))
+      fail(`${keys.length} lock key(s) left under ${lockPrefix}: ${shown.join(", ")}`)
+    }
+    if (runtime !== undefined) await runtime.dispose()
+    await unique.close()
+  } else {
+    await queue.close()
+  }
+  await probe.flushdb()
+  return measured
+}
 
 /** What one round measured, per job. */
 export interface Sample {
@@ -75,8 +265,16 @@ export interface Sample {
   readonly nodeCpuUs: number
   readonly evalsha: number
   readonly evalshaUs: number
+  readonly commands: number
   readonly redisCpuUs: number
 }
+
+// Script calls, and the probe's own commands: every other command of a window is one a script ran (or a client sent).
+const notCommands = new Set(["evalsha", "evalsha_ro", "eval", "eval_ro", "info", "scan", "flushdb"])
+
+/** Redis commands in `d` but script calls and the probe's: the commands run inside the scripts, and the few sent alone. */
+export const commandsOf = (d: Delta): number =>
+  Object.entries(d.commands).reduce((total, [name, stat]) => (notCommands.has(name) ? total : total + stat.calls), 0)
 
 export interface Row {
   readonly contender: string
@@ -87,19 +285,33 @@ export interface Row {
   readonly nodeCpuUsPerJob: number
   readonly evalshaPerJob: number
   readonly evalshaUsPerJob: number
+  readonly commandsPerJob: number
   readonly redisCpuUsPerJob: number
   readonly rounds: ReadonlyArray<number>
 }
 
+/** A cost per job, ours beside the bare Worker's (medians). */
+export interface PerJob {
+  readonly ours: number
+  readonly bare: number
+}
+
 export interface Ratio {
   readonly contender: string
+  readonly face: "promise" | "effect"
+  readonly lock: "until_executed" | "while_executing"
   readonly concurrency: number
   /** Ours over the bare worker: medians, and the ratio within each pass (the same round). */
   readonly jobsPerSecond: number
   readonly paired: { readonly median: number; readonly q1: number; readonly q3: number }
+  /** Node CPU per job, ours over the bare worker's. */
   readonly nodeCpu: number
   readonly ours: number
   readonly bare: number
+  /** Per job, beside the ratio: Node CPU µs, EVALSHA calls, Redis commands. */
+  readonly nodeCpuUs: PerJob
+  readonly evalsha: PerJob
+  readonly commands: PerJob
 }
 
 export interface Result {
@@ -112,16 +324,6 @@ export interface Result {
   readonly failures: ReadonlyArray<string>
 }
 
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** `concurrency` async loops taking the next index from 0..n-1 until it is done. */
-const drive = async (concurrency: number, n: number, f: (i: number) => Promise<void>) => {
-  let next = 0
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < n) await f(next++)
-  }))
-}
-
 export const run = async (options: {
   readonly url: string
   readonly port: number
@@ -130,127 +332,51 @@ export const run = async (options: {
   readonly concurrencies?: ReadonlyArray<number> | undefined
   /** Some contenders only (to profile one); the ratios need `bare`. */
   readonly only?: ReadonlyArray<string> | undefined
+  /** The library to run: default this checkout's `dist/`. */
+  readonly lib?: Library | undefined
   readonly log: (line: string) => void
 }): Promise<Result> => {
   const { jobs, log } = options
   const concurrencies = options.concurrencies ?? [1, 32]
   const all = contenders.filter((k) => options.only === undefined || options.only.includes(k.id))
-  const connection = { host: "127.0.0.1", port: options.port }
   const probe = await Probe.connect(options.url)
   const redisVersion = (await probe.info("server")).redis_version ?? "unknown"
   const failures: Array<string> = []
-  let queues = 0
-
-  const once = async (contender: Contender, concurrency: number, timed: boolean): Promise<Sample> => {
-    const n = ++queues
-    const where = `${contender.id} c=${concurrency}${timed ? "" : " (warm-up)"}`
-    const fail = (reason: string) => {
+  const env: Env = {
+    lib: options.lib ?? await load(),
+    url: options.url,
+    port: options.port,
+    probe,
+    log,
+    fail: (where, reason) => {
       failures.push(`${where}: ${reason}`)
       log(`  CHECK FAILED: ${where}: ${reason}`)
     }
-    const queue = new Queue(`w20-${n}-${contender.id}`, { connection, defaultJobOptions: { removeOnComplete: true } })
-    await queue.waitUntilReady()
-    const lockPrefix = `w20r${n}`
-    const unique = contender.lock === undefined ? undefined : UniqueQueue.make<Data>(queue, {
-      lock: contender.lock,
-      lockPrefix,
-      ...(contender.lock === "while_executing" ? { onConflict: { server: "reschedule" } } : {})
-    })
-    let enqueued = 0
-    await drive(addConcurrency, jobs, async (i) => {
-      if (unique === undefined) {
-        await queue.add(jobName, dataFor(i), { jobId: randomBytes(12).toString("hex") })
-        enqueued++
-      } else if ((await unique.add(jobName, dataFor(i)))._tag === "Enqueued") enqueued++
-    })
-    if (enqueued !== jobs) fail(`${enqueued} of ${jobs} adds enqueued`)
-
-    let performed = 0
-    const noop = async () => {
-      performed++
-      return undefined
-    }
-    const worker = new Worker(queue.name, unique === undefined ? noop : unique.processor(noop), {
-      connection,
-      concurrency,
-      autorun: false
-    })
-    let completed = 0
-    let failed = 0
-    const done = new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), roundTimeoutMs)
-      const settled = () => {
-        if (completed + failed === jobs) {
-          clearTimeout(timer)
-          resolve(true)
-        }
-      }
-      worker.on("completed", () => {
-        completed++
-        settled()
-      })
-      worker.on("failed", () => {
-        failed++
-        settled()
-      })
-    })
-    worker.on("error", (error) => log(`  worker error (${where}): ${error.message}`))
-    await worker.waitUntilReady()
-    await pause(20)
-
-    const before = await probe.snapshot()
-    const { cpuUs, value: ms } = await withCpu(async () => {
-      const t0 = performance.now()
-      worker.run().catch((error: unknown) => log(`  worker run failed (${where}): ${String(error)}`))
-      const finished = await done
-      if (!finished) fail(`not finished within ${roundTimeoutMs / 1000} s`)
-      return performance.now() - t0
-    })
-    const after = await probe.snapshot()
-    await worker.close()
-
-    if (completed !== jobs || failed !== 0 || performed !== jobs) {
-      fail(`${completed} completed, ${failed} failed, ${performed} performed (expected ${jobs}, 0, ${jobs})`)
-    }
-    const counts = await queue.getJobCounts()
-    const left = Object.entries(counts).filter(([, count]) => count > 0)
-    if (left.length > 0) fail(`jobs left: ${left.map(([state, count]) => `${count} ${state}`).join(", ")}`)
-    if (unique !== undefined) {
-      let cursor = "0"
-      const keys: Array<string> = []
-      do {
-        const [next, found] = await probe.client.scan(cursor, "MATCH", `${lockPrefix}:*`, "COUNT", 1000)
-        cursor = next
-        // `<prefix>:fence` keeps the last fencing token handed out under the prefix, and `<prefix>:layout` the
-        // prefix's recorded key layout, by design: no lock.
-        keys.push(...found.filter((key) => key !== `${lockPrefix}:fence` && key !== `${lockPrefix}:layout`))
-      } while (cursor !== "0")
-      if (keys.length > 0) {
-        const shown = await Promise.all(keys.slice(0, 3).map(async (key) => {
-          const [type, ttl] = await Promise.all([probe.client.type(key), probe.client.pttl(key)])
-          return `${key} (${type}, pttl ${ttl})`
-        }))
-        fail(`${keys.length} lock key(s) left under ${lockPrefix}: ${shown.join(", ")}`)
-      }
-      await unique.close()
-    } else {
-      await queue.close()
-    }
-    await probe.client.flushdb()
-
-    const d = delta(before, after)
-    const evalsha = d.commands.evalsha ?? { calls: 0, usec: 0 }
-    return {
-      jobsPerSecond: jobs / (ms / 1000),
-      nodeCpuUs: cpuUs / jobs,
-      evalsha: evalsha.calls / jobs,
-      evalshaUs: evalsha.usec / jobs,
-      redisCpuUs: d.cpuUs / jobs
-    }
   }
 
+  const once = (contender: Contender, concurrency: number, timed: boolean): Promise<Sample> =>
+    runRound(env, contender, concurrency, jobs, `${contender.id} c=${concurrency}${timed ? "" : " (warm-up)"}`, async (timedPart) => {
+      const before = await probe.snapshot()
+      const { cpuUs, value: ms } = await withCpu(async () => {
+        const t0 = performance.now()
+        await timedPart()
+        return performance.now() - t0
+      })
+      const after = await probe.snapshot()
+      const d = delta(before, after)
+      const evalsha = d.commands.evalsha ?? { calls: 0, usec: 0 }
+      return {
+        jobsPerSecond: jobs / (ms / 1000),
+        nodeCpuUs: cpuUs / jobs,
+        evalsha: evalsha.calls / jobs,
+        evalshaUs: evalsha.usec / jobs,
+        commands: commandsOf(d) / jobs,
+        redisCpuUs: d.cpuUs / jobs
+      }
+    })
+
   try {
-    log(`BullMQ Worker: unique.processor against the bare processor, Redis ${redisVersion} on port ${options.port}`)
+    log(`BullMQ Worker: our processor (both faces) against the bare processor, Redis ${redisVersion} on port ${options.port}`)
     log(`${jobs} no-op jobs per round, worker concurrency ${concurrencies.join(" and ")}, ${options.rounds} rounds each`)
     // One untimed round per contender first (JIT, script cache), then the timed rounds, alternating.
     for (const contender of all) await once(contender, Math.max(...concurrencies), false)
@@ -261,7 +387,7 @@ export const run = async (options: {
         const sample = await once(contender, concurrency, true)
         const key = `${contender.id}@${concurrency}`
         samples.set(key, [...(samples.get(key) ?? []), sample])
-        log(`  round ${r + 1} ${contender.id.padEnd(16)} ${Math.round(sample.jobsPerSecond).toString().padStart(6)} jobs/s`)
+        log(`  round ${r + 1} ${contender.id.padEnd(22)} ${Math.round(sample.jobsPerSecond).toString().padStart(6)} jobs/s`)
       })
     }
     const of = (id: string, c: number) => samples.get(`${id}@${c}`) ?? []
@@ -275,24 +401,32 @@ export const run = async (options: {
         nodeCpuUsPerJob: round(med(k.id, c, (s) => s.nodeCpuUs), 2),
         evalshaPerJob: round(med(k.id, c, (s) => s.evalsha), 2),
         evalshaUsPerJob: round(med(k.id, c, (s) => s.evalshaUs), 2),
+        commandsPerJob: round(med(k.id, c, (s) => s.commands), 2),
         redisCpuUsPerJob: round(med(k.id, c, (s) => s.redisCpuUs), 2),
         rounds: of(k.id, c).map((s) => Math.round(s.jobsPerSecond))
       }))
     )
     const ratios = concurrencies.flatMap((c) =>
-      all.filter((k) => k.lock !== undefined).map((k): Ratio => {
+      all.flatMap((k): Array<Ratio> => {
+        if (k.face === undefined || k.lock === undefined) return []
         const paired = of(k.id, c).map((s, i) => s.jobsPerSecond / (of("bare", c)[i]?.jobsPerSecond ?? Number.NaN))
         const ours = med(k.id, c, (s) => s.jobsPerSecond)
         const bare = med("bare", c, (s) => s.jobsPerSecond)
-        return {
+        const perJob = (f: (s: Sample) => number): PerJob => ({ ours: round(med(k.id, c, f), 2), bare: round(med("bare", c, f), 2) })
+        return [{
           contender: k.id,
+          face: k.face,
+          lock: k.lock,
           concurrency: c,
           jobsPerSecond: round(ours / bare, 3),
           paired: { median: round(median(paired), 3), q1: round(quantile(paired, 0.25), 3), q3: round(quantile(paired, 0.75), 3) },
           nodeCpu: round(med(k.id, c, (s) => s.nodeCpuUs) / med("bare", c, (s) => s.nodeCpuUs), 3),
           ours: Math.round(ours),
-          bare: Math.round(bare)
-        }
+          bare: Math.round(bare),
+          nodeCpuUs: perJob((s) => s.nodeCpuUs),
+          evalsha: perJob((s) => s.evalsha),
+          commands: perJob((s) => s.commands)
+        }]
       })
     )
     return { jobs, rounds: options.rounds, concurrencies, redisVersion, rows, ratios, failures }
@@ -300,6 +434,13 @@ export const run = async (options: {
     await probe.close()
   }
 }
+
+/** A ratio's face as a table shows it. */
+export const faceName = (face: "promise" | "effect"): string =>
+  face === "promise" ? "Promise (`unique.processor`)" : "Effect (`BullMQ.processor`)"
+
+/** Ours / the bare Worker's, per job, with `digits`. */
+export const perJobText = (x: PerJob, digits = 2): string => `${x.ours.toFixed(digits)} / ${x.bare.toFixed(digits)}`
 
 export const main = async (log: (line: string) => void, rounds: number, jobs: number): Promise<void> => {
   const started = performance.now()
@@ -321,28 +462,32 @@ export const main = async (log: (line: string) => void, rounds: number, jobs: nu
       "",
       ...settingsLines(result),
       "",
-      "### Ratios (through `unique.processor` over the bare Worker, same run)",
+      "### Ratios (our processor over the bare Worker, same run)",
       "",
-      "jobs/s: the ratio of the two medians; paired rounds: the ratio within each pass over the three contenders, " +
-      "median and interquartile range; Node CPU: per job, ours over the bare worker's (medians).",
+      "jobs/s: the ratio of the two medians; paired rounds: the ratio within each pass over the contenders, median " +
+      "and interquartile range; per job, ours / the bare Worker's (medians): Node CPU µs, script calls (EVALSHA) and " +
+      "Redis commands (every other command: the ones run inside the scripts, BullMQ's and ours).",
       "",
-      "| lock | c | jobs/s | paired rounds (IQR) | Node CPU per job |",
-      "| --- | ---: | ---: | ---: | ---: |",
+      "| face | lock | c | jobs/s | paired rounds (IQR) | Node CPU µs per job | EVALSHA per job | Redis commands per job |",
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
       ...result.ratios.map((r) =>
-        `| \`${r.contender.replace("-", "_")}\` | ${r.concurrency} | **${r2(r.jobsPerSecond)}** | ${r2(r.paired.median)} ` +
-        `(${r2(r.paired.q1)}–${r2(r.paired.q3)}) | ${r2(r.nodeCpu)}× |`
+        `| ${faceName(r.face)} | \`${r.lock}\` | ${r.concurrency} | **${r2(r.jobsPerSecond)}** | ${r2(r.paired.median)} ` +
+        `(${r2(r.paired.q1)}–${r2(r.paired.q3)}) | ${perJobText(r.nodeCpuUs, 1)} (${r2(r.nodeCpu)}×) | ` +
+        `${perJobText(r.evalsha)} | ${perJobText(r.commands, 1)} |`
       ),
       "",
       "### Jobs per second and cost per job",
       "",
-      "EVALSHA: commandstats `calls` per job (BullMQ's scripts and ours); Redis µs: their `usec`; Redis CPU: INFO cpu " +
-      "of the main thread (network included).",
+      "EVALSHA: commandstats `calls` per job (BullMQ's scripts and ours); Redis µs: their `usec`; commands: the `calls` " +
+      "of every other command (inside the scripts, and the few sent alone); Redis CPU: INFO cpu of the main thread " +
+      "(network included).",
       "",
-      "| contender | c | jobs/s (median) | range | Node CPU µs | EVALSHA | Redis µs | Redis CPU µs |",
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+      "| contender | c | jobs/s (median) | range | Node CPU µs | EVALSHA | Redis µs | commands | Redis CPU µs |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
       ...result.rows.map((row) =>
         `| ${row.label} | ${row.concurrency} | ${row.jobsPerSecond.toLocaleString("en-US")} | ${range(row.rounds)} | ` +
-        `${r2(row.nodeCpuUsPerJob)} | ${r2(row.evalshaPerJob)} | ${r2(row.evalshaUsPerJob)} | ${r2(row.redisCpuUsPerJob)} |`
+        `${r2(row.nodeCpuUsPerJob)} | ${r2(row.evalshaPerJob)} | ${r2(row.evalshaUsPerJob)} | ${r2(row.commandsPerJob)} | ` +
+        `${r2(row.redisCpuUsPerJob)} |`
       ),
       "",
       checksLine(result)
@@ -351,7 +496,7 @@ export const main = async (log: (line: string) => void, rounds: number, jobs: nu
     for (const line of lines) log(line)
     writeFileSync(
       new URL("./results/worker.md", import.meta.url),
-      `# BullMQ Worker: unique.processor against the bare processor\n\n${lines.join("\n")}\n`
+      `# BullMQ Worker: our processor (both faces) against the bare processor\n\n${lines.join("\n")}\n`
     )
     log("\nwrote bench/results/worker.md")
     if (result.failures.length > 0) {
@@ -366,7 +511,8 @@ export const main = async (log: (line: string) => void, rounds: number, jobs: nu
 export const settingsLines = (result: Result): Array<string> => [
   `Settings: ${result.jobs.toLocaleString("en-US")} no-op jobs per round with distinct data, added beforehand ` +
   `(untimed) by \`queue.add\` with a 24-hex \`jobId\` from ${addConcurrency} async loops (ours through ` +
-  "`unique.add`), `removeOnComplete: true`; one `Worker` per round at concurrency " +
+  "`unique.add`; the Effect face's by a `UniqueQueue` of the same options and lock prefix), `removeOnComplete: true`; " +
+  "one `Worker` per round at concurrency " +
   `${result.concurrencies.join(" and ")}, timed from \`worker.run()\` to the last \`completed\` event; median of ` +
   `${result.rounds} alternating rounds per contender and concurrency, after one untimed round each; a fresh queue ` +
   "and lock prefix per round, the database flushed after it."
