@@ -179,6 +179,25 @@ type Step = string | number
 const pathOf = (steps: ReadonlyArray<Step>): string =>
   steps.reduce<string>((path, step) => typeof step === "number" ? `${path}[${step}]` : `${path}.${step}`, "lock_args")
 
+// Sorts `keys` from `from` on, in place, in `sort()`'s order (UTF-16 code units, as `<` compares strings): a job's
+// few keys by insertion, with none of the copies `sort()` makes (the digest is computed for every job).
+const sortFrom = (keys: Array<string>, from: number): void => {
+  if (keys.length - from > 16) {
+    const sorted = keys.slice(from).sort()
+    for (let i = 0; i < sorted.length; i++) keys[from + i] = sorted[i]!
+    return
+  }
+  for (let i = from + 1; i < keys.length; i++) {
+    const key = keys[i]!
+    let j = i - 1
+    while (j >= from && keys[j]! > key) {
+      keys[j + 1] = keys[j]!
+      j--
+    }
+    keys[j + 1] = key
+  }
+}
+
 /**
  * `value` as JSON with object keys sorted (what `JSON.stringify` gives of a copy with sorted keys), or a `NotJson`
  * thrown at the first value JSON would alter. Written straight to text: no copy of the arguments is made, and a key
@@ -226,10 +245,10 @@ const canonicalJson = (value: unknown, steps: Array<Step>, open: Array<object>):
     open.push(object)
     // JSON.stringify of a sorted copy, as earlier versions hashed, lists array-index keys ("0", "9", "10") first in
     // numeric order, where Object.keys already has them; the other keys sorted. The text keeps that order.
-    const own = Object.keys(object)
+    const keys = Object.keys(object)
     let indices = 0
-    while (indices < own.length && isIndex(own[indices]!)) indices++
-    const keys = indices === 0 ? own.sort() : [...own.slice(0, indices), ...own.slice(indices).sort()]
+    while (indices < keys.length && isIndex(keys[indices]!)) indices++
+    sortFrom(keys, indices)
     const entries: Array<string> = new Array(keys.length)
     const depth = steps.push("") - 1
     for (let i = 0; i < keys.length; i++) {

@@ -13,7 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as fc from "fast-check"
 import * as Scope from "effect/Scope"
-import type * as Digest from "../src/Digest.js"
+import * as Digest from "../src/Digest.js"
 import type * as Job from "../src/Job.js"
 import { JobQueue } from "../src/JobQueue.js"
 import * as Lock from "../src/Lock.js"
@@ -139,4 +139,27 @@ describe("digest options through the middleware, on Redis", () => {
         { numRuns: Model.runs(300) }
       )
     ), 120_000)
+})
+
+// Keys of every kind an argument object may have: few or many (the sort changes method past 16), array-index keys
+// ("0", "10", which JSON lists first in numeric order), text that sorts by UTF-16 code units (astral, accents, case).
+const keyArbitrary = fc.oneof(
+  fc.string({ maxLength: 4 }),
+  fc.constantFrom("0", "9", "10", "4294967294", "4294967295", "01", "-1", "a", "B", "é", "\u{1F600}", "\uFFFF", "__proto__"),
+  fc.nat({ max: 40 }).map(String)
+)
+const argument: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
+  value: fc.oneof({ depthSize: "small" }, fc.integer(), fc.string({ maxLength: 3 }), fc.boolean(), tie("object"), fc.array(tie("value"), { maxLength: 3 })),
+  object: fc.dictionary(keyArbitrary, tie("value"), { maxKeys: 40 })
+})).value
+
+describe("the text that is hashed", () => {
+  it("is JSON of the arguments with object keys sorted as JSON.stringify of a sorted copy writes them", () =>
+    fc.assert(
+      fc.property(fc.array(argument, { maxLength: 3 }), (args) => {
+        const text = Effect.runSync(Digest.hashedText({ worker: "W", queue: "q", args }))
+        assert.strictEqual(text, JSON.stringify([["class", "W"], ["lock_args", sortKeys(args)], ["queue", "q"]]))
+      }),
+      { numRuns: Model.runs(500) }
+    ))
 })
