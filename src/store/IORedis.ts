@@ -1028,11 +1028,10 @@ export const makeFromClient = (
     // lock.lua's and unlock.lua's arguments, for the Effect calls and the promise ones alike.
     const lockArgs = (lock: LockKey, request: HolderRequest): Array<string | number> => {
       const keys = keysOf(lock)
-      const head = request.events === true
-        ? [5, keys.locked, keys.index, keys.fence, keys.resets, keys.events]
-        : [4, keys.locked, keys.index, keys.fence, keys.resets]
-      const args = [
-        ...head,
+      // Built in place, the events key only when on: every lock step pays for this array.
+      const args: Array<string | number> = [request.events === true ? 5 : 4, keys.locked, keys.index, keys.fence, keys.resets]
+      if (request.events === true) args.push(keys.events)
+      args.push(
         request.jid,
         lock.name,
         request.limit,
@@ -1042,7 +1041,7 @@ export const makeFromClient = (
         request.fenced ? "1" : "0",
         request.queue === undefined || request.queue === "" ? "" : JSON.stringify(request.queue),
         epochs.get(lock.prefix) ?? ""
-      ]
+      )
       for (const held of request.swap ?? []) args.push(held.jid, held.lockedAt === undefined ? "" : String(held.lockedAt))
       return args
     }
@@ -1061,19 +1060,22 @@ export const makeFromClient = (
       return args
     }
 
-    // A lock call as both the Effect call and the promise one send it.
-    const lockCall = (lock: LockKey, request: HolderRequest) =>
-      [
-        "lock",
-        scripts.lock,
-        lockArgs(lock, request),
-        toLockResultReply,
-        releaseLate(lock, request.jid),
-        stepOf("l", lock)
-      ] as const
+    // A lock call as both the Effect call (`script`) and the promise one (`sendPromise`) send it.
+    const lockCall = <R>(
+      via: (
+        operation: string,
+        script: Scripts.Script,
+        args: Array<string | number>,
+        decode: (reply: unknown) => LockResult,
+        compensate?: () => void,
+        step?: Step
+      ) => R,
+      lock: LockKey,
+      request: HolderRequest
+    ): R => via("lock", scripts.lock, lockArgs(lock, request), toLockResultReply, releaseLate(lock, request.jid), stepOf("l", lock))
 
     const store: Store = {
-      lock: (lock, request) => script(...lockCall(lock, request)),
+      lock: (lock, request) => lockCall(script, lock, request),
       unlock: (lock, jid, fence = 0, events, signal) =>
         script("unlock", scripts.unlock, unlockArgs(lock, jid, fence, events, signal), isOne, undefined, stepOf("u", lock)),
       renew: (lock, jid, leaseMs, fence = 0, events) =>
@@ -1357,7 +1359,7 @@ export const makeFromClient = (
       }
     }
     // The promise calls: the question first only while the prefix's layout is not known yet.
-    const directLock = (lock: LockKey, request: HolderRequest) => sendPromise(...lockCall(lock, request))
+    const directLock = (lock: LockKey, request: HolderRequest) => lockCall(sendPromise, lock, request)
     const directUnlock = (lock: LockKey, jid: string, fence: number, events?: boolean, sent?: () => void) =>
       sendPromise("unlock", scripts.unlock, unlockArgs(lock, jid, fence, events), isOne, undefined, stepOf("u", lock, sent))
     Direct.register(checked, {
