@@ -23,7 +23,9 @@
  *   --worker [--rounds=N] [--jobs=N]                  a BullMQ Worker through our processor on both faces
  *                                                     (unique.processor, BullMQ.processor; until_executed,
  *                                                     while_executing) against the bare Worker, N no-op jobs per round
- *                                                     (3,000), N alternating rounds (5): results/worker.md
+ *                                                     (3,000), N alternating rounds (5): results/worker.md;
+ *                                                     --floors adds raw-1 and raw-2, the bare Worker awaiting one
+ *                                                     and two EVALSHAs of `return 1` per job (no library)
  *   --alloc [--root=<dir>] [--out=<file>] [--jobs=N]  what the Worker's per-job path allocates at c=32 (bare, both
  *                                                     faces, until_executed and while_executing): bytes by where,
  *                                                     the top functions, promises and Effect fibers per job, Node CPU,
@@ -198,7 +200,8 @@ const main = async () => {
     return Worker.main(
       log,
       rounds === undefined ? 5 : Number(rounds.slice(9)),
-      jobs === undefined ? 3_000 : Number(jobs.slice(7))
+      jobs === undefined ? 3_000 : Number(jobs.slice(7)),
+      args.includes("--floors")
     )
   }
   if (args.includes("--targets")) return Targets.main(log)

@@ -16,6 +16,17 @@
  *                             `Redis.layer({ url })` (the bench's private Redis) and `BullMQ.layer(queue)`
  *   effect-while-executing    the same with `while_executing`, `onConflict: { server: "reschedule" }`
  *
+ * With `--floors`, two contenders that are not this library, to show what a Worker's extra round trips cost alone:
+ *
+ *   raw-1                     the bare Worker whose processor awaits one EVALSHA of `return 1` (loaded once per round,
+ *                             untimed) on a separate ioredis connection to the same Redis, then returns
+ *   raw-2                     the same with two such EVALSHAs one after the other: while_executing's lock and unlock,
+ *                             two awaited round trips per job, with no work in Node or Redis around them
+ *
+ * Their ratios against the bare Worker are the floors: at c=1, where each awaited round trip is in series with the
+ * Worker's own, a lock type that awaits that many per job cannot be above them, whatever its Node CPU; at c=32 the
+ * jobs' round trips overlap, and a store that batches its steps (fewer calls than jobs) can pass them.
+ *
  * Every contender's jobs are added the same way: `queue.add(name, data, { jobId })` with a 24-hex id from 32 async
  * loops; for ours through `unique.add`, which makes exactly that call after its lock step (so the until_executed
  * jobs hold their locks), for the bare worker directly. The Effect face's jobs are added by a `UniqueQueue` of the
@@ -32,7 +43,7 @@
  * `calls` of every other command but the probe's own INFO, SCAN and FLUSHDB: the commands run inside the scripts,
  * BullMQ's and ours, and the few sent alone, such as the Worker's blocking wait); Redis CPU.
  *
- *   npm run bench -- --worker [--rounds=5] [--jobs=3000]     writes bench/results/worker.md
+ *   npm run bench -- --worker [--floors] [--rounds=5] [--jobs=3000]     writes bench/results/worker.md
  */
 import { randomBytes } from "node:crypto"
 import { writeFileSync } from "node:fs"
@@ -40,6 +51,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { type Processor, Queue, Worker } from "bullmq"
+import { Redis as IORedis } from "ioredis"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -93,9 +105,11 @@ export const load = async (root: string = thisCheckout): Promise<Library> => {
 export interface Contender {
   readonly id: string
   readonly label: string
-  /** Which face runs the processor; undefined for the bare Worker. */
+  /** Which face runs the processor; undefined for the bare Worker and the floors. */
   readonly face: "promise" | "effect" | undefined
   readonly lock: "until_executed" | "while_executing" | undefined
+  /** A floor's awaited EVALSHAs of `return 1` per job, not this library; undefined for the others. */
+  readonly roundTrips?: number | undefined
 }
 
 export const contenders: ReadonlyArray<Contender> = [
@@ -125,6 +139,20 @@ export const contenders: ReadonlyArray<Contender> = [
     lock: "while_executing"
   }
 ]
+
+/** The floors (`--floors`): the bare Worker plus one or two awaited round trips per job, no library. */
+export const floors: ReadonlyArray<Contender> = [1, 2].map((n) => ({
+  id: `raw-${n}`,
+  label: `the same Worker, processor awaiting ${
+    n === 1 ? "one EVALSHA of \`return 1\`" : "two EVALSHAs of \`return 1\`, one after the other"
+  } (no library)`,
+  face: undefined,
+  lock: undefined,
+  roundTrips: n
+}))
+
+// The floors' script: a round trip through the scripting engine with no work in it.
+const trivialScript = "return 1"
 
 /** What the round's setup shares: the library, the server, a probe of its counters, and where checks go. */
 export interface Env {
@@ -189,10 +217,21 @@ export const runRound = async <A>(
   const runtime = contender.face === "effect"
     ? ManagedRuntime.make(Layer.merge(lib.Redis.layer({ url: env.url }), lib.BullMQ.layer(queue)))
     : undefined
+  // A floor: its own connection, as a lock store has, and the script loaded before the timed window.
+  const raw = contender.roundTrips === undefined ? undefined : new IORedis({ host: "127.0.0.1", port: env.port })
+  let wrongReplies = 0
+  const sha = raw === undefined ? undefined : String(await raw.script("LOAD", trivialScript))
+  const floor: Processor | undefined = raw === undefined || sha === undefined ? undefined : async () => {
+    for (let i = 0; i < (contender.roundTrips ?? 0); i++) if ((await raw.evalsha(sha, 0)) !== 1) wrongReplies++
+    performed++
+    return undefined
+  }
   const processor: Processor = runtime !== undefined && options !== undefined
     ? await runtime.runPromise(
       lib.BullMQ.processor({ definition: lib.Options.unsafeMake(options) }, () => Effect.sync(() => performed++))
     )
+    : floor !== undefined
+    ? floor
     : unique === undefined
     ? noop
     : unique.processor(noop)
@@ -229,6 +268,8 @@ export const runRound = async <A>(
   if (completed !== jobs || failed !== 0 || performed !== jobs) {
     fail(`${completed} completed, ${failed} failed, ${performed} performed (expected ${jobs}, 0, ${jobs})`)
   }
+  if (wrongReplies > 0) fail(`${wrongReplies} EVALSHA replies other than 1`)
+  if (raw !== undefined) await raw.quit()
   const counts = await queue.getJobCounts()
   const left = Object.entries(counts).filter(([, count]) => count > 0)
   if (left.length > 0) fail(`jobs left: ${left.map(([state, count]) => `${count} ${state}`).join(", ")}`)
@@ -296,10 +337,9 @@ export interface PerJob {
   readonly bare: number
 }
 
-export interface Ratio {
+/** A contender over the bare Worker, same run. */
+export interface Versus {
   readonly contender: string
-  readonly face: "promise" | "effect"
-  readonly lock: "until_executed" | "while_executing"
   readonly concurrency: number
   /** Ours over the bare worker: medians, and the ratio within each pass (the same round). */
   readonly jobsPerSecond: number
@@ -314,6 +354,17 @@ export interface Ratio {
   readonly commands: PerJob
 }
 
+/** Our processor over the bare Worker. */
+export interface Ratio extends Versus {
+  readonly face: "promise" | "effect"
+  readonly lock: "until_executed" | "while_executing"
+}
+
+/** A floor over the bare Worker: what `roundTrips` awaited round trips per job cost alone. */
+export interface Floor extends Versus {
+  readonly roundTrips: number
+}
+
 export interface Result {
   readonly jobs: number
   readonly rounds: number
@@ -321,6 +372,8 @@ export interface Result {
   readonly redisVersion: string
   readonly rows: ReadonlyArray<Row>
   readonly ratios: ReadonlyArray<Ratio>
+  /** Empty unless the run had the floors. */
+  readonly floors: ReadonlyArray<Floor>
   readonly failures: ReadonlyArray<string>
 }
 
@@ -332,13 +385,16 @@ export const run = async (options: {
   readonly concurrencies?: ReadonlyArray<number> | undefined
   /** Some contenders only (to profile one); the ratios need `bare`. */
   readonly only?: ReadonlyArray<string> | undefined
+  /** The floors too (`raw-1`, `raw-2`). */
+  readonly floors?: boolean | undefined
   /** The library to run: default this checkout's `dist/`. */
   readonly lib?: Library | undefined
   readonly log: (line: string) => void
 }): Promise<Result> => {
   const { jobs, log } = options
   const concurrencies = options.concurrencies ?? [1, 32]
-  const all = contenders.filter((k) => options.only === undefined || options.only.includes(k.id))
+  const all = [...contenders, ...(options.floors === true ? floors : [])]
+    .filter((k) => options.only === undefined || options.only.includes(k.id))
   const probe = await Probe.connect(options.url)
   const redisVersion = (await probe.info("server")).redis_version ?? "unknown"
   const failures: Array<string> = []
@@ -406,30 +462,35 @@ export const run = async (options: {
         rounds: of(k.id, c).map((s) => Math.round(s.jobsPerSecond))
       }))
     )
+    const versus = (id: string, c: number): Versus => {
+      const paired = of(id, c).map((s, i) => s.jobsPerSecond / (of("bare", c)[i]?.jobsPerSecond ?? Number.NaN))
+      const ours = med(id, c, (s) => s.jobsPerSecond)
+      const bare = med("bare", c, (s) => s.jobsPerSecond)
+      const perJob = (f: (s: Sample) => number): PerJob => ({ ours: round(med(id, c, f), 2), bare: round(med("bare", c, f), 2) })
+      return {
+        contender: id,
+        concurrency: c,
+        jobsPerSecond: round(ours / bare, 3),
+        paired: { median: round(median(paired), 3), q1: round(quantile(paired, 0.25), 3), q3: round(quantile(paired, 0.75), 3) },
+        nodeCpu: round(med(id, c, (s) => s.nodeCpuUs) / med("bare", c, (s) => s.nodeCpuUs), 3),
+        ours: Math.round(ours),
+        bare: Math.round(bare),
+        nodeCpuUs: perJob((s) => s.nodeCpuUs),
+        evalsha: perJob((s) => s.evalsha),
+        commands: perJob((s) => s.commands)
+      }
+    }
     const ratios = concurrencies.flatMap((c) =>
-      all.flatMap((k): Array<Ratio> => {
-        if (k.face === undefined || k.lock === undefined) return []
-        const paired = of(k.id, c).map((s, i) => s.jobsPerSecond / (of("bare", c)[i]?.jobsPerSecond ?? Number.NaN))
-        const ours = med(k.id, c, (s) => s.jobsPerSecond)
-        const bare = med("bare", c, (s) => s.jobsPerSecond)
-        const perJob = (f: (s: Sample) => number): PerJob => ({ ours: round(med(k.id, c, f), 2), bare: round(med("bare", c, f), 2) })
-        return [{
-          contender: k.id,
-          face: k.face,
-          lock: k.lock,
-          concurrency: c,
-          jobsPerSecond: round(ours / bare, 3),
-          paired: { median: round(median(paired), 3), q1: round(quantile(paired, 0.25), 3), q3: round(quantile(paired, 0.75), 3) },
-          nodeCpu: round(med(k.id, c, (s) => s.nodeCpuUs) / med("bare", c, (s) => s.nodeCpuUs), 3),
-          ours: Math.round(ours),
-          bare: Math.round(bare),
-          nodeCpuUs: perJob((s) => s.nodeCpuUs),
-          evalsha: perJob((s) => s.evalsha),
-          commands: perJob((s) => s.commands)
-        }]
-      })
+      all.flatMap((k): Array<Ratio> =>
+        k.face === undefined || k.lock === undefined ? [] : [{ ...versus(k.id, c), face: k.face, lock: k.lock }]
+      )
     )
-    return { jobs, rounds: options.rounds, concurrencies, redisVersion, rows, ratios, failures }
+    const floorRatios = concurrencies.flatMap((c) =>
+      all.flatMap((k): Array<Floor> =>
+        k.roundTrips === undefined ? [] : [{ ...versus(k.id, c), roundTrips: k.roundTrips }]
+      )
+    )
+    return { jobs, rounds: options.rounds, concurrencies, redisVersion, rows, ratios, floors: floorRatios, failures }
   } finally {
     await probe.close()
   }
@@ -442,14 +503,19 @@ export const faceName = (face: "promise" | "effect"): string =>
 /** Ours / the bare Worker's, per job, with `digits`. */
 export const perJobText = (x: PerJob, digits = 2): string => `${x.ours.toFixed(digits)} / ${x.bare.toFixed(digits)}`
 
-export const main = async (log: (line: string) => void, rounds: number, jobs: number): Promise<void> => {
+export const main = async (
+  log: (line: string) => void,
+  rounds: number,
+  jobs: number,
+  withFloors = false
+): Promise<void> => {
   const started = performance.now()
   const loadAverage = os.loadavg().map((x) => round(x, 2))
   const scope = Effect.runSync(Scope.make())
   try {
     // Always a private server: never a shared Redis (REDIS_URL or port 6379), whose other clients would skew it.
     const server = await Effect.runPromise(Scope.provide(RedisServer.start, scope))
-    const result = await run({ url: server.url, port: server.port, rounds, jobs, log })
+    const result = await run({ url: server.url, port: server.port, rounds, jobs, floors: withFloors, log })
     const r2 = (x: number) => x.toFixed(2)
     const range = (xs: ReadonlyArray<number>) =>
       `${Math.min(...xs).toLocaleString("en-US")}–${Math.max(...xs).toLocaleString("en-US")}`
@@ -475,6 +541,7 @@ export const main = async (log: (line: string) => void, rounds: number, jobs: nu
         `(${r2(r.paired.q1)}–${r2(r.paired.q3)}) | ${perJobText(r.nodeCpuUs, 1)} (${r2(r.nodeCpu)}×) | ` +
         `${perJobText(r.evalsha)} | ${perJobText(r.commands, 1)} |`
       ),
+      ...floorLines(result),
       "",
       "### Jobs per second and cost per job",
       "",
@@ -494,10 +561,9 @@ export const main = async (log: (line: string) => void, rounds: number, jobs: nu
     ]
     log("")
     for (const line of lines) log(line)
-    writeFileSync(
-      new URL("./results/worker.md", import.meta.url),
-      `# BullMQ Worker: our processor (both faces) against the bare processor\n\n${lines.join("\n")}\n`
-    )
+    const title = "BullMQ Worker: our processor (both faces) against the bare processor" +
+      (result.floors.length > 0 ? ", and the floors of one and two awaited round trips" : "")
+    writeFileSync(new URL("./results/worker.md", import.meta.url), `# ${title}\n\n${lines.join("\n")}\n`)
     log("\nwrote bench/results/worker.md")
     if (result.failures.length > 0) {
       log(`\nCHECKS FAILED: ${result.failures.length} round(s) (see above)`)
@@ -506,6 +572,31 @@ export const main = async (log: (line: string) => void, rounds: number, jobs: nu
   } finally {
     await Effect.runPromise(Scope.close(scope, Exit.void))
   }
+}
+
+/** The floors' table, when the run had them. */
+const floorLines = (result: Result): Array<string> => {
+  if (result.floors.length === 0) return []
+  const r2 = (x: number) => x.toFixed(2)
+  return [
+    "",
+    "### Floors (no library: the bare Worker plus awaited round trips, same run)",
+    "",
+    "The processor awaits one (`raw-1`) or two (`raw-2`, as `while_executing`'s lock and unlock) EVALSHAs of " +
+    "`return 1`, in turn, on its own ioredis connection to the same Redis, then returns. At c=1 its ratio to the " +
+    "bare Worker is the most a processor awaiting that many round trips per job can reach; at c=32 the jobs' round " +
+    "trips overlap, and batched steps (fewer calls than jobs) can pass it. Per job, the floor's / the bare " +
+    "Worker's, as above.",
+    "",
+    "| contender | round trips per job | c | jobs/s | paired rounds (IQR) | Node CPU µs per job | EVALSHA per job | " +
+    "Redis commands per job |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ...result.floors.map((f) =>
+      `| \`${f.contender}\` | ${f.roundTrips} | ${f.concurrency} | **${r2(f.jobsPerSecond)}** | ${r2(f.paired.median)} ` +
+      `(${r2(f.paired.q1)}–${r2(f.paired.q3)}) | ${perJobText(f.nodeCpuUs, 1)} (${r2(f.nodeCpu)}×) | ` +
+      `${perJobText(f.evalsha)} | ${perJobText(f.commands, 1)} |`
+    )
+  ]
 }
 
 export const settingsLines = (result: Result): Array<string> => [
