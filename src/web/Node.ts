@@ -5,7 +5,7 @@
  * @internal
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { Readable } from "node:stream"
+import { pipeline, Readable } from "node:stream"
 import * as Context from "effect/Context"
 
 /** The path the UI is mounted under ("" at the root), given by the bridge to every request. @internal */
@@ -69,8 +69,8 @@ const baseOf = (request: IncomingMessage, fallback: string | undefined): string 
 }
 
 /**
- * A Node handler over a web handler. The body is read whole (at most `maxBodyBytes`, else 413); a handler that
- * fails answers 500 (or goes to `next`).
+ * A Node handler over a web handler. The request's body is read whole (at most `maxBodyBytes`, else 413); the
+ * answer's is streamed, with the socket's backpressure; a handler that fails answers 500 (or goes to `next`).
  *
  * @internal
  */
@@ -118,7 +118,10 @@ export const toNode =
         response.end()
         return
       }
-      Readable.fromWeb(answer.body as import("node:stream/web").ReadableStream).pipe(response)
+      // `pipeline`, not `pipe`: a client that goes away cancels the body (a streamed one stops being produced), and a
+      // body that fails mid-way cuts the response short (the client sees it incomplete) instead of an unhandled
+      // 'error' and a response left open. The headers are sent by then: there is nothing left to answer either.
+      pipeline(Readable.fromWeb(answer.body as import("node:stream/web").ReadableStream), response, () => {})
     }
     run().catch((error: unknown) => {
       if (error instanceof RangeError) return fail(413, `${error.message} is refused`)
