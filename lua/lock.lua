@@ -1,6 +1,7 @@
 -- KEYS[1] <lock>:LOCKED  KEYS[2] <prefix>:digests  KEYS[3] <prefix>:fence  KEYS[4] <prefix>:resets (the layout
--- epochs a reset retired, layout_current)  KEYS[5] <digest>:EVENTS (optional: given when the worker's lockEvents is
--- on, and the call then logs taken, reentered or refused there, log_event)
+-- epochs a reset retired, acquire's layout_current)  with a swap (below) KEYS[5] <digest>:REPLACED (the jids swaps
+-- took the place of)  then <digest>:EVENTS (optional: given when the worker's lockEvents is on, and the call then logs
+-- taken, reentered or refused there, log_event)
 -- ARGV jid, member (index member), limit, ttl ms, lease ms, info JSON or '', fenced ('1' run lock / '0' queue lock),
 -- the job's queue name as a JSON string or '', the epoch of the prefix's layout as this process read it ('' for a
 -- record written before epochs), then optionally a swap (debounce, from ARGV[10]): pairs of a holder's jid and the t
@@ -11,4 +12,4 @@
 -- queue lock its jid re-entered); when refused, {0, holder, ...}. An integer: Redis answers a table at a higher cost.
 -- A refusal stays a table even for one holder: a client that reads integers as text (ioredis' stringNumbers) could
 -- not tell a holder named "-1" from a lock taken.
-return lock_step(KEYS, ARGV)
+return lock_step(KEYS, ARGV, now())

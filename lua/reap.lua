@@ -91,7 +91,7 @@ for i = 1, scanned do
   else
     local evict = {}
     for j = 1, #all, 2 do
-      local h = horizon(all[j + 1])
+      local _, h = live(all[j + 1])
       if h == -1 or (h > 0 and h <= ms) then
         evict[#evict + 1] = all[j]
         holders[#holders + 1] = member

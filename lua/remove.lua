@@ -100,7 +100,8 @@ for _, lock in ipairs(locks) do
       if not revoked(rest) then
         -- r goes right after f (a run lock's entry always has f): t, x, l and f stay where every script reads them.
         local f = string.match(rest, '^,"f":%d+') or ''
-        write_entry(lock.key, holder, t, x, l, f .. string.format(',"r":%d', ms) .. string.sub(rest, #f + 1))
+        local marked = f .. string.format(',"r":%d', ms) .. string.sub(rest, #f + 1)
+        write_entry(lock.key, holder, t, x, string.format('%d', l), marked)
       end
     else
       drop[#drop + 1] = holder

@@ -3,7 +3,7 @@
 -- ARGV the epoch, mode ('+' retire it, only while the index is empty; '-' undo a retirement this reset made)
 -- Returns 1 when done, 0 when the index holds a member (a lock taken since the reset's scan): nothing written.
 -- Both keys are in the shard's slot, as a lock's are: a lock under the epoch either came first (the index holds it,
--- and the reset is refused) or meets the epoch retired (lock_step's layout_current refuses it). No TTL: a process
+-- and the reset is refused) or meets the epoch retired (acquire's layout_current refuses it). No TTL: a process
 -- that read the layout before the reset may run on for any time.
 if ARGV[2] == '-' then
   redis.call('SREM', KEYS[2], ARGV[1])

@@ -156,6 +156,20 @@ const finite = (value: unknown): number | undefined =>
   typeof value === "number" && Number.isFinite(value) ? value : undefined
 
 /**
+ * Whether a debounced enqueue took `jid`'s place in `digest`'s queue lock within the last hour (`Store.replaced`): its
+ * job was superseded. A store that keeps no such record answers false.
+ *
+ * @internal
+ */
+export const wasReplaced = (
+  redis: Store,
+  definition: Definition,
+  digest: string,
+  jid: string
+): Effect.Effect<boolean, RedisError> =>
+  redis.replaced === undefined ? Effect.succeed(false) : redis.replaced(keyOf(definition, digest, "queue"), jid)
+
+/**
  * A debounced queue lock's holders, with the windows their entries keep. One read of the lock's holders.
  *
  * @internal

@@ -392,16 +392,23 @@ const serverPhase = <A, E, R>(
     // A run lock's entry keeps the job's info only under lockInfo (a queue lock's release reads none).
     const target: Lock.Target = definition.lockInfo ? { digest, jid: job.jid, info: infoOf(job) } : { digest, jid: job.jid }
     // A debounced job whose place a later trigger took while it was on its way to the queue, landed already due and
-    // started before its producer could remove it (Lock.confirmQueueLock): superseded, it never runs. A retry is its
-    // window's run, begun; a lock with no holder left runs as it would.
+    // started before its producer could remove it (Lock.confirmQueueLock): superseded, it never runs. Another job
+    // holds its place, or none does and the swap's record names it (the one that took its place started already). A
+    // retry is its window's run, begun; a lock no swap took from it runs as it would (its TTL passed, or deleted).
     if (Option.isNone(definition.debounce) || (job.retryCount ?? 0) > 0) {
       return phases(redis, definition, job, perform, digest, target, performed)
     }
+    const run = phases(redis, definition, job, perform, digest, target, performed)
+    const superseded = (holders: ReadonlyArray<string>) =>
+      Effect.succeed(Strategy.ServerOutcome.Skipped({ digest, job, holders }))
     return Effect.flatMap(Lock.windowHolders(redis, definition, digest), (entries) => {
       const holders = entries.map((entry) => entry.jid)
-      return holders.length === 0 || holders.includes(job.jid)
-        ? phases(redis, definition, job, perform, digest, target, performed)
-        : Effect.succeed(Strategy.ServerOutcome.Skipped({ digest, job, holders }))
+      if (holders.includes(job.jid)) return run
+      if (holders.length > 0) return superseded(holders)
+      return Effect.flatMap(
+        Lock.wasReplaced(redis, definition, digest, job.jid),
+        (replaced) => replaced ? superseded(holders) : run
+      )
     })
   })
 

@@ -385,6 +385,8 @@ export type Client = Scripts.ScriptClient & {
   lrange?(key: string, start: number, stop: number): Promise<Array<string>>
   /** A cluster's reap step reads its members first (its script then names every key it touches). */
   zrange?(key: string, start: number, stop: number): Promise<Array<string>>
+  /** `Store.replaced`'s one SISMEMBER; a client without it answers that no job was replaced. */
+  sismember?(key: string, member: string): Promise<number>
   /** ioredis' `Cluster`: the scripts are loaded on every master. */
   readonly isCluster?: boolean
   nodes?(role: "master"): Array<{ script(subcommand: "LOAD", script: string): Promise<unknown> }>
@@ -1028,9 +1030,13 @@ export const makeFromClient = (
     // lock.lua's and unlock.lua's arguments, for the Effect calls and the promise ones alike.
     const lockArgs = (lock: LockKey, request: HolderRequest): Array<string | number> => {
       const keys = keysOf(lock)
-      // Built in place, the events key only when on: every lock step pays for this array.
-      const args: Array<string | number> = [request.events === true ? 5 : 4, keys.locked, keys.index, keys.fence, keys.resets]
+      // Built in place, the events key only when on: every lock step pays for this array. A swap's keys have the
+      // replaced set before it (lock_step).
+      const swap = request.swap !== undefined && request.swap.length > 0
+      const args: Array<string | number> = [4, keys.locked, keys.index, keys.fence, keys.resets]
+      if (swap) args.push(keys.replaced)
       if (request.events === true) args.push(keys.events)
+      args[0] = args.length - 1
       args.push(
         request.jid,
         lock.name,
@@ -1134,6 +1140,10 @@ export const makeFromClient = (
           () => client.hgetall(keysOf(lock).locked),
           (reply) => Object.entries(reply as Record<string, string>).map(([jid, raw]) => parseHolder(jid, raw))
         ),
+      replaced: (lock, jid) =>
+        client.sismember === undefined
+          ? Effect.succeed(false)
+          : call("replaced", () => client.sismember!(keysOf(lock).replaced, jid), (reply) => Number(reply) === 1),
       fetch: (lock, page) => {
         const keys = keysOf(lock)
         const args = page === undefined ? ["0", 0, 0] : [page.cursor, page.count, page.bytes]
@@ -1289,6 +1299,7 @@ export const makeFromClient = (
           true
         ),
       holders: (lock) => withLayout(lock.prefix, () => store.holders(lock)),
+      replaced: (lock, jid) => withLayout(lock.prefix, () => store.replaced!(lock, jid)),
       fetch: (lock, page) => withLayout(lock.prefix, () => store.fetch(lock, page)),
       reap: (request) => withLayout(request.prefix, () => store.reap(request)),
       scan: (prefix, cursor, pattern, count) => withLayout(prefix, () => store.scan(prefix, cursor, pattern, count)),

@@ -33,6 +33,11 @@ export interface Keys {
    * lock's slot: a lock script refuses a process that still sends one (lock_step's layout_current).
    */
   readonly resets: string
+  /**
+   * The jids a debounced enqueue took the place of (`<digest>:REPLACED`, a set kept an hour), in the lock's slot: a
+   * superseded job that lands in its queue late and starts after the window's own job is skipped, not run.
+   */
+  readonly replaced: string
 }
 
 /**
@@ -60,7 +65,8 @@ export const standalone: Layout = {
     index: `${lock.prefix}:digests`,
     fence: `${lock.prefix}:fence`,
     events: `${lock.name.endsWith(":RUN") ? lock.name.slice(0, -4) : lock.name}:EVENTS`,
-    resets: `${lock.prefix}:resets`
+    resets: `${lock.prefix}:resets`,
+    replaced: `${lock.name.endsWith(":RUN") ? lock.name.slice(0, -4) : lock.name}:REPLACED`
   }),
   index: (prefix) => `${prefix}:digests`,
   resets: (prefix) => `${prefix}:resets`
@@ -168,7 +174,8 @@ const makeCluster = (shards: number): Layout => {
         index: `${tagged}:digests`,
         fence: `${tagged}:fence`,
         events: `${tagged}:${baseOf(lock)}:EVENTS`,
-        resets: `${tagged}:resets`
+        resets: `${tagged}:resets`,
+        replaced: `${tagged}:${baseOf(lock)}:REPLACED`
       }
     },
     index: (prefix, shard) => `${prefix}:{${tags[shard]}}:digests`,

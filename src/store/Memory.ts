@@ -17,7 +17,7 @@ import type {
   ScanPage,
   Store
 } from "./Store.js"
-import { eventLog, holdersChanged, keysOf, RedisError } from "./Store.js"
+import { eventLog, holdersChanged, keysOf, RedisError, replacedTtlMs } from "./Store.js"
 import type { LockEvent } from "./Store.js"
 import { cutHolder, eventOf, eventText, foldRefusal } from "./Entries.js"
 import * as Layout from "./Layout.js"
@@ -167,6 +167,8 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
   const hashes = new Map<string, Hash>()
   const indexes = new Map<string, Map<string, number>>()
   const counters = new Map<string, number>()
+  /** lock_step's `<digest>:REPLACED`: the jids a swap took the place of, and when the set expires. */
+  const replacedSets = new Map<string, { readonly jids: Set<string>; expiresAt: number }>()
   /** claim.lua's keys: the owner and when the lease ends. */
   const leases = new Map<string, { owner: string; expiresAt: number }>()
   /** The release signals' listeners (`Store.releases`): PUBLISH of the scripts, on a run lock's holders key. */
@@ -253,6 +255,13 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
       count--
     }
     for (const jid of gone) hash!.entries.delete(jid)
+    if (gone.size > 0) {
+      const { replaced } = keysOf(lock)
+      const kept = replacedSets.get(replaced)
+      const set = kept === undefined || kept.expiresAt <= now ? new Set<string>() : kept.jids
+      for (const jid of gone) set.add(jid)
+      replacedSets.set(replaced, { jids: set, expiresAt: now + replacedTtlMs })
+    }
     hash = getHash(locked, now)
     const f = request.fenced ? Math.max(micros, (counters.get(fence) ?? 0) + 1) : 0
     const entry: Entry = {
@@ -677,6 +686,11 @@ export const makeInspectable = (fenceLayout: Layout.Layout = Layout.standalone) 
         return { ...result, queueLockHeld }
       }),
     holders: (lock) => run("holders", (now) => holdersOf(getHash(keysOf(lock).locked, now))),
+    replaced: (lock, jid) =>
+      run("replaced", (now) => {
+        const set = replacedSets.get(keysOf(lock).replaced)
+        return set !== undefined && set.expiresAt > now && set.jids.has(jid)
+      }),
     fetch: (lock, page) =>
       run("fetch", (now) => {
         const { index, locked } = keysOf(lock)

@@ -72,6 +72,14 @@ export interface LockKey {
 export const keysOf: (lock: LockKey) => Layout.Keys = Layout.standalone.keysOf
 
 /**
+ * How long a lock's `replaced` set is kept after its last swap (lock_step writes the same: lua/lib/prelude.lua). A job
+ * on its way to its queue lands within the queue's own timeout, or once its Redis answers again: an hour covers both.
+ *
+ * @internal
+ */
+export const replacedTtlMs = 3_600_000
+
+/**
  * Who asks for a lock and on what terms. Times in milliseconds; 0 means none.
  *
  * @since 0.1.0
@@ -105,7 +113,8 @@ export interface HolderRequest {
   /**
    * A swap (debounce): take the lock in place of these holders, in the same call, only if each is there as given:
    * live, and with `lockedAt` (when given) as read, so not written again since. Else nothing is written and the answer
-   * is a `Conflict` naming the live holders, maybe none. The new entry's `lockedAt` is above theirs.
+   * is a `Conflict` naming the live holders, maybe none. The new entry's `lockedAt` is above theirs. The jids taken the
+   * place of are kept an hour in the lock's `replaced` set (`Store.replaced`).
    */
   readonly swap?: ReadonlyArray<{ readonly jid: string; readonly lockedAt?: number | undefined }> | undefined
 }
@@ -419,6 +428,11 @@ export interface Store {
   ) => Effect.Effect<HandoffResult, RedisError>
   /** The entries of a lock's holders hash. */
   readonly holders: (lock: LockKey) => Effect.Effect<ReadonlyArray<Holder>, RedisError>
+  /**
+   * Whether a debounced enqueue took `jid`'s place in this lock (a swap, `HolderRequest.swap`) within the last hour: its
+   * job was superseded. A store without it (an older one of a user's) answers for none.
+   */
+  readonly replaced?: ((lock: LockKey, jid: string) => Effect.Effect<boolean, RedisError>) | undefined
   /**
    * One lock read in one script call: holders with their metadata (all of them, or the `page` asked for: the admin's
    * reads, bounded whatever the lock holds), their count, the key's TTL, the index score, Redis time.
