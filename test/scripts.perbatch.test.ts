@@ -136,6 +136,25 @@ describe("a batch's Redis work (issue 50)", () => {
       assert.strictEqual((yield* Effect.promise(() => inner(probe))).time, 3)
     }))
 
+  it.live("index writes keep their order: a handoff's release after its lock in one call drops the queue member", () =>
+    Effect.gen(function*() {
+      const { probe } = yield* privateStore()
+      for (const script of Object.values(scripts)) yield* Effect.promise(() => probe.script("LOAD", script.source))
+      // The first step writes the index (so the others' writes wait for the call's end); the lock's ZADD of d1 waits,
+      // and the handoff's release of d1, after it, must not go before it.
+      const replies = yield* Effect.promise(() =>
+        batch(probe, [
+          lockStep("po", "po:d0", "j0", false),
+          lockStep("po", "po:d1", "j1", false),
+          handoffStep("po", "po:d1", "j1", false)
+        ])
+      )
+      assert.deepStrictEqual(replies.map(([ok]) => ok), [1, 1, 1])
+      const members = yield* Effect.promise(() => probe.zrange("po:digests", 0, -1))
+      assert.deepStrictEqual(members.sort(), ["po:d0", "po:d1:RUN"])
+      assert.strictEqual(yield* Effect.promise(() => probe.exists(keysOf("po", "po:d1").locked)), 0)
+    }))
+
   it.live("a run lock of while_executing without lockInfo writes no info, with it the info", () =>
     Effect.gen(function*() {
       const { probe, store } = yield* privateStore()
@@ -161,6 +180,8 @@ type Op =
   }
   | { readonly _tag: "unlock"; readonly digest: number; readonly jid: number; readonly run: boolean }
   | { readonly _tag: "handoff"; readonly digest: number; readonly jid: number; readonly keep: boolean }
+  // A debounced enqueue: jid takes the queue lock in over's place (lock.lua's swap), or is refused.
+  | { readonly _tag: "swap"; readonly digest: number; readonly jid: number; readonly over: number }
 
 const digests = 4
 const op: fc.Arbitrary<Op> = fc.oneof(
@@ -173,8 +194,15 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     limit: fc.constantFrom(0, 1, 1, 2)
   }),
   fc.record({ _tag: fc.constant("unlock" as const), digest: fc.nat(digests - 1), jid: fc.nat(2), run: fc.boolean() }),
-  fc.record({ _tag: fc.constant("handoff" as const), digest: fc.nat(digests - 1), jid: fc.nat(2), keep: fc.boolean() })
+  fc.record({ _tag: fc.constant("handoff" as const), digest: fc.nat(digests - 1), jid: fc.nat(2), keep: fc.boolean() }),
+  fc.record({ _tag: fc.constant("swap" as const), digest: fc.nat(digests - 1), jid: fc.nat(2), over: fc.nat(2) })
 )
+
+/** A swap as the store sends it: the lock's keys and the replaced set, the lock's arguments, then over's jid and ''. */
+const swapStep = (prefix: string, name: string, jid: string, over: string): Step => {
+  const lock = lockStep(prefix, name, jid, false)
+  return { kind: "l", keys: [...lock.keys, keysOf(prefix, name).replaced], argv: [...lock.argv, over, ""] }
+}
 
 describe("a batch's deferred writes: a property", () => {
   it.live("any steps in one batch.lua call answer, and leave the index, counter and holders, as one call each", () =>
@@ -191,6 +219,8 @@ describe("a batch's deferred writes: a property", () => {
             return unlockStep(prefix, o.run ? `${name}:RUN` : name, `j${o.jid}`)
           case "handoff":
             return handoffStep(prefix, name, `j${o.jid}`, o.keep)
+          case "swap":
+            return swapStep(prefix, name, `j${o.jid}`, `j${o.over}`)
         }
       }
       // What Redis holds under the prefix: each lock's holders and whether its key has a TTL, the index's members,
@@ -209,7 +239,11 @@ describe("a batch's deferred writes: a property", () => {
         const index = await probe.type(`${prefix}:digests`) === "zset"
           ? (await probe.zrange(`${prefix}:digests`, 0, -1)).map((member) => member.slice(prefix.length)).sort()
           : "not a sorted set"
-        return { locks, index, fence: (await probe.exists(`${prefix}:fence`)) === 1 }
+        const replaced: Array<unknown> = []
+        for (let d = 0; d < digests; d++) {
+          replaced.push((await probe.smembers(keysOf(prefix, `${prefix}:d${d}`).replaced)).sort())
+        }
+        return { locks, index, replaced, fence: (await probe.exists(`${prefix}:fence`)) === 1 }
       }
       // A foreign key among them: digest 3's queue lock a string; and some runs' index a list.
       const fresh = async (wrongIndex: boolean) => {
@@ -249,9 +283,29 @@ describe("a batch's deferred writes: a property", () => {
           for (const [prefix, replies] of [[together, batched], [one, answers]] as const) {
             const handed = tokens(replies)
             if (handed.length > 0) assert.strictEqual(Number(await probe.get(`${prefix}:fence`)), Math.max(...handed))
+            // Every jid a swap took the place of is recorded as replaced (Store.replaced), with the record's TTL.
+            for (const [i, o] of ops.entries()) {
+              const [ok, value] = replies[i] as [number, unknown]
+              if (o._tag !== "swap" || ok !== 1 || Array.isArray(value)) continue
+              const key = keysOf(prefix, `${prefix}:d${o.digest}`).replaced
+              assert.strictEqual(await probe.sismember(key, `j${o.over}`), 1, `${prefix} step ${i}`)
+              assert.isAbove(await probe.pttl(key), 0)
+            }
           }
         }
       )
-      yield* Effect.promise(() => fc.assert(property, { numRuns: 200 }))
+      // A handoff's release after a lock of the same digest in one call, the index written before both: the release's
+      // ZREM must wait for the lock's deferred ZADD (it went first once, and the index kept the digest).
+      const example: [Array<Op>, boolean] = [[
+        { _tag: "handoff", digest: 0, jid: 0, keep: false },
+        { _tag: "lock", digest: 2, jid: 0, run: false, limit: 1 },
+        { _tag: "handoff", digest: 2, jid: 0, keep: false }
+      ], false]
+      // A debounced enqueue that takes a held place, and records the jid it replaced.
+      const swap: [Array<Op>, boolean] = [[
+        { _tag: "lock", digest: 2, jid: 0, run: false, limit: 1 },
+        { _tag: "swap", digest: 2, jid: 1, over: 0 }
+      ], false]
+      yield* Effect.promise(() => fc.assert(property, { numRuns: 200, examples: [example, swap] }))
     }), 120_000)
 })

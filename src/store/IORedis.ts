@@ -310,7 +310,7 @@ const batchArgs = (steps: ReadonlyArray<Queued>): [number, ...Array<string | num
   return args
 }
 
-// A lock refused because a reset retired the layout epoch it sent (lock_step's layout_current).
+// A lock refused because a reset retired the layout epoch it sent (acquire's layout_current).
 const layoutResetReply = /^LAYOUTRESET epoch=([0-9a-f]*) key=(.*)$/s
 
 // A script's error ends naming the script's sha and the line of its source (prelude included).
@@ -522,7 +522,7 @@ export const makeFromClient = (
     const adopt = options?.layout === "adopt"
     const layouts = new Map<string, Layout.Layout>()
     const layoutFor = (prefix: string): Layout.Layout => layouts.get(prefix) ?? configured
-    // The epoch of each prefix's record as this store read it, sent with every lock (lock_step's layout_current).
+    // The epoch of each prefix's record as this store read it, sent with every lock (acquire's layout_current).
     const epochs = new Map<string, string>()
     // The calls below name keys through the layout of the lock's prefix; `shards` is the prefix's own (layoutFor).
     const layout: Pick<Layout.Layout, "shardOf" | "keysOf" | "index"> = {
@@ -799,7 +799,7 @@ export const makeFromClient = (
       epochs.set(prefix, read.epoch)
       return recorded
     }
-    // A lock refused by layout_current (`LAYOUTRESET epoch=<epoch> key=<resets key>`): the prefix whose layout was
+    // A lock refused by acquire's layout_current (`LAYOUTRESET epoch=<epoch> key=<resets key>`): the prefix whose layout was
     // reset is the one this store read with that epoch whose shards' resets key it is.
     const layoutResetOf = (operation: string, cause: unknown): RedisError | undefined => {
       const found = cause instanceof Error ? layoutResetReply.exec(reasonOf(cause)) : null

@@ -30,7 +30,7 @@ export interface Keys {
   readonly events: string
   /**
    * The epochs of this lock's shard that a layout reset retired (`<prefix>:resets`, `<prefix>:{<tag>}:resets`), in the
-   * lock's slot: a lock script refuses a process that still sends one (lock_step's layout_current).
+   * lock's slot: a lock script refuses a process that still sends one (acquire's layout_current).
    */
   readonly resets: string
   /**
