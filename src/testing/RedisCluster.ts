@@ -1,7 +1,7 @@
 /**
  * A private Redis Cluster on loopback ports, for tests and benchmarks: `masters` masters (3 by default), each with
- * `replicas` replicas (1), made with `redis-cli --cluster create`, ready once every node says `cluster_state:ok`, and
- * stopped with its scope. Any node can be killed (its replica takes over after the node timeout) and restarted.
+ * `replicas` replicas (1), made with `redis-cli --cluster create`, ready once every node says `cluster_state:ok` and
+ * every replica is in sync with its master, and stopped with its scope. Any node can be killed (its replica takes over after the node timeout) and restarted.
  *
  * @since 0.1.0
  */
@@ -208,6 +208,27 @@ export const start = (options: Options = {}): Effect.Effect<Cluster, RedisServer
       }
     })
     yield* ready
+    // And every replica in sync with its master: one that never synced cannot take over (its data's age is unknown),
+    // so a master killed before its replica's first sync (diskless, after Redis' 5 s delay, later on a busy machine)
+    // would leave its slots without an owner for good.
+    const synced = Effect.gen(function*() {
+      const deadline = Date.now() + readyLimitMs
+      for (;;) {
+        const links = yield* Effect.forEach([...children.keys()], (port) =>
+          Effect.result(cli(["-p", String(port), "info", "replication"]))
+        )
+        if (
+          links.every((l) => Result.isSuccess(l) && (!l.success.includes("role:slave") || l.success.includes("master_link_status:up")))
+        ) return
+        if (Date.now() > deadline) {
+          return yield* Effect.fail(
+            new RedisServerError({ reason: `the cluster's replicas were not in sync within ${readyLimitMs / 1000} s` })
+          )
+        }
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))
+      }
+    })
+    if (replicas > 0) yield* synced
     return {
       startupNodes: ports.map((port) => ({ host: "127.0.0.1", port })),
       nodes: ports.map((port): Node => ({
