@@ -5,17 +5,12 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
-import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/testing/TestClock"
-import { JobQueue } from "../src/JobQueue.js"
-import * as Lock from "../src/Lock.js"
-import * as Redis from "../src/Redis.js"
-import * as UniqueJob from "../src/UniqueJob.js"
-import { debouncedWorker, settle, tick } from "./support/debounce.js"
+import { debouncedWorker, onItsWay, settle } from "./support/debounce.js"
 import * as RedisTest from "./support/redis.js"
 
 describe("debounce: a job held on its way past its window's maxWait", () => {
@@ -32,23 +27,7 @@ describe("debounce: a job held on its way past its window's maxWait", () => {
           yield* TestClock.adjust(400)
           yield* settle(queue)
           const setOut = (yield* Clock.currentTimeMillis) - start
-          const landing = yield* Deferred.make<void>()
-          const slow: Context.Service.Shape<typeof JobQueue> = {
-            ...queue,
-            push: (job) => Effect.andThen(Deferred.await(landing), queue.push(job)),
-            schedule: (job, at) => Effect.andThen(Deferred.await(landing), queue.schedule(job, at))
-          }
-          const worker = UniqueJob.unsafeMake({
-            worker: "Report",
-            lock,
-            lockPrefix: prefix,
-            lockArgs: () => ["one"],
-            debounce: { delay: 200, maxWait: 200 }
-          })
-          const redis = yield* Redis.RedisService
-          const held = redis.holders(Lock.keyOf(worker.definition, digest, "queue"))
-          const onItsWay = yield* Effect.forkChild(Effect.provideService(worker.enqueue([1]), JobQueue, slow))
-          for (let i = 0; i < 500 && (yield* held).length === 0; i++) yield* tick
+          const { fiber: pushing, landing } = yield* onItsWay(queue, lock, digest, { delay: 200, maxWait: 200 }, [1])
           // Each later trigger once the jobs due by then have run: the one at +200 finds the window's job run.
           const tags: Array<string> = []
           for (const [k, gap] of [42, 84, 74].entries()) {
@@ -60,7 +39,7 @@ describe("debounce: a job held on its way past its window's maxWait", () => {
           // The job on its way lands, due since +200: its producer finds its place taken and removes it, or it has
           // started and is skipped.
           yield* Deferred.succeed(landing, undefined)
-          assert.strictEqual((yield* Fiber.join(onItsWay))._tag, "Enqueued")
+          assert.strictEqual((yield* Fiber.join(pushing))._tag, "Enqueued")
           const snapshot = yield* queue.snapshot
           const waiting = [...snapshot.ready, ...snapshot.scheduled.map((s) => s.job)].map((job) => job.args)
           assert.deepStrictEqual(waiting, [[4]], "one job waits: the last trigger's")

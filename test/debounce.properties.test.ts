@@ -9,7 +9,6 @@
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
-import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -22,7 +21,7 @@ import * as Lock from "../src/Lock.js"
 import * as Redis from "../src/Redis.js"
 import * as UniqueJob from "../src/UniqueJob.js"
 import * as Bull from "./support/bullmq.js"
-import { type DebouncedLock, debouncedWorker, settle, stream, tick, uniqueProducers, violations } from "./support/debounce.js"
+import { type DebouncedLock, debouncedWorker, onItsWay, settle, stream, tick, uniqueProducers, violations } from "./support/debounce.js"
 import * as RedisTest from "./support/redis.js"
 import { lockKeys } from "./support/uniquequeue.js"
 
@@ -102,24 +101,8 @@ describe("debounce properties", () => {
                     const digest = (yield* trigger(0)).digest
                     yield* TestClock.adjust(delay + maxWait)
                     yield* settle(queue)
-                    const landing = yield* Deferred.make<void>()
-                    const slow: Context.Service.Shape<typeof JobQueue> = {
-                      ...queue,
-                      push: (job) => Effect.andThen(Deferred.await(landing), queue.push(job)),
-                      schedule: (job, at) => Effect.andThen(Deferred.await(landing), queue.schedule(job, at))
-                    }
-                    const worker = UniqueJob.unsafeMake({
-                      worker: "Report",
-                      lock,
-                      lockPrefix: digest.slice(0, digest.lastIndexOf(":")),
-                      lockArgs: () => ["one"],
-                      debounce: { delay, maxWait }
-                    })
-                    const redis = yield* Redis.RedisService
-                    const held = redis.holders(Lock.keyOf(worker.definition, digest, "queue"))
                     const setOut = (yield* Clock.currentTimeMillis) - start
-                    const onItsWay = yield* Effect.forkChild(Effect.provideService(worker.enqueue([1]), JobQueue, slow))
-                    for (let i = 0; i < 500 && (yield* held).length === 0; i++) yield* tick
+                    const { fiber: pushing, landing } = yield* onItsWay(queue, lock, digest, { delay, maxWait }, [1])
                     const trace = JSON.stringify({ lock, delay, maxWait, gaps })
                     // The model: windows of triggers, each ending in its run; the first opened by the job on its way.
                     const expected: Array<{ at: number; args: Array<unknown> }> = []
@@ -141,7 +124,7 @@ describe("debounce properties", () => {
                     }
                     expected.push({ at: dueOf(open), args: [open.args] })
                     yield* Deferred.succeed(landing, undefined)
-                    const first = yield* Fiber.join(onItsWay)
+                    const first = yield* Fiber.join(pushing)
                     assert.strictEqual(first._tag, "Enqueued", trace)
                     const snapshot = yield* queue.snapshot
                     const waiting = [...snapshot.ready, ...snapshot.scheduled.map((s) => s.job)].map((job) => job.args)

@@ -7,17 +7,12 @@
  * (a slow reply: the job is in the queue, the producer not yet told). Found by an outsider's probe (issue 50).
  */
 import { assert, describe, layer } from "@effect/vitest"
-import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/testing/TestClock"
-import { JobQueue } from "../src/JobQueue.js"
-import * as Lock from "../src/Lock.js"
-import * as Redis from "../src/Redis.js"
-import * as UniqueJob from "../src/UniqueJob.js"
-import { debouncedWorker, settle, tick } from "./support/debounce.js"
+import { debouncedWorker, onItsWay, settle, tick } from "./support/debounce.js"
 import * as RedisTest from "./support/redis.js"
 
 describe("debounce: a superseded job that starts after its window's run has started", () => {
@@ -27,7 +22,6 @@ describe("debounce: a superseded job that starts after its window's run has star
         Effect.gen(function*() {
           // delay = maxWait: the trigger that takes the place is due when the job it replaced was.
           const { queue, runs, trigger } = yield* debouncedWorker(lock, 200, 200)
-          const landing = yield* Deferred.make<void>()
           // The job lands when let go, but its add answers only once a worker has it: the producer cannot remove it.
           const started = (jid: string) =>
             Effect.gen(function*() {
@@ -36,31 +30,22 @@ describe("debounce: a superseded job that starts after its window's run has star
                 yield* tick
               }
             })
-          const slow: Context.Service.Shape<typeof JobQueue> = {
-            ...queue,
-            push: (job) => Effect.andThen(Deferred.await(landing), Effect.andThen(queue.push(job), started(job.jid))),
-            schedule: (job, at) =>
-              Effect.andThen(Deferred.await(landing), Effect.andThen(queue.schedule(job, at), started(job.jid)))
-          }
           // The first trigger, its job held on its way (its lock taken).
           const first = yield* trigger(0)
           assert.strictEqual(first._tag, "Enqueued")
           const digest = first.digest
           const prefix = digest.slice(0, digest.lastIndexOf(":"))
-          const producer = UniqueJob.unsafeMake({
-            worker: "Report",
-            lock,
-            lockPrefix: prefix,
-            lockArgs: () => ["one"],
-            debounce: { delay: 200, maxWait: 200 }
-          })
           // Run the first window out, so the job on its way opens a window of its own.
           yield* TestClock.adjust(400)
           yield* settle(queue)
-          const redis = yield* Redis.RedisService
-          const held = redis.holders(Lock.keyOf(producer.definition, digest, "queue"))
-          const onItsWay = yield* Effect.forkChild(Effect.provideService(producer.enqueue([1]), JobQueue, slow))
-          for (let i = 0; i < 500 && (yield* held).length === 0; i++) yield* tick
+          const { fiber: pushing, held, landing } = yield* onItsWay(
+            queue,
+            lock,
+            digest,
+            { delay: 200, maxWait: 200 },
+            [1],
+            started
+          )
           assert.strictEqual((yield* held).length, 1, "the job on its way holds the place")
           // A later trigger takes its place (not yet due: its window stands), due when it was (maxWait).
           yield* TestClock.adjust(50)
@@ -70,7 +55,7 @@ describe("debounce: a superseded job that starts after its window's run has star
           yield* settle(queue)
           // The job on its way lands, already due; a worker takes it before its producer is answered.
           yield* Deferred.succeed(landing, undefined)
-          assert.strictEqual((yield* Fiber.join(onItsWay))._tag, "Enqueued")
+          assert.strictEqual((yield* Fiber.join(pushing))._tag, "Enqueued")
           yield* TestClock.adjust(400)
           yield* settle(queue)
           const ran = (yield* Ref.get(runs)).slice(1).map((r) => r.args)

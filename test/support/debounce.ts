@@ -4,12 +4,16 @@
  */
 import type { Job as BullJob } from "bullmq"
 import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
 import { assert } from "vitest"
 import * as MemoryQueue from "../../src/adapters/MemoryQueue.js"
 import * as UniqueQueue from "../../src/adapters/UniqueQueue.js"
 import { JobQueue } from "../../src/JobQueue.js"
+import * as Lock from "../../src/Lock.js"
+import * as Redis from "../../src/Redis.js"
 import * as UniqueJob from "../../src/UniqueJob.js"
 import * as Bull from "./bullmq.js"
 import * as RedisTest from "./redis.js"
@@ -59,6 +63,40 @@ export const debouncedWorker = (lock: DebouncedLock, delay: number, maxWait: num
     )
     const trigger = (n: number) => Effect.provideService(worker.enqueue([n]), JobQueue, queue)
     return { queue, runs, start, trigger }
+  })
+
+// A trigger whose job is held on its way to the queue: a producer of `digest`'s window (same prefix and lockArgs,
+// `delay` and `maxWait`) enqueues `args` through `queue` with the push held until `landing` is done (and then `after`
+// the job's jid, when given: e.g. until a worker has it), once its lock is taken. `held` reads the lock's holders.
+export const onItsWay = (
+  queue: MemoryQueue.MemoryQueue,
+  lock: DebouncedLock,
+  digest: string,
+  debounce: { readonly delay: number; readonly maxWait: number },
+  args: ReadonlyArray<unknown>,
+  after?: (jid: string) => Effect.Effect<void>
+) =>
+  Effect.gen(function*() {
+    const landing = yield* Deferred.make<void>()
+    const land = <A, E>(jid: string, push: Effect.Effect<A, E>) =>
+      Effect.andThen(Deferred.await(landing), after === undefined ? push : Effect.tap(push, () => after(jid)))
+    const slow: Context.Service.Shape<typeof JobQueue> = {
+      ...queue,
+      push: (job) => land(job.jid, queue.push(job)),
+      schedule: (job, at) => land(job.jid, queue.schedule(job, at))
+    }
+    const producer = UniqueJob.unsafeMake({
+      worker: "Report",
+      lock,
+      lockPrefix: digest.slice(0, digest.lastIndexOf(":")),
+      lockArgs: () => ["one"],
+      debounce
+    })
+    const redis = yield* Redis.RedisService
+    const held = redis.holders(Lock.keyOf(producer.definition, digest, "queue"))
+    const fiber = yield* Effect.forkChild(Effect.provideService(producer.enqueue(args), JobQueue, slow))
+    for (let i = 0; i < 500 && (yield* held).length === 0; i++) yield* tick
+    return { fiber, landing, held }
   })
 
 /** One trigger of a multi-producer stream: its number, when its add was made and answered (ms), and its outcome. */
