@@ -155,6 +155,28 @@ describe("a batch's Redis work (issue 50)", () => {
       assert.strictEqual(yield* Effect.promise(() => probe.exists(keysOf("po", "po:d1").locked)), 0)
     }))
 
+  it.live("a release of one of a lock's two holders in a batch keeps the digest indexed; the last one's drops it", () =>
+    Effect.gen(function*() {
+      const { probe } = yield* privateStore()
+      for (const script of Object.values(scripts)) yield* Effect.promise(() => probe.script("LOAD", script.source))
+      const taken = yield* Effect.promise(() =>
+        batch(probe, [lockStep("ps", "ps:d0", "j0", false, 2), lockStep("ps", "ps:d0", "j1", false, 2)])
+      )
+      assert.deepStrictEqual(taken.map(([ok]) => ok), [1, 1])
+      const members = () => Effect.promise(() => probe.zrange("ps:digests", 0, -1))
+      // Batched (a call of two steps): the release reads the hash by HRANDFIELD, which tells whether it is the last.
+      const first = yield* Effect.promise(() =>
+        batch(probe, [unlockStep("ps", "ps:d0", "j0"), lockStep("ps", "ps:d9", "j9", false)])
+      )
+      assert.deepStrictEqual(first.map((reply) => reply[1]), [1, -1])
+      assert.deepStrictEqual((yield* members()).sort(), ["ps:d0", "ps:d9"], "j1 still holds ps:d0")
+      const last = yield* Effect.promise(() =>
+        batch(probe, [unlockStep("ps", "ps:d0", "j1"), unlockStep("ps", "ps:d9", "j9")])
+      )
+      assert.deepStrictEqual(last.map((reply) => reply[1]), [1, 1])
+      assert.deepStrictEqual(yield* members(), [])
+    }))
+
   it.live("a run lock of while_executing without lockInfo writes no info, with it the info", () =>
     Effect.gen(function*() {
       const { probe, store } = yield* privateStore()
@@ -306,6 +328,12 @@ describe("a batch's deferred writes: a property", () => {
         { _tag: "lock", digest: 2, jid: 0, run: false, limit: 1 },
         { _tag: "swap", digest: 2, jid: 1, over: 0 }
       ], false]
-      yield* Effect.promise(() => fc.assert(property, { numRuns: 200, examples: [example, swap] }))
+      // A release of one of a lock's two holders: the other keeps the digest indexed (HRANDFIELD of two tells the last).
+      const shared: [Array<Op>, boolean] = [[
+        { _tag: "lock", digest: 1, jid: 0, run: false, limit: 2 },
+        { _tag: "lock", digest: 1, jid: 1, run: false, limit: 2 },
+        { _tag: "unlock", digest: 1, jid: 0, run: false }
+      ], false]
+      yield* Effect.promise(() => fc.assert(property, { numRuns: 200, examples: [example, swap, shared] }))
     }), 120_000)
 })
