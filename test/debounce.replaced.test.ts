@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/testing/TestClock"
+import * as Lock from "../src/Lock.js"
 import { debouncedWorker, onItsWay, settle, tick } from "./support/debounce.js"
 import * as RedisTest from "./support/redis.js"
 
@@ -61,6 +62,47 @@ describe("debounce: a superseded job that starts after its window's run has star
           const ran = (yield* Ref.get(runs)).slice(1).map((r) => r.args)
           const events = (yield* queue.events).map((e) => `${e.type} ${JSON.stringify(e.job.args)}`)
           assert.deepStrictEqual(ran, [[2]], `the window runs once, its last trigger's: ${JSON.stringify(events)}`)
+          assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [], "no lock is left without an end")
+        }))
+
+      it.effect(`${lock}: a job whose lock was let go by hand on its way, landing while a later job holds the digest, is skipped`, () =>
+        Effect.gen(function*() {
+          const { queue, runs, trigger } = yield* debouncedWorker(lock, 200, 200)
+          const started = (jid: string) =>
+            Effect.gen(function*() {
+              for (let i = 0; i < 2_000; i++) {
+                if ((yield* queue.events).some((e) => e.type !== "scheduled" && e.type !== "pushed" && e.job.jid === jid)) return
+                yield* tick
+              }
+            })
+          const digest = (yield* trigger(0)).digest
+          const prefix = digest.slice(0, digest.lastIndexOf(":"))
+          yield* TestClock.adjust(400)
+          yield* settle(queue)
+          const { fiber: pushing, held, landing, producer } = yield* onItsWay(
+            queue,
+            lock,
+            digest,
+            { delay: 200, maxWait: 200 },
+            [1],
+            started
+          )
+          // An operator lets its hold go: no swap takes its place, so no record names it.
+          const [holder] = yield* held
+          assert.isTrue(yield* Lock.unlock(producer.definition, { digest, jid: holder!.jid, phase: "queue" }))
+          // A later trigger opens a window of its own (due at +250), and holds the digest meanwhile.
+          yield* TestClock.adjust(50)
+          assert.strictEqual((yield* trigger(2))._tag, "Enqueued")
+          yield* TestClock.adjust(160)
+          yield* settle(queue)
+          // The job on its way lands, due since +200; a worker takes it before its producer is answered.
+          yield* Deferred.succeed(landing, undefined)
+          assert.strictEqual((yield* Fiber.join(pushing))._tag, "Enqueued")
+          yield* TestClock.adjust(400)
+          yield* settle(queue)
+          const ran = (yield* Ref.get(runs)).slice(1).map((r) => r.args)
+          const events = (yield* queue.events).map((e) => `${e.type} ${JSON.stringify(e.job.args)}`)
+          assert.deepStrictEqual(ran, [[2]], `the digest runs once, the holder's job: ${JSON.stringify(events)}`)
           assert.deepStrictEqual(yield* RedisTest.keysWithoutTtl(prefix), [], "no lock is left without an end")
         }))
     }

@@ -96,7 +96,7 @@ export const onItsWay = (
     const held = redis.holders(Lock.keyOf(producer.definition, digest, "queue"))
     const fiber = yield* Effect.forkChild(Effect.provideService(producer.enqueue(args), JobQueue, slow))
     for (let i = 0; i < 500 && (yield* held).length === 0; i++) yield* tick
-    return { fiber, landing, held }
+    return { fiber, landing, held, producer }
   })
 
 /** One trigger of a multi-producer stream: its number, when its add was made and answered (ms), and its outcome. */
