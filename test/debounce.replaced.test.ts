@@ -13,7 +13,7 @@ import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/testing/TestClock"
 import * as Lock from "../src/Lock.js"
-import { debouncedWorker, onItsWay, settle, tick } from "./support/debounce.js"
+import { debouncedWorker, onItsWay, settle, untilStarted } from "./support/debounce.js"
 import * as RedisTest from "./support/redis.js"
 
 describe("debounce: a superseded job that starts after its window's run has started", () => {
@@ -24,13 +24,7 @@ describe("debounce: a superseded job that starts after its window's run has star
           // delay = maxWait: the trigger that takes the place is due when the job it replaced was.
           const { queue, runs, trigger } = yield* debouncedWorker(lock, 200, 200)
           // The job lands when let go, but its add answers only once a worker has it: the producer cannot remove it.
-          const started = (jid: string) =>
-            Effect.gen(function*() {
-              for (let i = 0; i < 2_000; i++) {
-                if ((yield* queue.events).some((e) => e.type !== "scheduled" && e.type !== "pushed" && e.job.jid === jid)) return
-                yield* tick
-              }
-            })
+          const started = untilStarted(queue)
           // The first trigger, its job held on its way (its lock taken).
           const first = yield* trigger(0)
           assert.strictEqual(first._tag, "Enqueued")
@@ -68,13 +62,7 @@ describe("debounce: a superseded job that starts after its window's run has star
       it.effect(`${lock}: a job whose lock was let go by hand on its way, landing while a later job holds the digest, is skipped`, () =>
         Effect.gen(function*() {
           const { queue, runs, trigger } = yield* debouncedWorker(lock, 200, 200)
-          const started = (jid: string) =>
-            Effect.gen(function*() {
-              for (let i = 0; i < 2_000; i++) {
-                if ((yield* queue.events).some((e) => e.type !== "scheduled" && e.type !== "pushed" && e.job.jid === jid)) return
-                yield* tick
-              }
-            })
+          const started = untilStarted(queue)
           const digest = (yield* trigger(0)).digest
           const prefix = digest.slice(0, digest.lastIndexOf(":"))
           yield* TestClock.adjust(400)

@@ -65,6 +65,15 @@ export const debouncedWorker = (lock: DebouncedLock, delay: number, maxWait: num
     return { queue, runs, start, trigger }
   })
 
+// Until a worker has taken `jid` from `queue` (an event past scheduled and pushed), or a bounded wait has passed.
+export const untilStarted = (queue: MemoryQueue.MemoryQueue) => (jid: string) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 2_000; i++) {
+      if ((yield* queue.events).some((e) => e.type !== "scheduled" && e.type !== "pushed" && e.job.jid === jid)) return
+      yield* tick
+    }
+  })
+
 // A trigger whose job is held on its way to the queue: a producer of `digest`'s window (same prefix and lockArgs,
 // `delay` and `maxWait`) enqueues `args` through `queue` with the push held until `landing` is done (and then `after`
 // the job's jid, when given: e.g. until a worker has it), once its lock is taken. `held` reads the lock's holders.
